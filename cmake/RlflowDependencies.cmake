@@ -1,0 +1,6 @@
+# Dependencies of the rlflow INTERFACE target (also found again by rlflowConfig.cmake).
+find_package(Threads REQUIRED)
+set(BLA_VENDOR OpenBLAS)
+find_package(BLAS REQUIRED)
+find_package(nlohmann_json 3.10 REQUIRED)
+find_package(OpenMP)

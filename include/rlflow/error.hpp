@@ -1,0 +1,55 @@
+// rlflow/error.hpp: the rlflow::error family and RLFLOW_EXPECTS.
+// Every runtime failure in rlflow throws one of these (never exit/abort); the message names the
+// thing, the numbers and the fix. Does not define CUDA/NCCL checks (see kernels/cuda).
+#pragma once
+#include <sstream>    // message building
+#include <stdexcept>  // std::runtime_error
+#include <string>
+
+namespace rlflow {
+
+//! Base of every rlflow exception.
+struct error : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+//! A configuration or construction argument is invalid (raised before any work starts).
+struct config_error : error { using error::error; };
+//! A tensor / column has the wrong shape or length.
+struct shape_error : error { using error::error; };
+//! A tensor is accessed as the wrong element type.
+struct dtype_error : error { using error::error; };
+//! A value is invalid (NaN reward, out-of-range index, unequal values in a union, ...).
+struct value_error : error { using error::error; };
+//! A key (column, meta entry, config key) is missing or duplicated.
+struct key_error : error { using error::error; };
+//! Serialized bytes or a file are truncated, corrupt or of an unknown format/version.
+struct format_error : error { using error::error; };
+//! A worker method threw; the message names role, method and rank.
+struct worker_error : error { using error::error; };
+//! An I/O operation failed (file open, write, rename, fsync).
+struct io_error : error { using error::error; };
+
+namespace detail {
+template <class... Args>
+std::string cat(Args const&... args) {
+  std::ostringstream os;
+  (os << ... << args);
+  return os.str();
+}
+}  // namespace detail
+
+//! Builds a message from streamable pieces: rlflow::msg("x = ", x, " must be > 0").
+template <class... Args>
+std::string msg(Args const&... args) { return detail::cat(args...); }
+
+}  // namespace rlflow
+
+//! Precondition check that throws ErrorType (default rlflow::value_error) with a built message.
+#define RLFLOW_EXPECTS(cond, ...)                                              \
+  do {                                                                         \
+    if (!(cond)) throw ::rlflow::value_error(::rlflow::msg(__VA_ARGS__));      \
+  } while (0)
+#define RLFLOW_EXPECTS_T(ErrorType, cond, ...)                                 \
+  do {                                                                         \
+    if (!(cond)) throw ErrorType(::rlflow::msg(__VA_ARGS__));                  \
+  } while (0)
