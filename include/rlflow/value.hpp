@@ -1,0 +1,254 @@
+// rlflow/value.hpp: Value, a host value for DataProto's non-tensor columns and meta_info
+// (None, bool, int64, double, string, list, ordered dict), and Dict, the insertion-ordered
+// string -> Value map (also used as DataProto::Meta).
+// Values are trees with value semantics (copies are deep); equality is deep, NaN == NaN.
+// Does not hold tensors (tensor columns live in DataProto's batch) and cannot form cycles.
+#pragma once
+#include <cmath>        // std::isnan
+#include <concepts>
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <string_view>
+#include <utility>      // std::pair, std::move
+#include <variant>
+#include <vector>
+
+#include <rlflow/error.hpp>  // key_error, dtype_error
+
+namespace rlflow {
+
+class Value;
+
+//! An insertion-ordered map from string keys to Values (Python dict semantics: a key appears
+//! once, set() on an existing key replaces the value in place, equality ignores order).
+//! verl: the plain dicts of meta_info and of object-array elements.
+class Dict {
+ public:
+  using item_type = std::pair<std::string, Value>;
+  Dict() = default;
+  Dict(std::initializer_list<item_type> items);
+
+  bool contains(std::string_view key) const { return find(key) != nullptr; }
+  //! The value under key; key_error naming the available keys when missing.
+  Value const& get(std::string_view key) const;
+  Value& get(std::string_view key);
+  //! Pointer to the value under key, or nullptr.
+  Value const* find(std::string_view key) const;
+  Value* find(std::string_view key);
+  //! Inserts (at the end) or replaces (keeping the position).
+  void set(std::string key, Value v);
+  //! Removes key; returns whether it was present.
+  bool erase(std::string_view key);
+  std::size_t size() const { return items_.size(); }
+  bool empty() const { return items_.empty(); }
+  std::vector<std::string> keys() const;
+  //! Comma-separated keys in order, for error messages.
+  std::string key_list() const;
+
+  auto begin() const { return items_.begin(); }
+  auto end() const { return items_.end(); }
+  auto begin() { return items_.begin(); }
+  auto end() { return items_.end(); }
+  std::vector<item_type> const& items() const { return items_; }
+
+  //! Deep equality ignoring key order (Python dict ==, with NaN == NaN inside values).
+  friend bool operator==(Dict const& a, Dict const& b);
+
+ private:
+  std::vector<item_type> items_;
+};
+
+//! The kinds a Value can hold, in serialization tag order.
+enum class ValueKind : std::uint8_t { none = 0, boolean = 1, integer = 2, floating = 3, string = 4, list = 5, dict = 6 };
+
+constexpr const char* value_kind_name(ValueKind k) {
+  switch (k) {
+    case ValueKind::none: return "none";
+    case ValueKind::boolean: return "bool";
+    case ValueKind::integer: return "int";
+    case ValueKind::floating: return "float";
+    case ValueKind::string: return "string";
+    case ValueKind::list: return "list";
+    case ValueKind::dict: return "dict";
+  }
+  return "unknown";
+}
+
+//! A host value: None, bool, int64, double, string, list of Values or Dict.
+//! verl: the elements of non_tensor_batch's object arrays and the values of meta_info.
+//! Equality is deep and kind-strict (int 1 != float 1.0), floats compare NaN == NaN (verl's
+//! _deep_equal); Dict equality ignores key order.
+class Value {
+ public:
+  using List = std::vector<Value>;
+  using variant_type = std::variant<std::monostate, bool, std::int64_t, double, std::string, List, Dict>;
+
+  Value() = default;
+  Value(std::nullptr_t) {}
+  Value(bool b) : v_(b) {}
+  template <std::integral I>
+    requires(!std::same_as<I, bool>)
+  Value(I i) : v_(static_cast<std::int64_t>(i)) {}
+  Value(double d) : v_(d) {}
+  Value(float f) : v_(static_cast<double>(f)) {}
+  Value(std::string s) : v_(std::move(s)) {}
+  Value(std::string_view s) : v_(std::string(s)) {}
+  Value(const char* s) : v_(std::string(s)) {}
+  Value(List l) : v_(std::move(l)) {}
+  Value(Dict d) : v_(std::move(d)) {}
+
+  ValueKind kind() const { return static_cast<ValueKind>(v_.index()); }
+  bool is_none() const { return kind() == ValueKind::none; }
+  bool is_bool() const { return kind() == ValueKind::boolean; }
+  bool is_int() const { return kind() == ValueKind::integer; }
+  bool is_double() const { return kind() == ValueKind::floating; }
+  bool is_string() const { return kind() == ValueKind::string; }
+  bool is_list() const { return kind() == ValueKind::list; }
+  bool is_dict() const { return kind() == ValueKind::dict; }
+
+  //! Typed access; dtype_error naming both kinds on mismatch.
+  bool as_bool() const { return get<bool>(ValueKind::boolean); }
+  std::int64_t as_int() const { return get<std::int64_t>(ValueKind::integer); }
+  double as_double() const { return get<double>(ValueKind::floating); }
+  //! int or float as double (convenience for metrics).
+  double as_number() const {
+    if (is_int()) return static_cast<double>(as_int());
+    return as_double();
+  }
+  std::string const& as_string() const { return get<std::string>(ValueKind::string); }
+  List const& as_list() const { return get<List>(ValueKind::list); }
+  List& as_list() { return get<List>(ValueKind::list); }
+  Dict const& as_dict() const { return get<Dict>(ValueKind::dict); }
+  Dict& as_dict() { return get<Dict>(ValueKind::dict); }
+
+  variant_type const& variant() const { return v_; }
+
+  //! Python-like text (None, True, 3, 2.5, 'abc', [..], {'k': ..}) for messages and debugging.
+  std::string repr() const;
+
+  //! Deep equality; NaN == NaN; int and float never equal each other.
+  friend bool operator==(Value const& a, Value const& b);
+
+ private:
+  template <class T>
+  T const& get(ValueKind want) const {
+    if (auto const* p = std::get_if<T>(&v_)) return *p;
+    throw dtype_error(msg("rlflow::Value: accessed as ", value_kind_name(want), " but it holds ",
+                          value_kind_name(kind()), " (", repr(), "); check kind() first"));
+  }
+  template <class T>
+  T& get(ValueKind want) {
+    return const_cast<T&>(static_cast<Value const&>(*this).get<T>(want));
+  }
+  variant_type v_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Dict members (defined here, where Value is complete)
+
+inline Dict::Dict(std::initializer_list<item_type> items) {
+  for (auto const& it : items) set(it.first, it.second);
+}
+inline Value const* Dict::find(std::string_view key) const {
+  for (auto const& it : items_)
+    if (it.first == key) return &it.second;
+  return nullptr;
+}
+inline Value* Dict::find(std::string_view key) {
+  return const_cast<Value*>(static_cast<Dict const&>(*this).find(key));
+}
+inline std::string Dict::key_list() const {
+  std::string s;
+  for (auto const& it : items_) s += (s.empty() ? "'" : ", '") + it.first + "'";
+  return s.empty() ? "(none)" : s;
+}
+inline Value const& Dict::get(std::string_view key) const {
+  if (auto const* p = find(key)) return *p;
+  throw key_error(msg("rlflow::Dict: no key '", key, "'; available keys: ", key_list()));
+}
+inline Value& Dict::get(std::string_view key) {
+  return const_cast<Value&>(static_cast<Dict const&>(*this).get(key));
+}
+inline void Dict::set(std::string key, Value v) {
+  if (auto* p = find(key)) { *p = std::move(v); return; }
+  items_.emplace_back(std::move(key), std::move(v));
+}
+inline bool Dict::erase(std::string_view key) {
+  for (auto it = items_.begin(); it != items_.end(); ++it)
+    if (it->first == key) { items_.erase(it); return true; }
+  return false;
+}
+inline std::vector<std::string> Dict::keys() const {
+  std::vector<std::string> k;
+  k.reserve(items_.size());
+  for (auto const& it : items_) k.push_back(it.first);
+  return k;
+}
+inline bool operator==(Dict const& a, Dict const& b) {
+  if (a.size() != b.size()) return false;
+  for (auto const& it : a.items_) {
+    Value const* o = b.find(it.first);
+    if (!o || !(it.second == *o)) return false;
+  }
+  return true;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Value members
+
+inline bool operator==(Value const& a, Value const& b) {
+  if (a.kind() != b.kind()) return false;
+  switch (a.kind()) {
+    case ValueKind::none: return true;
+    case ValueKind::boolean: return a.as_bool() == b.as_bool();
+    case ValueKind::integer: return a.as_int() == b.as_int();
+    case ValueKind::floating: {
+      double x = a.as_double(), y = b.as_double();
+      return x == y || (std::isnan(x) && std::isnan(y));
+    }
+    case ValueKind::string: return a.as_string() == b.as_string();
+    case ValueKind::list: {
+      auto const& l = a.as_list();
+      auto const& r = b.as_list();
+      if (l.size() != r.size()) return false;
+      for (std::size_t i = 0; i < l.size(); ++i)
+        if (!(l[i] == r[i])) return false;
+      return true;
+    }
+    case ValueKind::dict: return a.as_dict() == b.as_dict();
+  }
+  return false;
+}
+
+inline std::string Value::repr() const {
+  switch (kind()) {
+    case ValueKind::none: return "None";
+    case ValueKind::boolean: return std::get<bool>(v_) ? "True" : "False";
+    case ValueKind::integer: return std::to_string(std::get<std::int64_t>(v_));
+    case ValueKind::floating: return msg(std::get<double>(v_));
+    case ValueKind::string: return "'" + std::get<std::string>(v_) + "'";
+    case ValueKind::list: {
+      std::string s = "[";
+      auto const& l = std::get<List>(v_);
+      for (std::size_t i = 0; i < l.size(); ++i) {
+        if (i) s += ", ";
+        if (i == 8 && l.size() > 10) { s += msg("... (", l.size(), " items)"); break; }
+        s += l[i].repr();
+      }
+      return s + "]";
+    }
+    case ValueKind::dict: {
+      std::string s = "{";
+      bool first = true;
+      for (auto const& it : std::get<Dict>(v_)) {
+        s += (first ? "'" : ", '") + it.first + "': " + it.second.repr();
+        first = false;
+      }
+      return s + "}";
+    }
+  }
+  return "?";
+}
+
+}  // namespace rlflow
