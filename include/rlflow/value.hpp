@@ -38,6 +38,9 @@ class Dict {
   Value* find(std::string_view key);
   //! Inserts (at the end) or replaces (keeping the position).
   void set(std::string key, Value v);
+  //! Appends without looking for an existing key. Precondition: key is not present (callers
+  //! that already checked, e.g. the deserializer, use it to stay linear).
+  void append_new_unchecked(std::string key, Value v);
   //! Removes key; returns whether it was present.
   bool erase(std::string_view key);
   std::size_t size() const { return items_.size(); }
@@ -174,6 +177,7 @@ inline void Dict::set(std::string key, Value v) {
   if (auto* p = find(key)) { *p = std::move(v); return; }
   items_.emplace_back(std::move(key), std::move(v));
 }
+inline void Dict::append_new_unchecked(std::string key, Value v) { items_.emplace_back(std::move(key), std::move(v)); }
 inline bool Dict::erase(std::string_view key) {
   for (auto it = items_.begin(); it != items_.end(); ++it)
     if (it->first == key) { items_.erase(it); return true; }

@@ -1,0 +1,176 @@
+// rlflow/dispatch/communicator.hpp: comm::Communicator, the interface a worker method uses for
+// collectives across the ranks of its group (barrier, all-reduce, broadcast, all-gather), and
+// comm::LocalCommunicator, its in-process implementation over shared memory and C++20 atomic
+// wait/notify. An MPI or NCCL communicator implements the same interface (milestone 2).
+// Collectives are deterministic: sums are taken in rank order, so every rank gets identical bits.
+#pragma once
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include <rlflow/error.hpp>  // worker_error, value_error
+
+namespace rlflow::comm {
+
+//! The collectives a worker method may call; every rank of the group must call them in the same
+//! order with the same sizes. verl: torch.distributed on the worker's default process group.
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  //! Returns when every rank has called barrier().
+  virtual void barrier() = 0;
+  //! data := sum over ranks of data (in rank order); same length on every rank.
+  virtual void allreduce_sum(std::span<float> data) = 0;
+  virtual void allreduce_sum(std::span<double> data) = 0;
+  //! data := root's data on every rank.
+  virtual void broadcast(std::span<float> data, int root) = 0;
+  //! out (size() * in.size()) := concatenation of every rank's 'in', in rank order.
+  virtual void allgather(std::span<float const> in, std::span<float> out) = 0;
+};
+
+namespace detail {
+//! State shared by the LocalCommunicators of one group.
+struct LocalCommState {
+  explicit LocalCommState(int n) : size(n), slots(static_cast<std::size_t>(n)) {}
+  int const size;
+  std::atomic<int> arrived{0};
+  std::atomic<std::uint32_t> generation{0};
+  std::atomic<std::uint32_t> aborted{0};
+  std::atomic<int> aborted_by{-1};
+  std::vector<void const*> slots;  // per-rank published pointers
+  std::vector<std::size_t> counts;
+  std::vector<double> scratch;     // reduce buffer
+
+  void check_aborted(int rank) const {
+    if (aborted.load(std::memory_order_acquire))
+      throw worker_error(msg("rlflow::comm::LocalCommunicator: collective on rank ", rank,
+                             " aborted because rank ", aborted_by.load(), " failed in the same call"));
+  }
+  //! Sense-reversing barrier; wakes (and throws on) abort.
+  void barrier(int rank) {
+    check_aborted(rank);
+    std::uint32_t const gen = generation.load(std::memory_order_acquire);
+    if (arrived.fetch_add(1, std::memory_order_acq_rel) == size - 1) {
+      arrived.store(0, std::memory_order_relaxed);
+      generation.store(gen + 1, std::memory_order_release);
+      generation.notify_all();
+      return;
+    }
+    for (std::uint32_t g = generation.load(std::memory_order_acquire); g == gen;
+         g = generation.load(std::memory_order_acquire)) {
+      check_aborted(rank);
+      generation.wait(g, std::memory_order_acquire);
+    }
+    check_aborted(rank);
+  }
+  void abort(int by) {
+    int expected = -1;
+    aborted_by.compare_exchange_strong(expected, by);
+    aborted.store(1, std::memory_order_release);
+    generation.fetch_add(1, std::memory_order_acq_rel);  // wake waiters; they see 'aborted'
+    generation.notify_all();
+  }
+  //! Re-arms after an aborted call once no rank is inside a collective.
+  void reset() {
+    arrived.store(0, std::memory_order_relaxed);
+    aborted_by.store(-1, std::memory_order_relaxed);
+    aborted.store(0, std::memory_order_release);
+  }
+};
+}  // namespace detail
+
+//! In-process communicator: one per rank, all sharing one state. Obtain it inside a worker
+//! method with rlflow::this_worker().comm().
+class LocalCommunicator final : public Communicator {
+ public:
+  LocalCommunicator(std::shared_ptr<detail::LocalCommState> st, int rank) : st_(std::move(st)), rank_(rank) {}
+  //! Builds the n per-rank communicators of one group.
+  static std::vector<std::unique_ptr<LocalCommunicator>> make_group(int n) {
+    auto st = std::make_shared<detail::LocalCommState>(n);
+    std::vector<std::unique_ptr<LocalCommunicator>> out;
+    for (int r = 0; r < n; ++r) out.push_back(std::make_unique<LocalCommunicator>(st, r));
+    return out;
+  }
+
+  int rank() const override { return rank_; }
+  int size() const override { return st_->size; }
+  void barrier() override { st_->barrier(rank_); }
+  void allreduce_sum(std::span<float> data) override { allreduce_impl(data); }
+  void allreduce_sum(std::span<double> data) override { allreduce_impl(data); }
+
+  void broadcast(std::span<float> data, int root) override {
+    if (root < 0 || root >= st_->size)
+      throw value_error(msg("rlflow::comm::LocalCommunicator::broadcast: root ", root, " is outside [0, ", st_->size, ")"));
+    publish(data.data(), data.size());
+    check_counts("broadcast", data.size());
+    if (rank_ != root && !data.empty())
+      std::memcpy(data.data(), st_->slots[static_cast<std::size_t>(root)], data.size_bytes());
+    st_->barrier(rank_);
+  }
+
+  void allgather(std::span<float const> in, std::span<float> out) override {
+    if (out.size() != in.size() * static_cast<std::size_t>(st_->size))
+      throw value_error(msg("rlflow::comm::LocalCommunicator::allgather: out has ", out.size(), " elements, expected ",
+                            st_->size, " ranks * ", in.size(), " = ", in.size() * static_cast<std::size_t>(st_->size)));
+    publish(in.data(), in.size());
+    check_counts("allgather", in.size());
+    for (int r = 0; r < st_->size; ++r)
+      if (!in.empty())
+        std::memcpy(out.data() + static_cast<std::size_t>(r) * in.size(), st_->slots[static_cast<std::size_t>(r)],
+                    in.size_bytes());
+    st_->barrier(rank_);
+  }
+
+  //! Wakes every rank blocked in a collective with a worker_error (used when a rank fails).
+  void abort() { st_->abort(rank_); }
+  bool aborted() const { return st_->aborted.load(std::memory_order_acquire) != 0; }
+  void reset() { st_->reset(); }
+
+ private:
+  void publish(void const* p, std::size_t n) {
+    if (rank_ == 0) {
+      st_->counts.assign(static_cast<std::size_t>(st_->size), 0);
+    }
+    st_->barrier(rank_);  // counts ready, previous use of slots finished
+    st_->slots[static_cast<std::size_t>(rank_)] = p;
+    st_->counts[static_cast<std::size_t>(rank_)] = n;
+    st_->barrier(rank_);  // every pointer published
+  }
+  void check_counts(const char* what, std::size_t n) const {
+    for (int r = 0; r < st_->size; ++r)
+      if (st_->counts[static_cast<std::size_t>(r)] != n)
+        throw value_error(msg("rlflow::comm::LocalCommunicator::", what, ": rank ", rank_, " passed ", n,
+                              " elements but rank ", r, " passed ", st_->counts[static_cast<std::size_t>(r)],
+                              "; every rank must pass the same length"));
+  }
+  template <class T>
+  void allreduce_impl(std::span<T> data) {
+    std::size_t const n = data.size();
+    if (rank_ == 0 && st_->scratch.size() < n) st_->scratch.resize(n);
+    publish(data.data(), n);
+    check_counts("allreduce_sum", n);
+    // reduce-scatter: rank r sums its segment over ranks in rank order (deterministic)
+    int const ws = st_->size;
+    std::size_t const b = n * static_cast<std::size_t>(rank_) / static_cast<std::size_t>(ws);
+    std::size_t const e = n * static_cast<std::size_t>(rank_ + 1) / static_cast<std::size_t>(ws);
+    for (std::size_t i = b; i < e; ++i) {
+      T acc = static_cast<T const*>(st_->slots[0])[i];
+      for (int r = 1; r < ws; ++r) acc += static_cast<T const*>(st_->slots[static_cast<std::size_t>(r)])[i];
+      st_->scratch[i] = static_cast<double>(acc);
+    }
+    st_->barrier(rank_);  // every segment reduced
+    for (std::size_t i = 0; i < n; ++i) data[i] = static_cast<T>(st_->scratch[i]);
+    st_->barrier(rank_);  // everyone has read scratch
+  }
+
+  std::shared_ptr<detail::LocalCommState> st_;
+  int rank_;
+};
+
+}  // namespace rlflow::comm

@@ -1,0 +1,204 @@
+// rlflow/engine/training_engine.hpp: the training engine of the built-in GPT (policy or critic).
+// Defines LogProbResult and TrainingEngine: per-token log-probs and entropy of padded (B, T)
+// batches (verl's alignment: column j is response token j), backward from per-token loss
+// gradients, gradient accumulation, and the AdamW step. Buffers are allocated once and reused.
+// Does not compute losses (kernels/) or communicate (the trainer averages grads() across ranks).
+// Letters: B sequences, T = P + R positions (left-padded prompt P, right-padded response R), V vocabulary.
+#pragma once
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include <rlflow/error.hpp>             // shape_error, dtype_error, value_error
+#include <rlflow/tensor.hpp>            // Tensor in and out
+#include <rlflow/model/gpt.hpp>         // GPT, GPTConfig, ParamLayout
+#include <rlflow/engine/optimizer.hpp>  // AdamW, OptimizerConfig
+
+namespace rlflow::engine {
+
+//! Per-token outputs of compute_log_prob / forward: both (B, R) float32; entropy is undefined
+//! when it was not asked for.
+struct LogProbResult {
+  Tensor log_probs;  //!< (B, R) log p(response token j | everything before it)
+  Tensor entropy;    //!< (B, R) entropy of the distribution that produced response token j
+};
+
+namespace detail {
+inline void check_batch(char const* fn, Tensor const& ids, Tensor const& mask, int R) {
+  if (ids.dtype() != DType::int32 || mask.dtype() != DType::int32)
+    throw dtype_error(msg("rlflow::engine::TrainingEngine::", fn, ": input_ids is ", dtype_name(ids.dtype()),
+                          " and attention_mask is ", dtype_name(mask.dtype()), "; both must be int32"));
+  if (ids.rank() != 2 || !(ids.shape() == mask.shape()))
+    throw shape_error(msg("rlflow::engine::TrainingEngine::", fn, ": input_ids ", ids.shape().str(), " and attention_mask ",
+                          mask.shape().str(), " must be the same (B, T)"));
+  if (R < 1 || R > ids.dim(1) - 1)
+    throw shape_error(msg("rlflow::engine::TrainingEngine::", fn, ": response_length = ", R, " must be in [1, T - 1 = ",
+                          ids.dim(1) - 1, "]; the first position has no predecessor to predict it"));
+}
+inline void check_grad(char const* fn, char const* name, Tensor const& g, std::int64_t B, int R) {
+  if (g.dtype() != DType::float32 || g.rank() != 2 || g.dim(0) != B || g.dim(1) != R)
+    throw shape_error(msg("rlflow::engine::TrainingEngine::", fn, ": ", name, " is ", g.describe(), " but the last forward was (",
+                          B, ", ", R, ") float32"));
+}
+}  // namespace detail
+
+//! Training engine for the built-in GPT. A policy uses compute_log_prob / forward / backward;
+//! a critic (GPTConfig::value_head = true) uses compute_values / forward_values / backward_values.
+//! Gradients accumulate across backward calls until zero_grad() (micro-batch accumulation); the
+//! caller scales the loss gradients (e.g. by 1 / number of micro-batches).
+//! verl: DataParallelPPOActor (compute_log_prob, update_policy) and DataParallelPPOCritic.
+class TrainingEngine {
+ public:
+  explicit TrainingEngine(model::GPTConfig const& cfg, OptimizerConfig const& opt = {})
+      : model_(cfg), optim_(opt, model_.layout().size(), decay_mask(model_.layout())) {
+    grads_ = Tensor::zeros(DType::float32, Shape{static_cast<std::int64_t>(model_.layout().size())});
+  }
+
+  model::GPTConfig const& config() const { return model_.config(); }
+  model::ParamLayout const& layout() const { return model_.layout(); }
+  model::GPT& model() { return model_; }
+  AdamW& optimizer() { return optim_; }
+  AdamW const& optimizer() const { return optim_; }
+
+  //! The flat parameter buffer (layout()); write to it to load weights.
+  std::span<float> params() { return model_.params(); }
+  std::span<float const> params() const { return model_.params(); }
+  //! The flat gradient buffer: all-reduce (average) it across data-parallel ranks before optimizer_step().
+  std::span<float> grads() { return grads_.span<float>(); }
+  std::span<float const> grads() const { return grads_.span<float const>(); }
+
+  //! Log-probs (and entropy) of the last R tokens: log_probs[b, j] = log softmax(logits[b, T-R-1+j] / temperature)
+  //! [ids[b, T-R+j]]. input_ids, attention_mask (B, T) int32. verl: actor.compute_log_prob.
+  LogProbResult compute_log_prob(Tensor const& input_ids, Tensor const& attention_mask, int response_length,
+                                 float temperature = 1.0f, bool calculate_entropy = true) {
+    return forward(input_ids, attention_mask, response_length, temperature, calculate_entropy);
+  }
+
+  //! As compute_log_prob, keeping the activations for backward().
+  LogProbResult forward(Tensor const& input_ids, Tensor const& attention_mask, int response_length,
+                        float temperature = 1.0f, bool calculate_entropy = true) {
+    detail::check_batch("forward", input_ids, attention_mask, response_length);
+    int const B = static_cast<int>(input_ids.dim(0)), T = static_cast<int>(input_ids.dim(1)), R = response_length;
+    model_.forward(input_ids.data<std::int32_t>(), attention_mask.data<std::int32_t>(), B, T);
+    model_.select_rows(T - R - 1, R);
+    targets_.resize(std::size_t(B) * R);
+    auto const* ids = input_ids.data<std::int32_t>();
+    for (int b = 0; b < B; ++b)
+      for (int j = 0; j < R; ++j) targets_[std::size_t(b) * R + j] = ids[std::size_t(b) * T + (T - R + j)];
+    LogProbResult out;
+    out.log_probs = Tensor::empty(DType::float32, Shape{B, R});
+    if (calculate_entropy) out.entropy = Tensor::empty(DType::float32, Shape{B, R});
+    model_.logprob_forward(targets_.data(), temperature, out.log_probs.data<float>(),
+                           calculate_entropy ? out.entropy.data<float>() : nullptr);
+    last_ = Last::logprob;
+    lastB_ = B;
+    lastR_ = R;
+    return out;
+  }
+
+  //! Accumulates into grads() the gradient of sum(dlogp * log_probs + dentropy * entropy) for the
+  //! last forward(); dlogp, dentropy (B, R) float32, dentropy may be undefined (no entropy term).
+  void backward(Tensor const& dlogp, Tensor const& dentropy = {}) {
+    if (last_ != Last::logprob)
+      throw value_error("rlflow::engine::TrainingEngine::backward: no pending forward(); call forward() (not compute_values) first");
+    detail::check_grad("backward", "dlogp", dlogp, lastB_, lastR_);
+    if (dentropy.defined()) detail::check_grad("backward", "dentropy", dentropy, lastB_, lastR_);
+    model_.logprob_backward(dlogp.data<float>(), dentropy.defined() ? dentropy.data<float>() : nullptr, grads());
+    last_ = Last::none;
+  }
+
+  //! forward() then backward() with loss gradients known in advance; returns the forward's outputs.
+  LogProbResult forward_backward(Tensor const& input_ids, Tensor const& attention_mask, int response_length,
+                                 Tensor const& dlogp, Tensor const& dentropy = {}, float temperature = 1.0f) {
+    LogProbResult r = forward(input_ids, attention_mask, response_length, temperature, dentropy.defined());
+    backward(dlogp, dentropy);
+    return r;
+  }
+
+  //! Values (B, R) aligned like the log-probs: values[b, j] = value head at position T-R-1+j
+  //! (the state before response token j). verl: critic.compute_values.
+  Tensor compute_values(Tensor const& input_ids, Tensor const& attention_mask, int response_length) {
+    return forward_values(input_ids, attention_mask, response_length);
+  }
+  Tensor forward_values(Tensor const& input_ids, Tensor const& attention_mask, int response_length) {
+    detail::check_batch("forward_values", input_ids, attention_mask, response_length);
+    int const B = static_cast<int>(input_ids.dim(0)), T = static_cast<int>(input_ids.dim(1)), R = response_length;
+    if (!config().value_head)
+      throw config_error("rlflow::engine::TrainingEngine::forward_values: the model has no value head; build the critic with GPTConfig::value_head = true");
+    model_.forward(input_ids.data<std::int32_t>(), attention_mask.data<std::int32_t>(), B, T);
+    model_.select_rows(T - R - 1, R);
+    Tensor v = Tensor::empty(DType::float32, Shape{B, R});
+    model_.value_forward(v.data<float>());
+    last_ = Last::value;
+    lastB_ = B;
+    lastR_ = R;
+    return v;
+  }
+  //! Accumulates into grads() the gradient of sum(dvalues * values) for the last forward_values().
+  void backward_values(Tensor const& dvalues) {
+    if (last_ != Last::value)
+      throw value_error("rlflow::engine::TrainingEngine::backward_values: no pending forward_values(); call it first");
+    detail::check_grad("backward_values", "dvalues", dvalues, lastB_, lastR_);
+    model_.value_backward(dvalues.data<float>(), grads());
+    last_ = Last::none;
+  }
+  Tensor forward_backward_values(Tensor const& input_ids, Tensor const& attention_mask, int response_length,
+                                 Tensor const& dvalues) {
+    Tensor v = forward_values(input_ids, attention_mask, response_length);
+    backward_values(dvalues);
+    return v;
+  }
+
+  //! Logits (B, T, V) at every position (for tests and inspection; not on the training path).
+  Tensor compute_logits(Tensor const& input_ids, Tensor const& attention_mask) {
+    detail::check_batch("compute_logits", input_ids, attention_mask, 1);
+    int const B = static_cast<int>(input_ids.dim(0)), T = static_cast<int>(input_ids.dim(1)), V = config().vocab_size;
+    model_.forward(input_ids.data<std::int32_t>(), attention_mask.data<std::int32_t>(), B, T);
+    model_.select_rows(0, T);
+    auto lg = model_.logits_forward();
+    Tensor out = Tensor::empty(DType::float32, Shape{B, T, V});
+    std::copy(lg.begin(), lg.end(), out.data<float>());
+    last_ = Last::none;
+    return out;
+  }
+
+  //! Clip + AdamW with the scheduled learning rate; returns the pre-clip gradient norm. Does not
+  //! zero the gradients (call zero_grad()).
+  float optimizer_step() { return optim_.step(params(), grads()); }
+  void zero_grad() {
+    auto g = grads();
+    std::fill(g.begin(), g.end(), 0.0f);
+  }
+  //! The learning rate the next optimizer_step() uses.
+  float lr() const { return optim_.lr(); }
+  //! Optimizer steps taken.
+  std::int64_t step() const { return optim_.steps_taken(); }
+
+  //! Copies a flat parameter buffer in (same layout).
+  void load_weights(std::span<float const> flat) {
+    auto p = params();
+    if (flat.size() != p.size())
+      throw shape_error(msg("rlflow::engine::TrainingEngine::load_weights: ", flat.size(), " floats for a model of ", p.size(),
+                            " parameters; check the GPTConfig of both sides"));
+    std::copy(flat.begin(), flat.end(), p.begin());
+  }
+
+ private:
+  enum class Last { none, logprob, value };
+  static std::vector<std::uint8_t> decay_mask(model::ParamLayout const& lay) {
+    std::vector<std::uint8_t> m(lay.size(), 0);
+    for (auto const& t : lay.tensors())
+      if (t.decay) std::fill(m.begin() + std::ptrdiff_t(t.offset), m.begin() + std::ptrdiff_t(t.offset + t.numel), 1);
+    return m;
+  }
+
+  model::GPT model_;
+  AdamW optim_;
+  Tensor grads_;
+  std::vector<std::int32_t> targets_;
+  Last last_ = Last::none;
+  std::int64_t lastB_ = 0;
+  int lastR_ = 0;
+};
+
+}  // namespace rlflow::engine

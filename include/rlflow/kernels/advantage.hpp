@@ -1,0 +1,470 @@
+// rlflow/kernels/advantage.hpp: advantage estimators with verl's names and semantics
+// (verl: core_algos.ADV_ESTIMATOR_REGISTRY): GAE, GRPO (and Dr.GRPO), GRPO pass@k, RLOO and
+// rlloo_vectorized, REINFORCE++, REINFORCE++-baseline, ReMax, OPO, GPG; plus sequence_scores and
+// group_index (uid -> dense group id). Rows of one group may sit anywhere in the batch and groups
+// may differ in size. Each writes advantages (B, T) and optionally returns (B, T).
+// Does not implement GDPO or the optimal-token-baseline estimators (see docs/kernels.md).
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <map>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <rlflow/kernels/detail/checks.hpp>
+#include <rlflow/kernels/detail/exec.hpp>
+#include <rlflow/kernels/masked.hpp>   // detail::masked_moments, whiten_apply
+#include <rlflow/kernels/math.hpp>     // welford, top2
+#include <rlflow/kernels/options.hpp>  // Dims
+
+// Letters: B rows (prompts x samples, in any order), T padded response tokens.
+
+namespace rlflow::kernels {
+
+//! GRPO-family options. verl's trainer never forwards epsilon (it stays 1e-6); pass@k reads the
+//! std flag from the algorithm config - pass algorithm.norm_adv_by_std_in_grpo here.
+struct GRPOOptions {
+  double epsilon = 1e-6;
+  bool norm_adv_by_std_in_grpo = true;  //!< false = Dr.GRPO (no std division)
+};
+
+// ---------------------------------------------------------------------------------------------
+// uid -> group id
+
+//! Dense group ids 0..G-1 for arbitrary labels, in sorted label order (numpy.unique's
+//! factorization, as verl.utils.as_torch_index does for strings).              labels: (B)
+template <class Label>
+std::vector<std::int64_t> group_index(std::span<Label const> labels) {
+  std::vector<Label> u(labels.begin(), labels.end());
+  std::sort(u.begin(), u.end());
+  u.erase(std::unique(u.begin(), u.end()), u.end());
+  std::vector<std::int64_t> out(labels.size());
+  for (std::size_t i = 0; i < labels.size(); ++i)
+    out[i] = static_cast<std::int64_t>(std::lower_bound(u.begin(), u.end(), labels[i]) - u.begin());
+  return out;
+}
+inline std::vector<std::int64_t> group_index(std::vector<std::string> const& labels) {
+  return group_index(std::span<std::string const>(labels));
+}
+
+namespace detail {
+
+template <class Ex>
+using welford_buffer = typename Ex::template buffer<math::welford>;
+
+//! Per-group Welford moments of the scores (group ids in [0, B)).
+template <class Ex>
+welford_buffer<Ex> group_moments(Ex const& ex, std::int64_t rows, std::int64_t const* group, float const* s) {
+  auto st = ex.template alloc<math::welford>(rows);
+  ex.group_reduce(rows, group, rows, math::welford{},
+                  [=] RLFLOW_HD(std::int64_t i) -> math::welford { return math::welford::of(s[i]); }, math::welford_merge{},
+                  st.data());
+  return st;
+}
+
+//! adv[i,t] = m ? a[i] : 0 (and the same into ret when given): the score-to-token broadcast.
+template <class Ex, class M>
+void broadcast_rows(Ex const& ex, Dims d, float const* a, M const* m, float* adv, float* ret) {
+  if (ret) {
+    ex.for_each_2d(d.rows, d.cols, [=] RLFLOW_HD(std::int64_t i, std::int64_t, std::int64_t k) {
+      float const v = on(m[k]) ? a[i] : 0.0f;
+      adv[k] = v;
+      ret[k] = v;
+    });
+  } else {
+    ex.for_each_2d(d.rows, d.cols, [=] RLFLOW_HD(std::int64_t i, std::int64_t, std::int64_t k) { adv[k] = on(m[k]) ? a[i] : 0.0f; });
+  }
+}
+
+//! Shared checks of the outcome (per-row score) estimators.
+template <class Ex, class M>
+void outcome_checks(Ex const& ex, const char* fn, Dims d, std::span<float const> scores, std::span<M const> mask,
+                    std::span<std::int64_t const> group, bool need_group, std::span<float> adv, std::span<float> ret) {
+  expect_dims(fn, d);
+  expect_size(fn, "scores", scores.size(), d.rows, "B");
+  expect_size(fn, "response_mask", mask.size(), d.numel(), "B*T");
+  if (need_group) expect_size(fn, "index", group.size(), d.rows, "B");
+  expect_size(fn, "advantages", adv.size(), d.numel(), "B*T");
+  if (!ret.empty()) expect_size(fn, "returns", ret.size(), d.numel(), "B*T");
+  check_finite_rows(ex, fn, "scores", d.rows, scores.data());
+  if (need_group) check_groups(ex, fn, d.rows, group.data());
+}
+
+inline float* opt_ptr(std::span<float> s) { return s.empty() ? nullptr : s.data(); }
+
+}  // namespace detail
+
+// ---------------------------------------------------------------------------------------------
+// Scores
+
+//! s_i = sum_t r[i,t] over every position (unmasked, like verl's token_level_rewards.sum(-1)).
+//! token_level_rewards: (B, T) -> scores: (B)
+template <class Policy>
+void sequence_scores(Policy const& policy, Dims d, std::span<float const> token_level_rewards, std::span<float> scores) {
+  detail::check_policy<Policy>();
+  detail::expect_dims("sequence_scores", d);
+  detail::expect_size("sequence_scores", "token_level_rewards", token_level_rewards.size(), d.numel(), "B*T");
+  detail::expect_size("sequence_scores", "scores", scores.size(), d.rows, "B");
+  auto ex = detail::make_exec(policy);
+  float const* r = token_level_rewards.data();
+  float* s = scores.data();
+  std::int64_t const T = d.cols;
+  ex.row_reduce(d.rows, T, 0.0, [=] RLFLOW_HD(std::int64_t i, std::int64_t t) -> double { return r[i * T + t]; },
+                [=] RLFLOW_HD(std::int64_t i, double v) { s[i] = static_cast<float>(v); });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Outcome estimators over groups
+
+//! GRPO: a_i = (s_i - mean_g) / (std_g + eps) with the unbiased group std, or s_i - mean_g
+//! (Dr.GRPO); a group of one uses mean 0, std 1. A = returns = a_i * m.
+//! verl: compute_grpo_outcome_advantage ("grpo"; "grpo_vectorized" is the same function)
+//! scores: (B); response_mask: (B, T); index: (B) dense group ids; advantages, returns: (B, T)
+template <class Policy, class Mask>
+void grpo_outcome_advantage(Policy const& policy, Dims d, std::span<float const> scores,
+                            std::span<Mask const> response_mask, std::span<std::int64_t const> index,
+                            std::span<float> advantages, std::span<float> returns = {}, GRPOOptions opt = {}) {
+  detail::check_policy<Policy>();
+  detail::check_mask<Mask>();
+  auto ex = detail::make_exec(policy);
+  detail::outcome_checks(ex, "grpo_outcome_advantage", d, scores, response_mask, index, true, advantages, returns);
+  float const* s = scores.data();
+  std::int64_t const* g = index.data();
+  auto st = detail::group_moments(ex, d.rows, g, s);
+  math::welford const* w = st.data();
+  auto a = ex.template alloc<float>(d.rows);
+  float* ap = a.data();
+  double const eps = opt.epsilon;
+  bool const norm = opt.norm_adv_by_std_in_grpo;
+  ex.for_each(d.rows, [=] RLFLOW_HD(std::int64_t i) {
+    math::welford const q = w[g[i]];
+    double const mean = q.n > 1 ? q.mean : 0.0;
+    double const std_ = q.n > 1 ? sqrt(q.m2 / (q.n - 1.0)) : 1.0;
+    double const c = static_cast<double>(s[i]) - mean;
+    ap[i] = static_cast<float>(norm ? c / (std_ + eps) : c);
+  });
+  detail::broadcast_rows(ex, d, ap, response_mask.data(), advantages.data(), detail::opt_ptr(returns));
+}
+
+//! Pass@k: only each group's top scorer gets r_max - r_second (divided by std_g + eps when
+//! norm_adv_by_std_in_grpo); everything else 0. Groups of one raise value_error (as verl).
+//! Ties for the top go to the lowest row (verl: unspecified; the advantage is then 0 anyway).
+//! verl: compute_grpo_passk_outcome_advantage ("grpo_passk")
+template <class Policy, class Mask>
+void grpo_passk_outcome_advantage(Policy const& policy, Dims d, std::span<float const> scores,
+                                  std::span<Mask const> response_mask, std::span<std::int64_t const> index,
+                                  std::span<float> advantages, std::span<float> returns = {}, GRPOOptions opt = {}) {
+  detail::check_policy<Policy>();
+  detail::check_mask<Mask>();
+  auto ex = detail::make_exec(policy);
+  const char* fn = "grpo_passk_outcome_advantage";
+  detail::outcome_checks(ex, fn, d, scores, response_mask, index, true, advantages, returns);
+  float const* s = scores.data();
+  std::int64_t const* g = index.data();
+  auto st = detail::group_moments(ex, d.rows, g, s);
+  auto top = ex.template alloc<math::top2>(d.rows);
+  ex.group_reduce(d.rows, g, d.rows, math::top2{}, [=] RLFLOW_HD(std::int64_t i) -> math::top2 { return math::top2::of(s[i], i); },
+                  math::top2_merge{}, top.data());
+  math::welford const* w = st.data();
+  math::top2 const* tp = top.data();
+  std::int64_t const lone = ex.min_index(d.rows, [=] RLFLOW_HD(std::int64_t i) -> std::int64_t {
+    return w[g[i]].n < 2 ? i : math::first_index::none;
+  });
+  if (lone != math::first_index::none)
+    throw value_error(msg("rlflow::kernels::", fn, ": group ", ex.load(g, lone), " (row ", lone,
+                          ") has 1 sample; pass@k needs at least 2 samples per group (verl raises too) - set rollout.n >= 2"));
+  auto a = ex.template alloc<float>(d.rows);
+  float* ap = a.data();
+  double const eps = opt.epsilon;
+  bool const norm = opt.norm_adv_by_std_in_grpo;
+  ex.for_each(d.rows, [=] RLFLOW_HD(std::int64_t i) {
+    math::top2 const t = tp[g[i]];
+    double v = 0.0;
+    if (t.i1 == i) {
+      v = t.v1 - t.v2;
+      if (norm) {
+        math::welford const q = w[g[i]];
+        v /= sqrt(q.m2 / (q.n - 1.0)) + eps;
+      }
+    }
+    ap[i] = static_cast<float>(v);
+  });
+  detail::broadcast_rows(ex, d, ap, response_mask.data(), advantages.data(), detail::opt_ptr(returns));
+}
+
+//! RLOO: a_i = n/(n-1) s_i - n/(n-1) mean_g = s_i - mean of the others; a group of one keeps
+//! a_i = s_i.                                     verl: compute_rloo_outcome_advantage ("rloo")
+template <class Policy, class Mask>
+void rloo_outcome_advantage(Policy const& policy, Dims d, std::span<float const> scores, std::span<Mask const> response_mask,
+                            std::span<std::int64_t const> index, std::span<float> advantages, std::span<float> returns = {}) {
+  detail::check_policy<Policy>();
+  detail::check_mask<Mask>();
+  auto ex = detail::make_exec(policy);
+  detail::outcome_checks(ex, "rloo_outcome_advantage", d, scores, response_mask, index, true, advantages, returns);
+  float const* s = scores.data();
+  std::int64_t const* g = index.data();
+  auto st = detail::group_moments(ex, d.rows, g, s);
+  math::welford const* w = st.data();
+  auto a = ex.template alloc<float>(d.rows);
+  float* ap = a.data();
+  ex.for_each(d.rows, [=] RLFLOW_HD(std::int64_t i) {
+    math::welford const q = w[g[i]];
+    double const f = q.n > 1 ? q.n / (q.n - 1.0) : 1.0;
+    ap[i] = static_cast<float>(q.n > 1 ? (static_cast<double>(s[i]) - q.mean) * f : static_cast<double>(s[i]));
+  });
+  detail::broadcast_rows(ex, d, ap, response_mask.data(), advantages.data(), detail::opt_ptr(returns));
+}
+
+//! Vectorized RLOO: a_i = (c s_i - S_g) / max(c - 1, 1) * [c > 1]. Differs from rloo for groups
+//! of one: 0 instead of s_i.                     verl: compute_rloo_vectorized_outcome_advantage
+template <class Policy, class Mask>
+void rloo_vectorized_outcome_advantage(Policy const& policy, Dims d, std::span<float const> scores,
+                                       std::span<Mask const> response_mask, std::span<std::int64_t const> index,
+                                       std::span<float> advantages, std::span<float> returns = {}) {
+  detail::check_policy<Policy>();
+  detail::check_mask<Mask>();
+  auto ex = detail::make_exec(policy);
+  detail::outcome_checks(ex, "rloo_vectorized_outcome_advantage", d, scores, response_mask, index, true, advantages, returns);
+  float const* s = scores.data();
+  std::int64_t const* g = index.data();
+  auto st = detail::group_moments(ex, d.rows, g, s);
+  math::welford const* w = st.data();
+  auto a = ex.template alloc<float>(d.rows);
+  float* ap = a.data();
+  ex.for_each(d.rows, [=] RLFLOW_HD(std::int64_t i) {
+    math::welford const q = w[g[i]];
+    ap[i] = static_cast<float>(q.n > 1 ? (static_cast<double>(s[i]) - q.mean) * (q.n / (q.n - 1.0)) : 0.0);
+  });
+  detail::broadcast_rows(ex, d, ap, response_mask.data(), advantages.data(), detail::opt_ptr(returns));
+}
+
+//! REINFORCE++-baseline: a_i = s_i - mean_g (a group of one: mean 0), tiled and masked, then
+//! A = masked_whiten(a m, m) m over the whole batch; returns = A. Throws for fewer than two
+//! valid tokens in the batch.   verl: compute_reinforce_plus_plus_baseline_outcome_advantage
+template <class Policy, class Mask>
+void reinforce_plus_plus_baseline_outcome_advantage(Policy const& policy, Dims d, std::span<float const> scores,
+                                                    std::span<Mask const> response_mask, std::span<std::int64_t const> index,
+                                                    std::span<float> advantages, std::span<float> returns = {}) {
+  detail::check_policy<Policy>();
+  detail::check_mask<Mask>();
+  auto ex = detail::make_exec(policy);
+  const char* fn = "reinforce_plus_plus_baseline_outcome_advantage";
+  detail::outcome_checks(ex, fn, d, scores, response_mask, index, true, advantages, returns);
+  float const* s = scores.data();
+  std::int64_t const* g = index.data();
+  Mask const* m = response_mask.data();
+  auto st = detail::group_moments(ex, d.rows, g, s);
+  math::welford const* w = st.data();
+  auto a = ex.template alloc<float>(d.rows);
+  float* ap = a.data();
+  ex.for_each(d.rows, [=] RLFLOW_HD(std::int64_t i) {
+    math::welford const q = w[g[i]];
+    ap[i] = static_cast<float>(static_cast<double>(s[i]) - (q.n > 1 ? q.mean : 0.0));
+  });
+  float* adv = advantages.data();
+  detail::broadcast_rows(ex, d, ap, m, adv, static_cast<float*>(nullptr));
+  auto const mom = detail::masked_moments(ex, fn, d, adv, m, true);
+  double const mean = mom.mean, rs = 1.0 / std::sqrt(mom.var + 1e-8);
+  float* ret = detail::opt_ptr(returns);
+  ex.for_each(d.numel(), [=] RLFLOW_HD(std::int64_t k) {
+    float const v = on(m[k]) ? static_cast<float>((static_cast<double>(adv[k]) - mean) * rs) : 0.0f;
+    adv[k] = v;
+    if (ret) ret[k] = v;
+  });
+}
+
+//! OPO: length-weighted baseline b_g = sum_j L_j s_j / sum_j L_j (L_j = valid tokens of row j;
+//! a group of one: b = 0); A = returns = (s_i - b_g) m. A group of >= 2 fully masked rows raises
+//! value_error (verl would produce NaN).          verl: compute_opo_outcome_advantage ("opo")
+template <class Policy, class Mask>
+void opo_outcome_advantage(Policy const& policy, Dims d, std::span<float const> scores, std::span<Mask const> response_mask,
+                           std::span<std::int64_t const> index, std::span<float> advantages, std::span<float> returns = {}) {
+  detail::check_policy<Policy>();
+  detail::check_mask<Mask>();
+  auto ex = detail::make_exec(policy);
+  const char* fn = "opo_outcome_advantage";
+  detail::outcome_checks(ex, fn, d, scores, response_mask, index, true, advantages, returns);
+  float const* s = scores.data();
+  std::int64_t const* g = index.data();
+  Mask const* m = response_mask.data();
+  std::int64_t const T = d.cols;
+  auto len = ex.template alloc<double>(d.rows);
+  double* lp = len.data();
+  ex.row_reduce(d.rows, T, 0.0, [=] RLFLOW_HD(std::int64_t i, std::int64_t t) -> double { return on(m[i * T + t]) ? 1.0 : 0.0; },
+                [=] RLFLOW_HD(std::int64_t i, double v) { lp[i] = v; });
+  using V = math::dvec<3>;
+  auto st = ex.template alloc<V>(d.rows);
+  ex.group_reduce(d.rows, g, d.rows, V::zero(),
+                  [=] RLFLOW_HD(std::int64_t i) -> V { return V{{lp[i] * static_cast<double>(s[i]), lp[i], 1.0}}; },
+                  [] RLFLOW_HD(V const& x, V const& y) -> V { return x + y; }, st.data());
+  V const* sp = st.data();
+  std::int64_t const bad = ex.min_index(d.rows, [=] RLFLOW_HD(std::int64_t i) -> std::int64_t {
+    V const q = sp[g[i]];
+    return (q.v[2] > 1 && q.v[1] == 0) ? i : math::first_index::none;
+  });
+  if (bad != math::first_index::none)
+    throw value_error(msg("rlflow::kernels::", fn, ": every row of group ", ex.load(g, bad), " (e.g. row ", bad,
+                          ") is fully masked, so the length-weighted baseline is 0/0 (verl yields NaN); drop the group"));
+  auto a = ex.template alloc<float>(d.rows);
+  float* ap = a.data();
+  ex.for_each(d.rows, [=] RLFLOW_HD(std::int64_t i) {
+    V const q = sp[g[i]];
+    double const b = q.v[2] > 1 ? q.v[0] / q.v[1] : 0.0;
+    ap[i] = static_cast<float>(static_cast<double>(s[i]) - b);
+  });
+  detail::broadcast_rows(ex, d, ap, m, advantages.data(), detail::opt_ptr(returns));
+}
+
+//! GPG: alpha = B / max(#{i: s_i != 0}, 1) over the whole batch; a_i = alpha (s_i - mean_g) / f_norm
+//! (a group of one: mean 0). A = returns = a_i m.  verl: compute_gpg_outcome_advantage ("gpg")
+template <class Policy, class Mask>
+void gpg_outcome_advantage(Policy const& policy, Dims d, std::span<float const> scores, std::span<Mask const> response_mask,
+                           std::span<std::int64_t const> index, std::span<float> advantages, std::span<float> returns = {},
+                           double f_norm = 1.0) {
+  detail::check_policy<Policy>();
+  detail::check_mask<Mask>();
+  auto ex = detail::make_exec(policy);
+  detail::outcome_checks(ex, "gpg_outcome_advantage", d, scores, response_mask, index, true, advantages, returns);
+  float const* s = scores.data();
+  std::int64_t const* g = index.data();
+  auto st = detail::group_moments(ex, d.rows, g, s);
+  math::welford const* w = st.data();
+  double const nz = ex.reduce(d.rows, 0.0, [=] RLFLOW_HD(std::int64_t i) -> double { return s[i] != 0.0f ? 1.0 : 0.0; });
+  double const alpha = static_cast<double>(d.rows) / (nz > 1 ? nz : 1.0);
+  auto a = ex.template alloc<float>(d.rows);
+  float* ap = a.data();
+  ex.for_each(d.rows, [=] RLFLOW_HD(std::int64_t i) {
+    math::welford const q = w[g[i]];
+    ap[i] = static_cast<float>(alpha * (static_cast<double>(s[i]) - (q.n > 1 ? q.mean : 0.0)) / f_norm);
+  });
+  detail::broadcast_rows(ex, d, ap, response_mask.data(), advantages.data(), detail::opt_ptr(returns));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Token-level estimators (per-row backward scans)
+
+//! GAE: backward scan with carries nextV, last (both 0 at the end; left unchanged at masked
+//! positions): delta = r + gamma nextV - V; last = delta + gamma lam last. A_raw[t] = last,
+//! returns = A_raw + V everywhere; advantages = masked_whiten(A_raw, m) over the whole batch and
+//! NOT re-masked (padding holds whitened values, as verl).  verl: compute_gae_advantage_return
+//! token_level_rewards, values, response_mask, advantages, returns: (B, T)
+template <class Policy, class Mask>
+void gae_advantage_return(Policy const& policy, Dims d, std::span<float const> token_level_rewards,
+                          std::span<float const> values, std::span<Mask const> response_mask, double gamma, double lam,
+                          std::span<float> advantages, std::span<float> returns) {
+  detail::check_policy<Policy>();
+  detail::check_mask<Mask>();
+  const char* fn = "gae_advantage_return";
+  detail::expect_dims(fn, d);
+  detail::expect_size(fn, "token_level_rewards", token_level_rewards.size(), d.numel(), "B*T");
+  detail::expect_size(fn, "values", values.size(), d.numel(), "B*T");
+  detail::expect_size(fn, "response_mask", response_mask.size(), d.numel(), "B*T");
+  detail::expect_size(fn, "advantages", advantages.size(), d.numel(), "B*T");
+  detail::expect_size(fn, "returns", returns.size(), d.numel(), "B*T");
+  auto ex = detail::make_exec(policy);
+  Mask const* m = response_mask.data();
+  float const* r = token_level_rewards.data();
+  float const* v = values.data();
+  detail::check_finite_tokens(ex, fn, "token_level_rewards", d, r, m);
+  detail::check_finite_tokens(ex, fn, "values", d, v, m);
+  float* adv = advantages.data();
+  float* ret = returns.data();
+  std::int64_t const T = d.cols;
+  ex.for_each(d.rows, [=] RLFLOW_HD(std::int64_t i) {
+    double next_v = 0.0, last = 0.0;
+    for (std::int64_t t = T - 1; t >= 0; --t) {
+      std::int64_t const k = i * T + t;
+      double const delta = static_cast<double>(r[k]) + gamma * next_v - static_cast<double>(v[k]);
+      double const cand = delta + gamma * lam * last;
+      if (on(m[k])) {
+        next_v = v[k];
+        last = cand;
+      }
+      float const a = static_cast<float>(last);
+      adv[k] = a;
+      ret[k] = static_cast<float>(static_cast<double>(a) + static_cast<double>(v[k]));
+    }
+  });
+  auto const mom = detail::masked_moments(ex, fn, d, adv, m, true);
+  detail::whiten_apply(ex, d.numel(), adv, adv, mom.mean, mom.var, true);
+}
+
+//! REINFORCE++: backward scan run = 0; new = r + gamma run; returns_t = new m_t; run = m_t ? new
+//! : run (masked tokens carry the running return). advantages = masked_whiten(returns, m) m;
+//! returns are the un-whitened ones.   verl: compute_reinforce_plus_plus_outcome_advantage
+template <class Policy, class Mask>
+void reinforce_plus_plus_outcome_advantage(Policy const& policy, Dims d, std::span<float const> token_level_rewards,
+                                           std::span<Mask const> response_mask, double gamma, std::span<float> advantages,
+                                           std::span<float> returns) {
+  detail::check_policy<Policy>();
+  detail::check_mask<Mask>();
+  const char* fn = "reinforce_plus_plus_outcome_advantage";
+  detail::expect_dims(fn, d);
+  detail::expect_size(fn, "token_level_rewards", token_level_rewards.size(), d.numel(), "B*T");
+  detail::expect_size(fn, "response_mask", response_mask.size(), d.numel(), "B*T");
+  detail::expect_size(fn, "advantages", advantages.size(), d.numel(), "B*T");
+  detail::expect_size(fn, "returns", returns.size(), d.numel(), "B*T");
+  auto ex = detail::make_exec(policy);
+  Mask const* m = response_mask.data();
+  float const* r = token_level_rewards.data();
+  detail::check_finite_tokens(ex, fn, "token_level_rewards", d, r, m);
+  float* adv = advantages.data();
+  float* ret = returns.data();
+  std::int64_t const T = d.cols;
+  ex.for_each(d.rows, [=] RLFLOW_HD(std::int64_t i) {
+    double run = 0.0;
+    for (std::int64_t t = T - 1; t >= 0; --t) {
+      std::int64_t const k = i * T + t;
+      double const nw = static_cast<double>(r[k]) + gamma * run;
+      bool const v = on(m[k]);
+      ret[k] = v ? static_cast<float>(nw) : 0.0f;
+      if (v) run = nw;
+    }
+  });
+  auto const mom = detail::masked_moments(ex, fn, d, ret, m, true);
+  double const mean = mom.mean, rs = 1.0 / std::sqrt(mom.var + 1e-8);
+  ex.for_each(d.numel(), [=] RLFLOW_HD(std::int64_t k) {
+    adv[k] = on(m[k]) ? static_cast<float>((static_cast<double>(ret[k]) - mean) * rs) : 0.0f;
+  });
+}
+
+//! ReMax: returns_t = sum_{t' >= t} r_t' m_t' (reverse cumulative sum); A = returns - b_i m with
+//! b_i the greedy rollout's score.     verl: compute_remax_outcome_advantage ("remax")
+//! token_level_rewards: (B, T); reward_baselines: (B); advantages, returns: (B, T)
+template <class Policy, class Mask>
+void remax_outcome_advantage(Policy const& policy, Dims d, std::span<float const> token_level_rewards,
+                             std::span<float const> reward_baselines, std::span<Mask const> response_mask,
+                             std::span<float> advantages, std::span<float> returns) {
+  detail::check_policy<Policy>();
+  detail::check_mask<Mask>();
+  const char* fn = "remax_outcome_advantage";
+  detail::expect_dims(fn, d);
+  detail::expect_size(fn, "token_level_rewards", token_level_rewards.size(), d.numel(), "B*T");
+  detail::expect_size(fn, "reward_baselines", reward_baselines.size(), d.rows, "B");
+  detail::expect_size(fn, "response_mask", response_mask.size(), d.numel(), "B*T");
+  detail::expect_size(fn, "advantages", advantages.size(), d.numel(), "B*T");
+  detail::expect_size(fn, "returns", returns.size(), d.numel(), "B*T");
+  auto ex = detail::make_exec(policy);
+  Mask const* m = response_mask.data();
+  float const* r = token_level_rewards.data();
+  float const* b = reward_baselines.data();
+  detail::check_finite_tokens(ex, fn, "token_level_rewards", d, r, m);
+  detail::check_finite_rows(ex, fn, "reward_baselines", d.rows, b);
+  float* adv = advantages.data();
+  float* ret = returns.data();
+  std::int64_t const T = d.cols;
+  ex.for_each(d.rows, [=] RLFLOW_HD(std::int64_t i) {
+    double acc = 0.0;
+    for (std::int64_t t = T - 1; t >= 0; --t) {
+      std::int64_t const k = i * T + t;
+      bool const v = on(m[k]);
+      if (v) acc += static_cast<double>(r[k]);
+      ret[k] = static_cast<float>(acc);
+      adv[k] = static_cast<float>(acc - (v ? static_cast<double>(b[i]) : 0.0));
+    }
+  });
+}
+
+}  // namespace rlflow::kernels

@@ -1,0 +1,211 @@
+// rlflow/kernels/cuda/exec.cuh: the CUDA backend of the RL kernels (nvcc only): exec<cuda::tag>
+// runs every primitive on the policy's stream with Thrust (for_each, transform_reduce,
+// sort/reduce_by_key for groups) and CUB block reductions (one block per row). Scratch buffers
+// are stream-ordered (cudaMallocAsync). Results that the host needs (sums, indices) synchronise
+// the stream. All pointers passed to the kernels must be device (or managed) pointers.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cub/block/block_reduce.cuh>
+#include <thrust/execution_policy.h>
+#include <thrust/for_each.h>
+#include <thrust/iterator/counting_iterator.h>
+#include <thrust/iterator/transform_iterator.h>
+#include <thrust/reduce.h>
+#include <thrust/sequence.h>
+#include <thrust/sort.h>
+#include <thrust/copy.h>
+#include <thrust/transform_reduce.h>
+#include <thrust/functional.h>
+
+#include <cstdint>
+#include <utility>
+
+#include <rlflow/backend.hpp>
+#include <rlflow/error.hpp>
+#include <rlflow/kernels/math.hpp>
+
+namespace rlflow::kernels::cuda {
+
+//! Throws rlflow::error naming the call and the CUDA error.
+inline void check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess)
+    throw ::rlflow::error(::rlflow::msg("rlflow::kernels (cuda): ", what, " failed: ", cudaGetErrorName(e), " (",
+                                        cudaGetErrorString(e), ")"));
+}
+
+//! A stream-ordered device array (moved, never copied).
+template <class T>
+class device_buffer {
+ public:
+  device_buffer() = default;
+  device_buffer(std::int64_t n, cudaStream_t s) : n_(n), s_(s) {
+    if (n > 0) check(cudaMallocAsync(reinterpret_cast<void**>(&p_), static_cast<std::size_t>(n) * sizeof(T), s), "cudaMallocAsync");
+  }
+  device_buffer(device_buffer&& o) noexcept : p_(std::exchange(o.p_, nullptr)), n_(o.n_), s_(o.s_) {}
+  device_buffer& operator=(device_buffer&& o) noexcept {
+    if (this != &o) {
+      release();
+      p_ = std::exchange(o.p_, nullptr);
+      n_ = o.n_;
+      s_ = o.s_;
+    }
+    return *this;
+  }
+  ~device_buffer() { release(); }
+  T* data() const { return p_; }
+  std::int64_t size() const { return n_; }
+
+ private:
+  void release() {
+    if (p_) cudaFreeAsync(p_, s_);
+    p_ = nullptr;
+  }
+  T* p_ = nullptr;
+  std::int64_t n_ = 0;
+  cudaStream_t s_ = nullptr;
+};
+
+template <class V, class F, class Out, int Threads>
+RLFLOW_KERNEL void row_reduce_kernel(std::int64_t rows, std::int64_t cols, V init, F f, Out out) {
+  using reduce_t = cub::BlockReduce<V, Threads>;
+  __shared__ typename reduce_t::TempStorage tmp;
+  for (std::int64_t i = blockIdx.x; i < rows; i += gridDim.x) {
+    V acc = init;
+    for (std::int64_t t = threadIdx.x; t < cols; t += Threads) acc = acc + f(i, t);
+    V const total = reduce_t(tmp).Reduce(acc, [] __device__(V const& a, V const& b) { return a + b; });
+    if (threadIdx.x == 0) out(i, total);
+    __syncthreads();
+  }
+}
+
+template <class F>
+RLFLOW_KERNEL void for_each_2d_kernel(std::int64_t rows, std::int64_t cols, F f) {
+  std::int64_t const n = rows * cols;
+  std::int64_t const stride = static_cast<std::int64_t>(blockDim.x) * gridDim.x;
+  for (std::int64_t k = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; k < n; k += stride) {
+    std::int64_t const i = k / cols;
+    f(i, k - i * cols, k);
+  }
+}
+
+}  // namespace rlflow::kernels::cuda
+
+namespace rlflow::kernels::detail {
+
+template <>
+struct exec<::rlflow::cuda::tag> {
+  template <class T>
+  using buffer = ::rlflow::kernels::cuda::device_buffer<T>;
+
+  cudaStream_t stream;
+  explicit exec(::rlflow::cuda::par_t p) : stream(static_cast<cudaStream_t>(p.stream)) {}
+
+  auto pol() const { return thrust::cuda::par.on(stream); }
+
+  template <class T>
+  buffer<T> alloc(std::int64_t n) const { return buffer<T>(n, stream); }
+
+  template <class F>
+  void for_each(std::int64_t n, F f) const {
+    if (n <= 0) return;
+    thrust::for_each(pol(), thrust::counting_iterator<std::int64_t>(0), thrust::counting_iterator<std::int64_t>(n), f);
+    ::rlflow::kernels::cuda::check(cudaGetLastError(), "thrust::for_each");
+  }
+
+  template <class F>
+  void for_each_2d(std::int64_t rows, std::int64_t cols, F f) const {
+    std::int64_t const n = rows * cols;
+    if (n <= 0) return;
+    int const threads = 256;
+    std::int64_t blocks = (n + threads - 1) / threads;
+    if (blocks > 65535LL * 16) blocks = 65535LL * 16;
+    ::rlflow::kernels::cuda::for_each_2d_kernel<<<static_cast<unsigned>(blocks), threads, 0, stream>>>(rows, cols, f);
+    ::rlflow::kernels::cuda::check(cudaGetLastError(), "for_each_2d kernel launch");
+  }
+
+  template <class V, class F>
+  V reduce(std::int64_t n, V init, F f) const {
+    if (n <= 0) return init;
+    V const r = thrust::transform_reduce(pol(), thrust::counting_iterator<std::int64_t>(0),
+                                         thrust::counting_iterator<std::int64_t>(n), f, init, thrust::plus<V>());
+    return r;
+  }
+
+  template <class F>
+  std::int64_t min_index(std::int64_t n, F f) const {
+    if (n <= 0) return math::first_index::none;
+    return thrust::transform_reduce(pol(), thrust::counting_iterator<std::int64_t>(0), thrust::counting_iterator<std::int64_t>(n),
+                                    f, math::first_index::none, math::first_index{});
+  }
+
+  template <class V, class F, class Out>
+  void row_reduce(std::int64_t rows, std::int64_t cols, V init, F f, Out out) const {
+    if (rows <= 0) return;
+    constexpr int threads = 256;
+    std::int64_t const blocks = rows < 65535LL * 32 ? rows : 65535LL * 32;
+    ::rlflow::kernels::cuda::row_reduce_kernel<V, F, Out, threads>
+        <<<static_cast<unsigned>(blocks), threads, 0, stream>>>(rows, cols, init, f, out);
+    ::rlflow::kernels::cuda::check(cudaGetLastError(), "row_reduce kernel launch");
+  }
+
+  //! Sort rows by group id (stable), reduce_by_key with 'merge', scatter to result[group].
+  template <class V, class F, class Merge>
+  void group_reduce(std::int64_t rows, std::int64_t const* group, std::int64_t groups, V identity, F value, Merge merge,
+                    V* result) const {
+    for_each(groups, [=] __host__ __device__(std::int64_t g) { result[g] = identity; });
+    if (rows <= 0) return;
+    auto keys = alloc<std::int64_t>(rows);
+    auto perm = alloc<std::int64_t>(rows);
+    auto okeys = alloc<std::int64_t>(rows);
+    auto ovals = alloc<V>(rows);
+    std::int64_t* kp = keys.data();
+    std::int64_t* pp = perm.data();
+    for_each(rows, [=] __host__ __device__(std::int64_t i) {
+      kp[i] = group[i];
+      pp[i] = i;
+    });
+    thrust::stable_sort_by_key(pol(), kp, kp + rows, pp);
+    auto vals = thrust::make_transform_iterator(pp, value);
+    auto ends = thrust::reduce_by_key(pol(), kp, kp + rows, vals, okeys.data(), ovals.data(), thrust::equal_to<std::int64_t>(),
+                                      merge);
+    std::int64_t const nseg = ends.first - okeys.data();
+    std::int64_t const* ok = okeys.data();
+    V const* ov = ovals.data();
+    for_each(nseg, [=] __host__ __device__(std::int64_t j) { result[ok[j]] = ov[j]; });
+  }
+
+  template <class Key, class Cand>
+  std::int64_t top_k(std::int64_t n, Key key, Cand candidate, std::int64_t k, buffer<std::int64_t>& out) const {
+    if (n <= 0 || k <= 0) {
+      out = alloc<std::int64_t>(0);
+      return 0;
+    }
+    auto idx = alloc<std::int64_t>(n);
+    std::int64_t* ip = idx.data();
+    std::int64_t* last = thrust::copy_if(pol(), thrust::counting_iterator<std::int64_t>(0),
+                                         thrust::counting_iterator<std::int64_t>(n), ip, candidate);
+    std::int64_t const c = last - ip;
+    if (c == 0) {
+      out = alloc<std::int64_t>(0);
+      return 0;
+    }
+    auto keys = alloc<double>(c);
+    double* kp = keys.data();
+    for_each(c, [=] __host__ __device__(std::int64_t j) { kp[j] = key(ip[j]); });
+    thrust::stable_sort_by_key(pol(), kp, kp + c, ip, thrust::greater<double>());
+    std::int64_t const m = c < k ? c : k;
+    out = std::move(idx);
+    return m;
+  }
+
+  template <class T>
+  T load(T const* p, std::int64_t i) const {
+    T v{};
+    ::rlflow::kernels::cuda::check(cudaMemcpyAsync(&v, p + i, sizeof(T), cudaMemcpyDeviceToHost, stream), "cudaMemcpyAsync");
+    ::rlflow::kernels::cuda::check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+    return v;
+  }
+};
+
+}  // namespace rlflow::kernels::detail

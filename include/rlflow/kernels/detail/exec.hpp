@@ -1,0 +1,203 @@
+// rlflow/kernels/detail/exec.hpp: the backend customization point of the RL kernels.
+// exec<System> provides the handful of data-parallel primitives every kernel is written with
+// (for_each, reduce, row_reduce, group_reduce, top_k, scratch buffers, one-element loads); the
+// CPU twin here runs plain loops, the CUDA one (cuda/exec.cuh, nvcc only) runs Thrust/CUB on a
+// stream. Also: argument checks shared by the public entry points. Not public API.
+#pragma once
+#include <algorithm>  // std::sort
+#include <cstdint>
+#include <cstring>
+#include <span>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include <rlflow/backend.hpp>          // cpu::tag, cuda::tag, execution_policy, system_of_t
+#include <rlflow/config.hpp>
+#include <rlflow/error.hpp>            // shape_error, value_error
+#include <rlflow/kernels/math.hpp>     // first_index, finite
+#include <rlflow/kernels/options.hpp>  // Dims
+
+namespace rlflow::kernels::detail {
+
+template <class T>
+inline constexpr bool dependent_false = false;
+
+//! Primary template: fails loudly for an unknown system (style E4).
+template <class System>
+struct exec {
+  static_assert(dependent_false<System>,
+                "rlflow::kernels: no implementation for this execution policy; pass rlflow::cpu::par or rlflow::cuda::par");
+};
+
+// ---------------------------------------------------------------------------------------------
+// CPU: plain loops. Double accumulators; rows and groups are visited in index order so results
+// are deterministic.
+
+template <>
+struct exec<cpu::tag> {
+  template <class T>
+  using buffer = std::vector<T>;
+
+  explicit exec(cpu::par_t) {}
+
+  template <class T>
+  buffer<T> alloc(std::int64_t n) const { return buffer<T>(static_cast<std::size_t>(n)); }
+
+  template <class F>
+  void for_each(std::int64_t n, F f) const {
+    for (std::int64_t i = 0; i < n; ++i) f(i);
+  }
+
+  //! f(i, t, flat) over a (rows, cols) matrix, row-major.
+  template <class F>
+  void for_each_2d(std::int64_t rows, std::int64_t cols, F f) const {
+    for (std::int64_t i = 0; i < rows; ++i) {
+      std::int64_t const base = i * cols;
+      for (std::int64_t t = 0; t < cols; ++t) f(i, t, base + t);
+    }
+  }
+
+  template <class V, class F>
+  V reduce(std::int64_t n, V init, F f) const {
+    V acc = init;
+    for (std::int64_t i = 0; i < n; ++i) acc = acc + f(i);
+    return acc;
+  }
+
+  //! min over i of f(i) (f returns math::first_index::none when i does not qualify).
+  template <class F>
+  std::int64_t min_index(std::int64_t n, F f) const {
+    for (std::int64_t i = 0; i < n; ++i) {
+      std::int64_t const k = f(i);
+      if (k != math::first_index::none) return k;
+    }
+    return math::first_index::none;
+  }
+
+  //! out(i, sum_t f(i, t)) for each row.
+  template <class V, class F, class Out>
+  void row_reduce(std::int64_t rows, std::int64_t cols, V init, F f, Out out) const {
+    for (std::int64_t i = 0; i < rows; ++i) {
+      V acc = init;
+      for (std::int64_t t = 0; t < cols; ++t) acc = acc + f(i, t);
+      out(i, acc);
+    }
+  }
+
+  //! result[g] = merge over rows i with group[i] == g (in row order) of value(i); 'identity' for
+  //! empty groups. group ids must already be validated to lie in [0, groups).
+  template <class V, class F, class Merge>
+  void group_reduce(std::int64_t rows, std::int64_t const* group, std::int64_t groups, V identity, F value, Merge merge,
+                    V* result) const {
+    for (std::int64_t g = 0; g < groups; ++g) result[g] = identity;
+    for (std::int64_t i = 0; i < rows; ++i) result[group[i]] = merge(result[group[i]], value(i));
+  }
+
+  //! Up to k indices i < n with candidate(i), largest key(i) first, ties by lower index.
+  template <class Key, class Cand>
+  std::int64_t top_k(std::int64_t n, Key key, Cand candidate, std::int64_t k, buffer<std::int64_t>& out) const {
+    std::vector<std::pair<double, std::int64_t>> c;
+    for (std::int64_t i = 0; i < n; ++i)
+      if (candidate(i)) c.emplace_back(key(i), i);
+    std::int64_t const m = std::min<std::int64_t>(k, static_cast<std::int64_t>(c.size()));
+    auto better = [](auto const& a, auto const& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); };
+    std::partial_sort(c.begin(), c.begin() + m, c.end(), better);
+    out.assign(static_cast<std::size_t>(m), 0);
+    for (std::int64_t j = 0; j < m; ++j) out[static_cast<std::size_t>(j)] = c[static_cast<std::size_t>(j)].second;
+    return m;
+  }
+
+  template <class T>
+  T load(T const* p, std::int64_t i) const { return p[i]; }
+};
+
+// ---------------------------------------------------------------------------------------------
+// Without nvcc the CUDA specialization explains how to get one (style 2.5).
+#if !RLFLOW_HAS_CUDA
+template <>
+struct exec<cuda::tag> {
+  template <class P>
+  explicit exec(P const&) {
+    static_assert(dependent_false<P>,
+                  "rlflow::kernels (rlflow::cuda::par, ...): this translation unit was not compiled by nvcc; build it as a "
+                  ".cu file or pass rlflow::cpu::par");
+  }
+};
+#endif
+
+//! The exec for a policy object.
+template <class Policy>
+exec<system_of_t<Policy>> make_exec(Policy const& p) {
+  return exec<system_of_t<Policy>>(p);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Mask access: any nonzero element is a valid token (float 0/1, uint8_t, bool).
+
+template <class M>
+RLFLOW_HD inline bool on(M m) { return m != M(0); }
+
+template <class M>
+inline constexpr bool is_mask_type = std::is_same_v<M, float> || std::is_same_v<M, bool> || std::is_same_v<M, std::uint8_t>;
+
+// ---------------------------------------------------------------------------------------------
+// Host-side argument checks (shapes and configuration; values are checked on the backend).
+
+inline void expect_size(const char* fn, const char* name, std::size_t got, std::int64_t want, const char* shape) {
+  if (static_cast<std::int64_t>(got) != want)
+    throw shape_error(msg("rlflow::kernels::", fn, ": '", name, "' has ", got, " elements but must have ", shape, " = ", want,
+                          "; pass a buffer of that shape"));
+}
+
+inline void expect_dims(const char* fn, Dims d) {
+  if (d.rows < 0 || d.cols < 0)
+    throw shape_error(msg("rlflow::kernels::", fn, ": dims (B = ", d.rows, ", T = ", d.cols, ") must be non-negative"));
+}
+
+inline std::string where(Dims d, std::int64_t flat) {
+  if (d.cols <= 0) return msg("element ", flat);
+  return msg("row ", flat / d.cols, ", token ", flat % d.cols);
+}
+
+//! Throws value_error naming the first valid position of a (B, T) input that is NaN or inf.
+template <class Ex, class M>
+void check_finite_tokens(Ex const& ex, const char* fn, const char* name, Dims d, float const* x, M const* mask) {
+  if (!x) return;
+  std::int64_t const bad = ex.min_index(d.numel(), [=] RLFLOW_HD(std::int64_t i) -> std::int64_t {
+    return (on(mask[i]) && !math::finite(x[i])) ? i : math::first_index::none;
+  });
+  if (bad != math::first_index::none)
+    throw value_error(msg("rlflow::kernels::", fn, ": '", name, "' is ", ex.load(x, bad), " at ", where(d, bad),
+                          " (a valid response token); NaN/inf inputs are rejected rather than propagated - fix the "
+                          "producer of '", name, "' or mask the token out"));
+}
+
+//! Throws value_error naming the first row whose per-row input is NaN or inf.
+template <class Ex>
+void check_finite_rows(Ex const& ex, const char* fn, const char* name, std::int64_t rows, float const* x) {
+  std::int64_t const bad = ex.min_index(rows, [=] RLFLOW_HD(std::int64_t i) -> std::int64_t {
+    return !math::finite(x[i]) ? i : math::first_index::none;
+  });
+  if (bad != math::first_index::none)
+    throw value_error(msg("rlflow::kernels::", fn, ": '", name, "' is ", ex.load(x, bad), " at row ", bad,
+                          "; NaN/inf scores are rejected rather than propagated - fix the reward function for that row"));
+}
+
+//! Group ids must be dense: 0 <= group[i] < rows (map uids with rlflow::kernels::group_index).
+template <class Ex>
+void check_groups(Ex const& ex, const char* fn, std::int64_t rows, std::int64_t const* group) {
+  std::int64_t const bad = ex.min_index(rows, [=] RLFLOW_HD(std::int64_t i) -> std::int64_t {
+    return (group[i] < 0 || group[i] >= rows) ? i : math::first_index::none;
+  });
+  if (bad != math::first_index::none)
+    throw value_error(msg("rlflow::kernels::", fn, ": group id ", ex.load(group, bad), " at row ", bad,
+                          " is outside [0, B = ", rows, "); group ids must be dense - map uids with "
+                          "rlflow::kernels::group_index"));
+}
+
+}  // namespace rlflow::kernels::detail
+
+#if RLFLOW_HAS_CUDA
+#include <rlflow/kernels/cuda/exec.cuh>
+#endif

@@ -1,0 +1,475 @@
+// rlflow/model/gpt.hpp: the built-in policy model, a GPT-2 (llm.c's train_gpt2.c as the anchor).
+// Defines GPTConfig, ParamLayout (named views into one flat float buffer), init_params (seeded,
+// deterministic) and GPT: the CPU trunk forward/backward over padded (B, T) batches with an LM
+// head (tied to wte; fused log-softmax, log-prob, entropy) or a value head (critic).
+// Does not own an optimizer or a KV cache: see engine/training_engine.hpp, engine/rollout_engine.hpp.
+// Letters: B sequences, T positions, C width, NH heads, hs = C / NH, V vocabulary, L layers,
+// R response positions (the head rows).
+#pragma once
+#include <algorithm>  // std::max
+#include <cmath>      // std::sqrt
+#include <cstddef>
+#include <cstring>    // std::memcpy, std::memset
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <rlflow/error.hpp>         // config_error, shape_error, key_error
+#include <rlflow/tensor.hpp>        // Tensor: flat buffers through the caching host resource
+#include <rlflow/model/layers.hpp>  // the CPU layer functions
+#include <rlflow/model/random.hpp>  // philox4x32, normal01
+
+namespace rlflow::model {
+
+// ---------------------------------------------------------------------------------------------
+// configuration
+
+//! The GPT-2 hyper-parameters. value_head adds a scalar head (one value per token) for a critic.
+struct GPTConfig {
+  int vocab_size = 32;        //!< V, tokens
+  int max_seq_len = 64;       //!< maximum positions (wpe rows)
+  int n_layer = 2;            //!< L
+  int n_head = 4;             //!< NH
+  int n_embd = 64;            //!< C, divisible by NH
+  std::uint64_t seed = 0;     //!< initialisation seed
+  bool value_head = false;    //!< append a value head (critic)
+
+  int head_dim() const { return n_embd / n_head; }
+
+  //! Throws config_error naming the field, its value and the fix.
+  void validate() const {
+    auto bad = [](char const* what, auto v, char const* fix) {
+      throw config_error(msg("rlflow::model::GPTConfig: ", what, " = ", v, " is invalid; ", fix));
+    };
+    if (vocab_size < 2) bad("vocab_size", vocab_size, "use at least 2 tokens");
+    if (max_seq_len < 2) bad("max_seq_len", max_seq_len, "use at least 2 positions");
+    if (n_layer < 1) bad("n_layer", n_layer, "use at least 1 layer");
+    if (n_head < 1) bad("n_head", n_head, "use at least 1 head");
+    if (n_embd < 1 || n_embd % n_head != 0)
+      throw config_error(msg("rlflow::model::GPTConfig: n_embd = ", n_embd, " is not a positive multiple of n_head = ",
+                             n_head, "; pick n_embd = n_head * head_dim"));
+  }
+  friend bool operator==(GPTConfig const&, GPTConfig const&) = default;
+};
+
+// ---------------------------------------------------------------------------------------------
+// parameter layout
+
+//! One named parameter tensor: a view [offset, offset + numel) of the flat buffer.
+struct ParamTensor {
+  std::string name;                 //!< e.g. "h.0.attn.c_attn.weight"
+  std::size_t offset = 0;           //!< in floats
+  std::vector<std::int64_t> shape;  //!< row-major
+  std::size_t numel = 0;
+  bool decay = false;               //!< weight decay applies (matrices; not biases, LayerNorm, wpe)
+};
+
+//! The flat parameter layout. Order: wte (V, C), wpe (maxT, C), then per layer
+//! ln_1 {weight, bias} (C), attn.c_attn {weight (3C, C) head-major rows [q_h|k_h|v_h], bias (3C)},
+//! attn.c_proj {weight (C, C) stored (in, out), bias (C)}, ln_2 {weight, bias},
+//! mlp.c_fc {weight (4C, C) (out, in), bias (4C)}, mlp.c_proj {weight (4C, C) stored (in, out), bias (C)},
+//! then ln_f {weight, bias} and, for a critic, value_head {weight (C), bias (1)}.
+//! Tensor parallelism (milestone 2) shards heads and MLP columns as contiguous row blocks of
+//! c_attn, c_proj, c_fc and mlp.c_proj, because all four are stored with the sharded axis first.
+class ParamLayout {
+ public:
+  struct Layer {
+    std::size_t ln1_w, ln1_b, qkv_w, qkv_b, proj_w, proj_b, ln2_w, ln2_b, fc_w, fc_b, fcproj_w, fcproj_b;
+  };
+
+  explicit ParamLayout(GPTConfig const& cfg) {
+    cfg.validate();
+    std::int64_t const V = cfg.vocab_size, C = cfg.n_embd, T = cfg.max_seq_len;
+    wte = add("wte", {V, C}, true);
+    wpe = add("wpe", {T, C}, false);
+    for (int l = 0; l < cfg.n_layer; ++l) {
+      std::string const p = "h." + std::to_string(l) + ".";
+      Layer L{};
+      L.ln1_w = add(p + "ln_1.weight", {C}, false);
+      L.ln1_b = add(p + "ln_1.bias", {C}, false);
+      L.qkv_w = add(p + "attn.c_attn.weight", {3 * C, C}, true);
+      L.qkv_b = add(p + "attn.c_attn.bias", {3 * C}, false);
+      L.proj_w = add(p + "attn.c_proj.weight", {C, C}, true);
+      L.proj_b = add(p + "attn.c_proj.bias", {C}, false);
+      L.ln2_w = add(p + "ln_2.weight", {C}, false);
+      L.ln2_b = add(p + "ln_2.bias", {C}, false);
+      L.fc_w = add(p + "mlp.c_fc.weight", {4 * C, C}, true);
+      L.fc_b = add(p + "mlp.c_fc.bias", {4 * C}, false);
+      L.fcproj_w = add(p + "mlp.c_proj.weight", {4 * C, C}, true);
+      L.fcproj_b = add(p + "mlp.c_proj.bias", {C}, false);
+      layers.push_back(L);
+    }
+    lnf_w = add("ln_f.weight", {C}, false);
+    lnf_b = add("ln_f.bias", {C}, false);
+    if (cfg.value_head) {
+      value_w = add("value_head.weight", {C}, true);
+      value_b = add("value_head.bias", {1}, false);
+    }
+  }
+
+  //! Total floats in the flat buffer.
+  std::size_t size() const { return size_; }
+  std::span<ParamTensor const> tensors() const { return tensors_; }
+  //! The tensor called 'name'; throws key_error listing a few valid names.
+  ParamTensor const& find(std::string_view name) const {
+    for (auto const& t : tensors_)
+      if (t.name == name) return t;
+    throw key_error(msg("rlflow::model::ParamLayout::find: no parameter named '", name, "'; names look like 'wte', ",
+                        "'h.0.attn.c_attn.weight', 'ln_f.bias' (", tensors_.size(), " tensors)"));
+  }
+
+  std::size_t wte = 0, wpe = 0, lnf_w = 0, lnf_b = 0;
+  std::size_t value_w = 0, value_b = 0;  //!< valid when the config has a value head
+  std::vector<Layer> layers;
+
+ private:
+  std::size_t add(std::string name, std::vector<std::int64_t> shape, bool decay) {
+    std::size_t n = 1;
+    for (auto d : shape) n *= static_cast<std::size_t>(d);
+    tensors_.push_back(ParamTensor{std::move(name), size_, std::move(shape), n, decay});
+    std::size_t const off = size_;
+    size_ += n;
+    return off;
+  }
+  std::vector<ParamTensor> tensors_;
+  std::size_t size_ = 0;
+};
+
+//! Number of floats in a model's flat parameter buffer.
+inline std::size_t param_count(GPTConfig const& cfg) { return ParamLayout(cfg).size(); }
+
+//! GPT-2 initialisation from cfg.seed: weights ~ N(0, 0.02), the two residual projections
+//! scaled by 1/sqrt(2L), wpe ~ N(0, 0.01), LayerNorm weights 1, biases 0. Each float's draw is
+//! philox(seed, index), so the result is independent of threads and of the layout's order.
+inline void init_params(GPTConfig const& cfg, std::span<float> flat) {
+  ParamLayout const lay(cfg);
+  if (flat.size() != lay.size())
+    throw shape_error(msg("rlflow::model::init_params: buffer holds ", flat.size(), " floats but the model has ",
+                          lay.size(), "; size it with param_count(cfg)"));
+  double const resid = 0.02 / std::sqrt(2.0 * cfg.n_layer);
+  for (auto const& t : lay.tensors()) {
+    bool const is_bias = t.name.ends_with(".bias");
+    bool const is_ln = t.name.find("ln_") != std::string::npos;
+    float* p = flat.data() + t.offset;
+    if (is_ln && !is_bias) {
+      for (std::size_t i = 0; i < t.numel; ++i) p[i] = 1.0f;
+    } else if (is_bias) {
+      for (std::size_t i = 0; i < t.numel; ++i) p[i] = 0.0f;
+    } else {
+      double std = 0.02;
+      if (t.name == "wpe") std = 0.01;
+      if (t.name.ends_with("c_proj.weight")) std = resid;
+      for (std::size_t i = 0; i < t.numel; ++i)
+        p[i] = static_cast<float>(std * normal01(philox4x32(cfg.seed, t.offset + i, 0x6770u /* "gp" */)));
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// the model
+
+namespace detail {
+//! A grow-only float buffer: reallocates (through Tensor's caching resource) only when a larger
+//! size is asked for, so steady-state steps never touch fresh memory.
+struct grow_buffer {
+  Tensor t;
+  float* ensure(std::size_t n) {
+    if (!t.defined() || static_cast<std::size_t>(t.numel()) < n)
+      t = Tensor::empty(DType::float32, Shape{static_cast<std::int64_t>(std::max<std::size_t>(n, 1))});
+    return t.data<float>();
+  }
+  void release() { t = Tensor(); }
+  std::size_t bytes() const { return t.defined() ? t.nbytes() : 0; }
+};
+
+//! Position ids from an attention mask (verl / HF): pos = max(cumsum(mask) - 1, 0).
+inline void positions_from_mask(std::int32_t* pos, std::uint8_t* valid, std::int32_t const* mask, int B, int T) {
+  for (int b = 0; b < B; ++b) {
+    std::int32_t c = 0;
+    for (int t = 0; t < T; ++t) {
+      std::int32_t const m = mask[std::size_t(b) * T + t];
+      valid[std::size_t(b) * T + t] = m != 0;
+      c += m != 0;
+      pos[std::size_t(b) * T + t] = c > 0 ? c - 1 : 0;
+    }
+  }
+}
+}  // namespace detail
+
+//! The CPU GPT: parameters plus the activations of the last forward. Trunk code is shared by the
+//! LM head (policy) and the value head (critic). Call order for training:
+//!   forward(ids, mask) -> select_rows(h0, R) -> {logprob_forward | value_forward}
+//!   -> {logprob_backward | value_backward}(grads).
+//! Gradients accumulate (+=) into a caller-owned flat buffer laid out like params().
+class GPT {
+ public:
+  explicit GPT(GPTConfig const& cfg) : cfg_(cfg), lay_(cfg) {
+    params_ = Tensor::empty(DType::float32, Shape{static_cast<std::int64_t>(lay_.size())});
+    init_params(cfg_, params_.span<float>());
+  }
+
+  GPTConfig const& config() const { return cfg_; }
+  ParamLayout const& layout() const { return lay_; }
+  std::span<float> params() { return params_.span<float>(); }
+  std::span<float const> params() const { return params_.span<float const>(); }
+
+  //! Trunk forward over ids (B, T) int32 with attention mask (B, T) (nonzero = real token);
+  //! positions follow the mask, so left padding does not shift a sequence. Keeps activations.
+  void forward(std::int32_t const* ids, std::int32_t const* mask, int B, int T) {
+    if (B < 1 || T < 1) throw shape_error(msg("rlflow::model::GPT::forward: empty batch (B = ", B, ", T = ", T, ")"));
+    if (T > cfg_.max_seq_len)
+      throw shape_error(msg("rlflow::model::GPT::forward: T = ", T, " positions exceed max_seq_len = ", cfg_.max_seq_len,
+                            "; shorten the sequences or raise GPTConfig::max_seq_len"));
+    int const V = cfg_.vocab_size, C = cfg_.n_embd, NH = cfg_.n_head, L = cfg_.n_layer;
+    for (std::int64_t i = 0; i < std::int64_t{B} * T; ++i)
+      if (ids[i] < 0 || ids[i] >= V)
+        throw value_error(msg("rlflow::model::GPT::forward: token ", ids[i], " at (", i / T, ", ", i % T,
+                              ") is outside the vocabulary [0, ", V, "); check the tokenizer and GPTConfig::vocab_size"));
+    B_ = B;
+    T_ = T;
+    plan_activations();
+    float* a = acts_.ensure(act_size_);
+    ids_.assign(ids, ids + std::size_t(B) * T);
+    pos_.resize(std::size_t(B) * T);
+    valid_.resize(std::size_t(B) * T);
+    detail::positions_from_mask(pos_.data(), valid_.data(), mask, B, T);
+    std::size_t const N = std::size_t(B) * T;
+    float const* P = params_.data<float>();
+    layers::encoder_forward(a + o_.res0, ids_.data(), pos_.data(), P + lay_.wte, P + lay_.wpe, int(N), C);
+    for (int l = 0; l < L; ++l) {
+      auto const& W = lay_.layers[std::size_t(l)];
+      LayerActs const A = layer_acts(l);
+      float const* res = a + (l == 0 ? o_.res0 : layer_acts(l - 1).res3);
+      layers::layernorm_forward(a + A.ln1, a + A.ln1_mean, a + A.ln1_rstd, res, P + W.ln1_w, P + W.ln1_b, int(N), C);
+      layers::linear_nt_forward(a + A.qkv, a + A.ln1, P + W.qkv_w, P + W.qkv_b, int(N), C, 3 * C);
+      layers::attention_forward(a + A.atty, a + A.att, a + A.qkv, valid_.data(), B, T, C, NH);
+      std::memcpy(a + A.res2, res, sizeof(float) * N * C);
+      layers::linear_nn_forward(a + A.res2, a + A.atty, P + W.proj_w, P + W.proj_b, int(N), C, C, true);
+      layers::layernorm_forward(a + A.ln2, a + A.ln2_mean, a + A.ln2_rstd, a + A.res2, P + W.ln2_w, P + W.ln2_b,
+                                int(N), C);
+      layers::linear_nt_forward(a + A.fch, a + A.ln2, P + W.fc_w, P + W.fc_b, int(N), C, 4 * C);
+      layers::gelu_forward(a + A.fch_gelu, a + A.fch, std::int64_t(N) * 4 * C);
+      std::memcpy(a + A.res3, a + A.res2, sizeof(float) * N * C);
+      layers::linear_nn_forward(a + A.res3, a + A.fch_gelu, P + W.fcproj_w, P + W.fcproj_b, int(N), 4 * C, C, true);
+    }
+    head_rows_ = 0;
+  }
+
+  //! Applies the final LayerNorm to positions [h0, h0 + R) of every sequence (the head rows).
+  void select_rows(int h0, int R) {
+    if (B_ == 0) throw value_error("rlflow::model::GPT::select_rows: call forward first");
+    if (h0 < 0 || R < 1 || h0 + R > T_)
+      throw shape_error(msg("rlflow::model::GPT::select_rows: rows [", h0, ", ", h0 + R, ") are outside [0, ", T_, ")"));
+    int const C = cfg_.n_embd;
+    h0_ = h0;
+    R_ = R;
+    head_rows_ = std::size_t(B_) * R;
+    float* hin = head_in_.ensure(head_rows_ * C);
+    float const* last = acts_.t.data<float>() + layer_acts(cfg_.n_layer - 1).res3;
+    for (int b = 0; b < B_; ++b)
+      std::memcpy(hin + std::size_t(b) * R * C, last + (std::size_t(b) * T_ + h0) * C, sizeof(float) * R * C);
+    float const* P = params_.data<float>();
+    layers::layernorm_forward(lnf_.ensure(head_rows_ * C), lnf_mean_.ensure(head_rows_), lnf_rstd_.ensure(head_rows_),
+                              hin, P + lay_.lnf_w, P + lay_.lnf_b, int(head_rows_), C);
+  }
+
+  //! Logits (B*R, V) of the head rows (tied LM head: lnf wte^T). Returns a view valid until the next call.
+  std::span<float const> logits_forward() {
+    need_head("logits_forward");
+    int const C = cfg_.n_embd, V = cfg_.vocab_size;
+    float* lg = logits_.ensure(head_rows_ * V);
+    layers::linear_nt_forward(lg, lnf_.t.data<float>(), params_.data<float>() + lay_.wte, nullptr, int(head_rows_), C, V);
+    return {lg, head_rows_ * std::size_t(V)};
+  }
+
+  //! log_prob / entropy (B*R) of targets (B*R) under softmax(logits / temperature); entropy may be null.
+  void logprob_forward(std::int32_t const* targets, float temperature, float* log_prob, float* entropy) {
+    if (!(temperature > 0.0f))
+      throw value_error(msg("rlflow::model::GPT::logprob_forward: temperature = ", temperature, " must be > 0"));
+    logits_forward();
+    int const V = cfg_.vocab_size;
+    inv_temp_ = 1.0f / temperature;
+    targets_.assign(targets, targets + head_rows_);
+    rows_.resize(head_rows_);
+    float const* lg = logits_.t.data<float>();
+    for (std::size_t r = 0; r < head_rows_; ++r)
+      if (targets[r] < 0 || targets[r] >= V)
+        throw value_error(msg("rlflow::model::GPT::logprob_forward: target token ", targets[r], " (row ", r,
+                              ") is outside the vocabulary [0, ", V, ")"));
+    RLFLOW_MODEL_OMP_FOR_IF(std::int64_t(head_rows_) * V > layers::parallel_threshold)
+    for (std::int64_t r = 0; r < std::int64_t(head_rows_); ++r) {
+      rows_[std::size_t(r)] = layers::logprob_forward_row(lg + std::size_t(r) * V, V, targets[r], inv_temp_);
+      log_prob[r] = rows_[std::size_t(r)].log_prob;
+      if (entropy) entropy[r] = rows_[std::size_t(r)].entropy;
+    }
+  }
+
+  //! Backward of sum(dlogp * log_prob + dentropy * entropy) (dentropy may be null) into grads (+=).
+  void logprob_backward(float const* dlogp, float const* dentropy, std::span<float> grads) {
+    need_head("logprob_backward");
+    if (rows_.size() != head_rows_) throw value_error("rlflow::model::GPT::logprob_backward: call logprob_forward first");
+    check_grads(grads);
+    int const V = cfg_.vocab_size, C = cfg_.n_embd;
+    float* dlg = dlogits_.ensure(head_rows_ * V);
+    float const* lg = logits_.t.data<float>();
+    RLFLOW_MODEL_OMP_FOR_IF(std::int64_t(head_rows_) * V > layers::parallel_threshold)
+    for (std::int64_t r = 0; r < std::int64_t(head_rows_); ++r)
+      layers::logprob_backward_row(dlg + std::size_t(r) * V, lg + std::size_t(r) * V, V, targets_[std::size_t(r)],
+                                   inv_temp_, rows_[std::size_t(r)], dlogp[r], dentropy ? dentropy[r] : 0.0f);
+    float* dlnf = dlnf_.ensure(head_rows_ * C);
+    layers::linear_nt_backward(dlnf, grads.data() + lay_.wte, nullptr, dlg, lnf_.t.data<float>(),
+                               params_.data<float>() + lay_.wte, int(head_rows_), C, V);
+    backward_from_head(grads);
+  }
+
+  //! Values (B*R) of the head rows: lnf . value_head.weight + value_head.bias.
+  void value_forward(float* values) {
+    need_head("value_forward");
+    need_value_head("value_forward");
+    int const C = cfg_.n_embd;
+    float const* P = params_.data<float>();
+    float const* x = lnf_.t.data<float>();
+    for (std::size_t r = 0; r < head_rows_; ++r) {
+      float s = P[lay_.value_b];
+      for (int c = 0; c < C; ++c) s += x[r * C + c] * P[lay_.value_w + c];
+      values[r] = s;
+    }
+  }
+
+  //! Backward of sum(dvalues * values) into grads (+=).
+  void value_backward(float const* dvalues, std::span<float> grads) {
+    need_head("value_backward");
+    need_value_head("value_backward");
+    check_grads(grads);
+    int const C = cfg_.n_embd;
+    float const* P = params_.data<float>();
+    float const* x = lnf_.t.data<float>();
+    float* dlnf = dlnf_.ensure(head_rows_ * C);
+    float* G = grads.data();
+    for (std::size_t r = 0; r < head_rows_; ++r) {
+      float const d = dvalues[r];
+      G[lay_.value_b] += d;
+      for (int c = 0; c < C; ++c) {
+        G[lay_.value_w + c] += d * x[r * C + c];
+        dlnf[r * C + c] = d * P[lay_.value_w + c];
+      }
+    }
+    backward_from_head(grads);
+  }
+
+  //! Bytes held by activations and scratch (not parameters).
+  std::size_t workspace_bytes() const {
+    return acts_.bytes() + grads_ws_.bytes() + head_in_.bytes() + lnf_.bytes() + lnf_mean_.bytes() + lnf_rstd_.bytes() +
+           logits_.bytes() + dlogits_.bytes() + dlnf_.bytes();
+  }
+  int batch() const { return B_; }
+  int seq_len() const { return T_; }
+
+ private:
+  struct LayerActs {
+    std::size_t ln1, ln1_mean, ln1_rstd, qkv, att, atty, res2, ln2, ln2_mean, ln2_rstd, fch, fch_gelu, res3;
+  };
+  struct Offsets {
+    std::size_t res0 = 0, per_layer = 0, layers0 = 0;
+  };
+
+  void plan_activations() {
+    std::size_t const N = std::size_t(B_) * T_, C = std::size_t(cfg_.n_embd), NH = std::size_t(cfg_.n_head);
+    o_.res0 = 0;
+    o_.layers0 = N * C;
+    o_.per_layer = N * C /*ln1*/ + 2 * N + N * 3 * C + std::size_t(B_) * NH * T_ * T_ + N * C /*atty*/ + N * C /*res2*/ +
+                   N * C /*ln2*/ + 2 * N + 2 * N * 4 * C + N * C /*res3*/;
+    act_size_ = o_.layers0 + std::size_t(cfg_.n_layer) * o_.per_layer;
+  }
+  LayerActs layer_acts(int l) const {
+    std::size_t const N = std::size_t(B_) * T_, C = std::size_t(cfg_.n_embd), NH = std::size_t(cfg_.n_head);
+    std::size_t o = o_.layers0 + std::size_t(l) * o_.per_layer;
+    LayerActs A{};
+    auto take = [&](std::size_t n) { std::size_t const r = o; o += n; return r; };
+    A.ln1 = take(N * C);
+    A.ln1_mean = take(N);
+    A.ln1_rstd = take(N);
+    A.qkv = take(N * 3 * C);
+    A.att = take(std::size_t(B_) * NH * T_ * T_);
+    A.atty = take(N * C);
+    A.res2 = take(N * C);
+    A.ln2 = take(N * C);
+    A.ln2_mean = take(N);
+    A.ln2_rstd = take(N);
+    A.fch = take(N * 4 * C);
+    A.fch_gelu = take(N * 4 * C);
+    A.res3 = take(N * C);
+    return A;
+  }
+  void need_head(char const* fn) const {
+    if (head_rows_ == 0)
+      throw value_error(msg("rlflow::model::GPT::", fn, ": no head rows; call forward then select_rows first"));
+  }
+  void need_value_head(char const* fn) const {
+    if (!cfg_.value_head)
+      throw config_error(msg("rlflow::model::GPT::", fn, ": the model has no value head; set GPTConfig::value_head = true"));
+  }
+  void check_grads(std::span<float> grads) const {
+    if (grads.size() != lay_.size())
+      throw shape_error(msg("rlflow::model::GPT: gradient buffer holds ", grads.size(), " floats but the model has ",
+                            lay_.size(), " parameters"));
+  }
+
+  //! dlnf_ (B*R, C) holds d(loss)/d(ln_f output) of the head rows; backprop to every parameter.
+  void backward_from_head(std::span<float> grads) {
+    int const C = cfg_.n_embd, NH = cfg_.n_head, B = B_, T = T_;
+    std::size_t const N = std::size_t(B) * T;
+    float const* P = params_.data<float>();
+    float* G = grads.data();
+    float* a = acts_.t.data<float>();
+    // scratch: g (N, C) residual gradient, dln (N, C), dqkv (N, 3C), datty (N, C), dfch (N, 4C), dp (B*NH, T)
+    float* ws = grads_ws_.ensure(N * C * 10 + std::size_t(B) * NH * T);
+    float* g = ws;
+    float* dln = g + N * C;
+    float* dqkv = dln + N * C;
+    float* datty = dqkv + N * 3 * C;
+    float* dfch = datty + N * C;
+    float* dp = dfch + N * 4 * C;
+    // final LayerNorm on the head rows, scattered into the residual gradient
+    std::memset(g, 0, sizeof(float) * N * C);
+    float* dhin = dln;  // (B*R, C) fits in (N, C)
+    std::memset(dhin, 0, sizeof(float) * head_rows_ * C);
+    layers::layernorm_backward(dhin, G + lay_.lnf_w, G + lay_.lnf_b, dlnf_.t.data<float>(), head_in_.t.data<float>(),
+                               P + lay_.lnf_w, lnf_mean_.t.data<float>(), lnf_rstd_.t.data<float>(), int(head_rows_), C);
+    for (int b = 0; b < B; ++b)
+      std::memcpy(g + (std::size_t(b) * T + h0_) * C, dhin + std::size_t(b) * R_ * C, sizeof(float) * R_ * C);
+    for (int l = cfg_.n_layer - 1; l >= 0; --l) {
+      auto const& W = lay_.layers[std::size_t(l)];
+      LayerActs const A = layer_acts(l);
+      float const* res = a + (l == 0 ? o_.res0 : layer_acts(l - 1).res3);
+      // res3 = res2 + gelu(fc(ln2(res2))) Wp + bp : g is d res3
+      layers::linear_nn_backward(dfch, G + W.fcproj_w, G + W.fcproj_b, g, a + A.fch_gelu, P + W.fcproj_w, int(N), 4 * C, C);
+      layers::gelu_backward(dfch, a + A.fch, dfch, std::int64_t(N) * 4 * C);
+      layers::linear_nt_backward(dln, G + W.fc_w, G + W.fc_b, dfch, a + A.ln2, P + W.fc_w, int(N), C, 4 * C);
+      layers::layernorm_backward(g, G + W.ln2_w, G + W.ln2_b, dln, a + A.res2, P + W.ln2_w, a + A.ln2_mean,
+                                 a + A.ln2_rstd, int(N), C);  // g is now d res2
+      layers::linear_nn_backward(datty, G + W.proj_w, G + W.proj_b, g, a + A.atty, P + W.proj_w, int(N), C, C);
+      layers::attention_backward(dqkv, datty, a + A.qkv, a + A.att, B, T, C, NH, dp);
+      layers::linear_nt_backward(dln, G + W.qkv_w, G + W.qkv_b, dqkv, a + A.ln1, P + W.qkv_w, int(N), C, 3 * C);
+      layers::layernorm_backward(g, G + W.ln1_w, G + W.ln1_b, dln, res, P + W.ln1_w, a + A.ln1_mean, a + A.ln1_rstd,
+                                 int(N), C);  // g is now d res
+    }
+    layers::encoder_backward(G + lay_.wte, G + lay_.wpe, g, ids_.data(), pos_.data(), int(N), C);
+  }
+
+  GPTConfig cfg_;
+  ParamLayout lay_;
+  Tensor params_;
+  int B_ = 0, T_ = 0, h0_ = 0, R_ = 0;
+  std::size_t head_rows_ = 0, act_size_ = 0;
+  float inv_temp_ = 1.0f;
+  Offsets o_;
+  detail::grow_buffer acts_, grads_ws_, head_in_, lnf_, lnf_mean_, lnf_rstd_, logits_, dlogits_, dlnf_;
+  std::vector<std::int32_t> ids_, pos_, targets_;
+  std::vector<std::uint8_t> valid_;
+  std::vector<layers::logprob_row> rows_;
+};
+
+}  // namespace rlflow::model
