@@ -1172,8 +1172,9 @@ inline std::size_t key_bytes(std::string const& k) {
                          "; the bytes were damaged or not written by DataProto::serialize"));
 }
 
-//! Reads a Dict body (u64 count + entries); used for dict Values and for meta_info.
-inline Dict read_dict(ByteReader& r, int depth);
+//! Reads a Dict body (u64 count + entries whose values sit at child_depth); used for dict
+//! Values and for meta_info (child_depth 0).
+inline Dict read_dict(ByteReader& r, int child_depth);
 
 inline Value read_value(ByteReader& r, int depth) {
   if (depth > DataProto::max_value_depth) corrupt(msg("Values nested deeper than ", DataProto::max_value_depth), r);
@@ -1201,8 +1202,7 @@ inline Value read_value(ByteReader& r, int depth) {
   }
 }
 
-inline Dict read_dict(ByteReader& r, int depth) {
-  if (depth > DataProto::max_value_depth) corrupt(msg("Values nested deeper than ", DataProto::max_value_depth), r);
+inline Dict read_dict(ByteReader& r, int child_depth) {
   std::uint64_t const n = r.u64("dict size");
   if (n > r.remaining()) corrupt(msg("dict size ", n, " exceeds the ", r.remaining(), " bytes left"), r);
   Dict d;
@@ -1210,7 +1210,7 @@ inline Dict read_dict(ByteReader& r, int depth) {
   for (std::uint64_t i = 0; i < n; ++i) {
     std::string k = r.key("dict key");
     if (!seen.insert(k).second) corrupt(msg("dict key '", k, "' appears twice"), r);
-    Value v = read_value(r, depth);
+    Value v = read_value(r, child_depth);
     d.append_new_unchecked(std::move(k), std::move(v));
   }
   return d;

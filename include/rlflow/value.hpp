@@ -10,11 +10,12 @@
 #include <initializer_list>
 #include <string>
 #include <string_view>
+#include <type_traits>  // std::is_unsigned_v
 #include <utility>      // std::pair, std::move
 #include <variant>
 #include <vector>
 
-#include <rlflow/error.hpp>  // key_error, dtype_error
+#include <rlflow/error.hpp>  // key_error, dtype_error, value_error
 
 namespace rlflow {
 
@@ -43,16 +44,18 @@ class Dict {
   void append_new_unchecked(std::string key, Value v);
   //! Removes key; returns whether it was present.
   bool erase(std::string_view key);
-  std::size_t size() const { return items_.size(); }
-  bool empty() const { return items_.empty(); }
+  std::size_t size() const;
+  bool empty() const;
   std::vector<std::string> keys() const;
   //! Comma-separated keys in order, for error messages.
   std::string key_list() const;
 
-  auto begin() const { return items_.begin(); }
-  auto end() const { return items_.end(); }
-  auto begin() { return items_.begin(); }
-  auto end() { return items_.end(); }
+  using iterator = std::vector<item_type>::iterator;
+  using const_iterator = std::vector<item_type>::const_iterator;
+  const_iterator begin() const;
+  const_iterator end() const;
+  iterator begin();
+  iterator end();
   std::vector<item_type> const& items() const { return items_; }
 
   //! Deep equality ignoring key order (Python dict ==, with NaN == NaN inside values).
@@ -90,14 +93,26 @@ class Value {
   Value() = default;
   Value(std::nullptr_t) {}
   Value(bool b) : v_(b) {}
+  //! Any integer type; an unsigned value above INT64_MAX is a value_error (no silent wrap).
   template <std::integral I>
     requires(!std::same_as<I, bool>)
-  Value(I i) : v_(static_cast<std::int64_t>(i)) {}
+  Value(I i) : v_(static_cast<std::int64_t>(i)) {
+    if constexpr (std::is_unsigned_v<I> && sizeof(I) >= sizeof(std::int64_t))
+      if (i > static_cast<I>(INT64_MAX))
+        throw value_error(msg("rlflow::Value: unsigned integer ", i, " does not fit in int64; store it as a string or double"));
+  }
   Value(double d) : v_(d) {}
   Value(float f) : v_(static_cast<double>(f)) {}
   Value(std::string s) : v_(std::move(s)) {}
   Value(std::string_view s) : v_(std::string(s)) {}
   Value(const char* s) : v_(std::string(s)) {}
+  Value(char* s) : v_(std::string(s)) {}
+  //! Any other pointer would silently become a bool; refuse it at compile time.
+  template <class T>
+  Value(T*) : Value() {
+    static_assert(sizeof(T) == 0,
+                  "rlflow::Value: cannot hold a pointer (it would silently become a bool); store the pointed-to value, or a std::string for text");
+  }
   Value(List l) : v_(std::move(l)) {}
   Value(Dict d) : v_(std::move(d)) {}
 
@@ -150,6 +165,14 @@ class Value {
 // ---------------------------------------------------------------------------------------------
 // Dict members (defined here, where Value is complete)
 
+// (Out of the class body: nvcc instantiates std::pair<std::string, Value> eagerly for in-class
+// bodies, where Value is still incomplete.)
+inline std::size_t Dict::size() const { return items_.size(); }
+inline bool Dict::empty() const { return items_.empty(); }
+inline Dict::const_iterator Dict::begin() const { return items_.begin(); }
+inline Dict::const_iterator Dict::end() const { return items_.end(); }
+inline Dict::iterator Dict::begin() { return items_.begin(); }
+inline Dict::iterator Dict::end() { return items_.end(); }
 inline Dict::Dict(std::initializer_list<item_type> items) {
   for (auto const& it : items) set(it.first, it.second);
 }

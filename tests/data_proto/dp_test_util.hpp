@@ -12,6 +12,13 @@ namespace dp_test {
 
 using namespace rlflow;
 
+//! "<prefix><i>" without operator+(const char*, std::string&&) (g++ 12 -Wrestrict false positive).
+inline std::string key_name(const char* prefix, std::uint64_t i) {
+  std::string s(prefix);
+  s += std::to_string(i);
+  return s;
+}
+
 inline Value random_value(std::mt19937_64& rng, int depth = 0) {
   int const kind = static_cast<int>(rng() % (depth < 3 ? 7 : 5));
   switch (kind) {
@@ -37,7 +44,7 @@ inline Value random_value(std::mt19937_64& rng, int depth = 0) {
     }
     default: {
       Dict d;
-      for (std::size_t i = 0, n = rng() % 4; i < n; ++i) d.set("k" + std::to_string(rng() % 6), random_value(rng, depth + 1));
+      for (std::size_t i = 0, n = rng() % 4; i < n; ++i) d.set(key_name("k", rng() % 6), random_value(rng, depth + 1));
       return Value(std::move(d));
     }
   }
@@ -67,17 +74,17 @@ inline DataProto random_dp(std::mt19937_64& rng, RandomOptions o = {}) {
   if (o.batch) {
     int const nt = 1 + static_cast<int>(rng() % 4);
     for (int i = 0; i < nt; ++i)
-      ts.emplace_back("t" + std::to_string(i), random_tensor(rng, n, static_cast<DType>(rng() % dtype_count)));
+      ts.emplace_back(key_name("t", static_cast<std::uint64_t>(i)), random_tensor(rng, n, static_cast<DType>(rng() % dtype_count)));
   }
   NonTensorColumns nts;
   int const nn = (o.batch ? 0 : 1) + static_cast<int>(rng() % 3);
   for (int i = 0; i < nn; ++i) {
     NonTensorColumn c;
     for (std::int64_t r = 0; r < n; ++r) c.push_back(random_value(rng));
-    nts.emplace_back("n" + std::to_string(i), std::move(c));
+    nts.emplace_back(key_name("n", static_cast<std::uint64_t>(i)), std::move(c));
   }
   Meta meta;
-  for (int i = 0, m = static_cast<int>(rng() % 4); i < m; ++i) meta.set("m" + std::to_string(i), random_value(rng));
+  for (int i = 0, m = static_cast<int>(rng() % 4); i < m; ++i) meta.set(key_name("m", static_cast<std::uint64_t>(i)), random_value(rng));
   return DataProto::from_dict(std::move(ts), std::move(nts), std::move(meta));
 }
 

@@ -480,7 +480,7 @@ TEST_CASE("A-16 fold and unfold batch dim with grouped reorder", "[data_proto]")
   CHECK(un.meta_info() == d.meta_info());
   CHECK(unfold_batch_dim(fold_batch_dim(d, 2)) == d);
   CHECK_THROWS_AS(d.fold_batch_dim(4), value_error);
-  CHECK_THROWS_AS(d.unfold_batch_dim(), shape_error);  // rank-2 obs has dim 1 == 2 but labels are strings
+  CHECK_THROWS_AS(d.unfold_batch_dim(), value_error);  // labels rows are strings, not groups
 }
 
 TEST_CASE("A-17 unfold_column_chunks", "[data_proto]") {

@@ -161,22 +161,6 @@ inline double token_loss(int mode, double x, double o, double A, pl_cfg const& c
   return 0;
 }
 
-inline double gspo_loss(vec const& x, vec const& o, vec const& A, vec const& m, int B, int T, pl_cfg const& c, agg_info const& gi) {
-  vec L(x.size(), 0.0);
-  for (int i = 0; i < B; ++i) {
-    double s = 0, n = 0;
-    for (int t = 0; t < T; ++t) if (m[i * T + t] != 0) s += x[i * T + t] - o[i * T + t], n += 1;
-    // sg(l) + x - sg(x): the value is l, the x-dependence enters through the token term
-    for (int t = 0; t < T; ++t) {
-      int k = i * T + t;
-      double l = s / std::max(n, 1.0);
-      (void)l;
-    }
-  }
-  (void)L; (void)A; (void)c; (void)gi;
-  return 0;
-}
-
 inline double geo_mean_loss(vec const& x, vec const& o, vec const& A, vec const& m, int B, int T, pl_cfg const& c) {
   double tot = 0;
   for (int i = 0; i < B; ++i) {
@@ -215,6 +199,103 @@ inline double entropy(std::vector<double> const& z) {
   double lse = mx + std::log(s), h = lse;
   for (double v : z) if (v != -INFINITY) h -= std::exp(v - lse) * v;
   return h;
+}
+
+
+// Policy-loss surrogate: stop-gradient parts are evaluated at xf (frozen), the rest at x, so that
+// d/dx at x == xf is the autograd gradient. mode: PolicyLossMode order (0 vanilla, 1 gspo, 2 sapo,
+// 3 gpg, 4 clip_cov, 5 kl_cov, 6 geo_mean, 7 cispo, 8 dro). Returns the loss; metrics via 'met'.
+struct pl_in { vec x, xf, o, A, m, w; int B, T; };
+struct pl_full { double lo = 0.2, hi = 0.2, c = 3.0, tau_pos = 1.0, tau_neg = 1.05, beta = 1.0,
+                 cc_ratio = 2e-4, cc_lb = 1.0, cc_ub = 5.0, kc_ratio = 2e-4, kc_coef = 0.1; };
+struct pl_met { double clip = 0, kl = 0, lower = 0; };
+
+inline std::vector<int> top_cov(vec const& cov, std::vector<char> const& cand, long k) {
+  std::vector<int> idx;
+  for (int i = 0; i < static_cast<int>(cov.size()); ++i) if (cand[i]) idx.push_back(i);
+  std::stable_sort(idx.begin(), idx.end(), [&](int a, int b) { return cov[a] > cov[b]; });
+  if (static_cast<long>(idx.size()) > k) idx.resize(k);
+  return idx;
+}
+
+inline double policy_loss(int mode, pl_in const& in, pl_full const& c, int agg_mode, agg_info const& gi, pl_met* met) {
+  int const B = in.B, T = in.T, n = B * T;
+  vec L(n, 0.0), clip(n, 0.0), lower(n, 0.0), klv(n, 0.0);
+  auto const& x = in.x; auto const& xf = in.xf; auto const& o = in.o; auto const& A = in.A; auto const& m = in.m;
+  if (mode == 6) {
+    double loss = geo_mean_loss(x, o, A, m, B, T, pl_cfg{c.lo, c.hi});
+    for (int k = 0; k < n; ++k) {
+      double d = xf[k] - o[k], dc = clampd(d, -c.lo, c.hi);
+      clip[k] = (d != dc) && A[k] > 0; lower[k] = (d != dc) && A[k] < 0; klv[k] = -d;
+    }
+    if (met) *met = {mmean(clip, m), mmean(klv, m), mmean(lower, m)};
+    return loss;
+  }
+  std::vector<char> sel(n, 0);
+  if (mode == 4 || mode == 5) {
+    double ma, mx, cnt = mcount(m);
+    if (mode == 4) ma = mmean(A, m), mx = mmean(xf, m);
+    else ma = cnt ? msum(A, m) / cnt : 0, mx = cnt ? msum(xf, m) / cnt : 0;
+    vec cov(n);
+    std::vector<char> cand(n, 0);
+    for (int k = 0; k < n; ++k) {
+      cov[k] = (A[k] - ma) * (xf[k] - mx);
+      if (m[k] == 0) continue;
+      if (mode == 4) {
+        double r = std::exp(xf[k] - o[k]);
+        bool clipped = -A[k] * clampd(r, 1 - c.lo, 1 + c.hi) > -A[k] * r;
+        cand[k] = !clipped && cov[k] > c.cc_lb && cov[k] < c.cc_ub;
+      } else cand[k] = 1;
+    }
+    long k = mode == 4 ? std::max(long(std::floor(c.cc_ratio * cnt)), 1L) : (cnt > 0 ? std::max(1L, long(std::floor(cnt * c.kc_ratio))) : 0);
+    for (int i : top_cov(cov, cand, k)) sel[i] = 1;
+  }
+  for (int i = 0; i < B; ++i) {
+    double lsum = 0, cnt = 0;
+    for (int t = 0; t < T; ++t) if (m[i * T + t] != 0) lsum += xf[i * T + t] - o[i * T + t], cnt += 1;
+    double lseq = lsum / std::max(cnt, 1.0);
+    for (int t = 0; t < T; ++t) {
+      int k = i * T + t;
+      double a = A[k];
+      double d = clampd(x[k] - o[k], -20, 20), r = std::exp(d);
+      switch (mode) {
+        case 0: {
+          double l1 = -a * r, l2 = -a * clampd(r, 1 - c.lo, 1 + c.hi), lc = std::max(l1, l2);
+          L[k] = a < 0 ? std::min(-a * c.c, lc) : lc;
+          clip[k] = l2 > l1; lower[k] = lc > -a * c.c && a < 0; klv[k] = -d; break;
+        }
+        case 1: {
+          double rr = std::exp(std::min(lseq + x[k] - xf[k], 10.0));
+          double l1 = -a * rr, l2 = -a * clampd(rr, 1 - c.lo, 1 + c.hi);
+          L[k] = std::max(l1, l2); clip[k] = l2 > l1; klv[k] = -(xf[k] - o[k]); break;
+        }
+        case 2: {
+          double tau = a > 0 ? c.tau_pos : c.tau_neg;
+          L[k] = -(1 / (1 + std::exp(-tau * (r - 1))) * 4 / tau) * a; klv[k] = -d; break;
+        }
+        case 3: L[k] = -x[k] * a; break;
+        case 4: {
+          double ru = std::exp(x[k] - o[k]);
+          L[k] = sel[k] ? 0.0 : std::max(-a * ru, -a * clampd(ru, 1 - c.lo, 1 + c.hi));
+          clip[k] = sel[k]; klv[k] = -(x[k] - o[k]); break;
+        }
+        case 5: {
+          double du = x[k] - o[k];
+          L[k] = -a * std::exp(du) + (sel[k] ? c.kc_coef * std::fabs(du) : 0.0);
+          klv[k] = std::fabs(du); break;
+        }
+        case 7: {
+          double rf = std::exp(clampd(xf[k] - o[k], -20, 20)), rc = clampd(rf, 1 - c.lo, 1 + c.hi);
+          L[k] = -rc * a * x[k]; clip[k] = rf != rc; klv[k] = -clampd(xf[k] - o[k], -20, 20); break;
+        }
+        case 8: L[k] = -(x[k] * a - 0.5 * c.beta * (x[k] - o[k]) * (x[k] - o[k])); klv[k] = -(x[k] - o[k]); break;
+      }
+      if (!in.w.empty()) L[k] *= in.w[k];
+    }
+  }
+  if (met) *met = {mmean(clip, m), mmean(klv, m), mmean(lower, m)};
+  int am = (mode == 1 || mode == 2) ? 3 : agg_mode;
+  return agg(L, m, B, T, am, gi);
 }
 
 }  // namespace ref

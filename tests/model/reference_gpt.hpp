@@ -39,7 +39,7 @@ RefOut<S> ref_forward(rlflow::model::GPTConfig const& cfg, std::vector<S> const&
     return y;
   };
   for (int b = 0; b < B; ++b) {
-    std::vector<int> pos(std::size_t(T)), valid(std::size_t(T));
+    std::vector<int> pos(static_cast<std::size_t>(T)), valid(static_cast<std::size_t>(T));
     int cum = 0;
     for (int t = 0; t < T; ++t) {
       valid[std::size_t(t)] = mask[std::size_t(b) * T + t] != 0;

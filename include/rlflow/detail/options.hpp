@@ -9,7 +9,7 @@ namespace rlflow::detail {
 template <class T>
 concept has_option_kind = requires { typename T::option_kind; };
 template <class T>
-concept has_role_tag = requires { typename T::role_tag; };
+concept has_role_tag_opt = requires { typename T::role_tag; };
 
 template <class T, class Kind>
 inline constexpr bool is_kind = [] {
@@ -19,7 +19,7 @@ inline constexpr bool is_kind = [] {
 
 template <class T, class Tag>
 inline constexpr bool is_role_with = [] {
-  if constexpr (has_role_tag<T>) return std::is_same_v<typename T::role_tag, Tag>;
+  if constexpr (has_role_tag_opt<T>) return std::is_same_v<typename T::role_tag, Tag>;
   else return false;
 }();
 
@@ -55,7 +55,7 @@ struct unknown_trainer_option_is;
 
 template <class T>
 constexpr bool check_known_option() {
-  if constexpr (has_option_kind<T> || has_role_tag<T>) {
+  if constexpr (has_option_kind<T> || has_role_tag_opt<T>) {
     return true;
   } else {
     [[maybe_unused]] unknown_trainer_option_is<T> error_here;  // incomplete type: names T in the error

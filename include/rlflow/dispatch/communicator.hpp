@@ -130,6 +130,7 @@ class LocalCommunicator final : public Communicator {
   //! Wakes every rank blocked in a collective with a worker_error (used when a rank fails).
   void abort() { st_->abort(rank_); }
   bool aborted() const { return st_->aborted.load(std::memory_order_acquire) != 0; }
+  int aborted_by() const { return aborted() ? st_->aborted_by.load(std::memory_order_acquire) : -1; }
   void reset() { st_->reset(); }
 
  private:

@@ -22,9 +22,15 @@ namespace rlflow::dispatch {
 //! present, auto_padding(), padded_repeat_last(p), unpad(p). Specialize it for other types.
 template <class T>
 struct row_traits {
-  static std::int64_t size(T const& x) { return static_cast<std::int64_t>(x.size()); }
-  static std::vector<T> chunk(T const& x, std::int64_t k) { return x.chunk(k); }
-  static T concat(std::span<T const> parts) { return T::concat(parts); }
+  static std::int64_t size(T const& x)
+    requires requires { x.size(); }
+  { return static_cast<std::int64_t>(x.size()); }
+  static std::vector<T> chunk(T const& x, std::int64_t k)
+    requires requires { { x.chunk(k) } -> std::same_as<std::vector<T>>; }
+  { return x.chunk(k); }
+  static T concat(std::span<T const> parts)
+    requires requires { { T::concat(parts) } -> std::same_as<T>; }
+  { return T::concat(parts); }
   //! verl: DataProto.is_padding_enabled(); false for types without the flag.
   static bool auto_padding(T const& x) {
     if constexpr (requires { { x.auto_padding() } -> std::convertible_to<bool>; }) return x.auto_padding();

@@ -47,12 +47,12 @@ class InProcessEngine {
       slots_.back()->ctx = std::move(ctxs[static_cast<std::size_t>(r)]);
       slots_.back()->ctx.communicator = comms_[static_cast<std::size_t>(r)].get();
     }
-    CountDown ready(n);
+    ready_.reset(n);
     for (int r = 0; r < n; ++r) {
       Slot* s = slots_[static_cast<std::size_t>(r)].get();
-      s->thread = std::thread([s, &make, &ready] { run(*s, make, ready); });
+      s->thread = std::thread([this, s, &make] { run(*s, make, ready_); });
     }
-    ready.wait();
+    ready_.wait();
     for (int r = 0; r < n; ++r) {
       if (auto e = slots_[static_cast<std::size_t>(r)]->ctor_error) {
         std::string what_failed;
@@ -78,6 +78,8 @@ class InProcessEngine {
   //! Wakes every rank blocked in a collective (a rank failed) / re-arms afterwards.
   void abort_collectives(int by) { comms_[static_cast<std::size_t>(by)]->abort(); }
   bool collectives_aborted() const { return !comms_.empty() && comms_[0]->aborted(); }
+  //! The rank that aborted the collectives of the current call, or -1.
+  int collectives_aborted_by() const { return comms_.empty() ? -1 : comms_[0]->aborted_by(); }
   void reset_collectives() { if (!comms_.empty()) comms_[0]->reset(); }
 
   //! Runs every queued message, then stops and joins each thread (idempotent).
@@ -125,6 +127,7 @@ class InProcessEngine {
     detail::current_worker() = nullptr;
   }
 
+  CountDown ready_;  // a member: the last arriver may still touch it after the constructor returns
   std::vector<std::unique_ptr<comm::LocalCommunicator>> comms_;
   std::vector<std::unique_ptr<Slot>> slots_;
   bool running_ = true;

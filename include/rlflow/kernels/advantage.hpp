@@ -1,6 +1,6 @@
 // rlflow/kernels/advantage.hpp: advantage estimators with verl's names and semantics
 // (verl: core_algos.ADV_ESTIMATOR_REGISTRY): GAE, GRPO (and Dr.GRPO), GRPO pass@k, RLOO and
-// rlloo_vectorized, REINFORCE++, REINFORCE++-baseline, ReMax, OPO, GPG; plus sequence_scores and
+// rloo_vectorized, REINFORCE++, REINFORCE++-baseline, ReMax, OPO, GPG; plus sequence_scores and
 // group_index (uid -> dense group id). Rows of one group may sit anywhere in the batch and groups
 // may differ in size. Each writes advantages (B, T) and optionally returns (B, T).
 // Does not implement GDPO or the optimal-token-baseline estimators (see docs/kernels.md).
@@ -67,15 +67,7 @@ welford_buffer<Ex> group_moments(Ex const& ex, std::int64_t rows, std::int64_t c
 //! adv[i,t] = m ? a[i] : 0 (and the same into ret when given): the score-to-token broadcast.
 template <class Ex, class M>
 void broadcast_rows(Ex const& ex, Dims d, float const* a, M const* m, float* adv, float* ret) {
-  if (ret) {
-    ex.for_each_2d(d.rows, d.cols, [=] RLFLOW_HD(std::int64_t i, std::int64_t, std::int64_t k) {
-      float const v = on(m[k]) ? a[i] : 0.0f;
-      adv[k] = v;
-      ret[k] = v;
-    });
-  } else {
-    ex.for_each_2d(d.rows, d.cols, [=] RLFLOW_HD(std::int64_t i, std::int64_t, std::int64_t k) { adv[k] = on(m[k]) ? a[i] : 0.0f; });
-  }
+  ex.broadcast_rows(d.rows, d.cols, a, m, adv, ret);
 }
 
 //! Shared checks of the outcome (per-row score) estimators.
@@ -269,7 +261,7 @@ void reinforce_plus_plus_baseline_outcome_advantage(Policy const& policy, Dims d
   double const mean = mom.mean, rs = 1.0 / std::sqrt(mom.var + 1e-8);
   float* ret = detail::opt_ptr(returns);
   ex.for_each(d.numel(), [=] RLFLOW_HD(std::int64_t k) {
-    float const v = on(m[k]) ? static_cast<float>((static_cast<double>(adv[k]) - mean) * rs) : 0.0f;
+    float const v = detail::on(m[k]) ? static_cast<float>((static_cast<double>(adv[k]) - mean) * rs) : 0.0f;
     adv[k] = v;
     if (ret) ret[k] = v;
   });
@@ -292,7 +284,7 @@ void opo_outcome_advantage(Policy const& policy, Dims d, std::span<float const> 
   std::int64_t const T = d.cols;
   auto len = ex.template alloc<double>(d.rows);
   double* lp = len.data();
-  ex.row_reduce(d.rows, T, 0.0, [=] RLFLOW_HD(std::int64_t i, std::int64_t t) -> double { return on(m[i * T + t]) ? 1.0 : 0.0; },
+  ex.row_reduce(d.rows, T, 0.0, [=] RLFLOW_HD(std::int64_t i, std::int64_t t) -> double { return detail::on(m[i * T + t]) ? 1.0 : 0.0; },
                 [=] RLFLOW_HD(std::int64_t i, double v) { lp[i] = v; });
   using V = math::dvec<3>;
   auto st = ex.template alloc<V>(d.rows);
@@ -378,7 +370,7 @@ void gae_advantage_return(Policy const& policy, Dims d, std::span<float const> t
       std::int64_t const k = i * T + t;
       double const delta = static_cast<double>(r[k]) + gamma * next_v - static_cast<double>(v[k]);
       double const cand = delta + gamma * lam * last;
-      if (on(m[k])) {
+      if (detail::on(m[k])) {
         next_v = v[k];
         last = cand;
       }
@@ -418,7 +410,7 @@ void reinforce_plus_plus_outcome_advantage(Policy const& policy, Dims d, std::sp
     for (std::int64_t t = T - 1; t >= 0; --t) {
       std::int64_t const k = i * T + t;
       double const nw = static_cast<double>(r[k]) + gamma * run;
-      bool const v = on(m[k]);
+      bool const v = detail::on(m[k]);
       ret[k] = v ? static_cast<float>(nw) : 0.0f;
       if (v) run = nw;
     }
@@ -426,7 +418,7 @@ void reinforce_plus_plus_outcome_advantage(Policy const& policy, Dims d, std::sp
   auto const mom = detail::masked_moments(ex, fn, d, ret, m, true);
   double const mean = mom.mean, rs = 1.0 / std::sqrt(mom.var + 1e-8);
   ex.for_each(d.numel(), [=] RLFLOW_HD(std::int64_t k) {
-    adv[k] = on(m[k]) ? static_cast<float>((static_cast<double>(ret[k]) - mean) * rs) : 0.0f;
+    adv[k] = detail::on(m[k]) ? static_cast<float>((static_cast<double>(ret[k]) - mean) * rs) : 0.0f;
   });
 }
 
@@ -459,7 +451,7 @@ void remax_outcome_advantage(Policy const& policy, Dims d, std::span<float const
     double acc = 0.0;
     for (std::int64_t t = T - 1; t >= 0; --t) {
       std::int64_t const k = i * T + t;
-      bool const v = on(m[k]);
+      bool const v = detail::on(m[k]);
       if (v) acc += static_cast<double>(r[k]);
       ret[k] = static_cast<float>(acc);
       adv[k] = static_cast<float>(acc - (v ? static_cast<double>(b[i]) : 0.0));

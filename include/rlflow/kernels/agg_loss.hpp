@@ -25,7 +25,7 @@ typename Ex::template buffer<double> agg_row_coef(Ex const& ex, const char* fn, 
   auto len = ex.template alloc<double>(d.rows);
   double* lp = len.data();
   std::int64_t const T = d.cols;
-  ex.row_reduce(d.rows, T, 0.0, [=] RLFLOW_HD(std::int64_t i, std::int64_t t) -> double { return on(mask[i * T + t]) ? 1.0 : 0.0; },
+  ex.row_reduce(d.rows, T, 0.0, [=] RLFLOW_HD(std::int64_t i, std::int64_t t) -> double { return detail::on(mask[i * T + t]) ? 1.0 : 0.0; },
                 [=] RLFLOW_HD(std::int64_t i, double s) { lp[i] = s; });
   auto const tot = ex.reduce(d.rows, math::dvec<2>::zero(), [=] RLFLOW_HD(std::int64_t i) -> math::dvec<2> {
     return math::dvec<2>{{lp[i], lp[i] > 0 ? 1.0 : 0.0}};
@@ -90,7 +90,7 @@ double agg_loss(Policy const& policy, Dims d, std::span<float const> loss_mat, s
   double const* c = coef.data();
   std::int64_t const T = d.cols;
   return ex.reduce(d.numel(), 0.0, [=] RLFLOW_HD(std::int64_t k) -> double {
-    return on(m[k]) ? c[k / T] * static_cast<double>(L[k]) : 0.0;
+    return detail::on(m[k]) ? c[k / T] * static_cast<double>(L[k]) : 0.0;
   });
 }
 
@@ -110,7 +110,7 @@ void agg_loss_weights(Policy const& policy, Dims d, std::span<Mask const> respon
   double const* c = coef.data();
   float* w = weights.data();
   ex.for_each_2d(d.rows, d.cols, [=] RLFLOW_HD(std::int64_t i, std::int64_t, std::int64_t k) {
-    w[k] = on(m[k]) ? static_cast<float>(c[i]) : 0.0f;
+    w[k] = detail::on(m[k]) ? static_cast<float>(c[i]) : 0.0f;
   });
 }
 

@@ -101,7 +101,7 @@ double kl_loss(Policy const& policy, Dims d, KLPenalty kind, std::span<float con
   KLKind const k = kind.kind;
   bool const st = kind.straight_through;
   return ex.reduce(d.numel(), 0.0, [=] RLFLOW_HD(std::int64_t i) -> double {
-    if (!on(m[i])) {
+    if (!detail::on(m[i])) {
       if (gout && !acc) gout[i] = 0.0f;
       return 0.0;
     }
@@ -156,7 +156,7 @@ KLPenaltyResult apply_kl_penalty(Policy const& policy, Dims d, std::span<float c
       d.rows, T, math::dvec<2>::zero(),
       [=] RLFLOW_HD(std::int64_t i, std::int64_t t) -> math::dvec<2> {
         std::int64_t const j = i * T + t;
-        bool const v = on(m[j]);
+        bool const v = detail::on(m[j]);
         double const kld = v ? static_cast<float>(math::kl_eval(k, st, x[j], r[j]).value) : 0.0;
         out[j] = static_cast<float>(static_cast<double>(s[j]) - beta * kld);
         return math::dvec<2>{{kld, v ? 1.0 : 0.0}};

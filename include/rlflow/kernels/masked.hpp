@@ -25,7 +25,7 @@ namespace detail {
 template <class Ex, class M>
 math::dvec<2> masked_sum_count(Ex const& ex, std::int64_t n, float const* x, M const* m) {
   return ex.reduce(n, math::dvec<2>::zero(), [=] RLFLOW_HD(std::int64_t i) -> math::dvec<2> {
-    bool const v = on(m[i]);
+    bool const v = detail::on(m[i]);
     return math::dvec<2>{{v ? static_cast<double>(x[i]) : 0.0, v ? 1.0 : 0.0}};
   });
 }
@@ -41,7 +41,7 @@ MaskedMoments masked_moments(Ex const& ex, const char* fn, Dims d, float const* 
   r.mean = r.sum / (r.count + 1e-8);
   double const mean = r.mean;
   double const ss = ex.reduce(n, 0.0, [=] RLFLOW_HD(std::int64_t i) -> double {
-    if (!on(m[i])) return 0.0;
+    if (!detail::on(m[i])) return 0.0;
     double const c = static_cast<double>(x[i]) - mean;
     return c * c;
   });

@@ -67,7 +67,7 @@ math::dvec<5> policy_token_pass(Ex const& ex, Dims d, M const* m, float const* i
   double const gs = grad.scale;
   bool const acc = grad.accumulate;
   return ex.reduce(d.numel(), math::dvec<5>::zero(), [=] RLFLOW_HD(std::int64_t k) -> math::dvec<5> {
-    if (!on(m[k])) {
+    if (!detail::on(m[k])) {
       if (gout && !acc) gout[k] = 0.0f;
       return math::dvec<5>::zero();
     }
@@ -110,7 +110,7 @@ typename Ex::template buffer<std::uint8_t> cov_select(Ex const& ex, Dims d, M co
         return (static_cast<double>(a[i]) - mean_a) * (static_cast<double>(x[i]) - mean_x);
       },
       [=] RLFLOW_HD(std::int64_t i) -> bool {
-        if (!on(m[i]) || (excluded && excluded[i])) return false;
+        if (!detail::on(m[i]) || (excluded && excluded[i])) return false;
         if (!bounded) return true;
         double const c = (static_cast<double>(a[i]) - mean_a) * (static_cast<double>(x[i]) - mean_x);
         return c > lb && c < ub;
@@ -182,7 +182,7 @@ PolicyLossResult compute_policy_loss(Policy const& policy, Dims d, PolicyLossCon
           d.rows, T, math::dvec<2>::zero(),
           [=] RLFLOW_HD(std::int64_t i, std::int64_t t) -> math::dvec<2> {
             std::int64_t const k = i * T + t;
-            return on(m[k]) ? math::dvec<2>{{static_cast<double>(x[k]) - static_cast<double>(o[k]), 1.0}} : math::dvec<2>::zero();
+            return detail::on(m[k]) ? math::dvec<2>{{static_cast<double>(x[k]) - static_cast<double>(o[k]), 1.0}} : math::dvec<2>::zero();
           },
           [=] RLFLOW_HD(std::int64_t i, math::dvec<2> s) { lp[i] = s.v[0] / (s.v[1] > 1.0 ? s.v[1] : 1.0); });
       detail::tok_gspo tok{{lo, hi}, x, o, a, lp};
@@ -222,13 +222,13 @@ PolicyLossResult compute_policy_loss(Policy const& policy, Dims d, PolicyLossCon
       auto coef = detail::agg_row_coef(ex, fn, d, m, agg, info);
       std::int64_t const n = d.numel();
       auto const s = ex.reduce(n, math::dvec<3>::zero(), [=] RLFLOW_HD(std::int64_t k) -> math::dvec<3> {
-        return on(m[k]) ? math::dvec<3>{{static_cast<double>(a[k]), static_cast<double>(x[k]), 1.0}} : math::dvec<3>::zero();
+        return detail::on(m[k]) ? math::dvec<3>{{static_cast<double>(a[k]), static_cast<double>(x[k]), 1.0}} : math::dvec<3>::zero();
       });
       double const mean_a = s.v[0] / (s.v[2] + 1e-8), mean_x = s.v[1] / (s.v[2] + 1e-8);
       auto clipped = ex.template alloc<std::uint8_t>(n);
       std::uint8_t* cp = clipped.data();
       math::clip_cov_token const f{lo, hi};
-      ex.for_each(n, [=] RLFLOW_HD(std::int64_t k) { cp[k] = on(m[k]) && f(x[k], o[k], a[k]).clip > 0 ? 1 : 0; });
+      ex.for_each(n, [=] RLFLOW_HD(std::int64_t k) { cp[k] = detail::on(m[k]) && f(x[k], o[k], a[k]).clip > 0 ? 1 : 0; });
       double const kk = std::floor(cfg.clip_cov_ratio * s.v[2]);
       std::int64_t const k = kk > 1 ? static_cast<std::int64_t>(kk) : 1;
       auto sel = detail::cov_select(ex, d, m, x, a, mean_a, mean_x, cp, cfg.clip_cov_lb, cfg.clip_cov_ub, true, k);
@@ -241,7 +241,7 @@ PolicyLossResult compute_policy_loss(Policy const& policy, Dims d, PolicyLossCon
       auto coef = detail::agg_row_coef(ex, fn, d, m, agg, info);
       std::int64_t const n = d.numel();
       auto const s = ex.reduce(n, math::dvec<3>::zero(), [=] RLFLOW_HD(std::int64_t k) -> math::dvec<3> {
-        return on(m[k]) ? math::dvec<3>{{static_cast<double>(a[k]), static_cast<double>(x[k]), 1.0}} : math::dvec<3>::zero();
+        return detail::on(m[k]) ? math::dvec<3>{{static_cast<double>(a[k]), static_cast<double>(x[k]), 1.0}} : math::dvec<3>::zero();
       });
       double const cnt = s.v[2];
       double const mean_a = cnt > 0 ? s.v[0] / cnt : 0.0, mean_x = cnt > 0 ? s.v[1] / cnt : 0.0;
@@ -264,7 +264,7 @@ PolicyLossResult compute_policy_loss(Policy const& policy, Dims d, PolicyLossCon
           d.rows, T, V4::zero(),
           [=] RLFLOW_HD(std::int64_t i, std::int64_t t) -> V4 {
             std::int64_t const k = i * T + t;
-            if (!on(m[k])) return V4::zero();
+            if (!detail::on(m[k])) return V4::zero();
             double const lw = w ? log(static_cast<double>(w[k]) + 1e-10) : 0.0;
             return V4{{f(x[k], o[k], a[k]).dstar, static_cast<double>(a[k]), 1.0, lw}};
           },
@@ -279,7 +279,7 @@ PolicyLossResult compute_policy_loss(Policy const& policy, Dims d, PolicyLossCon
       double const gs = grad.scale;
       bool const acc = grad.accumulate;
       auto const s = ex.reduce(d.numel(), math::dvec<4>::zero(), [=] RLFLOW_HD(std::int64_t k) -> math::dvec<4> {
-        if (!on(m[k])) {
+        if (!detail::on(m[k])) {
           if (gout && !acc) gout[k] = 0.0f;
           return math::dvec<4>::zero();
         }

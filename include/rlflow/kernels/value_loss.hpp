@@ -47,7 +47,7 @@ ValueLossResult compute_value_loss(Policy const& policy, Dims d, std::span<float
   std::int64_t const T = d.cols;
   math::value_token const f{cliprange_value};
   auto const s = ex.reduce(d.numel(), math::dvec<4>::zero(), [=] RLFLOW_HD(std::int64_t k) -> math::dvec<4> {
-    if (!on(m[k])) {
+    if (!detail::on(m[k])) {
       if (gout && !acc) gout[k] = 0.0f;
       return math::dvec<4>::zero();
     }

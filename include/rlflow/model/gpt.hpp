@@ -175,9 +175,12 @@ namespace detail {
 //! size is asked for, so steady-state steps never touch fresh memory.
 struct grow_buffer {
   Tensor t;
+  memory_resource* mr = nullptr;  //!< null: the default caching host resource
   float* ensure(std::size_t n) {
-    if (!t.defined() || static_cast<std::size_t>(t.numel()) < n)
-      t = Tensor::empty(DType::float32, Shape{static_cast<std::int64_t>(std::max<std::size_t>(n, 1))});
+    if (!t.defined() || static_cast<std::size_t>(t.numel()) < n) {
+      t = Tensor();  // give the old block back before taking the larger one
+      t = Tensor::empty(DType::float32, Shape{static_cast<std::int64_t>(std::max<std::size_t>(n, 1))}, mr);
+    }
     return t.data<float>();
   }
   void release() { t = Tensor(); }

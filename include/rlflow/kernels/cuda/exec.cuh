@@ -124,6 +124,15 @@ struct exec<::rlflow::cuda::tag> {
     ::rlflow::kernels::cuda::check(cudaGetLastError(), "for_each_2d kernel launch");
   }
 
+  template <class M>
+  void broadcast_rows(std::int64_t rows, std::int64_t cols, float const* a, M const* m, float* adv, float* ret) const {
+    for_each_2d(rows, cols, [=] __device__ __host__(std::int64_t i, std::int64_t, std::int64_t k) {
+      float const v = m[k] != M(0) ? a[i] : 0.0f;
+      adv[k] = v;
+      if (ret) ret[k] = v;
+    });
+  }
+
   template <class V, class F>
   V reduce(std::int64_t n, V init, F f) const {
     if (n <= 0) return init;

@@ -17,8 +17,46 @@
 #include <rlflow/error.hpp>            // shape_error, value_error
 #include <rlflow/kernels/math.hpp>     // first_index, finite
 #include <rlflow/kernels/options.hpp>  // Dims
+#include <rlflow/memory.hpp>           // default_host_resource (cached scratch: no first-touch faults)
 
 namespace rlflow::kernels::detail {
+
+//! Uninitialised host scratch of trivially copyable T from the caching host resource, so the
+//! per-call buffers of a training step are reused instead of page-faulted in every time.
+template <class T>
+class host_scratch {
+  static_assert(std::is_trivially_copyable_v<T>, "rlflow::kernels::detail::host_scratch: T must be trivially copyable");
+
+ public:
+  host_scratch() = default;
+  explicit host_scratch(std::int64_t n) : n_(n > 0 ? n : 0) {
+    if (n_) p_ = static_cast<T*>(default_host_resource().allocate(bytes(), host_alignment));
+  }
+  host_scratch(host_scratch&& o) noexcept : p_(o.p_), n_(o.n_) { o.p_ = nullptr, o.n_ = 0; }
+  host_scratch& operator=(host_scratch&& o) noexcept {
+    if (this != &o) {
+      release();
+      p_ = o.p_, n_ = o.n_;
+      o.p_ = nullptr, o.n_ = 0;
+    }
+    return *this;
+  }
+  host_scratch(host_scratch const&) = delete;
+  host_scratch& operator=(host_scratch const&) = delete;
+  ~host_scratch() { release(); }
+  T* data() const { return p_; }
+  std::int64_t size() const { return n_; }
+  T& operator[](std::int64_t i) const { return p_[i]; }
+
+ private:
+  std::size_t bytes() const { return static_cast<std::size_t>(n_) * sizeof(T); }
+  void release() {
+    if (p_) default_host_resource().deallocate(p_, bytes(), host_alignment);
+    p_ = nullptr;
+  }
+  T* p_ = nullptr;
+  std::int64_t n_ = 0;
+};
 
 template <class T>
 inline constexpr bool dependent_false = false;
@@ -37,12 +75,12 @@ struct exec {
 template <>
 struct exec<cpu::tag> {
   template <class T>
-  using buffer = std::vector<T>;
+  using buffer = host_scratch<T>;
 
   explicit exec(cpu::par_t) {}
 
   template <class T>
-  buffer<T> alloc(std::int64_t n) const { return buffer<T>(static_cast<std::size_t>(n)); }
+  buffer<T> alloc(std::int64_t n) const { return buffer<T>(n); }
 
   template <class F>
   void for_each(std::int64_t n, F f) const {
@@ -55,6 +93,28 @@ struct exec<cpu::tag> {
     for (std::int64_t i = 0; i < rows; ++i) {
       std::int64_t const base = i * cols;
       for (std::int64_t t = 0; t < cols; ++t) f(i, t, base + t);
+    }
+  }
+
+  //! adv[i,t] = mask ? a[i] : 0 (and ret likewise when non-null): the score-to-token broadcast,
+  //! written as a restrict-qualified row loop so it vectorizes and streams at memcpy speed.
+  template <class M>
+  void broadcast_rows(std::int64_t rows, std::int64_t cols, float const* __restrict a, M const* __restrict m,
+                      float* __restrict adv, float* __restrict ret) const {
+    for (std::int64_t i = 0; i < rows; ++i) {
+      float const v = a[i];
+      M const* __restrict mr = m + i * cols;
+      float* __restrict ar = adv + i * cols;
+      if (ret) {
+        float* __restrict rr = ret + i * cols;
+        for (std::int64_t t = 0; t < cols; ++t) {
+          float const x = mr[t] != M(0) ? v : 0.0f;
+          ar[t] = x;
+          rr[t] = x;
+        }
+      } else {
+        for (std::int64_t t = 0; t < cols; ++t) ar[t] = mr[t] != M(0) ? v : 0.0f;
+      }
     }
   }
 
@@ -103,8 +163,8 @@ struct exec<cpu::tag> {
     std::int64_t const m = std::min<std::int64_t>(k, static_cast<std::int64_t>(c.size()));
     auto better = [](auto const& a, auto const& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); };
     std::partial_sort(c.begin(), c.begin() + m, c.end(), better);
-    out.assign(static_cast<std::size_t>(m), 0);
-    for (std::int64_t j = 0; j < m; ++j) out[static_cast<std::size_t>(j)] = c[static_cast<std::size_t>(j)].second;
+    out = buffer<std::int64_t>(m);
+    for (std::int64_t j = 0; j < m; ++j) out[j] = c[static_cast<std::size_t>(j)].second;
     return m;
   }
 

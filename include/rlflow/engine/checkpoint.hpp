@@ -1,0 +1,134 @@
+// rlflow/engine/checkpoint.hpp: checkpoints of the built-in GPT as safetensors files. Defines
+// save_weights / load_weights (parameters only, named as ParamLayout) and save_checkpoint /
+// load_checkpoint (parameters + AdamW moments + step counter). Loading validates the whole file
+// and the model configuration before it touches the engine: a bad file is a format_error and the
+// engine is left as it was. verl: the actor's save_checkpoint / load_checkpoint.
+#pragma once
+#include <cstdint>
+#include <cstring>      // std::memcpy
+#include <filesystem>
+#include <map>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>                 // the config in the metadata
+#include <rlflow/error.hpp>                  // config_error, format_error
+#include <rlflow/model/gpt.hpp>              // GPTConfig, ParamLayout
+#include <rlflow/engine/safetensors.hpp>     // save, File
+#include <rlflow/engine/training_engine.hpp> // TrainingEngine
+
+namespace rlflow::engine {
+
+namespace detail {
+inline std::string config_json(model::GPTConfig const& c) {
+  nlohmann::ordered_json j = {{"vocab_size", c.vocab_size}, {"max_seq_len", c.max_seq_len}, {"n_layer", c.n_layer},
+                              {"n_head", c.n_head}, {"n_embd", c.n_embd}, {"seed", c.seed}, {"value_head", c.value_head}};
+  return j.dump();
+}
+//! The architecture recorded in a file must equal the engine's (the seed may differ).
+inline void check_config(safetensors::File const& f, model::GPTConfig const& want) {
+  auto it = f.metadata().find("rlflow.gpt_config");
+  if (it == f.metadata().end())
+    throw format_error(msg("rlflow::engine: ", f.path(), " has no 'rlflow.gpt_config' metadata; it was not written by rlflow::engine::save_*"));
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(it->second);
+    model::GPTConfig got;
+    got.vocab_size = j.at("vocab_size").get<int>();
+    got.max_seq_len = j.at("max_seq_len").get<int>();
+    got.n_layer = j.at("n_layer").get<int>();
+    got.n_head = j.at("n_head").get<int>();
+    got.n_embd = j.at("n_embd").get<int>();
+    got.value_head = j.at("value_head").get<bool>();
+    got.seed = want.seed;
+    if (!(got == want))
+      throw config_error(msg("rlflow::engine: ", f.path(), " holds a model with config ", it->second,
+                             " but the engine was built with ", config_json(want), "; build the engine with the file's GPTConfig"));
+  } catch (nlohmann::json::exception const& e) {
+    throw format_error(msg("rlflow::engine: ", f.path(), " has malformed 'rlflow.gpt_config' metadata (", e.what(), ")"));
+  }
+}
+inline std::span<std::byte const> as_bytes(std::span<float const> s) { return std::as_bytes(s); }
+//! Copies tensor 'name' (float32 of the given shape) out of f into dst; throws format_error on mismatch.
+inline void read_f32(safetensors::File const& f, std::string const& name, std::vector<std::int64_t> const& shape, float* dst) {
+  if (!f.contains(name)) throw format_error(msg("rlflow::engine: ", f.path(), " lacks tensor '", name, "'"));
+  auto const& i = f.info(name);
+  if (i.dtype != DType::float32 || i.shape != shape)
+    throw format_error(msg("rlflow::engine: tensor '", name, "' in ", f.path(), " is ", dtype_name(i.dtype), " of ", i.shape.size(),
+                           " dims; expected float32 of the model's shape"));
+  auto b = f.bytes(name);
+  std::memcpy(dst, b.data(), b.size());
+}
+}  // namespace detail
+
+//! Writes the parameters (flat, ParamLayout order) as named float32 tensors.
+inline void save_weights(std::filesystem::path const& path, model::GPTConfig const& cfg, std::span<float const> flat) {
+  model::ParamLayout const lay(cfg);
+  if (flat.size() != lay.size())
+    throw shape_error(msg("rlflow::engine::save_weights: ", flat.size(), " floats for a model of ", lay.size(), " parameters"));
+  std::vector<safetensors::TensorRecord> recs;
+  for (auto const& t : lay.tensors())
+    recs.push_back({t.name, DType::float32, t.shape, detail::as_bytes(flat.subspan(t.offset, t.numel))});
+  safetensors::save(path, recs, {{"format", "pt"}, {"rlflow.gpt_config", detail::config_json(cfg)}});
+}
+
+//! Reads the parameters of a model with this config; the whole file is validated first.
+inline std::vector<float> load_weights(std::filesystem::path const& path, model::GPTConfig const& cfg) {
+  auto f = safetensors::File::load(path);
+  detail::check_config(f, cfg);
+  model::ParamLayout const lay(cfg);
+  std::vector<float> out(lay.size());
+  for (auto const& t : lay.tensors()) detail::read_f32(f, t.name, t.shape, out.data() + t.offset);
+  return out;
+}
+
+//! Parameters, AdamW moments ("optimizer.exp_avg.<name>", "optimizer.exp_avg_sq.<name>") and the
+//! step counter ("optimizer.step", int64) of a training engine, written atomically.
+inline void save_checkpoint(std::filesystem::path const& path, TrainingEngine const& eng,
+                            std::map<std::string, std::string> extra_metadata = {}) {
+  auto const& lay = eng.layout();
+  auto const p = eng.params();
+  auto const m = eng.optimizer().m();
+  auto const v = eng.optimizer().v();
+  std::int64_t const step = eng.step();
+  std::vector<safetensors::TensorRecord> recs;
+  for (auto const& t : lay.tensors()) recs.push_back({t.name, DType::float32, t.shape, detail::as_bytes(p.subspan(t.offset, t.numel))});
+  for (auto const& t : lay.tensors())
+    recs.push_back({"optimizer.exp_avg." + t.name, DType::float32, t.shape, detail::as_bytes(m.subspan(t.offset, t.numel))});
+  for (auto const& t : lay.tensors())
+    recs.push_back({"optimizer.exp_avg_sq." + t.name, DType::float32, t.shape, detail::as_bytes(v.subspan(t.offset, t.numel))});
+  recs.push_back({"optimizer.step", DType::int64, {1}, std::as_bytes(std::span<std::int64_t const>(&step, 1))});
+  extra_metadata["format"] = "pt";
+  extra_metadata["rlflow.gpt_config"] = detail::config_json(eng.config());
+  safetensors::save(path, recs, extra_metadata);
+}
+
+//! Restores what save_checkpoint wrote. All tensors are read into scratch and checked before the
+//! engine changes, so a failure (format_error, config_error, io_error) leaves it untouched.
+//! Returns the file's metadata.
+inline std::map<std::string, std::string> load_checkpoint(std::filesystem::path const& path, TrainingEngine& eng) {
+  auto f = safetensors::File::load(path);
+  detail::check_config(f, eng.config());
+  if (!f.contains("optimizer.step") || f.info("optimizer.step").dtype != DType::int64 || f.bytes("optimizer.step").size() != 8)
+    throw format_error(msg("rlflow::engine::load_checkpoint: ", f.path(), " lacks the int64 'optimizer.step'; it holds weights only (use load_weights)"));
+  auto const& lay = eng.layout();
+  std::size_t const n = lay.size();
+  std::vector<float> p(n), m(n), v(n);
+  for (auto const& t : lay.tensors()) {
+    detail::read_f32(f, t.name, t.shape, p.data() + t.offset);
+    detail::read_f32(f, "optimizer.exp_avg." + t.name, t.shape, m.data() + t.offset);
+    detail::read_f32(f, "optimizer.exp_avg_sq." + t.name, t.shape, v.data() + t.offset);
+  }
+  std::int64_t step = 0;
+  std::memcpy(&step, f.bytes("optimizer.step").data(), 8);
+  if (step < 0) throw format_error(msg("rlflow::engine::load_checkpoint: ", f.path(), " records a negative step ", step));
+  // commit: nothing below can fail
+  std::copy(p.begin(), p.end(), eng.params().begin());
+  std::copy(m.begin(), m.end(), eng.optimizer().m().begin());
+  std::copy(v.begin(), v.end(), eng.optimizer().v().begin());
+  eng.optimizer().set_steps_taken(step);
+  return f.metadata();
+}
+
+}  // namespace rlflow::engine

@@ -1,0 +1,296 @@
+// rlflow/engine/rollout_engine.hpp: batched generation for the built-in GPT with a KV cache
+// (llm.c has none: it re-runs the whole sequence per token). Defines RolloutResult and
+// RolloutEngine: prefill of left-padded prompts, then one decode step per token for the rows
+// still running, per-row stop at EOS or max_new_tokens, counter-based sampling, the rollout's
+// log-probs, sleep / wake (release and re-acquire the cache), in-place weight updates.
+// Does not train. Letters: B sequences, P prompt width, R = max_new_tokens, S = P + R cache
+// slots, C width, NH heads, hs = C / NH, V vocabulary, L layers.
+#pragma once
+#include <algorithm>  // std::copy, std::fill, std::max
+#include <cstdint>
+#include <cstring>    // std::memcpy
+#include <span>
+#include <vector>
+
+#include <rlflow/error.hpp>             // shape_error, dtype_error, value_error
+#include <rlflow/memory.hpp>            // caching_host_resource: the engine's own, so sleep() frees for real
+#include <rlflow/tensor.hpp>            // Tensor in and out
+#include <rlflow/model/gpt.hpp>         // GPTConfig, ParamLayout, init_params, detail::grow_buffer
+#include <rlflow/model/layers.hpp>      // the CPU layer functions
+#include <rlflow/engine/sampling.hpp>   // SamplingParams, sample_token
+
+namespace rlflow::engine {
+
+//! What generate() returns; all (B, R) with R = max_new_tokens.
+struct RolloutResult {
+  Tensor responses;      //!< int32: sampled tokens, pad_id after EOS
+  Tensor response_mask;  //!< int32: 1 for generated tokens (EOS included), 0 after
+  Tensor log_probs;      //!< float32: log softmax(logits / T)[token] (T = 1 when greedy); 0 where masked
+};
+
+//! Generation engine for the built-in GPT. Weights are a private copy (load_weights); the KV
+//! cache and activations live in an own caching resource that sleep() hands back to the system.
+//! verl: vLLMRollout.generate_sequences, sleep / wake_up, update_weights.
+class RolloutEngine {
+ public:
+  explicit RolloutEngine(model::GPTConfig const& cfg) : cfg_(cfg), lay_(cfg) {
+    weights_ = Tensor::empty(DType::float32, Shape{static_cast<std::int64_t>(lay_.size())});
+    model::init_params(cfg_, weights_.span<float>());
+    for (auto* b : buffers()) b->mr = &mr_;
+  }
+  RolloutEngine(RolloutEngine const&) = delete;
+  RolloutEngine& operator=(RolloutEngine const&) = delete;
+
+  model::GPTConfig const& config() const { return cfg_; }
+  model::ParamLayout const& layout() const { return lay_; }
+  std::span<float const> weights() const { return weights_.span<float const>(); }
+
+  //! Copies a flat parameter buffer (ParamLayout order) into the engine's weights, in place.
+  void load_weights(std::span<float const> flat) {
+    if (flat.size() != lay_.size())
+      throw shape_error(msg("rlflow::engine::RolloutEngine::load_weights: ", flat.size(), " floats for a model of ",
+                            lay_.size(), " parameters; the trainer and the rollout must share one GPTConfig"));
+    std::copy(flat.begin(), flat.end(), weights_.data<float>());
+  }
+
+  //! Releases the KV cache and all activations (colocation: give the memory to the trainer).
+  void sleep() {
+    for (auto* b : buffers()) b->release();
+    mr_.release_cached();
+    sleeping_ = true;
+    B_ = S_ = filled_ = 0;
+  }
+  //! Allows generation again; buffers are re-acquired lazily by the next generate().
+  void wake() { sleeping_ = false; }
+  bool is_sleeping() const { return sleeping_; }
+  //! Bytes held by the cache and activations (weights excluded).
+  std::size_t memory_bytes() const {
+    std::size_t n = 0;
+    for (auto* b : const_cast<RolloutEngine*>(this)->buffers()) n += b->bytes();
+    return n;
+  }
+
+  //! false: recompute the whole sequence for every new token (the llm.c way); for benchmarks
+  //! and tests. Tokens and log-probs are the same either way.
+  void set_use_kv_cache(bool on) { use_cache_ = on; }
+
+  //! Generates R = sp.max_new_tokens tokens for every row of prompt_ids (B, P) int32, left-padded
+  //! (prompt_mask (B, P) int32, last column all ones). seeds (B): row b's tokens depend only on
+  //! seeds[b], its prompt and the weights. verl: generate_sequences.
+  RolloutResult generate(Tensor const& prompt_ids, Tensor const& prompt_mask, SamplingParams const& sp,
+                         std::span<std::uint64_t const> seeds) {
+    sp.validate(cfg_.vocab_size);
+    int const R = sp.max_new_tokens;
+    prefill(prompt_ids, prompt_mask, R);
+    int const B = B_, V = cfg_.vocab_size;
+    if (seeds.size() != std::size_t(B))
+      throw shape_error(msg("rlflow::engine::RolloutEngine::generate: ", seeds.size(), " seeds for ", B,
+                            " prompts; pass one seed per row"));
+    RolloutResult out;
+    out.responses = Tensor::full(Shape{B, R}, sp.pad_id);
+    out.response_mask = Tensor::zeros(DType::int32, Shape{B, R});
+    out.log_probs = Tensor::zeros(DType::float32, Shape{B, R});
+    auto* resp = out.responses.data<std::int32_t>();
+    auto* rmask = out.response_mask.data<std::int32_t>();
+    auto* lp = out.log_probs.data<float>();
+    float const inv_t = sp.temperature > 0.0f ? 1.0f / sp.temperature : 1.0f;
+    idx_.resize(std::size_t(B) * V);
+    w_.resize(std::size_t(B) * V);
+    next_.resize(std::size_t(B));
+    // active_ (after prefill: every row) lists the rows whose logits sit in logits_ rows 0..n-1
+    for (int j = 0; j < R; ++j) {
+      int const n = static_cast<int>(active_.size());
+      float const* lg = logits_.t.data<float>();
+      RLFLOW_MODEL_OMP_FOR_IF(std::int64_t{n} * V > model::layers::parallel_threshold)
+      for (int i = 0; i < n; ++i) {
+        int const r = active_[std::size_t(i)];
+        float const* row = lg + std::size_t(i) * V;
+        std::int32_t const tok = sample_token(row, V, sp, seeds[std::size_t(r)], std::uint64_t(j),
+                                              idx_.data() + std::size_t(i) * V, w_.data() + std::size_t(i) * V);
+        resp[std::size_t(r) * R + j] = tok;
+        rmask[std::size_t(r) * R + j] = 1;
+        lp[std::size_t(r) * R + j] = model::layers::logprob_forward_row(row, V, tok, inv_t).log_prob;
+        next_[std::size_t(i)] = tok;
+      }
+      if (j == R - 1) break;
+      // drop the rows that just emitted EOS, then run one step for the rest
+      std::size_t keep = 0;
+      for (int i = 0; i < n; ++i)
+        if (next_[std::size_t(i)] != sp.eos_id) {
+          active_[keep] = active_[std::size_t(i)];
+          next_[keep] = next_[std::size_t(i)];
+          ++keep;
+        }
+      active_.resize(keep);
+      if (active_.empty()) break;
+      step_rows(std::span<std::int32_t const>(next_.data(), keep));
+    }
+    return out;
+  }
+
+  // ---- low-level API (tests, custom decoding loops) ----------------------------------------
+
+  //! Resets the cache and runs the prompts (B, P); returns the logits (B, V) that predict the
+  //! first new token. Reserves room for max_new_tokens more positions.
+  std::span<float const> prefill(Tensor const& prompt_ids, Tensor const& prompt_mask, int max_new_tokens) {
+    if (sleeping_) throw value_error("rlflow::engine::RolloutEngine: the engine is asleep; call wake() before generating");
+    if (prompt_ids.dtype() != DType::int32 || prompt_mask.dtype() != DType::int32)
+      throw dtype_error(msg("rlflow::engine::RolloutEngine::prefill: prompt_ids is ", dtype_name(prompt_ids.dtype()),
+                            " and the mask is ", dtype_name(prompt_mask.dtype()), "; both must be int32"));
+    if (prompt_ids.rank() != 2 || !(prompt_ids.shape() == prompt_mask.shape()) || prompt_ids.dim(0) < 1 || prompt_ids.dim(1) < 1)
+      throw shape_error(msg("rlflow::engine::RolloutEngine::prefill: prompt_ids ", prompt_ids.shape().str(), " and mask ",
+                            prompt_mask.shape().str(), " must be the same non-empty (B, P)"));
+    int const B = static_cast<int>(prompt_ids.dim(0)), P = static_cast<int>(prompt_ids.dim(1));
+    if (max_new_tokens < 1 || P + max_new_tokens > cfg_.max_seq_len)
+      throw shape_error(msg("rlflow::engine::RolloutEngine::prefill: prompt width ", P, " + max_new_tokens ", max_new_tokens,
+                            " exceeds max_seq_len = ", cfg_.max_seq_len, "; shorten the prompts or the responses"));
+    auto const* ids = prompt_ids.data<std::int32_t>();
+    auto const* mask = prompt_mask.data<std::int32_t>();
+    for (int b = 0; b < B; ++b) {
+      if (mask[std::size_t(b) * P + P - 1] == 0)
+        throw value_error(msg("rlflow::engine::RolloutEngine::prefill: prompt row ", b,
+                              " ends in padding; prompts must be left-padded (mask[b, P-1] = 1)"));
+      for (int t = 0; t < P; ++t)
+        if (ids[std::size_t(b) * P + t] < 0 || ids[std::size_t(b) * P + t] >= cfg_.vocab_size)
+          throw value_error(msg("rlflow::engine::RolloutEngine::prefill: token ", ids[std::size_t(b) * P + t], " at (", b, ", ",
+                                t, ") is outside the vocabulary [0, ", cfg_.vocab_size, ")"));
+    }
+    B_ = B;
+    S_ = P + max_new_tokens;
+    filled_ = 0;
+    seq_.assign(std::size_t(B) * S_, 0);
+    seq_valid_.assign(std::size_t(B) * S_, 0);
+    n_valid_.assign(std::size_t(B), 0);
+    for (int b = 0; b < B; ++b)
+      for (int t = 0; t < P; ++t) {
+        seq_[std::size_t(b) * S_ + t] = ids[std::size_t(b) * P + t];
+        seq_valid_[std::size_t(b) * S_ + t] = mask[std::size_t(b) * P + t] != 0;
+      }
+    std::size_t const hs = std::size_t(cfg_.head_dim());
+    kv_.ensure(std::size_t(cfg_.n_layer) * 2 * B * std::size_t(cfg_.n_head) * S_ * hs);
+    active_.resize(std::size_t(B));
+    for (int b = 0; b < B; ++b) active_[std::size_t(b)] = b;
+    run(0, P);
+    filled_ = P;
+    return {logits_.t.data<float>(), std::size_t(B) * cfg_.vocab_size};
+  }
+
+  //! Appends one token per row (B) and returns the next logits (B, V).
+  std::span<float const> decode(std::span<std::int32_t const> tokens) {
+    if (B_ == 0) throw value_error("rlflow::engine::RolloutEngine::decode: call prefill first");
+    if (tokens.size() != std::size_t(B_))
+      throw shape_error(msg("rlflow::engine::RolloutEngine::decode: ", tokens.size(), " tokens for ", B_, " rows"));
+    active_.resize(std::size_t(B_));
+    for (int b = 0; b < B_; ++b) active_[std::size_t(b)] = b;
+    step_rows(tokens);
+    return {logits_.t.data<float>(), std::size_t(B_) * cfg_.vocab_size};
+  }
+
+ private:
+  std::vector<model::detail::grow_buffer*> buffers() {
+    return {&kv_, &x_, &ln_, &qkv_, &atty_, &fch_, &probs_, &lnf_, &logits_};
+  }
+
+  // appends tokens[i] for rows active_[i] at slot filled_, then computes their next logits
+  void step_rows(std::span<std::int32_t const> tokens) {
+    if (filled_ >= S_)
+      throw value_error(msg("rlflow::engine::RolloutEngine::decode: the cache is full (", S_,
+                            " slots); prefill with a larger max_new_tokens"));
+    for (std::size_t i = 0; i < active_.size(); ++i) {
+      if (tokens[i] < 0 || tokens[i] >= cfg_.vocab_size)
+        throw value_error(msg("rlflow::engine::RolloutEngine::decode: token ", tokens[i], " for row ", active_[i],
+                              " is outside the vocabulary [0, ", cfg_.vocab_size, ")"));
+      std::size_t const at = std::size_t(active_[i]) * S_ + filled_;
+      seq_[at] = tokens[i];
+      seq_valid_[at] = 1;
+    }
+    ++filled_;
+    if (use_cache_) {
+      run(filled_ - 1, 1);
+    } else {  // the llm.c way: forget the cache, recompute slots [0, filled_) of the running rows
+      for (int r : active_) n_valid_[std::size_t(r)] = 0;
+      run(0, filled_);
+    }
+  }
+
+  // Forward of slots [s0, s0 + n) of the rows in active_ (tokens from seq_), writing their keys
+  // and values into the cache; logits_ (|active_|, V) get the last slot's next-token logits.
+  void run(int s0, int n) {
+    int const C = cfg_.n_embd, NH = cfg_.n_head, hs = cfg_.head_dim(), V = cfg_.vocab_size, L = cfg_.n_layer;
+    int const nr = static_cast<int>(active_.size());
+    std::size_t const N = std::size_t(nr) * n;
+    float const* W = weights_.data<float>();
+    tok_.resize(N);
+    pos_.resize(N);
+    for (int i = 0; i < nr; ++i) {
+      int const r = active_[std::size_t(i)];
+      for (int k = 0; k < n; ++k) {
+        std::size_t const at = std::size_t(r) * S_ + s0 + k;
+        tok_[std::size_t(i) * n + k] = seq_[at];
+        std::int32_t& nv = n_valid_[std::size_t(r)];
+        pos_[std::size_t(i) * n + k] = seq_valid_[at] ? nv++ : std::max(nv - 1, 0);  // = max(cumsum(mask) - 1, 0)
+      }
+    }
+    float* x = x_.ensure(N * C);
+    float* ln = ln_.ensure(N * C);
+    float* qkv = qkv_.ensure(N * 3 * C);
+    float* atty = atty_.ensure(N * C);
+    float* fch = fch_.ensure(N * 4 * C);
+    float* probs = probs_.ensure(N * std::size_t(NH) * S_);
+    float* kv = kv_.t.data<float>();
+    std::size_t const head_stride = std::size_t(S_) * hs, row_stride = std::size_t(NH) * head_stride;
+    std::size_t const layer_stride = 2 * std::size_t(B_) * row_stride;
+    float const scale = 1.0f / std::sqrt(static_cast<float>(hs));
+    model::layers::encoder_forward(x, tok_.data(), pos_.data(), W + lay_.wte, W + lay_.wpe, int(N), C);
+    for (int l = 0; l < L; ++l) {
+      auto const& P = lay_.layers[std::size_t(l)];
+      float* kc = kv + std::size_t(l) * layer_stride;  // (B, NH, S, hs)
+      float* vc = kc + std::size_t(B_) * row_stride;
+      model::layers::layernorm_forward(ln, nullptr, nullptr, x, W + P.ln1_w, W + P.ln1_b, int(N), C);
+      model::layers::linear_nt_forward(qkv, ln, W + P.qkv_w, W + P.qkv_b, int(N), C, 3 * C);
+      for (int i = 0; i < nr; ++i)  // scatter the new keys and values into the cache
+        for (int k = 0; k < n; ++k)
+          for (int h = 0; h < NH; ++h) {
+            float const* src = qkv + (std::size_t(i) * n + k) * 3 * C + std::size_t(h) * 3 * hs;
+            std::size_t const dst = std::size_t(active_[std::size_t(i)]) * row_stride + h * head_stride + std::size_t(s0 + k) * hs;
+            std::memcpy(kc + dst, src + hs, sizeof(float) * hs);
+            std::memcpy(vc + dst, src + 2 * hs, sizeof(float) * hs);
+          }
+      RLFLOW_MODEL_OMP_FOR_IF(std::int64_t(N) * NH * (s0 + n) * hs > model::layers::parallel_threshold)
+      for (std::int64_t q = 0; q < std::int64_t(N) * NH; ++q) {
+        int const h = int(q % NH);
+        std::size_t const tokn = std::size_t(q / NH);
+        int const i = int(tokn / std::size_t(n)), k = int(tokn % std::size_t(n));
+        int const r = active_[std::size_t(i)];
+        std::size_t const base = std::size_t(r) * row_stride + h * head_stride;
+        model::layers::attend_one(atty + tokn * C + std::size_t(h) * hs, probs + std::size_t(q) * S_,
+                                  qkv + tokn * 3 * C + std::size_t(h) * 3 * hs, kc + base, hs, vc + base, hs,
+                                  seq_valid_.data() + std::size_t(r) * S_, s0 + k + 1, hs, scale);
+      }
+      model::layers::linear_nn_forward(x, atty, W + P.proj_w, W + P.proj_b, int(N), C, C, true);
+      model::layers::layernorm_forward(ln, nullptr, nullptr, x, W + P.ln2_w, W + P.ln2_b, int(N), C);
+      model::layers::linear_nt_forward(fch, ln, W + P.fc_w, W + P.fc_b, int(N), C, 4 * C);
+      model::layers::gelu_forward(fch, fch, std::int64_t(N) * 4 * C);
+      model::layers::linear_nn_forward(x, fch, W + P.fcproj_w, W + P.fcproj_b, int(N), 4 * C, C, true);
+    }
+    // final LayerNorm and the tied LM head on the last slot of each row only
+    float* last = lnf_.ensure(std::size_t(nr) * C);
+    for (int i = 0; i < nr; ++i) std::memcpy(ln + std::size_t(i) * C, x + (std::size_t(i) * n + n - 1) * C, sizeof(float) * C);
+    model::layers::layernorm_forward(last, nullptr, nullptr, ln, W + lay_.lnf_w, W + lay_.lnf_b, nr, C);
+    model::layers::linear_nt_forward(logits_.ensure(std::size_t(nr) * V), last, W + lay_.wte, nullptr, nr, C, V);
+  }
+
+  model::GPTConfig cfg_;
+  model::ParamLayout lay_;
+  Tensor weights_;
+  caching_host_resource mr_;
+  model::detail::grow_buffer kv_, x_, ln_, qkv_, atty_, fch_, probs_, lnf_, logits_;
+  int B_ = 0, S_ = 0, filled_ = 0;
+  bool sleeping_ = false, use_cache_ = true;
+  std::vector<std::int32_t> seq_, n_valid_, tok_, pos_, next_, idx_;
+  std::vector<std::uint8_t> seq_valid_;
+  std::vector<int> active_;
+  std::vector<double> w_;
+};
+
+}  // namespace rlflow::engine

@@ -1,0 +1,295 @@
+// rlflow/roles/actor_rollout_ref.hpp: roles::ActorRolloutRef, the hybrid policy role (verl's
+// ActorRolloutRefWorker with hybrid_engine=true): one worker holds the actor's training engine,
+// the rollout engine and the frozen reference, so weights move in place (no copy across
+// devices) and the rollout's memory is released while the actor trains (sleep / wake).
+// Shapes: b rows of this rank's chunk, P prompt width, R = data.max_response_length.
+#pragma once
+#include <cmath>
+#include <cstdint>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <rlflow/backend.hpp>                // cpu::par
+#include <rlflow/dispatch/dispatch.hpp>      // DPComputeProto, DPComputeMetric, OneToAll
+#include <rlflow/engine/checkpoint.hpp>      // save_checkpoint, load_checkpoint
+#include <rlflow/engine/rollout_engine.hpp>  // RolloutEngine
+#include <rlflow/engine/training_engine.hpp> // TrainingEngine
+#include <rlflow/kernels/kernels.hpp>        // compute_policy_loss, agg_loss, kl_loss
+#include <rlflow/method.hpp>                 // method, methods
+#include <rlflow/roles/role.hpp>             // actor_tag
+#include <rlflow/roles/setup.hpp>            // RoleSetup, MetricLists, helpers
+
+namespace rlflow::roles {
+
+//! AdamW settings from verl's optim keys. total_optimizer_steps sizes the cosine schedule and
+//! lr_warmup_steps_ratio (verl: lr_warmup_steps = ratio * total steps when lr_warmup_steps < 0).
+inline engine::OptimizerConfig optimizer_config(OptimConfig const& o, double grad_clip, std::int64_t total_optimizer_steps) {
+  engine::OptimizerConfig c;
+  c.lr = static_cast<float>(o.lr);
+  c.beta1 = static_cast<float>(o.betas[0]);
+  c.beta2 = static_cast<float>(o.betas[1]);
+  c.weight_decay = static_cast<float>(o.weight_decay);
+  c.max_grad_norm = static_cast<float>(grad_clip);
+  c.min_lr_ratio = static_cast<float>(o.min_lr_ratio);
+  c.warmup_steps = static_cast<int>(o.lr_warmup_steps >= 0 ? o.lr_warmup_steps
+                                                           : static_cast<std::int64_t>(o.lr_warmup_steps_ratio *
+                                                                                       static_cast<double>(total_optimizer_steps)));
+  std::string_view const sched = o.lr_scheduler_type.view();
+  if (sched == "constant") {
+    c.schedule = engine::LRSchedule::constant;
+  } else if (sched == "cosine") {
+    c.schedule = engine::LRSchedule::warmup_cosine;
+    c.total_steps = static_cast<int>(total_optimizer_steps);
+  } else {
+    throw config_error(msg("rlflow: optim.lr_scheduler_type='", sched, "' is not supported; use constant or cosine"));
+  }
+  c.validate();
+  return c;
+}
+
+//! verl: ActorRolloutRefWorker (hybrid engine). Methods keep verl's names.
+class ActorRolloutRef {
+ public:
+  using role_tag = actor_tag;
+  static constexpr std::string_view role_name = "actor_rollout_ref";
+
+  ActorRolloutRef(WorkerContext const& ctx, RoleSetup setup, std::int64_t total_optimizer_steps = 1)
+      : ctx_(&ctx),
+        setup_(std::move(setup)),
+        tok_(setup_.alphabet),
+        actor_(setup_.policy_model, optimizer_config(setup_.cfg.actor_rollout_ref.actor.optim,
+                                                     setup_.cfg.actor_rollout_ref.actor.grad_clip, total_optimizer_steps)),
+        rollout_(setup_.policy_model),
+        ref_(setup_.policy_model) {
+    rollout_.load_weights(actor_.params());
+    ref_.load_weights(actor_.params());
+  }
+
+  // ---- rollout ---------------------------------------------------------------------------
+
+  //! Samples R = data.max_response_length tokens per row. In: input_ids, attention_mask (b, P)
+  //! int32 left-padded, rollout_seed (b) int64. Out: the input's non-tensor columns and
+  //! rollout_seed plus prompts (b, P), responses (b, R), input_ids and attention_mask (b, P+R),
+  //! response_mask (b, R) int32, rollout_log_probs (b, R). meta_info 'do_sample' = false makes it
+  //! greedy. Releases the rollout memory afterwards when rollout.free_cache_engine.
+  //! verl: generate_sequences
+  DataProto generate_sequences(DataProto const& prompts) {
+    auto const& rc = setup_.cfg.actor_rollout_ref.rollout;
+    if (rollout_.is_sleeping()) rollout_.wake();
+    Tensor const& ids = prompts.tensor("input_ids");
+    Tensor const& am = prompts.tensor("attention_mask");
+    auto seeds_t = prompts.tensor("rollout_seed").span<std::int64_t>();
+    std::vector<std::uint64_t> seeds(seeds_t.begin(), seeds_t.end());
+    engine::SamplingParams sp;
+    sp.temperature = static_cast<float>(rc.temperature);
+    if (auto const* v = prompts.meta_info().find("do_sample"); v && v->is_bool() && !v->as_bool()) sp.temperature = 0.0f;
+    sp.top_k = rc.top_k > 0 ? static_cast<int>(rc.top_k) : 0;
+    sp.top_p = static_cast<float>(rc.top_p);
+    sp.max_new_tokens = static_cast<int>(setup_.cfg.data.max_response_length);
+    sp.eos_id = tok_.eos_id();
+    sp.pad_id = tok_.pad_id();
+    engine::RolloutResult res = rollout_.generate(ids, am, sp, seeds);
+    std::int64_t const b = ids.dim(0), P = ids.dim(1), R = sp.max_new_tokens;
+    Tensor full_ids = Tensor::empty(DType::int32, Shape{b, P + R});
+    Tensor full_am = Tensor::empty(DType::int32, Shape{b, P + R});
+    for (std::int64_t i = 0; i < b; ++i) {
+      for (std::int64_t t = 0; t < P; ++t) {
+        full_ids.at<std::int32_t>(i, t) = ids.at<std::int32_t>(i, t);
+        full_am.at<std::int32_t>(i, t) = am.at<std::int32_t>(i, t);
+      }
+      for (std::int64_t t = 0; t < R; ++t) {
+        full_ids.at<std::int32_t>(i, P + t) = res.responses.at<std::int32_t>(i, t);
+        full_am.at<std::int32_t>(i, P + t) = res.response_mask.at<std::int32_t>(i, t);
+      }
+    }
+    DataProto out = DataProto::from_dict({{"prompts", ids},
+                                          {"responses", res.responses},
+                                          {"input_ids", full_ids},
+                                          {"attention_mask", full_am},
+                                          {"response_mask", res.response_mask},
+                                          {"rollout_log_probs", res.log_probs},
+                                          {"rollout_seed", prompts.tensor("rollout_seed")}},
+                                         prompts.non_tensors());
+    if (rc.free_cache_engine) rollout_.sleep();
+    return out;
+  }
+
+  //! Copies the actor's weights into the rollout engine in place and wakes it (verl:
+  //! update_weights with the 'naive' checkpoint engine: colocated, same device).
+  void update_weights() {
+    rollout_.load_weights(actor_.params());
+    rollout_.wake();
+  }
+
+  // ---- log-probs -------------------------------------------------------------------------
+
+  //! old_log_probs and entropys (b, R) of the responses under the current actor, logits divided
+  //! by rollout.temperature. verl: compute_log_prob
+  DataProto compute_log_prob(DataProto const& data) {
+    auto [lp, ent] = log_probs_of(actor_, data, true);
+    return DataProto::from_dict({{"old_log_probs", lp}, {"entropys", ent}});
+  }
+
+  //! ref_log_prob (b, R) under the frozen reference policy. verl: compute_ref_log_prob
+  DataProto compute_ref_log_prob(DataProto const& data) {
+    auto [lp, ent] = log_probs_of(ref_, data, false);
+    return DataProto::from_dict({{"ref_log_prob", lp}});
+  }
+
+  // ---- training --------------------------------------------------------------------------
+
+  //! PPO-style update over this rank's rows: ppo_epochs passes of mini-batches of
+  //! ppo_mini_batch_size * n / dp rows, each cut into micro-batches whose gradients accumulate,
+  //! then averaged across the DP ranks and applied (clip, AdamW). Losses use verl's global
+  //! normalisation (token count of the whole mini-batch on all ranks). verl: update_actor
+  MetricLists update_actor(DataProto const& data) {
+    auto const& cfg = setup_.cfg;
+    auto const& a = cfg.actor_rollout_ref.actor;
+    std::int64_t const n = cfg.actor_rollout_ref.rollout.n, dp = ctx_->world_size;
+    std::int64_t const mini = a.ppo_mini_batch_size * n / dp;
+    std::int64_t const micro = a.ppo_micro_batch_size_per_gpu.value_or(mini);
+    std::int64_t const rows = data.size();
+    detail::check_batching("rlflow::roles::ActorRolloutRef::update_actor", rows, mini, micro);
+    kernels::PolicyLossConfig pcfg;
+    pcfg.mode = kernels::parse_policy_loss_mode(a.policy_loss.loss_mode.view());
+    pcfg.clip_ratio = a.clip_ratio;
+    pcfg.clip_ratio_low = cfg.clip_ratio_low();
+    pcfg.clip_ratio_high = cfg.clip_ratio_high();
+    pcfg.clip_ratio_c = a.clip_ratio_c;
+    pcfg.tau_pos = a.tau_pos;
+    pcfg.tau_neg = a.tau_neg;
+    pcfg.clip_cov_ratio = a.policy_loss.clip_cov_ratio;
+    pcfg.clip_cov_lb = a.policy_loss.clip_cov_lb;
+    pcfg.clip_cov_ub = a.policy_loss.clip_cov_ub;
+    pcfg.kl_cov_ratio = a.policy_loss.kl_cov_ratio;
+    pcfg.ppo_kl_coef = a.policy_loss.ppo_kl_coef;
+    if (a.policy_loss.dro_beta) pcfg.dro_beta = *a.policy_loss.dro_beta;
+    kernels::AggMode const agg = kernels::parse_agg_mode(a.loss_agg_mode.view());
+    bool const use_entropy = a.entropy_coeff != 0.0;
+    bool const use_kl = a.use_kl_loss;
+    kernels::KLPenalty const kl_kind = kernels::parse_kl_penalty(a.kl_loss_type.view());
+    float const temperature = static_cast<float>(cfg.actor_rollout_ref.rollout.temperature);
+    int const R = static_cast<int>(data.tensor("responses").dim(1));
+
+    MetricLists m;
+    std::mt19937_64 rng(static_cast<std::uint64_t>(a.data_loader_seed + ctx_->rank));  // verl: data_loader_seed + dp_rank
+    for (std::int64_t epoch = 0; epoch < a.ppo_epochs; ++epoch) {
+      DataProto epoch_data = data;
+      if (a.shuffle) epoch_data = data.index(detail::epoch_order(rows, true, rng()));
+      for (std::int64_t s = 0; s < rows; s += mini) {
+        DataProto mb = epoch_data.slice(s, s + mini);
+        double const tokens = detail::allreduce_scalar(*ctx_, detail::mask_sum(mb.tensor("response_mask")));
+        kernels::AggInfo info;
+        info.dp_size = static_cast<int>(dp);
+        info.batch_num_tokens = tokens;
+        info.global_batch_size = static_cast<double>(a.ppo_mini_batch_size * n);
+        if (a.loss_scale_factor) info.loss_scale_factor = *a.loss_scale_factor;
+        actor_.zero_grad();
+        double pg_loss = 0, entropy_loss = 0, kl_value = 0;
+        for (std::int64_t u = 0; u < mini; u += micro) {
+          DataProto mc = mb.slice(u, u + micro);
+          kernels::Dims const d{micro, R};
+          auto fwd = actor_.forward(mc.tensor("input_ids"), mc.tensor("attention_mask"), R, temperature, use_entropy);
+          auto fmask = detail::float_mask(mc.tensor("response_mask"));
+          std::span<float const> mask(fmask);
+          Tensor dlogp = Tensor::zeros(DType::float32, Shape{micro, R});
+          auto res = kernels::compute_policy_loss(cpu::par, d, pcfg, mc.tensor("old_log_probs").span<float>(),
+                                                  fwd.log_probs.span<float>(), mc.tensor("advantages").span<float>(), mask, agg,
+                                                  info, kernels::Grad{dlogp.span<float>(), 1.0, false});
+          pg_loss += res.loss;
+          if (res.metrics.has_pg_clipfrac) m["actor/pg_clipfrac"].push_back(res.metrics.pg_clipfrac);
+          if (res.metrics.has_ppo_kl) m["actor/ppo_kl"].push_back(res.metrics.ppo_kl);
+          if (res.metrics.has_pg_clipfrac_lower) m["actor/pg_clipfrac_lower"].push_back(res.metrics.pg_clipfrac_lower);
+          Tensor dent;
+          if (use_entropy) {
+            // loss -= entropy_coeff * agg(H): d/dH = -entropy_coeff * agg weights
+            double const h = kernels::agg_loss(cpu::par, d, fwd.entropy.span<float>(), mask, agg, info);
+            entropy_loss += h;
+            dent = Tensor::empty(DType::float32, Shape{micro, R});
+            kernels::agg_loss_weights(cpu::par, d, mask, agg, info, dent.span<float>());
+            for (auto& g : dent.span<float>()) g = static_cast<float>(-a.entropy_coeff * g);
+          }
+          if (use_kl) {
+            kl_value += kernels::kl_loss(cpu::par, d, kl_kind, fwd.log_probs.span<float>(), mc.tensor("ref_log_prob").span<float>(),
+                                         mask, agg, info, kernels::Grad{dlogp.span<float>(), a.kl_loss_coef, true});
+          }
+          actor_.backward(dlogp, dent);
+        }
+        detail::allreduce_mean(*ctx_, actor_.grads());
+        double const grad_norm = actor_.optimizer_step();
+        m["actor/pg_loss"].push_back(pg_loss);
+        if (use_entropy) m["actor/entropy_loss"].push_back(entropy_loss);
+        if (use_kl) {
+          m["actor/kl_loss"].push_back(kl_value);
+          m["actor/kl_coef"].push_back(a.kl_loss_coef);
+        }
+        m["actor/grad_norm"].push_back(grad_norm);
+        m["actor/lr"].push_back(actor_.lr());
+      }
+    }
+    return m;
+  }
+
+  // ---- checkpoints -----------------------------------------------------------------------
+
+  //! Writes the actor's weights and AdamW state to 'path' (a safetensors file). Rank 0 only:
+  //! the DP replicas are identical. verl: save_checkpoint
+  void save_checkpoint(std::string path) const { engine::save_checkpoint(path, actor_); }
+
+  //! Restores the actor from 'path' on every rank and syncs the rollout. verl: load_checkpoint
+  void load_checkpoint(std::string path) {
+    engine::load_checkpoint(path, actor_);
+    update_weights();
+  }
+
+  //! The actor's flat parameters (rank 0), for tests and tools.
+  std::vector<float> actor_weights() const { return {actor_.params().begin(), actor_.params().end()}; }
+  //! Bytes held by the rollout's cache and activations (0 while asleep).
+  std::int64_t rollout_memory_bytes() const { return static_cast<std::int64_t>(rollout_.memory_bytes()); }
+
+  using methods = rlflow::methods<
+      rlflow::method<&ActorRolloutRef::generate_sequences, dispatch::DPComputeProto>,
+      rlflow::method<&ActorRolloutRef::update_weights, dispatch::OneToAll>,
+      rlflow::method<&ActorRolloutRef::compute_log_prob, dispatch::DPComputeProto>,
+      rlflow::method<&ActorRolloutRef::compute_ref_log_prob, dispatch::DPComputeProto>,
+      rlflow::method<&ActorRolloutRef::update_actor, dispatch::DPComputeMetric>,
+      rlflow::method<&ActorRolloutRef::save_checkpoint, dispatch::OneToAll, execute::RankZero>,
+      rlflow::method<&ActorRolloutRef::load_checkpoint, dispatch::OneToAll>,
+      rlflow::method<&ActorRolloutRef::actor_weights, dispatch::OneToAll, execute::RankZero>,
+      rlflow::method<&ActorRolloutRef::rollout_memory_bytes, dispatch::OneToAll>>;
+
+ private:
+  //! Log-probs (and entropy) of 'responses' in micro-batches of log_prob_micro_batch_size_per_gpu.
+  std::pair<Tensor, Tensor> log_probs_of(engine::TrainingEngine& eng, DataProto const& data, bool entropy) {
+    auto const& rc = setup_.cfg.actor_rollout_ref.rollout;
+    std::int64_t const rows = data.size();
+    int const R = static_cast<int>(data.tensor("responses").dim(1));
+    std::int64_t const micro = std::max<std::int64_t>(1, rc.log_prob_micro_batch_size_per_gpu.value_or(rows));
+    Tensor lp = Tensor::empty(DType::float32, Shape{rows, R});
+    Tensor ent = entropy ? Tensor::empty(DType::float32, Shape{rows, R}) : Tensor();
+    float const temperature = static_cast<float>(rc.temperature);
+    for (std::int64_t s = 0; s < rows; s += micro) {
+      std::int64_t const e = std::min(rows, s + micro);
+      DataProto mc = data.slice(s, e);
+      auto r = eng.compute_log_prob(mc.tensor("input_ids"), mc.tensor("attention_mask"), R, temperature, entropy);
+      auto dst = lp.slice_rows(s, e);
+      std::copy(r.log_probs.span<float>().begin(), r.log_probs.span<float>().end(), dst.span<float>().begin());
+      if (entropy) {
+        auto de = ent.slice_rows(s, e);
+        std::copy(r.entropy.span<float>().begin(), r.entropy.span<float>().end(), de.span<float>().begin());
+      }
+    }
+    return {lp, ent};
+  }
+
+  WorkerContext const* ctx_;
+  RoleSetup setup_;
+  model::CharTokenizer tok_;
+  engine::TrainingEngine actor_;
+  engine::RolloutEngine rollout_;
+  engine::TrainingEngine ref_;
+};
+
+}  // namespace rlflow::roles

@@ -1,0 +1,91 @@
+// rlflow/roles/setup.hpp: what every built-in role is constructed from (RoleSetup: the run's
+// TrainerConfig, the model shapes, the tokenizer alphabet) and the batch helpers they share
+// (masks as float spans for the kernels, the global-token all-reduce, metric lists). No role here.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <rlflow/data_proto.hpp>        // DataProto
+#include <rlflow/dispatch/context.hpp>  // WorkerContext
+#include <rlflow/kernels/options.hpp>   // AggInfo, AggMode
+#include <rlflow/model/gpt.hpp>         // GPTConfig
+#include <rlflow/model/tokenizer.hpp>   // CharTokenizer
+#include <rlflow/tensor.hpp>
+#include <rlflow/trainer_config.hpp>    // TrainerConfig
+
+namespace rlflow::roles {
+
+//! Constructor argument of the built-in roles: one copy per worker.
+struct RoleSetup {
+  TrainerConfig cfg;
+  model::GPTConfig policy_model;  //!< actor, rollout and reference
+  model::GPTConfig critic_model;  //!< value_head = true
+  std::string alphabet;           //!< CharTokenizer alphabet (the task's characters)
+};
+
+//! Per-rank metric lists (name -> values, e.g. one per mini-batch); collected by DPComputeMetric
+//! and averaged on the driver (verl: the 'metrics' dict-of-lists of update_actor / update_critic).
+using MetricLists = std::map<std::string, std::vector<double>>;
+
+namespace detail {
+
+//! (B, R) int32 mask -> float copy (the kernels take float, bool or uint8 masks).
+inline std::vector<float> float_mask(Tensor const& m) {
+  auto s = m.span<std::int32_t>();
+  std::vector<float> f(s.size());
+  for (std::size_t i = 0; i < s.size(); ++i) f[i] = s[i] ? 1.0f : 0.0f;
+  return f;
+}
+
+inline double mask_sum(Tensor const& m) {
+  double n = 0;
+  for (auto v : m.span<std::int32_t>()) n += v != 0;
+  return n;
+}
+
+//! Sum of x over the group's ranks (one double), through the worker's communicator.
+inline double allreduce_scalar(WorkerContext const& ctx, double x) {
+  if (ctx.world_size == 1) return x;
+  double v[1] = {x};
+  ctx.comm().allreduce_sum(std::span<double>(v, 1));
+  return v[0];
+}
+
+//! Averages a flat gradient across the group's ranks (DDP's all-reduce mean).
+inline void allreduce_mean(WorkerContext const& ctx, std::span<float> g) {
+  if (ctx.world_size == 1) return;
+  ctx.comm().allreduce_sum(g);
+  float const inv = 1.0f / static_cast<float>(ctx.world_size);
+  for (auto& x : g) x *= inv;
+}
+
+//! Row order of one epoch over n rows: identity, or a permutation from 'seed' when shuffling.
+inline std::vector<std::int64_t> epoch_order(std::int64_t n, bool shuffle, std::uint64_t seed) {
+  std::vector<std::int64_t> order(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i) order[static_cast<std::size_t>(i)] = i;
+  if (shuffle) {
+    std::mt19937_64 rng(seed);
+    for (std::int64_t i = n - 1; i > 0; --i) {
+      auto j = static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(i + 1));
+      std::swap(order[static_cast<std::size_t>(i)], order[static_cast<std::size_t>(j)]);
+    }
+  }
+  return order;
+}
+
+//! Throws config_error unless 'rows' splits into mini-batches of 'mini' and micro-batches of 'micro'.
+inline void check_batching(const char* who, std::int64_t rows, std::int64_t mini, std::int64_t micro) {
+  if (mini <= 0 || rows % mini != 0)
+    throw config_error(msg(who, ": this rank holds ", rows, " rows, not a multiple of its mini-batch of ", mini,
+                           " rows (ppo_mini_batch_size * rollout.n / dp); make data.train_batch_size a multiple of "
+                           "ppo_mini_batch_size"));
+  if (micro <= 0 || mini % micro != 0)
+    throw config_error(msg(who, ": the per-rank mini-batch of ", mini, " rows is not a multiple of the micro-batch of ",
+                           micro, " rows; set ppo_micro_batch_size_per_gpu to a divisor of ", mini));
+}
+
+}  // namespace detail
+}  // namespace rlflow::roles

@@ -1,0 +1,9 @@
+// build error: D is not a dispatch mode
+#include <rlflow/worker_group.hpp>
+struct NotAMode {};
+struct R {
+  using role_tag = rlflow::worker_tag;
+  int fn(int x) { return x; }
+  using methods = rlflow::methods<rlflow::method<&R::fn, NotAMode>>;
+};
+int main() { return R::methods::size; }

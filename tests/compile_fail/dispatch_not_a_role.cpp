@@ -1,0 +1,9 @@
+// build error: R is not a role
+#include <rlflow/worker_group.hpp>
+struct R {
+  int fn(int x) { return x; }
+};
+int main() {
+  rlflow::ResourcePool pool("p", {1}, 1);
+  rlflow::WorkerGroup<R> g(pool);
+}

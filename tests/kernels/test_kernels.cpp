@@ -1,0 +1,677 @@
+// tests/kernels/test_kernels.cpp <-> include/rlflow/kernels/*: cpu::par against the independent
+// double-precision references in reference.hpp, over random inputs and verl's edge cases.
+#include <catch2/catch.hpp>
+
+#include <rlflow/kernels/kernels.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <numeric>
+#include <optional>
+#include <type_traits>
+#include <random>
+#include <vector>
+
+#include "kernels/reference.hpp"
+
+namespace k = rlflow::kernels;
+using rlflow::cpu::par;
+using fvec = std::vector<float>;
+using ivec = std::vector<std::int64_t>;
+
+namespace {
+
+template <class T>
+std::span<T const> cs(std::vector<T> const& v) { return {v.data(), v.size()}; }
+std::span<float> ms(fvec& v) { return {v.data(), v.size()}; }
+
+ref::vec dbl(fvec const& v) { return ref::vec(v.begin(), v.end()); }
+
+//! AggInfo without -Wmissing-field-initializers noise.
+k::AggInfo info(int dp, std::optional<double> ntok = {}, std::optional<double> nseq = {}, std::optional<double> norm = {}) {
+  k::AggInfo a;
+  a.dp_size = dp;
+  a.batch_num_tokens = ntok;
+  a.global_batch_size = nseq;
+  a.loss_scale_factor = norm;
+  return a;
+}
+
+//! A mask buffer of element type M (bool stored as bytes: std::vector<bool> has no data()).
+template <class M>
+struct mask_buf {
+  std::vector<std::conditional_t<std::is_same_v<M, bool>, std::uint8_t, M>> v;
+  std::span<M const> span() const { return {reinterpret_cast<M const*>(v.data()), v.size()}; }
+};
+
+double max_rel(fvec const& got, ref::vec const& want) {
+  REQUIRE(got.size() == want.size());
+  double e = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) e = std::max(e, std::fabs(got[i] - want[i]) / std::max(1.0, std::fabs(want[i])));
+  return e;
+}
+
+fvec uniform(std::mt19937& g, std::size_t n, float lo, float hi) {
+  std::uniform_real_distribution<float> u(lo, hi);
+  fvec v(n);
+  for (auto& x : v) x = u(g);
+  return v;
+}
+
+//! Right-padded mask with random lengths in [min_len, T]; a few rows also get interior holes.
+fvec random_mask(std::mt19937& g, int B, int T, int min_len = 0, bool holes = true) {
+  fvec m(static_cast<std::size_t>(B) * T, 0.0f);
+  std::uniform_int_distribution<int> len(min_len, T);
+  for (int i = 0; i < B; ++i) {
+    int L = len(g);
+    for (int t = 0; t < L; ++t) m[i * T + t] = 1.0f;
+    if (holes && L > 2 && g() % 3 == 0) m[i * T + L / 2] = 0.0f;
+  }
+  return m;
+}
+
+//! Non-contiguous groups of varying size (including groups of one), shuffled.
+ivec random_groups(std::mt19937& g, int B) {
+  ivec ids;
+  std::int64_t gid = 0;
+  while (static_cast<int>(ids.size()) < B) {
+    int n = std::min<int>(B - static_cast<int>(ids.size()), 1 + static_cast<int>(g() % 9));
+    for (int j = 0; j < n; ++j) ids.push_back(gid);
+    ++gid;
+  }
+  std::shuffle(ids.begin(), ids.end(), g);
+  return ids;
+}
+
+//! Scores with ties and groups of equal values.
+fvec random_scores(std::mt19937& g, ivec const& ids) {
+  fvec s(ids.size());
+  for (std::size_t i = 0; i < ids.size(); ++i) s[i] = (ids[i] % 5 == 0) ? 0.5f : static_cast<float>(g() % 5) * 0.25f - 0.3f;
+  return s;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// masked helpers
+
+TEST_CASE("masked helpers match the reference and raise as verl", "[kernels][masked]") {
+  std::mt19937 g(1);
+  int B = 37, T = 53;
+  auto x = uniform(g, B * T, -3, 5);
+  auto m = random_mask(g, B, T);
+  x[5] = NAN;  // a NaN at a masked position must not leak
+  m[5] = 0;
+  k::Dims d{B, T};
+  CHECK(k::masked_sum(par, d, cs(x), cs(m)) == Approx(ref::msum(dbl(x), dbl(m))).epsilon(1e-12));
+  CHECK(k::masked_mean(par, d, cs(x), cs(m)) == Approx(ref::mmean(dbl(x), dbl(m))).epsilon(1e-12));
+  CHECK(k::masked_var(par, d, cs(x), cs(m)) == Approx(ref::mvar(dbl(x), dbl(m))).epsilon(1e-10));
+  fvec out(x.size());
+  k::masked_whiten(par, d, cs(x), cs(m), ms(out));
+  auto w = ref::whiten(dbl(x), dbl(m));
+  for (std::size_t i = 0; i < x.size(); ++i)
+    if (i != 5) REQUIRE(out[i] == Approx(w[i]).epsilon(1e-5).margin(1e-5));
+
+  // oracle: whiten([1,2,3,100], [1,1,1,0]) = [-1, 0, 1, 98]
+  fvec xo{1, 2, 3, 100}, mo{1, 1, 1, 0}, oo(4);
+  k::masked_whiten(par, k::Dims{1, 4}, cs(xo), cs(mo), ms(oo));
+  CHECK(oo[0] == Approx(-1).epsilon(1e-6));
+  CHECK(oo[1] == Approx(0).margin(1e-6));
+  CHECK(oo[2] == Approx(1).epsilon(1e-6));
+  CHECK(oo[3] == Approx(98).epsilon(1e-6));
+
+  fvec one{1, 0, 0}, zero{0, 0, 0}, v3{1, 2, 3};
+  CHECK_THROWS_AS(k::masked_var(par, k::Dims{1, 3}, cs(v3), cs(one)), rlflow::value_error);
+  CHECK_THROWS_WITH(k::masked_var(par, k::Dims{1, 3}, cs(v3), cs(zero)), Catch::Contains("no valid token"));
+  CHECK(k::masked_var(par, k::Dims{1, 3}, cs(v3), cs(one), false) == Approx(0.0).margin(1e-12));
+  CHECK_THROWS_AS(k::masked_sum(par, k::Dims{2, 3}, cs(v3), cs(one)), rlflow::shape_error);
+}
+
+// ---------------------------------------------------------------------------------------------
+// outcome advantage estimators
+
+TEST_CASE("grpo matches verl's oracle values", "[kernels][advantage]") {
+  fvec s{1, 0, 1, 0.5f, 2, 0, 0, 1};
+  ivec ids{0, 0, 0, 0, 1, 1, 1, 1};
+  fvec m(8 * 3, 1.0f), adv(24), ret(24);
+  k::grpo_outcome_advantage(par, k::Dims{8, 3}, cs(s), cs(m), cs(ids), ms(adv), ms(ret));
+  double want[8] = {0.78335, -1.30558, 0.78335, -0.26112, 1.30558, -0.78335, -0.78335, 0.26112};
+  for (int i = 0; i < 8; ++i) {
+    CHECK(adv[i * 3] == Approx(want[i]).epsilon(1e-4));
+    CHECK(ret[i * 3 + 2] == adv[i * 3 + 2]);
+  }
+  k::grpo_outcome_advantage(par, k::Dims{8, 3}, cs(s), cs(m), cs(ids), ms(adv), ms(ret), k::GRPOOptions{1e-6, false});
+  double dr[8] = {0.375, -0.625, 0.375, -0.125, 1.25, -0.75, -0.75, 0.25};
+  for (int i = 0; i < 8; ++i) CHECK(adv[i * 3 + 1] == Approx(dr[i]).epsilon(1e-6));
+  // n = 1: score / (1 + 1e-6); all-equal group: 0
+  fvec s1{1.0f, 3, 3, 3};
+  ivec i1{0, 1, 1, 1};
+  fvec m1(4, 1.0f), a1(4);
+  k::grpo_outcome_advantage(par, k::Dims{4, 1}, cs(s1), cs(m1), cs(i1), ms(a1));
+  CHECK(a1[0] == Approx(0.999999).epsilon(1e-7));
+  CHECK(a1[1] == 0.0f);
+  CHECK(a1[3] == 0.0f);
+}
+
+TEMPLATE_TEST_CASE("outcome estimators match the references over random non-contiguous groups", "[kernels][advantage]", float,
+                   std::uint8_t, bool) {
+  std::mt19937 g(7);
+  for (int trial = 0; trial < 4; ++trial) {
+    int B = 1 + static_cast<int>(g() % 200), T = 1 + static_cast<int>(g() % 40);
+    auto ids = random_groups(g, B);
+    auto s = random_scores(g, ids);
+    auto mf = random_mask(g, B, T);
+    mask_buf<TestType> mb;
+    mb.v.resize(mf.size());
+    for (std::size_t i = 0; i < mf.size(); ++i) mb.v[i] = static_cast<TestType>(mf[i] != 0);
+    auto m = mb.span();
+    k::Dims d{B, T};
+    fvec adv(B * T), ret(B * T);
+    auto sd = dbl(s);
+    auto md = dbl(mf);
+    for (bool norm : {true, false}) {
+      k::grpo_outcome_advantage(par, d, cs(s), m, cs(ids), ms(adv), ms(ret), k::GRPOOptions{1e-6, norm});
+      auto want = ref::broadcast(ref::grpo(sd, ids, 1e-6, norm), md, T);
+      REQUIRE(max_rel(adv, want) < 1e-5);
+      REQUIRE(max_rel(ret, want) < 1e-5);
+    }
+    k::rloo_outcome_advantage(par, d, cs(s), m, cs(ids), ms(adv));
+    REQUIRE(max_rel(adv, ref::broadcast(ref::rloo(sd, ids, false), md, T)) < 1e-5);
+    k::rloo_vectorized_outcome_advantage(par, d, cs(s), m, cs(ids), ms(adv));
+    REQUIRE(max_rel(adv, ref::broadcast(ref::rloo(sd, ids, true), md, T)) < 1e-5);
+    k::gpg_outcome_advantage(par, d, cs(s), m, cs(ids), ms(adv));
+    REQUIRE(max_rel(adv, ref::broadcast(ref::gpg(sd, ids), md, T)) < 1e-5);
+    ref::vec len(B, 0.0);
+    for (int i = 0; i < B; ++i) for (int t = 0; t < T; ++t) len[i] += md[i * T + t];
+    bool opo_ok = true;
+    for (auto& [id, rows] : ref::groups(ids)) {
+      double L = 0;
+      for (int i : rows) L += len[i];
+      if (rows.size() > 1 && L == 0) opo_ok = false;
+    }
+    if (opo_ok) {
+      k::opo_outcome_advantage(par, d, cs(s), m, cs(ids), ms(adv));
+      REQUIRE(max_rel(adv, ref::broadcast(ref::opo(sd, len, ids), md, T)) < 1e-5);
+    } else {
+      CHECK_THROWS_AS(k::opo_outcome_advantage(par, d, cs(s), m, cs(ids), ms(adv)), rlflow::value_error);
+    }
+    if (ref::mcount(md) >= 2) {
+      k::reinforce_plus_plus_baseline_outcome_advantage(par, d, cs(s), m, cs(ids), ms(adv), ms(ret));
+      ref::vec a(B);
+      for (auto& [id, rows] : ref::groups(ids))
+        for (int i : rows) a[i] = sd[i] - (rows.size() > 1 ? ref::gmean(sd, rows) : 0.0);
+      auto tiled = ref::broadcast(a, md, T);
+      auto w = ref::whiten(tiled, md);
+      for (std::size_t q = 0; q < w.size(); ++q) w[q] *= md[q];
+      REQUIRE(max_rel(adv, w) < 1e-4);
+      REQUIRE(max_rel(ret, w) < 1e-4);
+    }
+  }
+}
+
+TEST_CASE("grpo pass@k matches the reference and rejects groups of one", "[kernels][advantage]") {
+  std::mt19937 g(11);
+  int B = 120, T = 9;
+  ivec ids(B);
+  for (int i = 0; i < B; ++i) ids[i] = i % 30;  // 30 groups of 4, interleaved
+  std::shuffle(ids.begin(), ids.end(), g);
+  auto s = uniform(g, B, -1, 2);
+  auto m = random_mask(g, B, T);
+  fvec adv(B * T);
+  for (bool norm : {true, false}) {
+    k::grpo_passk_outcome_advantage(par, k::Dims{B, T}, cs(s), cs(m), cs(ids), ms(adv), {}, k::GRPOOptions{1e-6, norm});
+    REQUIRE(max_rel(adv, ref::broadcast(ref::passk(dbl(s), ids, 1e-6, norm), dbl(m), T)) < 1e-5);
+  }
+  ids[0] = 99 % B;  // make a group of one (id 99 unused otherwise)
+  CHECK_THROWS_WITH(k::grpo_passk_outcome_advantage(par, k::Dims{B, T}, cs(s), cs(m), cs(ids), ms(adv)),
+                    Catch::Contains("at least 2 samples"));
+}
+
+TEST_CASE("rloo and rloo_vectorized differ only on groups of one", "[kernels][advantage]") {
+  fvec s{2.0f, 1.0f, 3.0f};
+  ivec ids{0, 1, 1};
+  fvec m(3, 1.0f), a(3), b(3);
+  k::rloo_outcome_advantage(par, k::Dims{3, 1}, cs(s), cs(m), cs(ids), ms(a));
+  k::rloo_vectorized_outcome_advantage(par, k::Dims{3, 1}, cs(s), cs(m), cs(ids), ms(b));
+  CHECK(a[0] == 2.0f);
+  CHECK(b[0] == 0.0f);
+  CHECK(a[1] == Approx(-2.0f));
+  CHECK(b[1] == Approx(-2.0f));
+  CHECK(a[2] == Approx(2.0f));
+}
+
+TEST_CASE("outcome estimators: empty batch, fully masked rows, NaN scores, bad group ids", "[kernels][advantage]") {
+  fvec none;
+  ivec noids;
+  fvec out;
+  REQUIRE_NOTHROW(k::grpo_outcome_advantage(par, k::Dims{0, 16}, cs(none), cs(none), cs(noids), ms(out)));
+  REQUIRE_NOTHROW(k::rloo_outcome_advantage(par, k::Dims{0, 0}, cs(none), cs(none), cs(noids), ms(out)));
+  fvec s{1, 2, 3, 4};
+  ivec ids{0, 0, 1, 1};
+  fvec m{1, 1, 0, 0, 1, 0, 0, 0};  // rows 1 and 3 fully masked
+  fvec adv(8);
+  k::grpo_outcome_advantage(par, k::Dims{4, 2}, cs(s), cs(m), cs(ids), ms(adv));
+  CHECK(adv[2] == 0.0f);
+  CHECK(adv[3] == 0.0f);
+  CHECK(adv[0] == Approx(-0.5 / (std::sqrt(0.5) + 1e-6)).epsilon(1e-6));
+  s[2] = NAN;
+  CHECK_THROWS_WITH(k::grpo_outcome_advantage(par, k::Dims{4, 2}, cs(s), cs(m), cs(ids), ms(adv)), Catch::Contains("row 2"));
+  s[2] = INFINITY;
+  CHECK_THROWS_AS(k::rloo_outcome_advantage(par, k::Dims{4, 2}, cs(s), cs(m), cs(ids), ms(adv)), rlflow::value_error);
+  s[2] = 3;
+  ids[1] = 7;
+  CHECK_THROWS_WITH(k::grpo_outcome_advantage(par, k::Dims{4, 2}, cs(s), cs(m), cs(ids), ms(adv)),
+                    Catch::Contains("group id 7 at row 1"));
+  ids[1] = 0;
+  CHECK_THROWS_AS(k::grpo_outcome_advantage(par, k::Dims{4, 3}, cs(s), cs(m), cs(ids), ms(adv)), rlflow::shape_error);
+}
+
+TEST_CASE("group_index factorizes labels in sorted order", "[kernels][advantage]") {
+  std::vector<std::string> uids{"b", "a", "c", "a", "b"};
+  CHECK(k::group_index(uids) == ivec{1, 0, 2, 0, 1});
+}
+
+TEST_CASE("very long rows broadcast exactly", "[kernels][advantage]") {
+  int B = 6, T = 20000;
+  std::mt19937 g(3);
+  auto m = random_mask(g, B, T, T / 2);
+  fvec s{1, 2, 3, 4, 5, 6};
+  ivec ids{0, 1, 0, 1, 0, 1};
+  fvec adv(B * T);
+  k::grpo_outcome_advantage(par, k::Dims{B, T}, cs(s), cs(m), cs(ids), ms(adv));
+  REQUIRE(max_rel(adv, ref::broadcast(ref::grpo(dbl(s), ids, 1e-6, true), dbl(m), T)) < 1e-6);
+}
+
+// ---------------------------------------------------------------------------------------------
+// token-level estimators
+
+TEST_CASE("gae, reinforce++ and remax match the references", "[kernels][advantage]") {
+  std::mt19937 g(5);
+  for (int trial = 0; trial < 3; ++trial) {
+    int B = 2 + static_cast<int>(g() % 30), T = 1 + static_cast<int>(g() % 50);
+    auto r = uniform(g, B * T, -1, 1);
+    auto v = uniform(g, B * T, -2, 2);
+    auto m = random_mask(g, B, T, 1);
+    auto md = dbl(m);
+    if (ref::mcount(md) < 2) continue;
+    double gamma = 0.9 + 0.1 * (trial == 0), lam = 0.95;
+    fvec adv(B * T), ret(B * T);
+    k::gae_advantage_return(par, k::Dims{B, T}, cs(r), cs(v), cs(m), gamma, lam, ms(adv), ms(ret));
+    ref::vec araw(B * T), rret(B * T);
+    for (int i = 0; i < B; ++i) {
+      double nv = 0, last = 0;
+      for (int t = T - 1; t >= 0; --t) {
+        int q = i * T + t;
+        double cand = r[q] + gamma * nv - v[q] + gamma * lam * last;
+        if (m[q] != 0) nv = v[q], last = cand;
+        araw[q] = last;
+        rret[q] = last + v[q];
+      }
+    }
+    REQUIRE(max_rel(ret, rret) < 1e-5);
+    REQUIRE(max_rel(adv, ref::whiten(araw, md)) < 1e-4);  // padding holds whitened values too
+
+    k::reinforce_plus_plus_outcome_advantage(par, k::Dims{B, T}, cs(r), cs(m), gamma, ms(adv), ms(ret));
+    ref::vec rr(B * T);
+    for (int i = 0; i < B; ++i) {
+      double run = 0;
+      for (int t = T - 1; t >= 0; --t) {
+        int q = i * T + t;
+        double nw = r[q] + gamma * run;
+        rr[q] = nw * md[q];
+        if (md[q] != 0) run = nw;
+      }
+    }
+    REQUIRE(max_rel(ret, rr) < 1e-5);
+    auto wr = ref::whiten(rr, md);
+    for (int q = 0; q < B * T; ++q) wr[q] *= md[q];
+    REQUIRE(max_rel(adv, wr) < 1e-4);
+
+    auto base = uniform(g, B, -1, 1);
+    k::remax_outcome_advantage(par, k::Dims{B, T}, cs(r), cs(base), cs(m), ms(adv), ms(ret));
+    ref::vec ra(B * T), rt(B * T);
+    for (int i = 0; i < B; ++i) {
+      double acc = 0;
+      for (int t = T - 1; t >= 0; --t) {
+        int q = i * T + t;
+        acc += r[q] * md[q];
+        rt[q] = acc;
+        ra[q] = acc - base[i] * md[q];
+      }
+    }
+    REQUIRE(max_rel(ret, rt) < 1e-5);
+    REQUIRE(max_rel(adv, ra) < 1e-5);
+  }
+}
+
+TEST_CASE("gae rejects batches that cannot be whitened and NaN values", "[kernels][advantage]") {
+  fvec r{1, 2, 3}, v{0, 0, 0}, m{0, 1, 0}, a(3), rt(3);
+  CHECK_THROWS_WITH(k::gae_advantage_return(par, k::Dims{1, 3}, cs(r), cs(v), cs(m), 1.0, 1.0, ms(a), ms(rt)),
+                    Catch::Contains("exactly one valid token"));
+  fvec m2{1, 1, 0};
+  v[1] = NAN;
+  CHECK_THROWS_WITH(k::gae_advantage_return(par, k::Dims{1, 3}, cs(r), cs(v), cs(m2), 1.0, 1.0, ms(a), ms(rt)),
+                    Catch::Contains("row 0, token 1"));
+  v[1] = 0;
+  v[2] = NAN;  // masked: allowed
+  REQUIRE_NOTHROW(k::gae_advantage_return(par, k::Dims{1, 3}, cs(r), cs(v), cs(m2), 1.0, 1.0, ms(a), ms(rt)));
+}
+
+// ---------------------------------------------------------------------------------------------
+// agg_loss
+
+TEST_CASE("agg_loss modes, global batch info and weights", "[kernels][agg]") {
+  std::mt19937 g(9);
+  int B = 23, T = 31;
+  auto L = uniform(g, B * T, -2, 2);
+  auto m = random_mask(g, B, T);
+  for (int t = 0; t < T; ++t) m[3 * T + t] = 0;  // a fully masked row
+  auto Ld = dbl(L), md = dbl(m);
+  std::vector<std::pair<k::AggInfo, ref::agg_info>> infos{
+      {k::AggInfo{}, ref::agg_info{}},
+      {info(4, 1234.0, 96.0, 77.0), ref::agg_info{4, 1234.0, 96.0, 77.0}}};
+  for (auto const& [ki, ri] : infos)
+    for (int mode = 0; mode < 5; ++mode) {
+      auto am = static_cast<k::AggMode>(mode);
+      double got = k::agg_loss(par, k::Dims{B, T}, cs(L), cs(m), am, ki);
+      REQUIRE(got == Approx(ref::agg(Ld, md, B, T, mode, ri)).epsilon(1e-10));
+      fvec w(B * T);
+      k::agg_loss_weights(par, k::Dims{B, T}, cs(m), am, ki, ms(w));
+      double dot = 0;
+      for (int q = 0; q < B * T; ++q) dot += w[q] * Ld[q];
+      REQUIRE(dot == Approx(got).epsilon(1e-5));
+      for (int q = 0; q < 6; ++q) {  // the aggregation is linear: a unit bump changes it by w
+        int idx = static_cast<int>(g() % (B * T));
+        auto L2 = Ld;
+        L2[idx] += 1.0;
+        REQUIRE(ref::agg(L2, md, B, T, mode, ri) - ref::agg(Ld, md, B, T, mode, ri) == Approx(w[idx]).epsilon(1e-5).margin(1e-9));
+      }
+    }
+  CHECK(k::parse_agg_mode("seq-mean-token-sum-norm") == k::AggMode::seq_mean_token_sum_norm);
+  CHECK_THROWS_AS(k::parse_agg_mode("seq-mean"), rlflow::config_error);
+  fvec z(B * T, 0.0f);
+  CHECK_THROWS_WITH(k::agg_loss(par, k::Dims{B, T}, cs(L), cs(z), k::AggMode::token_mean), Catch::Contains("no valid token"));
+  CHECK(k::agg_loss(par, k::Dims{B, T}, cs(L), cs(z), k::AggMode::token_mean, info(1, 10.0)) == 0.0);
+  CHECK_THROWS_AS(k::agg_loss(par, k::Dims{B, T}, cs(L), cs(m), k::AggMode::seq_mean_token_mean, info(2)),
+                  rlflow::config_error);
+}
+
+// ---------------------------------------------------------------------------------------------
+// policy losses
+
+namespace {
+struct pl_case {
+  int B, T;
+  fvec x, o, a, m, w;
+};
+pl_case make_pl_case(std::mt19937& g, int B, int T, bool wide) {
+  pl_case c{B, T, {}, {}, {}, {}, {}};
+  c.o = uniform(g, B * T, -6, -0.05f);
+  c.x = c.o;
+  std::normal_distribution<float> n(0, wide ? 0.8f : 0.15f);
+  for (auto& v : c.x) v += n(g);
+  if (wide) {  // ratios far outside the clip range, past the +-20 clamp
+    c.x[0] = c.o[0] + 25;
+    c.x[1] = c.o[1] - 30;
+  }
+  // sequence-level advantages (geo_mean's assumption) with some exact zeros
+  c.a.resize(B * T);
+  for (int i = 0; i < B; ++i) {
+    float ai = (i % 7 == 0) ? 0.0f : std::uniform_real_distribution<float>(-2, 2)(g);
+    for (int t = 0; t < T; ++t) c.a[i * T + t] = ai;
+  }
+  c.m = random_mask(g, B, T, 1);
+  c.w = uniform(g, B * T, 0.5f, 1.5f);
+  return c;
+}
+}  // namespace
+
+TEST_CASE("policy losses match the reference, metrics included, and the gradient matches finite differences",
+          "[kernels][policy_loss]") {
+  std::mt19937 g(13);
+  for (int mode = 0; mode < 9; ++mode) {
+    for (bool wide : {false, true}) {
+      DYNAMIC_SECTION("mode " << k::policy_loss_mode_name(static_cast<k::PolicyLossMode>(mode)) << (wide ? " wide" : "")) {
+        int B = 12, T = 17;
+        auto c = make_pl_case(g, B, T, wide);
+        k::PolicyLossConfig cfg;
+        cfg.mode = static_cast<k::PolicyLossMode>(mode);
+        cfg.clip_ratio_high = 0.28;
+        cfg.clip_cov_ratio = 0.05;
+        cfg.clip_cov_lb = 0.0;
+        cfg.clip_cov_ub = 50.0;
+        cfg.kl_cov_ratio = 0.05;
+        ref::pl_full rc;
+        rc.hi = 0.28;
+        rc.cc_ratio = 0.05;
+        rc.cc_lb = 0.0;
+        rc.cc_ub = 50.0;
+        rc.kc_ratio = 0.05;
+        bool const use_w = mode != 6 && !wide;
+        for (int agg : {0, 3, 4}) {
+          auto am = static_cast<k::AggMode>(agg);
+          k::AggInfo ki = info(1, std::nullopt, 20.0);
+          ref::agg_info ri{1, -1, 20.0, -1};
+          fvec grad(B * T, 0.0f);
+          auto res = k::compute_policy_loss(par, k::Dims{B, T}, cfg, cs(c.o), cs(c.x), cs(c.a), cs(c.m), am, ki,
+                                            k::Grad{ms(grad)}, use_w ? cs(c.w) : std::span<float const>{});
+          ref::pl_in in{dbl(c.x), dbl(c.x), dbl(c.o), dbl(c.a), dbl(c.m), use_w ? dbl(c.w) : ref::vec{}, B, T};
+          ref::pl_met met;
+          double want = ref::policy_loss(mode, in, rc, agg, ri, &met);
+          REQUIRE(res.loss == Approx(want).epsilon(1e-6).margin(1e-9));
+          if (res.metrics.has_pg_clipfrac) REQUIRE(res.metrics.pg_clipfrac == Approx(met.clip).margin(1e-9));
+          if (res.metrics.has_ppo_kl) REQUIRE(res.metrics.ppo_kl == Approx(met.kl).epsilon(1e-6).margin(1e-9));
+          if (res.metrics.has_pg_clipfrac_lower && mode == 0) REQUIRE(res.metrics.pg_clipfrac_lower == Approx(met.lower).margin(1e-9));
+          CHECK(res.metrics.has_ppo_kl == (mode != 3));
+          // finite differences in double on the reference surrogate (stop-gradients frozen)
+          double const h = 1e-6;
+          for (int q = 0; q < 25; ++q) {
+            int idx = static_cast<int>(g() % (B * T));
+            auto p = in, mn = in;
+            p.x[idx] += h;
+            mn.x[idx] -= h;
+            double fd = (ref::policy_loss(mode, p, rc, agg, ri, nullptr) - ref::policy_loss(mode, mn, rc, agg, ri, nullptr)) / (2 * h);
+            INFO("token " << idx << " mask " << c.m[idx]);
+            REQUIRE(grad[idx] == Approx(fd).epsilon(1e-3).margin(1e-6));
+          }
+          // accumulate adds scale * grad
+          fvec acc(B * T, 1.0f);
+          k::compute_policy_loss(par, k::Dims{B, T}, cfg, cs(c.o), cs(c.x), cs(c.a), cs(c.m), am, ki, k::Grad{ms(acc), 2.0, true},
+                                 use_w ? cs(c.w) : std::span<float const>{});
+          for (int q = 0; q < B * T; q += 7) REQUIRE(acc[q] == Approx(1.0f + 2.0f * grad[q]).epsilon(1e-5).margin(1e-6));
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("policy loss configuration errors and NaN inputs", "[kernels][policy_loss]") {
+  std::mt19937 g(17);
+  auto c = make_pl_case(g, 3, 4, false);
+  k::PolicyLossConfig cfg;
+  cfg.clip_ratio_c = 1.0;
+  CHECK_THROWS_AS(k::compute_policy_loss(par, k::Dims{3, 4}, cfg, cs(c.o), cs(c.x), cs(c.a), cs(c.m), k::AggMode::token_mean),
+                  rlflow::config_error);
+  cfg = {};
+  cfg.mode = k::PolicyLossMode::dro;
+  cfg.dro_beta = 0;
+  CHECK_THROWS_AS(k::compute_policy_loss(par, k::Dims{3, 4}, cfg, cs(c.o), cs(c.x), cs(c.a), cs(c.m), k::AggMode::token_mean),
+                  rlflow::config_error);
+  cfg = {};
+  c.m[5] = 1;
+  c.x[5] = NAN;
+  CHECK_THROWS_WITH(k::compute_policy_loss(par, k::Dims{3, 4}, cfg, cs(c.o), cs(c.x), cs(c.a), cs(c.m), k::AggMode::token_mean),
+                    Catch::Contains("'log_prob' is nan at row 1, token 1"));
+  c.m[5] = 0;  // masked NaN is ignored
+  REQUIRE_NOTHROW(k::compute_policy_loss(par, k::Dims{3, 4}, cfg, cs(c.o), cs(c.x), cs(c.a), cs(c.m), k::AggMode::token_mean));
+  CHECK(k::parse_policy_loss_mode("geo_mean") == k::PolicyLossMode::geo_mean);
+  CHECK_THROWS_AS(k::parse_policy_loss_mode("ppo"), rlflow::config_error);
+  fvec none;
+  CHECK_THROWS_AS(k::compute_policy_loss(par, k::Dims{0, 4}, cfg, cs(none), cs(none), cs(none), cs(none), k::AggMode::token_mean),
+                  rlflow::value_error);
+  auto r = k::compute_policy_loss(par, k::Dims{0, 4}, cfg, cs(none), cs(none), cs(none), cs(none), k::AggMode::token_mean,
+                                  info(1, 100.0));
+  CHECK(r.loss == 0.0);
+}
+
+TEST_CASE("geo_mean with rollout IS weights uses the per-row geometric mean", "[kernels][policy_loss]") {
+  std::mt19937 g(19);
+  int B = 5, T = 6;
+  auto c = make_pl_case(g, B, T, false);
+  k::PolicyLossConfig cfg;
+  cfg.mode = k::PolicyLossMode::geo_mean;
+  auto base = k::compute_policy_loss(par, k::Dims{B, T}, cfg, cs(c.o), cs(c.x), cs(c.a), cs(c.m), k::AggMode::token_mean);
+  fvec w(B * T, 2.0f);  // constant weights: the geometric mean is 2 per non-empty row
+  auto wt = k::compute_policy_loss(par, k::Dims{B, T}, cfg, cs(c.o), cs(c.x), cs(c.a), cs(c.m), k::AggMode::token_mean, {}, {}, cs(w));
+  CHECK(wt.loss == Approx(2.0 * base.loss).epsilon(1e-6));
+}
+
+// ---------------------------------------------------------------------------------------------
+// value loss
+
+TEST_CASE("value loss matches the reference and its gradient finite differences", "[kernels][value_loss]") {
+  std::mt19937 g(23);
+  int B = 9, T = 14;
+  auto v = uniform(g, B * T, -2, 2), vo = uniform(g, B * T, -2, 2), R = uniform(g, B * T, -2, 2);
+  auto m = random_mask(g, B, T, 1);
+  double eps = 0.5;
+  auto loss_ref = [&](ref::vec const& vv, double* clipfrac) {
+    ref::vec L(B * T), cl(B * T);
+    for (int q = 0; q < B * T; ++q) {
+      double vc = std::max(std::min(vv[q], vo[q] + eps), vo[q] - eps);
+      double l1 = (vv[q] - R[q]) * (vv[q] - R[q]), l2 = (vc - R[q]) * (vc - R[q]);
+      L[q] = std::max(l1, l2);
+      cl[q] = l2 > l1;
+    }
+    if (clipfrac) *clipfrac = ref::mmean(cl, dbl(m));
+    return 0.5 * ref::agg(L, dbl(m), B, T, 3, ref::agg_info{});
+  };
+  fvec grad(B * T);
+  auto res = k::compute_value_loss(par, k::Dims{B, T}, cs(v), cs(vo), cs(R), cs(m), eps, k::AggMode::seq_mean_token_mean, {},
+                                   k::Grad{ms(grad)});
+  double cf;
+  REQUIRE(res.vf_loss == Approx(loss_ref(dbl(v), &cf)).epsilon(1e-6));
+  REQUIRE(res.vf_clipfrac == Approx(cf).margin(1e-9));
+  REQUIRE(res.vpred_mean == Approx(ref::mmean(dbl(v), dbl(m))).epsilon(1e-6));
+  for (int q = 0; q < B * T; ++q) {
+    auto p = dbl(v), mn = dbl(v);
+    p[q] += 1e-6;
+    mn[q] -= 1e-6;
+    REQUIRE(grad[q] == Approx((loss_ref(p, nullptr) - loss_ref(mn, nullptr)) / 2e-6).epsilon(1e-3).margin(1e-6));
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// KL
+
+TEST_CASE("kl_penalty estimators, gradients, kl_loss and the oracle clamp", "[kernels][kl]") {
+  std::mt19937 g(29);
+  int n = 400;
+  auto x = uniform(g, n, -30, 0), r = uniform(g, n, -30, 0);
+  for (std::string name : {"kl", "k1", "abs", "mse", "k2", "low_var_kl", "k3", "k1+", "k3+", "abs+", "k2+"}) {
+    auto kind = k::parse_kl_penalty(name);
+    fvec out(n), grad(n);
+    k::kl_penalty(par, kind, cs(x), cs(r), ms(out), ms(grad));
+    int ki = static_cast<int>(kind.kind);
+    for (int i = 0; i < n; ++i) {
+      REQUIRE(out[i] == Approx(ref::kl(ki, x[i], r[i])).epsilon(1e-6).margin(1e-6));
+      double fd = kind.straight_through ? (x[i] - r[i])
+                                        : (ref::kl(ki, x[i] + 1e-6, r[i]) - ref::kl(ki, x[i] - 1e-6, r[i])) / 2e-6;
+      REQUIRE(grad[i] == Approx(fd).epsilon(1e-4).margin(1e-5));
+    }
+  }
+  fvec ox{-30.0f}, orf{-0.1f}, oo(1);
+  k::kl_penalty(par, k::parse_kl_penalty("low_var_kl"), cs(ox), cs(orf), ms(oo));
+  CHECK(oo[0] == 10.0f);
+  CHECK_THROWS_AS(k::parse_kl_penalty("full"), rlflow::config_error);
+  CHECK_THROWS_AS(k::parse_kl_penalty("k4"), rlflow::config_error);
+
+  int B = 7, T = 11;
+  auto lx = uniform(g, B * T, -3, 0), lr = uniform(g, B * T, -3, 0);
+  auto m = random_mask(g, B, T, 1);
+  fvec grad(B * T);
+  double v = k::kl_loss(par, k::Dims{B, T}, k::parse_kl_penalty("low_var_kl"), cs(lx), cs(lr), cs(m), k::AggMode::token_mean, {},
+                        k::Grad{ms(grad)});
+  auto f = [&](ref::vec const& xx) {
+    ref::vec L(B * T);
+    for (int q = 0; q < B * T; ++q) L[q] = ref::kl(3, xx[q], lr[q]);
+    return ref::agg(L, dbl(m), B, T, 0, ref::agg_info{});
+  };
+  REQUIRE(v == Approx(f(dbl(lx))).epsilon(1e-6));
+  for (int q = 0; q < B * T; ++q) {
+    auto p = dbl(lx), mn = dbl(lx);
+    p[q] += 1e-6;
+    mn[q] -= 1e-6;
+    REQUIRE(grad[q] == Approx((f(p) - f(mn)) / 2e-6).epsilon(1e-3).margin(1e-6));
+  }
+}
+
+TEST_CASE("apply_kl_penalty uses the pre-update coefficient and updates the adaptive controller", "[kernels][kl]") {
+  std::mt19937 g(31);
+  int B = 6, T = 8;
+  auto s = uniform(g, B * T, 0, 1), x = uniform(g, B * T, -3, 0), r = uniform(g, B * T, -3, 0);
+  auto m = random_mask(g, B, T, 1);
+  k::AdaptiveKLController ctrl(0.05, 0.01, 100);
+  fvec out(B * T);
+  auto res = k::apply_kl_penalty(par, k::Dims{B, T}, cs(s), cs(x), cs(r), cs(m), k::parse_kl_penalty("kl"), ctrl, ms(out));
+  CHECK(res.beta == 0.05);
+  double tot = 0;
+  for (int i = 0; i < B; ++i) {
+    double a = 0, c = 0;
+    for (int t = 0; t < T; ++t) {
+      int q = i * T + t;
+      double kld = m[q] != 0 ? static_cast<double>(x[q]) - r[q] : 0.0;
+      REQUIRE(out[q] == Approx(s[q] - 0.05 * kld).epsilon(1e-6).margin(1e-7));
+      a += kld;
+      c += m[q] != 0;
+    }
+    tot += a / (c + 1e-8);
+  }
+  double kl = tot / B;
+  CHECK(res.current_kl == Approx(kl).epsilon(1e-9));
+  double e = std::clamp(kl / 0.01 - 1, -0.2, 0.2);
+  CHECK(ctrl.value == Approx(0.05 * (1 + e * B / 100.0)).epsilon(1e-12));
+  k::FixedKLController fixed{0.001};
+  k::apply_kl_penalty(par, k::Dims{B, T}, cs(s), cs(x), cs(r), cs(m), k::parse_kl_penalty("k3"), fixed, ms(out));
+  CHECK(fixed.value == 0.001);
+  CHECK_THROWS_AS(k::AdaptiveKLController(0.1, 0.1, 0), rlflow::config_error);
+}
+
+// ---------------------------------------------------------------------------------------------
+// entropy
+
+TEST_CASE("entropy_from_logits and its gradient", "[kernels][entropy]") {
+  std::mt19937 g(37);
+  int N = 13, V = 301;
+  auto z = uniform(g, N * V, -8, 8);
+  z[3] = -INFINITY;  // a banned token
+  z[V * 2 + 7] = 60.0f;  // a very peaked row
+  fvec h(N);
+  k::entropy_from_logits(par, N, V, cs(z), ms(h));
+  for (int i = 0; i < N; ++i) {
+    ref::vec row(z.begin() + i * V, z.begin() + (i + 1) * V);
+    REQUIRE(h[i] == Approx(ref::entropy(row)).epsilon(1e-5).margin(1e-6));
+  }
+  auto ge = uniform(g, N, -1, 1);
+  fvec gz(N * V);
+  k::entropy_from_logits_backward(par, N, V, cs(z), cs(ge), ms(gz));
+  for (int q = 0; q < 60; ++q) {
+    int i = static_cast<int>(g() % N), v = static_cast<int>(g() % V);
+    if (z[i * V + v] == -INFINITY) {
+      REQUIRE(gz[i * V + v] == 0.0f);
+      continue;
+    }
+    ref::vec row(z.begin() + i * V, z.begin() + (i + 1) * V), p = row, mn = row;
+    p[v] += 1e-5;
+    mn[v] -= 1e-5;
+    double fd = ge[i] * (ref::entropy(p) - ref::entropy(mn)) / 2e-5;
+    REQUIRE(gz[i * V + v] == Approx(fd).epsilon(1e-3).margin(1e-6));
+  }
+  z[V + 4] = NAN;
+  CHECK_THROWS_WITH(k::entropy_from_logits(par, N, V, cs(z), ms(h)), Catch::Contains("row 1, vocab index 4"));
+  fvec allinf(4, -INFINITY), h1(1);
+  CHECK_THROWS_WITH(k::entropy_from_logits(par, 1, 4, cs(allinf), ms(h1)), Catch::Contains("every logit of row 0"));
+  fvec none;
+  REQUIRE_NOTHROW(k::entropy_from_logits(par, 0, 5, cs(none), ms(none)));
+}

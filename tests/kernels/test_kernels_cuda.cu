@@ -1,0 +1,144 @@
+// tests/kernels/test_kernels_cuda.cu: the RL kernels on rlflow::cuda::par against cpu::par (which
+// test_kernels.cpp checks against the double references). Label cuda; skips without a GPU.
+#include <catch2/catch.hpp>
+#include <cuda_runtime.h>
+
+#include <rlflow/kernels/kernels.hpp>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+namespace k = rlflow::kernels;
+
+namespace {
+
+bool have_gpu() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
+    cudaGetLastError();
+    return false;
+  }
+  return true;
+}
+
+template <class T>
+struct dev {
+  T* p = nullptr;
+  std::size_t n = 0;
+  explicit dev(std::vector<T> const& h) : n(h.size()) {
+    cudaMalloc(&p, std::max<std::size_t>(n, 1) * sizeof(T));
+    if (n) cudaMemcpy(p, h.data(), n * sizeof(T), cudaMemcpyHostToDevice);
+  }
+  ~dev() { cudaFree(p); }
+  std::vector<T> host() const {
+    std::vector<T> h(n);
+    if (n) cudaMemcpy(h.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost);
+    return h;
+  }
+  std::span<T const> c() const { return {p, n}; }
+  std::span<T> m() { return {p, n}; }
+};
+
+std::vector<float> uniform(std::mt19937& g, std::size_t n, float lo, float hi) {
+  std::uniform_real_distribution<float> u(lo, hi);
+  std::vector<float> v(n);
+  for (auto& x : v) x = u(g);
+  return v;
+}
+
+void close(std::vector<float> const& a, std::vector<float> const& b, double tol) {
+  REQUIRE(a.size() == b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) REQUIRE(a[i] == Approx(b[i]).epsilon(tol).margin(tol));
+}
+
+}  // namespace
+
+TEST_CASE("cuda: advantage estimators equal the cpu path", "[kernels][cuda]") {
+  if (!have_gpu()) {
+    WARN("no CUDA device: skipping");
+    return;
+  }
+  std::mt19937 g(3);
+  int B = 3000, T = 37;
+  std::vector<std::int64_t> ids(B);
+  for (int i = 0; i < B; ++i) ids[i] = (i * 7) % 500;  // non-contiguous groups of 6
+  ids[5] = 2999;                                        // plus a group of one
+  auto s = uniform(g, B, -1, 1);
+  std::vector<float> m(B * T);
+  for (int i = 0; i < B; ++i)
+    for (int t = 0; t < T; ++t) m[i * T + t] = t < 1 + (i % T) ? 1.0f : 0.0f;
+  std::vector<float> ha(B * T), hr(B * T);
+  dev<float> ds(s), dm(m), da(ha), dr(hr);
+  dev<std::int64_t> di(ids);
+  k::Dims d{B, T};
+  k::grpo_outcome_advantage(rlflow::cpu::par, d, std::span<float const>(s), std::span<float const>(m),
+                            std::span<std::int64_t const>(ids), std::span<float>(ha), std::span<float>(hr));
+  k::grpo_outcome_advantage(rlflow::cuda::par, d, ds.c(), dm.c(), di.c(), da.m(), dr.m());
+  close(da.host(), ha, 1e-6);
+  close(dr.host(), hr, 1e-6);
+  k::rloo_outcome_advantage(rlflow::cpu::par, d, std::span<float const>(s), std::span<float const>(m),
+                            std::span<std::int64_t const>(ids), std::span<float>(ha));
+  k::rloo_outcome_advantage(rlflow::cuda::par, d, ds.c(), dm.c(), di.c(), da.m());
+  close(da.host(), ha, 1e-6);
+  auto r = uniform(g, B * T, -1, 1), v = uniform(g, B * T, -1, 1);
+  dev<float> drw(r), dv(v);
+  k::gae_advantage_return(rlflow::cpu::par, d, std::span<float const>(r), std::span<float const>(v), std::span<float const>(m), 0.99,
+                          0.95, std::span<float>(ha), std::span<float>(hr));
+  k::gae_advantage_return(rlflow::cuda::par, d, drw.c(), dv.c(), dm.c(), 0.99, 0.95, da.m(), dr.m());
+  close(da.host(), ha, 1e-4);
+  close(dr.host(), hr, 1e-5);
+  s[7] = NAN;
+  dev<float> dbad(s);
+  CHECK_THROWS_WITH(k::grpo_outcome_advantage(rlflow::cuda::par, d, dbad.c(), dm.c(), di.c(), da.m()), Catch::Contains("row 7"));
+}
+
+TEST_CASE("cuda: policy losses, value loss, kl and entropy equal the cpu path", "[kernels][cuda]") {
+  if (!have_gpu()) {
+    WARN("no CUDA device: skipping");
+    return;
+  }
+  std::mt19937 g(5);
+  int B = 64, T = 129;
+  auto o = uniform(g, B * T, -5, -0.1f), x = o, a = uniform(g, B * T, -2, 2);
+  for (auto& v : x) v += std::normal_distribution<float>(0, 0.3f)(g);
+  std::vector<float> m(B * T);
+  for (int i = 0; i < B; ++i)
+    for (int t = 0; t < T; ++t) m[i * T + t] = t < 1 + (i * 5) % T ? 1.0f : 0.0f;
+  dev<float> dx(x), dox(o), da(a), dm(m);
+  std::vector<float> hg(B * T), zero(B * T, 0.0f);
+  dev<float> dg(zero);
+  k::Dims d{B, T};
+  for (int mode = 0; mode < 9; ++mode) {
+    k::PolicyLossConfig cfg;
+    cfg.mode = static_cast<k::PolicyLossMode>(mode);
+    cfg.clip_cov_ratio = cfg.kl_cov_ratio = 0.01;
+    auto hc = k::compute_policy_loss(rlflow::cpu::par, d, cfg, std::span<float const>(o), std::span<float const>(x),
+                                     std::span<float const>(a), std::span<float const>(m), k::AggMode::token_mean, {},
+                                     k::Grad{std::span<float>(hg)});
+    auto gc = k::compute_policy_loss(rlflow::cuda::par, d, cfg, dox.c(), dx.c(), da.c(), dm.c(), k::AggMode::token_mean, {},
+                                     k::Grad{dg.m()});
+    INFO("mode " << k::policy_loss_mode_name(cfg.mode));
+    REQUIRE(gc.loss == Approx(hc.loss).epsilon(1e-9).margin(1e-12));
+    REQUIRE(gc.metrics.pg_clipfrac == Approx(hc.metrics.pg_clipfrac).margin(1e-12));
+    REQUIRE(gc.metrics.ppo_kl == Approx(hc.metrics.ppo_kl).epsilon(1e-9).margin(1e-12));
+    close(dg.host(), hg, 1e-6);
+  }
+  auto vr = k::compute_value_loss(rlflow::cuda::par, d, dx.c(), dox.c(), da.c(), dm.c(), 0.5, k::AggMode::seq_mean_token_mean);
+  auto vc = k::compute_value_loss(rlflow::cpu::par, d, std::span<float const>(x), std::span<float const>(o),
+                                  std::span<float const>(a), std::span<float const>(m), 0.5, k::AggMode::seq_mean_token_mean);
+  REQUIRE(vr.vf_loss == Approx(vc.vf_loss).epsilon(1e-9));
+  std::vector<float> hk(B * T);
+  dev<float> dk(hk);
+  k::kl_penalty(rlflow::cpu::par, k::parse_kl_penalty("k3"), std::span<float const>(x), std::span<float const>(o), std::span<float>(hk));
+  k::kl_penalty(rlflow::cuda::par, k::parse_kl_penalty("k3"), dx.c(), dox.c(), dk.m());
+  close(dk.host(), hk, 1e-6);
+  int N = 33, V = 5000;
+  auto z = uniform(g, N * V, -6, 6);
+  dev<float> dz(z);
+  std::vector<float> hh(N);
+  dev<float> dh(hh);
+  k::entropy_from_logits(rlflow::cpu::par, N, V, std::span<float const>(z), std::span<float>(hh));
+  k::entropy_from_logits(rlflow::cuda::par, N, V, dz.c(), dh.m());
+  close(dh.host(), hh, 1e-6);
+}
