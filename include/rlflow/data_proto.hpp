@@ -181,6 +181,12 @@ class DataProto {
   DataProto select(std::optional<std::vector<std::string>> batch_keys,
                    std::optional<std::vector<std::string>> non_tensor_keys = std::nullopt,
                    std::optional<std::vector<std::string>> meta_keys = std::nullopt) const;
+  //! select({"obs", "act"}) with a braced list of tensor keys.
+  DataProto select(std::vector<std::string> const& batch_keys,
+                   std::optional<std::vector<std::string>> non_tensor_keys = std::nullopt,
+                   std::optional<std::vector<std::string>> meta_keys = std::nullopt) const {
+    return select(std::optional<std::vector<std::string>>(batch_keys), std::move(non_tensor_keys), std::move(meta_keys));
+  }
   //! verl: DataProto.pop. Removes the keys from *this (all must exist; checked before anything
   //! is removed) and returns them as a new DataProto. Popped tensors form its batch.
   DataProto pop(std::vector<std::string> const& batch_keys, std::vector<std::string> const& non_tensor_keys = {},
@@ -338,6 +344,7 @@ class DataProto {
   DataProto view(std::int64_t b, std::int64_t e) const;
   std::vector<std::int64_t> normalize_indices(std::span<std::int64_t const> idx, const char* where) const;
   static Meta merge_meta(std::span<DataProto const> parts);
+  static DataProto parse_body(detail::ByteReader& r);
 
   TensorColumns batch_;
   bool has_batch_ = false;
@@ -1193,7 +1200,7 @@ inline Value read_value(ByteReader& r, int depth) {
       std::uint64_t const n = r.u64("list length");
       if (n > r.remaining()) corrupt(msg("list length ", n, " exceeds the ", r.remaining(), " bytes left"), r);
       Value::List l;
-      l.reserve(static_cast<std::size_t>(n));
+      l.reserve(static_cast<std::size_t>(std::min<std::uint64_t>(n, 1024)));  // grows with data actually read
       for (std::uint64_t i = 0; i < n; ++i) l.push_back(read_value(r, depth + 1));
       return Value(std::move(l));
     }
@@ -1265,7 +1272,7 @@ inline void DataProto::serialize_into(std::vector<std::byte>& out) const {
     w.key(k);
     detail::write_value(w, v);
   }
-  std::uint32_t const crc = detail::crc32c(out.data(), total - detail::dp_trailer_bytes);
+  std::uint32_t const crc = w.crc();  // folded in while writing (one pass over the tensor bytes)
   w.u32(crc);
   if (w.pos() != out.data() + total)
     throw error(msg("rlflow::DataProto::serialize: internal error: wrote ", w.pos() - out.data(), " of ", total, " bytes"));
@@ -1294,12 +1301,28 @@ inline DataProto DataProto::deserialize(std::span<std::byte const> bytes) {
                            "holds ", bytes.size() - min_bytes, " body bytes; it was truncated or has trailing bytes"));
   std::uint32_t stored;
   std::memcpy(&stored, bytes.data() + bytes.size() - detail::dp_trailer_bytes, 4);
-  std::uint32_t const computed = detail::crc32c(bytes.data(), bytes.size() - detail::dp_trailer_bytes);
-  if (stored != computed)
-    throw format_error(msg("rlflow::DataProto::deserialize: checksum mismatch (stored ", detail::hex32(stored),
-                           ", computed ", detail::hex32(computed), "); the bytes were corrupted in transit or on disk"));
-
+  auto const check_crc = [&](std::uint32_t computed) {
+    if (stored != computed)
+      throw format_error(msg("rlflow::DataProto::deserialize: checksum mismatch (stored ", detail::hex32(stored),
+                             ", computed ", detail::hex32(computed), "); the bytes were corrupted in transit or on disk"));
+  };
+  // The body is parsed defensively while the CRC runs alongside the tensor copies (one pass);
+  // if parsing fails, the checksum decides which error to report.
   detail::ByteReader r(bytes.subspan(detail::dp_header_bytes, static_cast<std::size_t>(body)), detail::dp_header_bytes);
+  r.set_crc_seed(detail::crc32c_update(~0u, bytes.data(), detail::dp_header_bytes));
+  DataProto d;
+  try {
+    d = parse_body(r);
+  } catch (format_error const&) {
+    check_crc(detail::crc32c(bytes.data(), bytes.size() - detail::dp_trailer_bytes));
+    throw;
+  }
+  check_crc(~r.crc_state());
+  return d;
+}
+
+inline DataProto DataProto::parse_body(detail::ByteReader& r) {
+  using detail::corrupt;
   DataProto d;
   std::unordered_set<std::string> keys;
   std::uint8_t const hb = r.u8("batch flag");
@@ -1336,12 +1359,13 @@ inline DataProto DataProto::deserialize(std::span<std::byte const> bytes) {
     }
     Shape const shape(std::span<std::int64_t const>(dims.data(), rank));
     std::size_t const nbytes = static_cast<std::size_t>(numel) * dtype_size(dt);
-    std::byte const* src = r.take(nbytes, "tensor data");
-    if (dt == DType::bool_)
-      for (std::size_t b = 0; b < nbytes; ++b)
-        if (static_cast<unsigned char>(src[b]) > 1) corrupt(msg("bool tensor '", k, "' holds byte ", int(src[b]), " (not 0 or 1)"), r);
     Tensor t = Tensor::empty(dt, shape);
-    if (nbytes) std::memcpy(t.raw_data(), src, nbytes);
+    r.copy_to(t.raw_data(), nbytes, "tensor data");
+    if (dt == DType::bool_) {
+      auto const* p = static_cast<unsigned char const*>(t.raw_data());
+      for (std::size_t b = 0; b < nbytes; ++b)
+        if (p[b] > 1) corrupt(msg("bool tensor '", k, "' holds byte ", int(p[b]), " (not 0 or 1)"), r);
+    }
     d.batch_.emplace_back(std::move(k), std::move(t));
   }
   std::uint32_t const nn = r.u32("non-tensor count");
@@ -1356,7 +1380,7 @@ inline DataProto DataProto::deserialize(std::span<std::byte const> bytes) {
                                                        : d.non_tensor_.front().second.size();
     if (rows != want) corrupt(msg("non-tensor '", k, "' has ", rows, " rows, expected ", want), r);
     NonTensorColumn c;
-    c.reserve(static_cast<std::size_t>(rows));
+    c.reserve(static_cast<std::size_t>(std::min<std::uint64_t>(rows, 1 << 16)));  // grows with data actually read
     for (std::uint64_t j = 0; j < rows; ++j) c.push_back(detail::read_value(r, 0));
     d.non_tensor_.emplace_back(std::move(k), std::move(c));
   }

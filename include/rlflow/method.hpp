@@ -94,6 +94,8 @@ template <class... Ms>
 struct methods : detail::type_list<Ms...> {
   static_assert((detail::is_method<Ms>::value && ...),
                 "rlflow::methods<...>: every entry must be rlflow::method<&R::fn, Dispatch, Execute, Blocking>");
+  // instantiating every entry runs its checks (dispatch mode, execute mode, parameters)
+  static_assert(((sizeof(Ms) > 0) && ... && true));
   using list = detail::type_list<Ms...>;
 };
 

@@ -176,6 +176,9 @@ class Trainer {
     check(cfg_);
     for (auto const& w : warnings(cfg_))
       if (opts_.console) std::fprintf(stderr, "rlflow: warning: %s\n", w.c_str());
+    if (train_.size() < cfg_.data.train_batch_size)
+      throw config_error(msg("rlflow::Trainer: the dataset holds ", train_.size(), " prompts, fewer than one batch of data.train_batch_size=",
+                             cfg_.data.train_batch_size, "; lower data.train_batch_size or provide more prompts"));
     check_prompts();
     total_steps_ = cfg_.trainer.total_training_steps
                        ? *cfg_.trainer.total_training_steps

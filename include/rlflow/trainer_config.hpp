@@ -939,7 +939,12 @@ inline std::string value_text(TrainerConfig const& cfg, key_info const& k) {
     }
     case key_kind::number_pair: {
       auto const& a = *static_cast<std::array<double, 2>*>(p);
-      return "[" + format_number(a[0]) + ", " + format_number(a[1]) + "]";
+      std::string out = "[";  // appended piecewise: g++ 12 -O3 warns (-Wrestrict) on "[" + std::string
+      out += format_number(a[0]);
+      out += ", ";
+      out += format_number(a[1]);
+      out += "]";
+      return out;
     }
   }
   return "";

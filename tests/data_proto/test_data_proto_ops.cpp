@@ -354,6 +354,8 @@ TEST_CASE("A-11 A-12 pop and select", "[data_proto]") {
   CHECK_THROWS_AS(f.select(std::nullopt, std::vector<std::string>{"nope"}), key_error);
   CHECK_THROWS_AS(f.select(std::nullopt, std::nullopt, std::vector<std::string>{"nope"}), key_error);
   CHECK(f.select(std::nullopt) == f);
+  CHECK(f.select({"obs"}).tensor_keys() == std::vector<std::string>{"obs"});  // braced keys
+  CHECK(f.select({"obs"}, std::vector<std::string>{"labels"}).non_tensor_keys() == std::vector<std::string>{"labels"});
 }
 
 TEST_CASE("rename", "[data_proto]") {

@@ -317,3 +317,15 @@ TEST_CASE("CharTokenizer round-trips and rejects unknown characters", "[model][t
   std::string s("\x01\xff hi", 5);
   REQUIRE(bytes.decode(bytes.encode(s)) == s);
 }
+
+TEST_CASE("tanh_approx is within 2e-7 of tanh", "[model][layers]") {
+  double worst = 0;
+  for (double x = -25; x <= 25; x += 3.7e-4) {
+    float const xf = float(x);
+    worst = std::max(worst, std::abs(double(rlflow::model::layers::tanh_approx(xf)) - std::tanh(double(xf))));
+  }
+  REQUIRE(worst < 2e-7);
+  REQUIRE(rlflow::model::layers::tanh_approx(1e30f) == 1.0f);
+  REQUIRE(rlflow::model::layers::tanh_approx(-INFINITY) == -1.0f);
+  REQUIRE(rlflow::model::layers::tanh_approx(0.0f) == 0.0f);
+}

@@ -95,12 +95,33 @@ inline std::uint32_t crc32c(void const* data, std::size_t n) { return ~crc32c_up
 // Writer / reader
 
 //! Appends little-endian fields into a buffer whose size was computed beforehand.
+//! Keeps a running CRC-32C of everything written; large copies are checksummed block by block
+//! right after each block lands (while it is still in cache), so serializing makes one pass over
+//! memory instead of two.
 class ByteWriter {
  public:
-  explicit ByteWriter(std::byte* p) : p_(p) {}
+  static constexpr std::size_t fused_block = std::size_t{64} << 10;
+  explicit ByteWriter(std::byte* p) : p_(p), crc_done_(p) {}
   void bytes(void const* src, std::size_t n) {
+    if (n >= fused_block) {
+      flush_crc();
+      auto const* s = static_cast<std::byte const*>(src);
+      for (std::size_t off = 0; off < n; off += fused_block) {
+        std::size_t const len = n - off < fused_block ? n - off : fused_block;
+        std::memcpy(p_, s + off, len);
+        crc_ = crc32c_update(crc_, p_, len);
+        p_ += len;
+      }
+      crc_done_ = p_;
+      return;
+    }
     if (n) std::memcpy(p_, src, n);
     p_ += n;
+  }
+  //! CRC-32C of every byte written so far.
+  std::uint32_t crc() {
+    flush_crc();
+    return ~crc_;
   }
   template <class T>
   void pod(T v) { bytes(&v, sizeof(T)); }
@@ -115,7 +136,13 @@ class ByteWriter {
   std::byte* pos() const { return p_; }
 
  private:
+  void flush_crc() {
+    crc_ = crc32c_update(crc_, crc_done_, static_cast<std::size_t>(p_ - crc_done_));
+    crc_done_ = p_;
+  }
   std::byte* p_;
+  std::byte* crc_done_;
+  std::uint32_t crc_ = ~0u;
 };
 
 //! Reads fields from a byte span; every read is bounds-checked and a short read throws
@@ -126,6 +153,26 @@ class ByteReader {
   std::size_t remaining() const { return s_.size() - pos_; }
   std::size_t offset() const { return base_ + pos_; }
   bool done() const { return pos_ == s_.size(); }
+
+  //! Copies n bytes to dst, folding them into the running CRC block by block (one pass).
+  void copy_to(void* dst, std::uint64_t n, const char* what) {
+    std::byte const* src = take(n, what);
+    flush_crc(src);
+    auto* d = static_cast<std::byte*>(dst);
+    std::size_t const len = static_cast<std::size_t>(n);
+    for (std::size_t off = 0; off < len; off += ByteWriter::fused_block) {
+      std::size_t const l = len - off < ByteWriter::fused_block ? len - off : ByteWriter::fused_block;
+      std::memcpy(d + off, src + off, l);
+      crc_ = crc32c_update(crc_, src + off, l);
+    }
+    crc_done_ = pos_;
+  }
+  //! Raw (uninverted) CRC-32C state over everything read so far, continuing from 'seed'.
+  std::uint32_t crc_state() {
+    flush_crc(s_.data() + pos_);
+    return crc_;
+  }
+  void set_crc_seed(std::uint32_t seed) { crc_ = seed; }
 
   std::byte const* take(std::uint64_t n, const char* what) {
     if (n > remaining())
@@ -158,9 +205,16 @@ class ByteReader {
   }
 
  private:
+  void flush_crc(std::byte const* upto) {
+    std::byte const* from = s_.data() + crc_done_;
+    crc_ = crc32c_update(crc_, from, static_cast<std::size_t>(upto - from));
+    crc_done_ = static_cast<std::size_t>(upto - s_.data());
+  }
   std::span<std::byte const> s_;
   std::size_t pos_ = 0;
   std::size_t base_ = 0;
+  std::size_t crc_done_ = 0;
+  std::uint32_t crc_ = ~0u;
 };
 
 }  // namespace rlflow::detail

@@ -1,0 +1,361 @@
+// Tests for rlflow/trainer.hpp: the step runs for every algorithm, bit-identical resume after a
+// killed run, determinism, start-up validation, bad rewards and throwing workers, colocation's
+// sleep/wake. Learning itself is tested in test_trainer_learning.cpp.
+#include <catch2/catch.hpp>
+
+#include <rlflow/trainer.hpp>
+
+#include <atomic>
+#include <cmath>
+#include <csignal>
+#include <fstream>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+
+#include "common/reverse_task.hpp"
+
+using namespace rlflow;
+namespace fs = std::filesystem;
+
+namespace {
+
+using Score = examples::ReverseScore;
+using GRPOTrainer = Trainer<GRPO, Colocate<3>, roles::RuleReward<Score>>;
+using PPOTrainer = Trainer<PPO, roles::ValueCritic, roles::RuleReward<Score>, Colocate<3>>;  // any order
+
+fs::path fresh_dir(std::string const& name) {
+  auto p = fs::temp_directory_path() / ("rlflow_trainer_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(p);
+  return p;
+}
+
+//! A small, fast configuration (8 prompts x 4 samples, 2 DP workers).
+TrainerConfig tiny_config(fs::path const& dir) {
+  TrainerConfig c = examples::reverse_base_config();
+  c.data.train_batch_size = 8;
+  c.actor_rollout_ref.actor.ppo_mini_batch_size = 4;  // two actor updates per step
+  c.actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu = 8;
+  c.actor_rollout_ref.actor.optim.lr = 3e-3;
+  c.actor_rollout_ref.rollout.n = 4;
+  c.actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu = 16;
+  c.actor_rollout_ref.model.n_embd = 32;
+  c.critic.ppo_micro_batch_size_per_gpu = 8;
+  c.critic.optim.lr = 1e-3;
+  c.trainer.total_training_steps = 3;
+  c.trainer.default_local_dir = dir.string().c_str();
+  return c;
+}
+
+tasks::StringTask const task{};
+PromptDataset dataset() { return task.make_dataset(256, 3); }
+
+//! Metrics without the wall-clock ones (they differ run to run).
+Metrics deterministic_part(Metrics m) {
+  for (auto it = m.begin(); it != m.end();) {
+    if (it->first.rfind("timing_s/", 0) == 0 || it->first.rfind("perf/", 0) == 0) it = m.erase(it);
+    else ++it;
+  }
+  return m;
+}
+
+std::vector<Metrics> read_jsonl(fs::path const& p) {
+  std::vector<Metrics> out;
+  std::ifstream in(p);
+  std::string line;
+  while (std::getline(in, line)) {
+    auto j = nlohmann::json::parse(line);
+    Metrics m;
+    for (auto const& [k, v] : j.items())
+      if (k != "step") m[k] = v.is_null() ? std::nan("") : v.get<double>();
+    out.push_back(deterministic_part(m));
+  }
+  return out;
+}
+
+void require_same_metrics(Metrics const& a, Metrics const& b) {
+  REQUIRE(a.size() == b.size());
+  for (auto const& [k, v] : a) {
+    INFO("metric " << k);
+    REQUIRE(b.count(k) == 1);
+    if (std::isnan(v)) REQUIRE(std::isnan(b.at(k)));
+    else REQUIRE(v == b.at(k));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("Trainer sorts its options and describes itself", "[trainer]") {
+  STATIC_REQUIRE(std::is_same_v<GRPOTrainer::algorithm, GRPO>);
+  STATIC_REQUIRE(std::is_same_v<PPOTrainer::placement, Colocate<3>>);
+  STATIC_REQUIRE(std::is_same_v<PPOTrainer::critic_role, roles::ValueCritic>);
+  STATIC_REQUIRE(std::is_same_v<GRPOTrainer::parallel, TP<1>>);
+  STATIC_REQUIRE(!GRPOTrainer::has_critic);
+  STATIC_REQUIRE(PPOTrainer::has_critic);
+  REQUIRE(describe<PPOTrainer>() == "Trainer<PPO, Colocate<3>, TP<1>> backend=cpu roles=actor_rollout_ref,critic,reward");
+}
+
+TEST_CASE("GRPO step emits verl's metrics and the rollout sleeps during training", "[trainer]") {
+  auto dir = fresh_dir("metrics");
+  auto cfg = tiny_config(dir);
+  cfg.trainer.total_training_steps = 2;
+  GRPOTrainer t(cfg, dataset(), task.charset(), {.console = false});
+  Metrics m = t.step();
+  for (auto key : {"timing_s/gen", "timing_s/reward", "timing_s/old_log_prob", "timing_s/adv", "timing_s/update_actor",
+                   "timing_s/update_weights", "timing_s/step", "actor/pg_loss", "actor/pg_clipfrac", "actor/ppo_kl",
+                   "actor/entropy", "actor/grad_norm", "actor/lr", "critic/score/mean", "critic/score/max",
+                   "critic/score/min", "critic/rewards/mean", "critic/advantages/mean", "critic/returns/mean",
+                   "response_length/mean", "response_length/max", "response_length/clip_ratio", "perf/throughput",
+                   "training/global_step"}) {
+    INFO(key);
+    REQUIRE(m.count(key) == 1);
+    REQUIRE(std::isfinite(m.at(key)));
+  }
+  REQUIRE(m.count("timing_s/ref") == 0);  // no KL: no reference pass
+  REQUIRE(m["actor/lr"] == Approx(3e-3));
+  REQUIRE(m["critic/score/mean"] >= 0.0);
+  REQUIRE(m["critic/score/mean"] <= 1.0);
+  REQUIRE(m["response_length/max"] <= 4.0);
+  REQUIRE(t.global_step() == 1);
+  // free_cache_engine: the rollout's cache was released after generation and is re-acquired lazily.
+  auto mem = t.actor_rollout_wg().call<&roles::ActorRolloutRef::rollout_memory_bytes>();
+  for (auto b : mem) REQUIRE(b == 0);
+  cfg.actor_rollout_ref.rollout.free_cache_engine = false;
+  cfg.trainer.default_local_dir = (dir / "b").string().c_str();
+  GRPOTrainer t2(cfg, dataset(), task.charset(), {.console = false});
+  t2.step();
+  for (auto b : t2.actor_rollout_wg().call<&roles::ActorRolloutRef::rollout_memory_bytes>()) REQUIRE(b > 0);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("every algorithm runs with its roles and KL options", "[trainer]") {
+  auto dir = fresh_dir("algos");
+  auto cfg = tiny_config(dir);
+  cfg.trainer.total_training_steps = 2;
+  SECTION("RLOO") {
+    Trainer<RLOO, roles::RuleReward<Score>> t(cfg, dataset(), task.charset(), {.console = false});
+    auto m = t.fit();
+    REQUIRE(std::isfinite(m.at("actor/pg_loss")));
+  }
+  SECTION("REINFORCE++ with KL in the reward (adaptive controller)") {
+    cfg.algorithm.use_kl_in_reward = true;
+    cfg.algorithm.kl_ctrl.type = "adaptive";
+    Trainer<ReinforcePlusPlus, roles::RuleReward<Score>> t(cfg, dataset(), task.charset(), {.console = false});
+    auto m = t.fit();
+    REQUIRE(m.count("timing_s/ref") == 1);
+    REQUIRE(m.count("actor/reward_kl_penalty") == 1);
+    REQUIRE(m.at("actor/reward_kl_penalty_coeff") > 0.0);
+  }
+  SECTION("ReMax") {
+    Trainer<ReMax, roles::RuleReward<Score>> t(cfg, dataset(), task.charset(), {.console = false});
+    auto m = t.fit();
+    REQUIRE(m.count("timing_s/gen_max") == 1);
+    REQUIRE(std::isfinite(m.at("critic/advantages/mean")));
+  }
+  SECTION("GRPO with the KL loss and an entropy bonus") {
+    cfg.actor_rollout_ref.actor.use_kl_loss = true;
+    cfg.actor_rollout_ref.actor.kl_loss_type = "low_var_kl";
+    cfg.actor_rollout_ref.actor.entropy_coeff = 0.01;
+    GRPOTrainer t(cfg, dataset(), task.charset(), {.console = false});
+    auto m = t.fit();
+    REQUIRE(m.count("actor/kl_loss") == 1);
+    REQUIRE(m.count("actor/entropy_loss") == 1);
+    REQUIRE(m.at("actor/kl_coef") == Approx(0.001));
+  }
+  SECTION("PPO with a critic, warm-up first") {
+    cfg.trainer.critic_warmup = 1;
+    PPOTrainer t(cfg, dataset(), task.charset(), {.console = false});
+    auto w0 = t.actor_weights();
+    auto m1 = t.step();
+    REQUIRE(m1.count("timing_s/update_actor") == 0);  // warm-up step: critic only
+    REQUIRE(m1.count("critic/vf_loss") == 1);
+    REQUIRE(t.actor_weights() == w0);
+    auto m2 = t.step();
+    REQUIRE(m2.count("timing_s/update_actor") == 1);
+    REQUIRE(m2.count("critic/vf_explained_var") == 1);
+    REQUIRE(t.actor_weights() != w0);
+  }
+  fs::remove_all(dir);
+}
+
+TEST_CASE("the same config and seed give the same metrics and weights", "[trainer]") {
+  auto dir = fresh_dir("determinism");
+  auto cfg = tiny_config(dir);
+  auto run = [&] {
+    GRPOTrainer t(cfg, dataset(), task.charset(), {.console = false});
+    std::vector<Metrics> ms;
+    for (int i = 0; i < 3; ++i) ms.push_back(deterministic_part(t.step()));
+    return std::pair(ms, t.actor_weights());
+  };
+  auto [m1, w1] = run();
+  auto [m2, w2] = run();
+  for (std::size_t i = 0; i < m1.size(); ++i) require_same_metrics(m1[i], m2[i]);
+  REQUIRE(w1 == w2);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("a killed run resumes bit-identically from its last checkpoint", "[trainer][checkpoint]") {
+  // Straight run: 6 steps. Killed run: a child process trains with save_freq 3 and is SIGKILLed
+  // once a checkpoint exists; the parent resumes from it and finishes. Weights (actor and critic)
+  // and every non-timing metric must be equal.
+  auto straight_dir = fresh_dir("straight");
+  auto killed_dir = fresh_dir("killed");
+  auto cfg = tiny_config(straight_dir);
+  cfg.trainer.total_training_steps = 6;
+  cfg.trainer.save_freq = 3;
+  std::vector<Metrics> straight;
+  std::vector<float> straight_actor, straight_critic;
+  {
+    PPOTrainer t(cfg, dataset(), task.charset(), {.console = false});
+    for (int i = 0; i < 6; ++i) straight.push_back(deterministic_part(t.step()));
+    straight_actor = t.actor_weights();
+    straight_critic = t.critic_weights();
+  }
+  auto kcfg = cfg;
+  kcfg.trainer.default_local_dir = killed_dir.string().c_str();
+  kcfg.trainer.total_training_steps = 1000;  // would run long; it is killed after a checkpoint
+  kcfg.trainer.resume_mode = "auto";
+  pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    try {
+      PPOTrainer t(kcfg, dataset(), task.charset(), {.console = false});
+      t.fit();
+    } catch (...) {
+    }
+    ::_exit(0);
+  }
+  std::optional<std::int64_t> saved;
+  for (int i = 0; i < 6000 && !saved; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    saved = latest_checkpoint_step(killed_dir);
+  }
+  ::kill(pid, SIGKILL);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  REQUIRE(saved.has_value());
+  std::int64_t const resumed_from = *latest_checkpoint_step(killed_dir);
+  REQUIRE(resumed_from % 3 == 0);
+  REQUIRE(resumed_from >= 3);
+  // Continue (auto resume) up to the same total as a straight run of resumed_from + 3 steps.
+  kcfg.trainer.total_training_steps = resumed_from + 3;
+  std::vector<Metrics> before = read_jsonl(killed_dir / "metrics.jsonl");
+  REQUIRE(static_cast<std::int64_t>(before.size()) >= resumed_from);
+  PPOTrainer t(kcfg, dataset(), task.charset(), {.console = false});
+  REQUIRE(t.global_step() == resumed_from);
+  if (resumed_from + 3 > 6) {
+    SUCCEED("the child ran past 6 steps before the kill; comparing its first 6 steps only");
+    for (std::size_t i = 0; i < 6; ++i) require_same_metrics(straight[i], before[i]);
+  } else {
+    std::vector<Metrics> after;
+    for (int i = 0; i < 3; ++i) after.push_back(deterministic_part(t.step()));
+    for (std::int64_t i = 0; i < resumed_from; ++i) require_same_metrics(straight[static_cast<std::size_t>(i)], before[static_cast<std::size_t>(i)]);
+    for (std::size_t i = 0; i < 3; ++i) require_same_metrics(straight[static_cast<std::size_t>(resumed_from) + i], after[i]);
+    REQUIRE(t.actor_weights() == straight_actor);
+    REQUIRE(t.critic_weights() == straight_critic);
+  }
+  fs::remove_all(straight_dir);
+  fs::remove_all(killed_dir);
+}
+
+TEST_CASE("a corrupt checkpoint is reported and never loaded", "[trainer][checkpoint]") {
+  auto dir = fresh_dir("corrupt");
+  auto cfg = tiny_config(dir);
+  cfg.trainer.total_training_steps = 2;
+  cfg.trainer.save_freq = 1;
+  {
+    GRPOTrainer t(cfg, dataset(), task.charset(), {.console = false});
+    t.fit();
+  }
+  REQUIRE(latest_checkpoint_step(dir) == 2);
+  auto f = dir / "global_step_2" / "actor.safetensors";
+  auto bytes = rlflow::detail::read_all(f);
+  bytes[bytes.size() / 2] = static_cast<char>(bytes[bytes.size() / 2] ^ 0x55);
+  rlflow::detail::write_all(f, bytes.data(), bytes.size());
+  cfg.trainer.resume_mode = "auto";
+  REQUIRE_THROWS_WITH((GRPOTrainer(cfg, dataset(), task.charset(), {.console = false})), Catch::Contains("actor.safetensors"));
+  fs::remove_all(dir);
+}
+
+namespace {
+std::atomic<int> score_calls{0};
+//! Returns NaN after 100 calls (during the third step of tiny_config).
+struct NaNAfter100 {
+  static double score(std::string_view r, std::string_view t) {
+    return ++score_calls > 100 ? std::nan("") : examples::ReverseScore::score(r, t);
+  }
+};
+//! Throws after 100 calls.
+struct ThrowAfter100 {
+  static double score(std::string_view r, std::string_view t) {
+    if (++score_calls > 100) throw std::runtime_error("reward service unavailable");
+    return examples::ReverseScore::score(r, t);
+  }
+};
+}  // namespace
+
+TEST_CASE("a NaN reward fails the step naming the sample and the last checkpoint stays intact", "[trainer]") {
+  auto dir = fresh_dir("nan");
+  auto cfg = tiny_config(dir);
+  cfg.trainer.save_freq = 1;
+  score_calls = 0;
+  Trainer<GRPO, roles::RuleReward<NaNAfter100>> t(cfg, dataset(), task.charset(), {.console = false});
+  t.step();  // 32 rows per step: calls 1..32
+  t.step();
+  REQUIRE(score_calls == 64);
+  t.step();  // calls 65..96; the 4th step reaches call 101
+  REQUIRE_THROWS_WITH(t.step(), Catch::Contains("reward") && Catch::Contains("compute_rm_score") &&
+                                    Catch::Contains("uid") && Catch::Contains("finite"));
+  REQUIRE(latest_checkpoint_step(dir).has_value());
+  REQUIRE_NOTHROW(verify_checkpoint(dir / ("global_step_" + std::to_string(*latest_checkpoint_step(dir)))));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("a throwing worker fails the step with role, method and rank", "[trainer]") {
+  auto dir = fresh_dir("throw");
+  auto cfg = tiny_config(dir);
+  score_calls = 0;
+  Trainer<GRPO, roles::RuleReward<ThrowAfter100>> t(cfg, dataset(), task.charset(), {.console = false});
+  t.step();
+  t.step();
+  t.step();
+  try {
+    t.step();
+    FAIL("no throw");
+  } catch (worker_error const& e) {
+    std::string w = e.what();
+    REQUIRE(w.find("reward::compute_rm_score") != std::string::npos);
+    REQUIRE(w.find("rank") != std::string::npos);
+    REQUIRE(w.find("reward service unavailable") != std::string::npos);
+  }
+  fs::remove_all(dir);
+}
+
+TEST_CASE("start-up validation rejects bad configurations before any work", "[trainer][config]") {
+  auto dir = fresh_dir("validation");
+  auto cfg = tiny_config(dir);
+  SECTION("conflicting estimator") {
+    cfg.algorithm.adv_estimator = "rloo";
+    REQUIRE_THROWS_WITH((GRPOTrainer(cfg, dataset(), task.charset(), {.console = false})),
+                        Catch::Contains("algorithm.adv_estimator=rloo"));
+  }
+  SECTION("batch sizes that do not divide") {
+    cfg.data.train_batch_size = 6;
+    REQUIRE_THROWS_AS((GRPOTrainer(cfg, dataset(), task.charset(), {.console = false})), config_error);
+  }
+  SECTION("prompts over max_prompt_length: error, or truncated and counted") {
+    cfg.data.max_prompt_length = 4;  // 'abc=' + BOS is 5 tokens
+    REQUIRE_THROWS_WITH((GRPOTrainer(cfg, dataset(), task.charset(), {.console = false})),
+                        Catch::Contains("data.max_prompt_length=4") && Catch::Contains("data.truncation"));
+    cfg.data.truncation = "left";
+    GRPOTrainer t(cfg, dataset(), task.charset(), {.console = false});
+    auto m = t.step();
+    REQUIRE(m.at("data/truncated_prompts") > 0);
+    REQUIRE(m.at("prompt_length/max") == 4.0);
+  }
+  SECTION("a dataset smaller than one batch") {
+    REQUIRE_THROWS_AS((GRPOTrainer(cfg, task.make_dataset(4, 1), task.charset(), {.console = false})), config_error);
+  }
+  REQUIRE_FALSE(fs::exists(dir / "metrics.jsonl"));
+  fs::remove_all(dir);
+}
