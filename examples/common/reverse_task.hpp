@@ -24,6 +24,7 @@ inline TrainerConfig reverse_base_config() {
   c.actor_rollout_ref.model.n_embd = 64;
   c.actor_rollout_ref.actor.optim.weight_decay = 0.0;
   c.actor_rollout_ref.actor.ppo_epochs = 1;
+  c.actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu = 128;  // used when KL is on
   c.trainer.nnodes = 1;
   c.trainer.n_gpus_per_node = 2;  // two DP workers (threads) on the CPU
   c.trainer.save_freq = -1;

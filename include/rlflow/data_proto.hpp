@@ -1350,13 +1350,20 @@ inline DataProto DataProto::parse_body(detail::ByteReader& r) {
       zero = zero || dims[static_cast<std::size_t>(j)] == 0;
     }
     if (dims[0] != bs) corrupt(msg("tensor '", k, "' has ", dims[0], " rows but the batch size is ", bs), r);
+    // The product of the non-zero dims must fit in int64 (Shape::numel multiplies left to right,
+    // so even a zero-element shape like (3, 2^62, 0) would overflow), and a non-empty tensor's
+    // bytes must fit in what remains.
     std::uint64_t const cap = r.remaining() / dtype_size(dt);
-    std::uint64_t numel = zero ? 0 : 1;
-    for (int j = 0; j < rank && !zero; ++j) {
+    std::uint64_t nonzero = 1;
+    for (int j = 0; j < rank; ++j) {
       auto const dj = static_cast<std::uint64_t>(dims[static_cast<std::size_t>(j)]);
-      if (dj > cap / numel) corrupt(msg("tensor '", k, "' shape needs more than the ", r.remaining(), " bytes left"), r);
-      numel *= dj;
+      if (dj == 0) continue;
+      if (dj > static_cast<std::uint64_t>(INT64_MAX) / nonzero)
+        corrupt(msg("tensor '", k, "' has a shape whose element count overflows int64"), r);
+      nonzero *= dj;
     }
+    std::uint64_t const numel = zero ? 0 : nonzero;
+    if (numel > cap) corrupt(msg("tensor '", k, "' shape needs more than the ", r.remaining(), " bytes left"), r);
     Shape const shape(std::span<std::int64_t const>(dims.data(), rank));
     std::size_t const nbytes = static_cast<std::size_t>(numel) * dtype_size(dt);
     Tensor t = Tensor::empty(dt, shape);

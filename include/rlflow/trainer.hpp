@@ -239,13 +239,8 @@ class Trainer {
 
   //! Runs the remaining steps (verl: fit). Returns the last step's metrics.
   Metrics fit() {
-    if (!logger_)
-      logger_.emplace(metrics_path(), total_steps_, opts_.console, /*append=*/global_step_ > 0);
     Metrics last;
-    while (global_step_ < total_steps_) {
-      last = step();
-      logger_->log(global_step_, last);
-    }
+    while (global_step_ < total_steps_) last = step();
     return last;
   }
 
@@ -337,9 +332,6 @@ class Trainer {
     timed("update_weights", [&] { actor_rollout_wg().template call<&actor_role::update_weights>(); });
 
     global_step_ = step_no;
-    bool const last = global_step_ == total_steps_;
-    if (cfg_.trainer.save_freq > 0 && (last || global_step_ % cfg_.trainer.save_freq == 0))
-      timed("save_checkpoint", [&] { save_checkpoint(); });
 
     // 16: data metrics (verl: compute_data_metrics, compute_timing_metrics, compute_throughout_metrics).
     data_metrics(batch, m);
@@ -351,6 +343,13 @@ class Trainer {
     m["training/global_step"] = static_cast<double>(global_step_);
     m["training/epoch"] = static_cast<double>(epoch);
     m["data/truncated_prompts"] = static_cast<double>(truncated_prompts_);
+
+    // The step's line is written before its checkpoint, so a checkpoint never exists without the
+    // metrics of the steps it contains. The save time is in the returned metrics only.
+    logger().log(global_step_, m);
+    bool const last = global_step_ == total_steps_;
+    if (cfg_.trainer.save_freq > 0 && (last || global_step_ % cfg_.trainer.save_freq == 0))
+      timed("save_checkpoint", [&] { save_checkpoint(); });
     return m;
   }
 
@@ -394,6 +393,7 @@ class Trainer {
                              " but the Trainer was ", has_critic ? "given" : "not given",
                              " a critic role; make them agree"));
     cfg.max_colocate_count = placement::max_colocate_count;
+    cfg.trainer.device = std::is_same_v<typename backend::system, cpu::tag> ? "cpu" : "cuda";
     cfg.actor_rollout_ref.rollout.tensor_model_parallel_size = parallel::size;
     return cfg;
   }
@@ -572,6 +572,29 @@ class Trainer {
     detail::put_stat(m, "response_length", lens);
     m["response_length/clip_ratio"] = clipped / static_cast<double>(std::max<std::int64_t>(rows, 1));
     detail::put_stat(m, "prompt_length", plens);
+  }
+
+  //! The metrics writer, opened on first use: appends after a resume (dropping lines of steps
+  //! after the checkpoint, which are about to be redone), truncates otherwise.
+  MetricsLogger& logger() {
+    if (!logger_) {
+      auto const path = metrics_path();
+      if (global_step_ > 0 && std::filesystem::exists(path)) {
+        std::ifstream in(path);
+        std::string line, kept;
+        while (std::getline(in, line)) {
+          try {
+            if (nlohmann::json::parse(line).at("step").get<std::int64_t>() <= global_step_) kept += line + "\n";
+          } catch (std::exception const&) {
+            // a torn last line from a killed run: dropped
+          }
+        }
+        in.close();
+        rlflow::detail::write_file_atomic(path, kept);
+      }
+      logger_.emplace(path, total_steps_, opts_.console, /*append=*/global_step_ > 0);
+    }
+    return *logger_;
   }
 
   std::filesystem::path checkpoint_root() const { return std::filesystem::path(std::string(cfg_.trainer.default_local_dir.view())); }

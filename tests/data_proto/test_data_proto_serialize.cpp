@@ -177,7 +177,7 @@ TEST_CASE("garbage behind a valid checksum: the parser itself is defensive", "[d
   // format_error or a DataProto that re-serializes to the same bytes; ASan/UBSan watch for reads.
   std::mt19937_64 rng(1234);
   int rejected = 0, total = 0;
-  for (int trial = 0; trial < 3000; ++trial) {
+  for (int trial = 0; trial < 20000; ++trial) {
     auto d = dp_test::random_dp(rng, {.batch = trial % 3 != 0, .rows = static_cast<std::int64_t>(rng() % 6)});
     auto b = d.serialize();
     int const mode = trial % 4;
@@ -217,6 +217,27 @@ TEST_CASE("garbage behind a valid checksum: the parser itself is defensive", "[d
   c[dtype_at + 1 + 1 + 8] = std::byte{2};
   fix_crc(c);
   CHECK_THROWS_WITH(DataProto::deserialize(c), Catch::Contains("bool tensor 'b' holds byte 2"));
+  // zero-element shapes with huge dims, and products that overflow int64
+  auto zt = DataProto::from_dict({{"z", Tensor::zeros(DType::float32, Shape{1, 0, 3})}}).serialize();
+  std::size_t const dims_at = 24 + 1 + 8 + 4 + 4 + 1 + 1 + 1;  // first dim of 'z'
+  c = zt;
+  std::int64_t const huge = std::int64_t{1} << 62;
+  std::memcpy(c.data() + dims_at + 16, &huge, 8);  // (1, 0, 2^62): zero elements, fine
+  fix_crc(c);
+  CHECK(DataProto::deserialize(c).tensor("z").shape() == Shape{1, 0, huge});
+  std::int64_t const four = 4, big = std::int64_t{1} << 40;
+  std::memcpy(c.data() + dims_at + 8, &four, 8);  // (1, 4, 2^40): fits int64 but needs 2^44 bytes
+  std::memcpy(c.data() + dims_at + 16, &big, 8);
+  fix_crc(c);
+  CHECK_THROWS_WITH(DataProto::deserialize(c), Catch::Contains("bytes left"));
+  std::memcpy(c.data() + dims_at + 16, &huge, 8);
+  std::memcpy(c.data() + dims_at + 8, &huge, 8);  // (1, 2^62, 2^62): the product overflows int64
+  fix_crc(c);
+  CHECK_THROWS_WITH(DataProto::deserialize(c), Catch::Contains("overflows int64"));
+  std::int64_t const zero = 0;
+  std::memcpy(c.data() + dims_at + 16, &zero, 8);  // (1, 2^62, 0): zero elements, fine
+  fix_crc(c);
+  CHECK(DataProto::deserialize(c).tensor("z").numel() == 0);
   c = bb;
   c[dtype_at] = std::byte{7};
   fix_crc(c);

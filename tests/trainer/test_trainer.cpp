@@ -19,6 +19,11 @@ using namespace rlflow;
 namespace fs = std::filesystem;
 
 namespace {
+TrainerOptions quiet() {
+  TrainerOptions o;
+  o.console = false;
+  return o;
+}
 
 using Score = examples::ReverseScore;
 using GRPOTrainer = Trainer<GRPO, Colocate<3>, roles::RuleReward<Score>>;
@@ -99,7 +104,7 @@ TEST_CASE("GRPO step emits verl's metrics and the rollout sleeps during training
   auto dir = fresh_dir("metrics");
   auto cfg = tiny_config(dir);
   cfg.trainer.total_training_steps = 2;
-  GRPOTrainer t(cfg, dataset(), task.charset(), {.console = false});
+  GRPOTrainer t(cfg, dataset(), task.charset(), quiet());
   Metrics m = t.step();
   for (auto key : {"timing_s/gen", "timing_s/reward", "timing_s/old_log_prob", "timing_s/adv", "timing_s/update_actor",
                    "timing_s/update_weights", "timing_s/step", "actor/pg_loss", "actor/pg_clipfrac", "actor/ppo_kl",
@@ -122,7 +127,7 @@ TEST_CASE("GRPO step emits verl's metrics and the rollout sleeps during training
   for (auto b : mem) REQUIRE(b == 0);
   cfg.actor_rollout_ref.rollout.free_cache_engine = false;
   cfg.trainer.default_local_dir = (dir / "b").string().c_str();
-  GRPOTrainer t2(cfg, dataset(), task.charset(), {.console = false});
+  GRPOTrainer t2(cfg, dataset(), task.charset(), quiet());
   t2.step();
   for (auto b : t2.actor_rollout_wg().call<&roles::ActorRolloutRef::rollout_memory_bytes>()) REQUIRE(b > 0);
   fs::remove_all(dir);
@@ -133,21 +138,21 @@ TEST_CASE("every algorithm runs with its roles and KL options", "[trainer]") {
   auto cfg = tiny_config(dir);
   cfg.trainer.total_training_steps = 2;
   SECTION("RLOO") {
-    Trainer<RLOO, roles::RuleReward<Score>> t(cfg, dataset(), task.charset(), {.console = false});
+    Trainer<RLOO, roles::RuleReward<Score>> t(cfg, dataset(), task.charset(), quiet());
     auto m = t.fit();
     REQUIRE(std::isfinite(m.at("actor/pg_loss")));
   }
   SECTION("REINFORCE++ with KL in the reward (adaptive controller)") {
     cfg.algorithm.use_kl_in_reward = true;
     cfg.algorithm.kl_ctrl.type = "adaptive";
-    Trainer<ReinforcePlusPlus, roles::RuleReward<Score>> t(cfg, dataset(), task.charset(), {.console = false});
+    Trainer<ReinforcePlusPlus, roles::RuleReward<Score>> t(cfg, dataset(), task.charset(), quiet());
     auto m = t.fit();
     REQUIRE(m.count("timing_s/ref") == 1);
     REQUIRE(m.count("actor/reward_kl_penalty") == 1);
     REQUIRE(m.at("actor/reward_kl_penalty_coeff") > 0.0);
   }
   SECTION("ReMax") {
-    Trainer<ReMax, roles::RuleReward<Score>> t(cfg, dataset(), task.charset(), {.console = false});
+    Trainer<ReMax, roles::RuleReward<Score>> t(cfg, dataset(), task.charset(), quiet());
     auto m = t.fit();
     REQUIRE(m.count("timing_s/gen_max") == 1);
     REQUIRE(std::isfinite(m.at("critic/advantages/mean")));
@@ -156,7 +161,7 @@ TEST_CASE("every algorithm runs with its roles and KL options", "[trainer]") {
     cfg.actor_rollout_ref.actor.use_kl_loss = true;
     cfg.actor_rollout_ref.actor.kl_loss_type = "low_var_kl";
     cfg.actor_rollout_ref.actor.entropy_coeff = 0.01;
-    GRPOTrainer t(cfg, dataset(), task.charset(), {.console = false});
+    GRPOTrainer t(cfg, dataset(), task.charset(), quiet());
     auto m = t.fit();
     REQUIRE(m.count("actor/kl_loss") == 1);
     REQUIRE(m.count("actor/entropy_loss") == 1);
@@ -164,7 +169,7 @@ TEST_CASE("every algorithm runs with its roles and KL options", "[trainer]") {
   }
   SECTION("PPO with a critic, warm-up first") {
     cfg.trainer.critic_warmup = 1;
-    PPOTrainer t(cfg, dataset(), task.charset(), {.console = false});
+    PPOTrainer t(cfg, dataset(), task.charset(), quiet());
     auto w0 = t.actor_weights();
     auto m1 = t.step();
     REQUIRE(m1.count("timing_s/update_actor") == 0);  // warm-up step: critic only
@@ -182,7 +187,7 @@ TEST_CASE("the same config and seed give the same metrics and weights", "[traine
   auto dir = fresh_dir("determinism");
   auto cfg = tiny_config(dir);
   auto run = [&] {
-    GRPOTrainer t(cfg, dataset(), task.charset(), {.console = false});
+    GRPOTrainer t(cfg, dataset(), task.charset(), quiet());
     std::vector<Metrics> ms;
     for (int i = 0; i < 3; ++i) ms.push_back(deterministic_part(t.step()));
     return std::pair(ms, t.actor_weights());
@@ -195,65 +200,58 @@ TEST_CASE("the same config and seed give the same metrics and weights", "[traine
 }
 
 TEST_CASE("a killed run resumes bit-identically from its last checkpoint", "[trainer][checkpoint]") {
-  // Straight run: 6 steps. Killed run: a child process trains with save_freq 3 and is SIGKILLed
-  // once a checkpoint exists; the parent resumes from it and finishes. Weights (actor and critic)
-  // and every non-timing metric must be equal.
+  // A child process trains PPO (actor + critic) with save_freq 3 and is SIGKILLed at a random
+  // moment once a checkpoint exists (possibly in the middle of writing the next one). The parent
+  // resumes from the last complete checkpoint S and runs 3 more steps. A straight run of S + 3
+  // steps must give the same weights and every non-timing metric.
   auto straight_dir = fresh_dir("straight");
   auto killed_dir = fresh_dir("killed");
-  auto cfg = tiny_config(straight_dir);
-  cfg.trainer.total_training_steps = 6;
+  auto cfg = tiny_config(killed_dir);
   cfg.trainer.save_freq = 3;
-  std::vector<Metrics> straight;
-  std::vector<float> straight_actor, straight_critic;
-  {
-    PPOTrainer t(cfg, dataset(), task.charset(), {.console = false});
-    for (int i = 0; i < 6; ++i) straight.push_back(deterministic_part(t.step()));
-    straight_actor = t.actor_weights();
-    straight_critic = t.critic_weights();
-  }
-  auto kcfg = cfg;
-  kcfg.trainer.default_local_dir = killed_dir.string().c_str();
-  kcfg.trainer.total_training_steps = 1000;  // would run long; it is killed after a checkpoint
-  kcfg.trainer.resume_mode = "auto";
+  cfg.trainer.resume_mode = "auto";
+  cfg.trainer.total_training_steps = 100000;  // would run for long; it is killed first
   pid_t pid = ::fork();
   REQUIRE(pid >= 0);
   if (pid == 0) {
     try {
-      PPOTrainer t(kcfg, dataset(), task.charset(), {.console = false});
+      PPOTrainer t(cfg, dataset(), task.charset(), quiet());
       t.fit();
     } catch (...) {
     }
     ::_exit(0);
   }
-  std::optional<std::int64_t> saved;
-  for (int i = 0; i < 6000 && !saved; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    saved = latest_checkpoint_step(killed_dir);
+  bool saved = false;
+  for (int i = 0; i < 30000 && !saved; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    saved = latest_checkpoint_step(killed_dir).has_value();
   }
   ::kill(pid, SIGKILL);
   int status = 0;
   ::waitpid(pid, &status, 0);
-  REQUIRE(saved.has_value());
-  std::int64_t const resumed_from = *latest_checkpoint_step(killed_dir);
-  REQUIRE(resumed_from % 3 == 0);
-  REQUIRE(resumed_from >= 3);
-  // Continue (auto resume) up to the same total as a straight run of resumed_from + 3 steps.
-  kcfg.trainer.total_training_steps = resumed_from + 3;
+  REQUIRE(saved);
+  REQUIRE(WIFSIGNALED(status));  // killed, not finished
+  std::int64_t const S = *latest_checkpoint_step(killed_dir);
+  REQUIRE(S % 3 == 0);
   std::vector<Metrics> before = read_jsonl(killed_dir / "metrics.jsonl");
-  REQUIRE(static_cast<std::int64_t>(before.size()) >= resumed_from);
-  PPOTrainer t(kcfg, dataset(), task.charset(), {.console = false});
-  REQUIRE(t.global_step() == resumed_from);
-  if (resumed_from + 3 > 6) {
-    SUCCEED("the child ran past 6 steps before the kill; comparing its first 6 steps only");
-    for (std::size_t i = 0; i < 6; ++i) require_same_metrics(straight[i], before[i]);
-  } else {
-    std::vector<Metrics> after;
-    for (int i = 0; i < 3; ++i) after.push_back(deterministic_part(t.step()));
-    for (std::int64_t i = 0; i < resumed_from; ++i) require_same_metrics(straight[static_cast<std::size_t>(i)], before[static_cast<std::size_t>(i)]);
-    for (std::size_t i = 0; i < 3; ++i) require_same_metrics(straight[static_cast<std::size_t>(resumed_from) + i], after[i]);
-    REQUIRE(t.actor_weights() == straight_actor);
-    REQUIRE(t.critic_weights() == straight_critic);
-  }
+  REQUIRE(static_cast<std::int64_t>(before.size()) >= S);
+
+  cfg.trainer.total_training_steps = S + 3;
+  PPOTrainer resumed(cfg, dataset(), task.charset(), quiet());
+  REQUIRE(resumed.global_step() == S);
+  REQUIRE(resumed.data_position().index > 0);
+  std::vector<Metrics> after;
+  for (int i = 0; i < 3; ++i) after.push_back(deterministic_part(resumed.step()));
+
+  auto scfg = cfg;
+  scfg.trainer.default_local_dir = straight_dir.string().c_str();
+  scfg.trainer.resume_mode = "disable";
+  PPOTrainer straight(scfg, dataset(), task.charset(), quiet());
+  std::vector<Metrics> ref;
+  for (std::int64_t i = 0; i < S + 3; ++i) ref.push_back(deterministic_part(straight.step()));
+  for (std::int64_t i = 0; i < S; ++i) require_same_metrics(ref[static_cast<std::size_t>(i)], before[static_cast<std::size_t>(i)]);
+  for (std::size_t i = 0; i < 3; ++i) require_same_metrics(ref[static_cast<std::size_t>(S) + i], after[i]);
+  REQUIRE(resumed.actor_weights() == straight.actor_weights());
+  REQUIRE(resumed.critic_weights() == straight.critic_weights());
   fs::remove_all(straight_dir);
   fs::remove_all(killed_dir);
 }
@@ -264,7 +262,7 @@ TEST_CASE("a corrupt checkpoint is reported and never loaded", "[trainer][checkp
   cfg.trainer.total_training_steps = 2;
   cfg.trainer.save_freq = 1;
   {
-    GRPOTrainer t(cfg, dataset(), task.charset(), {.console = false});
+    GRPOTrainer t(cfg, dataset(), task.charset(), quiet());
     t.fit();
   }
   REQUIRE(latest_checkpoint_step(dir) == 2);
@@ -273,7 +271,7 @@ TEST_CASE("a corrupt checkpoint is reported and never loaded", "[trainer][checkp
   bytes[bytes.size() / 2] = static_cast<char>(bytes[bytes.size() / 2] ^ 0x55);
   rlflow::detail::write_all(f, bytes.data(), bytes.size());
   cfg.trainer.resume_mode = "auto";
-  REQUIRE_THROWS_WITH((GRPOTrainer(cfg, dataset(), task.charset(), {.console = false})), Catch::Contains("actor.safetensors"));
+  REQUIRE_THROWS_WITH((GRPOTrainer(cfg, dataset(), task.charset(), quiet())), Catch::Contains("actor.safetensors"));
   fs::remove_all(dir);
 }
 
@@ -299,7 +297,7 @@ TEST_CASE("a NaN reward fails the step naming the sample and the last checkpoint
   auto cfg = tiny_config(dir);
   cfg.trainer.save_freq = 1;
   score_calls = 0;
-  Trainer<GRPO, roles::RuleReward<NaNAfter100>> t(cfg, dataset(), task.charset(), {.console = false});
+  Trainer<GRPO, roles::RuleReward<NaNAfter100>> t(cfg, dataset(), task.charset(), quiet());
   t.step();  // 32 rows per step: calls 1..32
   t.step();
   REQUIRE(score_calls == 64);
@@ -315,7 +313,7 @@ TEST_CASE("a throwing worker fails the step with role, method and rank", "[train
   auto dir = fresh_dir("throw");
   auto cfg = tiny_config(dir);
   score_calls = 0;
-  Trainer<GRPO, roles::RuleReward<ThrowAfter100>> t(cfg, dataset(), task.charset(), {.console = false});
+  Trainer<GRPO, roles::RuleReward<ThrowAfter100>> t(cfg, dataset(), task.charset(), quiet());
   t.step();
   t.step();
   t.step();
@@ -336,25 +334,27 @@ TEST_CASE("start-up validation rejects bad configurations before any work", "[tr
   auto cfg = tiny_config(dir);
   SECTION("conflicting estimator") {
     cfg.algorithm.adv_estimator = "rloo";
-    REQUIRE_THROWS_WITH((GRPOTrainer(cfg, dataset(), task.charset(), {.console = false})),
+    REQUIRE_THROWS_WITH((GRPOTrainer(cfg, dataset(), task.charset(), quiet())),
                         Catch::Contains("algorithm.adv_estimator=rloo"));
   }
   SECTION("batch sizes that do not divide") {
     cfg.data.train_batch_size = 6;
-    REQUIRE_THROWS_AS((GRPOTrainer(cfg, dataset(), task.charset(), {.console = false})), config_error);
+    REQUIRE_THROWS_AS((GRPOTrainer(cfg, dataset(), task.charset(), quiet())), config_error);
   }
   SECTION("prompts over max_prompt_length: error, or truncated and counted") {
     cfg.data.max_prompt_length = 4;  // 'abc=' + BOS is 5 tokens
-    REQUIRE_THROWS_WITH((GRPOTrainer(cfg, dataset(), task.charset(), {.console = false})),
+    REQUIRE_THROWS_WITH((GRPOTrainer(cfg, dataset(), task.charset(), quiet())),
                         Catch::Contains("data.max_prompt_length=4") && Catch::Contains("data.truncation"));
+    REQUIRE_FALSE(fs::exists(dir / "metrics.jsonl"));
     cfg.data.truncation = "left";
-    GRPOTrainer t(cfg, dataset(), task.charset(), {.console = false});
+    cfg.trainer.default_local_dir = (dir / "truncated").string().c_str();
+    GRPOTrainer t(cfg, dataset(), task.charset(), quiet());
     auto m = t.step();
     REQUIRE(m.at("data/truncated_prompts") > 0);
     REQUIRE(m.at("prompt_length/max") == 4.0);
   }
   SECTION("a dataset smaller than one batch") {
-    REQUIRE_THROWS_AS((GRPOTrainer(cfg, task.make_dataset(4, 1), task.charset(), {.console = false})), config_error);
+    REQUIRE_THROWS_AS((GRPOTrainer(cfg, task.make_dataset(4, 1), task.charset(), quiet())), config_error);
   }
   REQUIRE_FALSE(fs::exists(dir / "metrics.jsonl"));
   fs::remove_all(dir);

@@ -9,13 +9,18 @@
 using namespace rlflow;
 
 namespace {
+TrainerOptions quiet() {
+  TrainerOptions o;
+  o.console = false;
+  return o;
+}
 template <class T>
 std::pair<double, double> first_and_last_mean(TrainerConfig cfg, int steps, int window) {
   cfg.trainer.total_training_steps = steps;
   cfg.trainer.default_local_dir =
       (std::filesystem::temp_directory_path() / ("rlflow_learning_" + std::to_string(::getpid()))).string().c_str();
   tasks::StringTask task;
-  T t(cfg, task.make_dataset(4096, static_cast<std::uint64_t>(cfg.seed)), task.charset(), {.console = false});
+  T t(cfg, task.make_dataset(4096, static_cast<std::uint64_t>(cfg.seed)), task.charset(), quiet());
   std::vector<double> s;
   for (int i = 0; i < steps; ++i) s.push_back(t.step().at("critic/score/mean"));
   double first = 0, last = 0;

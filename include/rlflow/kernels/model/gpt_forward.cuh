@@ -11,6 +11,7 @@
 #include <cublas_v2.h>          // cublasSgemm
 #include <cuda_runtime.h>
 #include <cub/block/block_reduce.cuh>  // cub::BlockReduce
+#include <cuda/functional>         // ::cuda::maximum
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -95,7 +96,7 @@ RLFLOW_KERNEL void attention_kernel(float* y, float const* qkv, std::uint8_t con
     sc[j] = s;
     m = fmaxf(m, s);
   }
-  float const mt = reduce_t(tmp).Reduce(m, cub::Max());
+  float const mt = reduce_t(tmp).Reduce(m, ::cuda::maximum<>{});
   if (threadIdx.x == 0) s_max = mt;
   __syncthreads();
   float e = 0.0f;
@@ -122,7 +123,7 @@ RLFLOW_KERNEL void logprob_kernel(float* logp, float* ent, float const* logits, 
   float const* z = logits + std::size_t(blockIdx.x) * V;
   float m = -INFINITY;
   for (int v = threadIdx.x; v < V; v += block) m = fmaxf(m, z[v] * inv_t);
-  float const mt = reduce_t(tmp).Reduce(m, cub::Max());
+  float const mt = reduce_t(tmp).Reduce(m, ::cuda::maximum<>{});
   if (threadIdx.x == 0) s_max = mt;
   __syncthreads();
   float s = 0.0f, sz = 0.0f;
