@@ -23,6 +23,9 @@ CTEST_EXCLUDE := cuda|long
 endif
 DEMO ?= 00_grpo_reverse
 DEMO_ARGS ?=
+# The built-in model is small: one BLAS thread per worker thread is fastest (and the trainer
+# already runs one worker thread per device).
+RUN_ENV := OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 
 .PHONY: all deps configure build test test-sanitize test-long demo bench plan clean
 
@@ -45,21 +48,21 @@ build: configure
 	cmake --build $(BUILD) -j$(JOBS)
 
 test: build
-	cd $(BUILD) && ctest --output-on-failure -j$(JOBS) -LE "$(CTEST_EXCLUDE)"
+	cd $(BUILD) && $(RUN_ENV) ctest --output-on-failure -j$(JOBS) -LE "$(CTEST_EXCLUDE)"
 
 test-long: build
-	cd $(BUILD) && ctest --output-on-failure -L long
+	cd $(BUILD) && $(RUN_ENV) ctest --output-on-failure -L long
 
 test-sanitize: deps
 	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" \
 	  -DRLFLOW_SANITIZE=ON -DRLFLOW_ENABLE_CUDA=OFF -DRLFLOW_BUILD_BENCHMARKS=OFF -DRLFLOW_BUILD_EXAMPLES=OFF $(CMAKE_FLAGS)
 	cmake --build $(ASAN_BUILD) -j$(JOBS)
-	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	cd $(ASAN_BUILD) && $(RUN_ENV) ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  ctest --output-on-failure -j$(JOBS) -LE "cuda|long|compile_fail|install|nosan"
 
 demo: configure
 	cmake --build $(BUILD) -j$(JOBS) --target $(DEMO)
-	./$(BUILD)/examples/$(DEMO) $(DEMO_ARGS)
+	$(RUN_ENV) ./$(BUILD)/examples/$(DEMO) $(DEMO_ARGS)
 
 bench: build
 	@for b in $$(find $(BUILD)/benchmarks -type f -executable -name 'bench_*' | sort); do \

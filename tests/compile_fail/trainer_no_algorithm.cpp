@@ -1,0 +1,8 @@
+// build error: exactly one algorithm is required
+#include <rlflow/trainer.hpp>
+struct Score {
+  static double score(std::string_view, std::string_view) { return 0.0; }
+};
+using T = rlflow::Trainer<rlflow::Colocate<3>, rlflow::roles::RuleReward<Score>>;
+static_assert(sizeof(T) > 0);
+int main() {}

@@ -1,0 +1,8 @@
+// build error: N must be a power of two between 1 and 8
+#include <rlflow/trainer.hpp>
+struct Score {
+  static double score(std::string_view, std::string_view) { return 0.0; }
+};
+using T = rlflow::Trainer<rlflow::GRPO, rlflow::TP<3>, rlflow::roles::RuleReward<Score>>;
+static_assert(sizeof(T) > 0);
+int main() {}
