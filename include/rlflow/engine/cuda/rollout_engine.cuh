@@ -1,0 +1,330 @@
+// rlflow/engine/cuda/rollout_engine.cuh: the rollout engine of the built-in GPT on one GPU (nvcc
+// only), the device twin of engine/rollout_engine.hpp: prefill of left-padded prompts into a KV
+// cache (L, 2, B, NH, S, hs), one decode step per token for the rows still running, per-row stop at
+// EOS, sampling with kernels/model/sampling.cuh (the same Philox draws and candidate order as the
+// CPU sampler, so tokens match the CPU engine for the same seeds and weights), the rollout's
+// log-probs, sleep / wake (cudaFree of the cache and activations), load_weights from a host flat
+// buffer. cuBLAS for the matrix products, own kernels (kernels/model/gpt_layers.cuh) for the rest.
+// Token bookkeeping (positions, masks, EOS) stays on the host, as in the CPU engine.
+// Letters: B sequences, P prompt width, R = max_new_tokens, S = P + R, C, NH, hs, V, L.
+#pragma once
+#if !defined(__CUDACC__)
+#error "rlflow/engine/cuda/rollout_engine.cuh needs nvcc; build this translation unit as a .cu file"
+#endif
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <algorithm>  // std::max
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include <rlflow/error.hpp>                    // shape_error, dtype_error, value_error, config_error
+#include <rlflow/tensor.hpp>                   // Tensor in and out (host)
+#include <rlflow/model/gpt.hpp>                // GPTConfig, ParamLayout, init_params
+#include <rlflow/engine/sampling.hpp>          // SamplingParams
+#include <rlflow/engine/rollout_engine.hpp>    // RolloutResult
+#include <rlflow/kernels/model/gpt_layers.cuh> // kernels, gemm wrappers, device_buffer, RLFLOW_CUDA_CHECK
+#include <rlflow/kernels/model/sampling.cuh>   // Sampler
+
+namespace rlflow::engine::cuda {
+
+//! Generation engine for the built-in GPT on the current CUDA device. Same API and contracts as
+//! engine::RolloutEngine (host Tensors in and out); weights, cache and activations live on the
+//! device. verl: vLLMRollout.generate_sequences, sleep / wake_up, update_weights.
+class RolloutEngine {
+ public:
+  explicit RolloutEngine(model::GPTConfig const& cfg) : cfg_(cfg), lay_(cfg) {
+    RLFLOW_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    RLFLOW_CUDA_CHECK(cublasCreate(&blas_));
+    RLFLOW_CUDA_CHECK(cublasSetStream(blas_, stream_));
+    std::vector<float> init(lay_.size());
+    model::init_params(cfg_, init);
+    load_weights(init);
+  }
+  RolloutEngine(RolloutEngine const&) = delete;
+  RolloutEngine& operator=(RolloutEngine const&) = delete;
+  ~RolloutEngine() {
+    if (stream_) cudaStreamSynchronize(stream_);
+    if (blas_) cublasDestroy(blas_);
+    if (stream_) cudaStreamDestroy(stream_);
+  }
+
+  model::GPTConfig const& config() const { return cfg_; }
+  model::ParamLayout const& layout() const { return lay_; }
+  cudaStream_t stream() const { return stream_; }
+  //! The device copy of the flat weights (ParamLayout order).
+  float const* device_weights() const { return weights_.get<float>(); }
+
+  //! Copies a host flat parameter buffer (ParamLayout order) to the device weights.
+  void load_weights(std::span<float const> flat) {
+    if (flat.size() != lay_.size())
+      throw shape_error(msg("rlflow::engine::cuda::RolloutEngine::load_weights: ", flat.size(), " floats for a model of ",
+                            lay_.size(), " parameters; the trainer and the rollout must share one GPTConfig"));
+    float* w = weights_.ensure<float>(lay_.size());
+    RLFLOW_CUDA_CHECK(cudaMemcpyAsync(w, flat.data(), flat.size_bytes(), cudaMemcpyHostToDevice, stream_));
+    RLFLOW_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+  //! Copies the device weights back to the host (tests, checkpoints).
+  std::vector<float> weights() const {
+    std::vector<float> out(lay_.size());
+    RLFLOW_CUDA_CHECK(cudaMemcpyAsync(out.data(), weights_.get<float>(), out.size() * sizeof(float), cudaMemcpyDeviceToHost, stream_));
+    RLFLOW_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    return out;
+  }
+
+  //! Frees the KV cache, the activations and the sampler's scratch (cudaFree: the memory goes back
+  //! to the driver); the weights stay.
+  void sleep() {
+    RLFLOW_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    for (auto* b : buffers()) b->release();
+    sampler_.release();
+    sleeping_ = true;
+    B_ = S_ = filled_ = 0;
+  }
+  //! Allows generation again; buffers are re-acquired lazily by the next prefill.
+  void wake() { sleeping_ = false; }
+  bool is_sleeping() const { return sleeping_; }
+  //! Device bytes held by the cache, activations and sampler scratch (weights excluded).
+  std::size_t memory_bytes() const {
+    std::size_t n = sampler_.memory_bytes();
+    for (auto* b : const_cast<RolloutEngine*>(this)->buffers()) n += b->bytes();
+    return n;
+  }
+  //! false: recompute the whole sequence for every new token (tests); tokens are the same.
+  void set_use_kv_cache(bool on) { use_cache_ = on; }
+
+  //! As engine::RolloutEngine::generate: R = sp.max_new_tokens tokens per left-padded prompt row,
+  //! row b's draws from seeds[b] only. Outputs are host tensors.
+  RolloutResult generate(Tensor const& prompt_ids, Tensor const& prompt_mask, SamplingParams const& sp,
+                         std::span<std::uint64_t const> seeds) {
+    sp.validate(cfg_.vocab_size);
+    int const R = sp.max_new_tokens;
+    if (prompt_ids.rank() == 2 && seeds.size() != std::size_t(prompt_ids.dim(0)))
+      throw shape_error(msg("rlflow::engine::cuda::RolloutEngine::generate: ", seeds.size(), " seeds for ", prompt_ids.dim(0),
+                            " prompts; pass one seed per row"));
+    prefill_device(prompt_ids, prompt_mask, R);
+    int const B = B_;
+    RolloutResult out;
+    out.responses = Tensor::full(Shape{B, R}, sp.pad_id);
+    out.response_mask = Tensor::zeros(DType::int32, Shape{B, R});
+    out.log_probs = Tensor::zeros(DType::float32, Shape{B, R});
+    auto* resp = out.responses.data<std::int32_t>();
+    auto* rmask = out.response_mask.data<std::int32_t>();
+    auto* lp = out.log_probs.data<float>();
+    std::vector<std::uint64_t> row_seeds;
+    std::vector<float> row_lp;
+    for (int j = 0; j < R; ++j) {
+      int const n = static_cast<int>(active_.size());
+      row_seeds.resize(std::size_t(n));
+      next_.resize(std::size_t(n));
+      row_lp.resize(std::size_t(n));
+      for (int i = 0; i < n; ++i) row_seeds[std::size_t(i)] = seeds[std::size_t(active_[std::size_t(i)])];
+      sampler_.sample(logits_.get<float>(), n, cfg_.vocab_size, sp.temperature, sp.top_k, sp.top_p, row_seeds.data(),
+                      std::uint64_t(j), next_.data(), row_lp.data(), stream_);
+      for (int i = 0; i < n; ++i) {
+        std::size_t const at = std::size_t(active_[std::size_t(i)]) * R + j;
+        resp[at] = next_[std::size_t(i)];
+        rmask[at] = 1;
+        lp[at] = row_lp[std::size_t(i)];
+      }
+      if (j == R - 1) break;
+      std::size_t keep = 0;  // drop the rows that just emitted EOS
+      for (int i = 0; i < n; ++i)
+        if (next_[std::size_t(i)] != sp.eos_id) {
+          active_[keep] = active_[std::size_t(i)];
+          next_[keep] = next_[std::size_t(i)];
+          ++keep;
+        }
+      active_.resize(keep);
+      next_.resize(keep);
+      if (active_.empty()) break;
+      step_rows(next_);
+    }
+    return out;
+  }
+
+  // ---- low-level API (tests, custom decoding loops) ----------------------------------------
+
+  //! Resets the cache and runs the prompts (B, P); returns host logits (B, V) predicting the first
+  //! new token (a view valid until the next call). Reserves room for max_new_tokens positions.
+  std::span<float const> prefill(Tensor const& prompt_ids, Tensor const& prompt_mask, int max_new_tokens) {
+    prefill_device(prompt_ids, prompt_mask, max_new_tokens);
+    return host_logits();
+  }
+  //! Appends one token per row (B) and returns the next host logits (B, V).
+  std::span<float const> decode(std::span<std::int32_t const> tokens) {
+    if (B_ == 0) throw value_error("rlflow::engine::cuda::RolloutEngine::decode: call prefill first");
+    if (tokens.size() != std::size_t(B_))
+      throw shape_error(msg("rlflow::engine::cuda::RolloutEngine::decode: ", tokens.size(), " tokens for ", B_, " rows"));
+    active_.resize(std::size_t(B_));
+    for (int b = 0; b < B_; ++b) active_[std::size_t(b)] = b;
+    step_rows(tokens);
+    return host_logits();
+  }
+
+ private:
+  std::vector<kernels::cuda::model::layers::device_buffer*> buffers() {
+    return {&kv_, &x_, &ln_, &qkv_, &atty_, &fch_, &lnf_, &logits_, &ints_, &valid_};
+  }
+
+  std::span<float const> host_logits() {
+    std::size_t const n = active_.size() * std::size_t(cfg_.vocab_size);
+    host_logits_.resize(n);
+    RLFLOW_CUDA_CHECK(cudaMemcpyAsync(host_logits_.data(), logits_.get<float>(), n * sizeof(float), cudaMemcpyDeviceToHost, stream_));
+    RLFLOW_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    return {host_logits_.data(), n};
+  }
+
+  void prefill_device(Tensor const& prompt_ids, Tensor const& prompt_mask, int max_new_tokens) {
+    char const* fn = "rlflow::engine::cuda::RolloutEngine::prefill: ";
+    if (sleeping_) throw value_error("rlflow::engine::cuda::RolloutEngine: the engine is asleep; call wake() before generating");
+    if (prompt_ids.dtype() != DType::int32 || prompt_mask.dtype() != DType::int32)
+      throw dtype_error(msg(fn, "prompt_ids is ", dtype_name(prompt_ids.dtype()), " and the mask is ",
+                            dtype_name(prompt_mask.dtype()), "; both must be int32"));
+    if (prompt_ids.rank() != 2 || !(prompt_ids.shape() == prompt_mask.shape()) || prompt_ids.dim(0) < 1 || prompt_ids.dim(1) < 1)
+      throw shape_error(msg(fn, "prompt_ids ", prompt_ids.shape().str(), " and mask ", prompt_mask.shape().str(),
+                            " must be the same non-empty (B, P)"));
+    int const B = static_cast<int>(prompt_ids.dim(0)), P = static_cast<int>(prompt_ids.dim(1));
+    if (max_new_tokens < 1 || P + max_new_tokens > cfg_.max_seq_len)
+      throw shape_error(msg(fn, "prompt width ", P, " + max_new_tokens ", max_new_tokens, " exceeds max_seq_len = ",
+                            cfg_.max_seq_len, "; shorten the prompts or the responses"));
+    if (std::size_t(P + max_new_tokens) * sizeof(float) > 48 * 1024)
+      throw config_error(msg(fn, "P + max_new_tokens = ", P + max_new_tokens,
+                             " slots exceed the attention kernel's 48 KiB of shared scores (12288 slots); shorten the sequences"));
+    auto const* ids = prompt_ids.data<std::int32_t>();
+    auto const* mask = prompt_mask.data<std::int32_t>();
+    for (int b = 0; b < B; ++b) {
+      if (mask[std::size_t(b) * P + P - 1] == 0)
+        throw value_error(msg(fn, "prompt row ", b, " ends in padding; prompts must be left-padded (mask[b, P-1] = 1)"));
+      for (int t = 0; t < P; ++t)
+        if (ids[std::size_t(b) * P + t] < 0 || ids[std::size_t(b) * P + t] >= cfg_.vocab_size)
+          throw value_error(msg(fn, "token ", ids[std::size_t(b) * P + t], " at (", b, ", ", t,
+                                ") is outside the vocabulary [0, ", cfg_.vocab_size, ")"));
+    }
+    B_ = B;
+    S_ = P + max_new_tokens;
+    filled_ = 0;
+    seq_.assign(std::size_t(B) * S_, 0);
+    seq_valid_.assign(std::size_t(B) * S_, 0);
+    n_valid_.assign(std::size_t(B), 0);
+    for (int b = 0; b < B; ++b)
+      for (int t = 0; t < P; ++t) {
+        seq_[std::size_t(b) * S_ + t] = ids[std::size_t(b) * P + t];
+        seq_valid_[std::size_t(b) * S_ + t] = mask[std::size_t(b) * P + t] != 0;
+      }
+    std::size_t const hs = std::size_t(cfg_.head_dim());
+    kv_.ensure<float>(std::size_t(cfg_.n_layer) * 2 * B * std::size_t(cfg_.n_head) * S_ * hs);
+    std::uint8_t* dv = valid_.ensure<std::uint8_t>(std::size_t(B) * S_);
+    RLFLOW_CUDA_CHECK(cudaMemcpyAsync(dv, seq_valid_.data(), seq_valid_.size(), cudaMemcpyHostToDevice, stream_));
+    active_.resize(std::size_t(B));
+    for (int b = 0; b < B; ++b) active_[std::size_t(b)] = b;
+    run(0, P);
+    filled_ = P;
+  }
+
+  void step_rows(std::span<std::int32_t const> tokens) {
+    if (filled_ >= S_)
+      throw value_error(msg("rlflow::engine::cuda::RolloutEngine::decode: the cache is full (", S_,
+                            " slots); prefill with a larger max_new_tokens"));
+    for (std::size_t i = 0; i < active_.size(); ++i) {
+      if (tokens[i] < 0 || tokens[i] >= cfg_.vocab_size)
+        throw value_error(msg("rlflow::engine::cuda::RolloutEngine::decode: token ", tokens[i], " for row ", active_[i],
+                              " is outside the vocabulary [0, ", cfg_.vocab_size, ")"));
+      std::size_t const at = std::size_t(active_[i]) * S_ + filled_;
+      seq_[at] = tokens[i];
+      seq_valid_[at] = 1;
+    }
+    // refresh the device copy of the flags (B * S bytes; the stream orders it before the kernels,
+    // and a pageable-source copy has read the host bytes when it returns)
+    RLFLOW_CUDA_CHECK(cudaMemcpyAsync(valid_.get<std::uint8_t>(), seq_valid_.data(), seq_valid_.size(), cudaMemcpyHostToDevice, stream_));
+    ++filled_;
+    if (use_cache_) {
+      run(filled_ - 1, 1);
+    } else {
+      for (int r : active_) n_valid_[std::size_t(r)] = 0;
+      run(0, filled_);
+    }
+  }
+
+  // Forward of slots [s0, s0 + n) of the rows in active_, writing their keys and values into the
+  // cache; logits_ (|active_|, V) get the last slot's next-token logits. Leaves the stream busy.
+  void run(int s0, int n) {
+    namespace K = kernels::cuda::model::layers;
+    int const C = cfg_.n_embd, NH = cfg_.n_head, hs = cfg_.head_dim(), V = cfg_.vocab_size;
+    int const nr = static_cast<int>(active_.size());
+    std::size_t const N = std::size_t(nr) * n;
+    // host: tokens, positions (max(cumsum(mask) - 1, 0), as the CPU engine), running rows
+    host_ints_.resize(2 * N + std::size_t(nr));
+    std::int32_t* tok = host_ints_.data();
+    std::int32_t* pos = tok + N;
+    std::int32_t* rows = pos + N;
+    for (int i = 0; i < nr; ++i) {
+      int const r = active_[std::size_t(i)];
+      rows[i] = r;
+      for (int k = 0; k < n; ++k) {
+        std::size_t const at = std::size_t(r) * S_ + s0 + k;
+        tok[std::size_t(i) * n + k] = seq_[at];
+        std::int32_t& nv = n_valid_[std::size_t(r)];
+        pos[std::size_t(i) * n + k] = seq_valid_[at] ? nv++ : std::max(nv - 1, 0);
+      }
+    }
+    // the previous call synchronised the stream, so growing a buffer cannot free memory in use
+    std::int32_t* d_ints = ints_.ensure<std::int32_t>(host_ints_.size());
+    RLFLOW_CUDA_CHECK(cudaMemcpyAsync(d_ints, host_ints_.data(), host_ints_.size() * sizeof(std::int32_t), cudaMemcpyHostToDevice, stream_));
+    std::int32_t const* d_tok = d_ints;
+    std::int32_t const* d_pos = d_ints + N;
+    std::int32_t const* d_rows = d_ints + 2 * N;
+    float* x = x_.ensure<float>(N * C);
+    float* ln = ln_.ensure<float>(N * C);
+    float* qkv = qkv_.ensure<float>(N * 3 * C);
+    float* atty = atty_.ensure<float>(N * C);
+    float* fch = fch_.ensure<float>(N * 4 * C);
+    float* kv = kv_.get<float>();
+    std::uint8_t const* dvalid = valid_.get<std::uint8_t>();
+    std::size_t const layer_stride = 2 * std::size_t(B_) * NH * std::size_t(S_) * hs;
+    float const* W = weights_.get<float>();
+    cudaStream_t const st = stream_;
+    K::encoder_kernel<<<unsigned(N), 128, 0, st>>>(x, d_tok, d_pos, W + lay_.wte, W + lay_.wpe, C);
+    for (int l = 0; l < cfg_.n_layer; ++l) {
+      auto const& P = lay_.layers[std::size_t(l)];
+      float* kc = kv + std::size_t(l) * layer_stride;
+      float* vc = kc + layer_stride / 2;
+      K::layernorm_kernel<<<unsigned(N), K::block, 0, st>>>(ln, nullptr, nullptr, x, W + P.ln1_w, W + P.ln1_b, C);
+      K::bias_rows_kernel<<<K::grid_for(std::int64_t(N) * 3 * C), 256, 0, st>>>(qkv, W + P.qkv_b, std::int64_t(N) * 3 * C, 3 * C, false);
+      K::gemm_nt(blas_, qkv, ln, W + P.qkv_w, int(N), C, 3 * C, 1.0f);
+      K::kv_store_kernel<<<unsigned(N * NH), 64, 0, st>>>(kc, vc, qkv, d_rows, n, s0, S_, C, NH);
+      K::kv_attention_kernel<<<unsigned(N * NH), K::block, std::size_t(S_) * sizeof(float), st>>>(atty, qkv, kc, vc, dvalid,
+                                                                                                  d_rows, n, s0, S_, C, NH);
+      K::bias_rows_kernel<<<K::grid_for(std::int64_t(N) * C), 256, 0, st>>>(x, W + P.proj_b, std::int64_t(N) * C, C, true);
+      K::gemm_nn(blas_, x, atty, W + P.proj_w, int(N), C, C, 1.0f);
+      K::layernorm_kernel<<<unsigned(N), K::block, 0, st>>>(ln, nullptr, nullptr, x, W + P.ln2_w, W + P.ln2_b, C);
+      K::bias_rows_kernel<<<K::grid_for(std::int64_t(N) * 4 * C), 256, 0, st>>>(fch, W + P.fc_b, std::int64_t(N) * 4 * C, 4 * C, false);
+      K::gemm_nt(blas_, fch, ln, W + P.fc_w, int(N), C, 4 * C, 1.0f);
+      K::gelu_kernel<<<K::grid_for(std::int64_t(N) * 4 * C), 256, 0, st>>>(fch, fch, std::int64_t(N) * 4 * C);
+      K::bias_rows_kernel<<<K::grid_for(std::int64_t(N) * C), 256, 0, st>>>(x, W + P.fcproj_b, std::int64_t(N) * C, C, true);
+      K::gemm_nn(blas_, x, fch, W + P.fcproj_w, int(N), 4 * C, C, 1.0f);
+    }
+    // final LayerNorm and the tied LM head on the last slot of each running row only
+    K::gather_last_kernel<<<unsigned(nr), 128, 0, st>>>(ln, x, n, C);
+    float* last = lnf_.ensure<float>(std::size_t(nr) * C);
+    K::layernorm_kernel<<<unsigned(nr), K::block, 0, st>>>(last, nullptr, nullptr, ln, W + lay_.lnf_w, W + lay_.lnf_b, C);
+    float* lg = logits_.ensure<float>(std::size_t(nr) * V);
+    K::gemm_nt(blas_, lg, last, W + lay_.wte, nr, C, V, 0.0f);
+    RLFLOW_CUDA_CHECK(cudaGetLastError());
+  }
+
+  model::GPTConfig cfg_;
+  model::ParamLayout lay_;
+  cudaStream_t stream_ = nullptr;
+  cublasHandle_t blas_ = nullptr;
+  kernels::cuda::model::layers::device_buffer weights_, kv_, x_, ln_, qkv_, atty_, fch_, lnf_, logits_, ints_, valid_;
+  kernels::cuda::model::Sampler sampler_;
+  int B_ = 0, S_ = 0, filled_ = 0;
+  bool sleeping_ = false, use_cache_ = true;
+  std::vector<std::int32_t> seq_, n_valid_, next_, host_ints_;
+  std::vector<std::uint8_t> seq_valid_;
+  std::vector<int> active_;
+  std::vector<float> host_logits_;
+};
+
+}  // namespace rlflow::engine::cuda

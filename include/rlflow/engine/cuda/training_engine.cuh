@@ -1,0 +1,347 @@
+// rlflow/engine/cuda/training_engine.cuh: the training engine of the built-in GPT (policy) on one
+// GPU (nvcc only), the device twin of engine/training_engine.hpp: forward keeping activations,
+// log-probs and entropy of the response columns, backward from d loss / d log_prob and
+// d loss / d entropy through the fused head, the final LayerNorm, every block (MLP / GELU,
+// attention, LayerNorm) and the embeddings into a device gradient buffer (+=), clip + AdamW on the
+// device. Host Tensors in and out; params() / grads() are host copies (device_params() /
+// device_grads() give the device buffers). Does not do the critic head (the CPU engine does).
+// Letters: B sequences, T positions, R response width, C, NH, hs, V, L; N = B T.
+#pragma once
+#if !defined(__CUDACC__)
+#error "rlflow/engine/cuda/training_engine.cuh needs nvcc; build this translation unit as a .cu file"
+#endif
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <cmath>      // std::sqrt, std::pow, std::isfinite
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include <rlflow/error.hpp>
+#include <rlflow/tensor.hpp>
+#include <rlflow/model/gpt.hpp>                   // GPTConfig, ParamLayout, init_params, positions_from_mask
+#include <rlflow/engine/optimizer.hpp>            // OptimizerConfig, lr_at
+#include <rlflow/engine/training_engine.hpp>      // LogProbResult, detail::check_batch / check_grad
+#include <rlflow/kernels/model/gpt_layers.cuh>    // forward kernels, gemm wrappers, device_buffer
+#include <rlflow/kernels/model/gpt_backward.cuh>  // training kernels
+
+namespace rlflow::engine::cuda {
+
+//! Policy training engine for the built-in GPT on the current CUDA device: same contracts as
+//! engine::TrainingEngine's forward / backward / forward_backward / compute_log_prob /
+//! optimizer_step / zero_grad / params / grads / load_weights. verl: DataParallelPPOActor.
+class TrainingEngine {
+ public:
+  explicit TrainingEngine(model::GPTConfig const& cfg, OptimizerConfig const& opt = {}) : cfg_(cfg), lay_(cfg), opt_(opt) {
+    opt_.validate();
+    RLFLOW_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    RLFLOW_CUDA_CHECK(cublasCreate(&blas_));
+    RLFLOW_CUDA_CHECK(cublasSetStream(blas_, stream_));
+    std::size_t const n = lay_.size();
+    params_.ensure<float>(n);
+    grads_.ensure<float>(n);
+    m_.ensure<float>(n);
+    v_.ensure<float>(n);
+    std::vector<std::uint8_t> dm(n, 0);
+    for (auto const& t : lay_.tensors())
+      if (t.decay) std::fill(dm.begin() + std::ptrdiff_t(t.offset), dm.begin() + std::ptrdiff_t(t.offset + t.numel), 1);
+    RLFLOW_CUDA_CHECK(cudaMemcpyAsync(decay_.ensure<std::uint8_t>(n), dm.data(), n, cudaMemcpyHostToDevice, stream_));
+    RLFLOW_CUDA_CHECK(cudaMemsetAsync(m_.get<float>(), 0, n * sizeof(float), stream_));
+    RLFLOW_CUDA_CHECK(cudaMemsetAsync(v_.get<float>(), 0, n * sizeof(float), stream_));
+    RLFLOW_CUDA_CHECK(cudaMemsetAsync(grads_.get<float>(), 0, n * sizeof(float), stream_));
+    std::vector<float> init(n);
+    model::init_params(cfg_, init);
+    load_weights(init);  // synchronises
+  }
+  TrainingEngine(TrainingEngine const&) = delete;
+  TrainingEngine& operator=(TrainingEngine const&) = delete;
+  ~TrainingEngine() {
+    if (stream_) cudaStreamSynchronize(stream_);
+    if (blas_) cublasDestroy(blas_);
+    if (stream_) cudaStreamDestroy(stream_);
+  }
+
+  model::GPTConfig const& config() const { return cfg_; }
+  model::ParamLayout const& layout() const { return lay_; }
+  cudaStream_t stream() const { return stream_; }
+  float* device_params() { return params_.get<float>(); }
+  float* device_grads() { return grads_.get<float>(); }
+
+  //! Host copies of the flat parameters / gradients (ParamLayout order).
+  std::vector<float> params() const { return download(params_.get<float>()); }
+  std::vector<float> grads() const { return download(grads_.get<float>()); }
+  //! Copies host floats into the parameters / the gradients (e.g. after a DP all-reduce on the host).
+  void load_weights(std::span<float const> flat) { upload(params_.get<float>(), flat, "load_weights"); }
+  void set_grads(std::span<float const> flat) { upload(grads_.get<float>(), flat, "set_grads"); }
+
+  LogProbResult compute_log_prob(Tensor const& input_ids, Tensor const& attention_mask, int response_length,
+                                 float temperature = 1.0f, bool calculate_entropy = true) {
+    return forward(input_ids, attention_mask, response_length, temperature, calculate_entropy);
+  }
+
+  //! log_probs[b, j] = log softmax(logits[b, T-R-1+j] / temperature)[ids[b, T-R+j]] and the
+  //! entropy, (B, R) host tensors; keeps the activations for backward().
+  LogProbResult forward(Tensor const& input_ids, Tensor const& attention_mask, int response_length,
+                        float temperature = 1.0f, bool calculate_entropy = true) {
+    namespace K = kernels::cuda::model::layers;
+    namespace TK = kernels::cuda::model::train;
+    engine::detail::check_batch("forward", input_ids, attention_mask, response_length);
+    if (!(temperature > 0.0f))
+      throw value_error(msg("rlflow::engine::cuda::TrainingEngine::forward: temperature = ", temperature, " must be > 0"));
+    int const B = int(input_ids.dim(0)), T = int(input_ids.dim(1)), R = response_length;
+    int const C = cfg_.n_embd, NH = cfg_.n_head, V = cfg_.vocab_size;
+    if (T > cfg_.max_seq_len)
+      throw shape_error(msg("rlflow::engine::cuda::TrainingEngine::forward: T = ", T, " positions exceed max_seq_len = ",
+                            cfg_.max_seq_len, "; shorten the batch"));
+    if (std::size_t(T) * sizeof(float) > 48 * 1024)
+      throw config_error(msg("rlflow::engine::cuda::TrainingEngine::forward: T = ", T, " exceeds the attention kernels' 48 KiB of shared scores"));
+    B_ = B; T_ = T; R_ = R; h0_ = T - R - 1;
+    inv_t_ = 1.0f / temperature;
+    std::size_t const N = std::size_t(B) * T, BR = std::size_t(B) * R;
+    auto const* ids = input_ids.data<std::int32_t>();
+    for (std::size_t i = 0; i < N; ++i)
+      if (ids[i] < 0 || ids[i] >= V)
+        throw value_error(msg("rlflow::engine::cuda::TrainingEngine::forward: token ", ids[i], " at flat index ", i,
+                              " is outside the vocabulary [0, ", V, ")"));
+    // host: ids, positions, targets, valid flags
+    host_i_.resize(2 * N + BR);
+    host_valid_.resize(N);
+    std::copy(ids, ids + N, host_i_.begin());
+    model::detail::positions_from_mask(host_i_.data() + N, host_valid_.data(), attention_mask.data<std::int32_t>(), B, T);
+    for (int b = 0; b < B; ++b)
+      for (int j = 0; j < R; ++j) host_i_[2 * N + std::size_t(b) * R + j] = ids[std::size_t(b) * T + (T - R + j)];
+    std::int32_t* d_i = ints_.ensure<std::int32_t>(host_i_.size());
+    std::uint8_t* d_valid = valid_.ensure<std::uint8_t>(N);
+    RLFLOW_CUDA_CHECK(cudaMemcpyAsync(d_i, host_i_.data(), host_i_.size() * 4, cudaMemcpyHostToDevice, stream_));
+    RLFLOW_CUDA_CHECK(cudaMemcpyAsync(d_valid, host_valid_.data(), N, cudaMemcpyHostToDevice, stream_));
+    plan(B, T);
+    float* a = acts_.ensure<float>(act_size_);
+    float* hin = head_in_.ensure<float>(BR * C);
+    float* lnf = lnf_.ensure<float>(BR * C);
+    float* lnf_stats = lnf_stats_.ensure<float>(2 * BR);
+    float* lg = logits_.ensure<float>(BR * V);
+    float* head_out = head_out_.ensure<float>(4 * BR);  // logp, entropy, lse, (spare)
+    float const* P = params_.get<float>();
+    cudaStream_t const st = stream_;
+    K::encoder_kernel<<<unsigned(N), 128, 0, st>>>(a + res0_, d_i, d_i + N, P + lay_.wte, P + lay_.wpe, C);
+    for (int l = 0; l < cfg_.n_layer; ++l) {
+      auto const& W = lay_.layers[std::size_t(l)];
+      Acts const A = acts(l);
+      float const* res = a + (l == 0 ? res0_ : acts(l - 1).res3);
+      K::layernorm_kernel<<<unsigned(N), K::block, 0, st>>>(a + A.ln1, a + A.ln1_mean, a + A.ln1_rstd, res, P + W.ln1_w, P + W.ln1_b, C);
+      K::bias_rows_kernel<<<K::grid_for(std::int64_t(N) * 3 * C), 256, 0, st>>>(a + A.qkv, P + W.qkv_b, std::int64_t(N) * 3 * C, 3 * C, false);
+      K::gemm_nt(blas_, a + A.qkv, a + A.ln1, P + W.qkv_w, int(N), C, 3 * C, 1.0f);
+      TK::attention_probs_kernel<<<unsigned(N * NH), K::block, std::size_t(T) * sizeof(float), st>>>(a + A.atty, a + A.att, a + A.qkv, d_valid, T, C, NH);
+      RLFLOW_CUDA_CHECK(cudaMemcpyAsync(a + A.res2, res, N * C * sizeof(float), cudaMemcpyDeviceToDevice, st));
+      K::bias_rows_kernel<<<K::grid_for(std::int64_t(N) * C), 256, 0, st>>>(a + A.res2, P + W.proj_b, std::int64_t(N) * C, C, true);
+      K::gemm_nn(blas_, a + A.res2, a + A.atty, P + W.proj_w, int(N), C, C, 1.0f);
+      K::layernorm_kernel<<<unsigned(N), K::block, 0, st>>>(a + A.ln2, a + A.ln2_mean, a + A.ln2_rstd, a + A.res2, P + W.ln2_w, P + W.ln2_b, C);
+      K::bias_rows_kernel<<<K::grid_for(std::int64_t(N) * 4 * C), 256, 0, st>>>(a + A.fch, P + W.fc_b, std::int64_t(N) * 4 * C, 4 * C, false);
+      K::gemm_nt(blas_, a + A.fch, a + A.ln2, P + W.fc_w, int(N), C, 4 * C, 1.0f);
+      K::gelu_kernel<<<K::grid_for(std::int64_t(N) * 4 * C), 256, 0, st>>>(a + A.fch_gelu, a + A.fch, std::int64_t(N) * 4 * C);
+      RLFLOW_CUDA_CHECK(cudaMemcpyAsync(a + A.res3, a + A.res2, N * C * sizeof(float), cudaMemcpyDeviceToDevice, st));
+      K::bias_rows_kernel<<<K::grid_for(std::int64_t(N) * C), 256, 0, st>>>(a + A.res3, P + W.fcproj_b, std::int64_t(N) * C, C, true);
+      K::gemm_nn(blas_, a + A.res3, a + A.fch_gelu, P + W.fcproj_w, int(N), 4 * C, C, 1.0f);
+    }
+    // head rows: final LayerNorm, tied LM head, fused log-softmax
+    TK::gather_rows_kernel<<<unsigned(BR), 128, 0, st>>>(hin, a + acts(cfg_.n_layer - 1).res3, T, h0_, R, C);
+    K::layernorm_kernel<<<unsigned(BR), K::block, 0, st>>>(lnf, lnf_stats, lnf_stats + BR, hin, P + lay_.lnf_w, P + lay_.lnf_b, C);
+    K::gemm_nt(blas_, lg, lnf, P + lay_.wte, int(BR), C, V, 0.0f);
+    TK::logprob_head_kernel<<<unsigned(BR), K::block, 0, st>>>(head_out, head_out + BR, head_out + 2 * BR, lg, d_i + 2 * N, V, inv_t_);
+    RLFLOW_CUDA_CHECK(cudaGetLastError());
+    LogProbResult out;
+    out.log_probs = Tensor::empty(DType::float32, Shape{B, R});
+    RLFLOW_CUDA_CHECK(cudaMemcpyAsync(out.log_probs.data<float>(), head_out, BR * sizeof(float), cudaMemcpyDeviceToHost, st));
+    if (calculate_entropy) {
+      out.entropy = Tensor::empty(DType::float32, Shape{B, R});
+      RLFLOW_CUDA_CHECK(cudaMemcpyAsync(out.entropy.data<float>(), head_out + BR, BR * sizeof(float), cudaMemcpyDeviceToHost, st));
+    }
+    RLFLOW_CUDA_CHECK(cudaStreamSynchronize(st));
+    pending_ = true;
+    return out;
+  }
+
+  //! grads += gradient of sum(dlogp * log_probs + dentropy * entropy) for the last forward();
+  //! dlogp, dentropy (B, R) float32 host tensors, dentropy may be undefined.
+  void backward(Tensor const& dlogp, Tensor const& dentropy = {}) {
+    namespace K = kernels::cuda::model::layers;
+    namespace TK = kernels::cuda::model::train;
+    if (!pending_)
+      throw value_error("rlflow::engine::cuda::TrainingEngine::backward: no pending forward(); call forward() first");
+    engine::detail::check_grad("backward", "dlogp", dlogp, B_, R_);
+    if (dentropy.defined()) engine::detail::check_grad("backward", "dentropy", dentropy, B_, R_);
+    int const B = B_, T = T_, R = R_, C = cfg_.n_embd, NH = cfg_.n_head, V = cfg_.vocab_size;
+    std::size_t const N = std::size_t(B) * T, BR = std::size_t(B) * R;
+    cudaStream_t const st = stream_;
+    float* head_out = head_out_.get<float>();
+    float* dl = dhead_.ensure<float>(2 * BR);
+    RLFLOW_CUDA_CHECK(cudaMemcpyAsync(dl, dlogp.data<float>(), BR * sizeof(float), cudaMemcpyHostToDevice, st));
+    if (dentropy.defined())
+      RLFLOW_CUDA_CHECK(cudaMemcpyAsync(dl + BR, dentropy.data<float>(), BR * sizeof(float), cudaMemcpyHostToDevice, st));
+    float const* P = params_.get<float>();
+    float* G = grads_.get<float>();
+    float* a = acts_.get<float>();
+    std::int32_t const* d_i = ints_.get<std::int32_t>();
+    // scratch: dlogits (BR, V) | g (N, C) | dln (N, C) | dqkv (N, 3C) | datty (N, C) | dfch (N, 4C) | dsc (B NH T T)
+    float* ws = grad_ws_.ensure<float>(BR * V + N * C * 10 + std::size_t(B) * NH * T * T);
+    float* dlg = ws;
+    float* g = dlg + BR * V;
+    float* dln = g + N * C;
+    float* dqkv = dln + N * C;
+    float* datty = dqkv + N * 3 * C;
+    float* dfch = datty + N * C;
+    float* dsc = dfch + N * 4 * C;
+    TK::logprob_head_backward_kernel<<<unsigned(BR), 256, 0, st>>>(dlg, logits_.get<float>(), d_i + 2 * N, head_out + 2 * BR,
+                                                                   head_out + BR, dl, dentropy.defined() ? dl + BR : nullptr, V, inv_t_);
+    float* dlnf = datty;  // (BR, C) fits in (N, C)
+    TK::linear_nt_backward(blas_, dlnf, G + lay_.wte, dlg, lnf_.get<float>(), P + lay_.wte, int(BR), C, V);
+    // final LayerNorm on the head rows, scattered into the residual gradient g (zero elsewhere)
+    float const* stats = lnf_stats_.get<float>();
+    float* dhin = dln;
+    RLFLOW_CUDA_CHECK(cudaMemsetAsync(dhin, 0, BR * C * sizeof(float), st));
+    RLFLOW_CUDA_CHECK(cudaMemsetAsync(g, 0, N * C * sizeof(float), st));
+    TK::layernorm_backward_kernel<<<unsigned(BR), K::block, 0, st>>>(dhin, dlnf, head_in_.get<float>(), P + lay_.lnf_w, stats, stats + BR, C);
+    TK::layernorm_param_backward_kernel<<<unsigned((C + 127) / 128), 128, 0, st>>>(G + lay_.lnf_w, G + lay_.lnf_b, dlnf, head_in_.get<float>(),
+                                                                                 stats, stats + BR, int(BR), C);
+    TK::scatter_rows_kernel<<<unsigned(BR), 128, 0, st>>>(g, dhin, T, h0_, R, C);
+    auto colsum = [&](float* db, float const* d, int M, int Nc) {
+      TK::column_sums_kernel<<<unsigned((Nc + 127) / 128), 128, 0, st>>>(db, d, M, Nc);
+    };
+    auto ln_back = [&](float* dinp, float* dw, float* db, float const* dout, float const* inp, float const* w, float const* mean,
+                       float const* rstd) {
+      TK::layernorm_backward_kernel<<<unsigned(N), K::block, 0, st>>>(dinp, dout, inp, w, mean, rstd, C);
+      TK::layernorm_param_backward_kernel<<<unsigned((C + 127) / 128), 128, 0, st>>>(dw, db, dout, inp, mean, rstd, int(N), C);
+    };
+    for (int l = cfg_.n_layer - 1; l >= 0; --l) {
+      auto const& W = lay_.layers[std::size_t(l)];
+      Acts const A = acts(l);
+      float const* res = a + (l == 0 ? res0_ : acts(l - 1).res3);
+      // res3 = res2 + gelu(fc(ln2(res2))) Wp + bp ; g is d res3
+      TK::linear_nn_backward(blas_, dfch, G + W.fcproj_w, g, a + A.fch_gelu, P + W.fcproj_w, int(N), 4 * C, C);
+      colsum(G + W.fcproj_b, g, int(N), C);
+      TK::gelu_backward_kernel<<<K::grid_for(std::int64_t(N) * 4 * C), 256, 0, st>>>(dfch, a + A.fch, dfch, std::int64_t(N) * 4 * C);
+      TK::linear_nt_backward(blas_, dln, G + W.fc_w, dfch, a + A.ln2, P + W.fc_w, int(N), C, 4 * C);
+      colsum(G + W.fc_b, dfch, int(N), 4 * C);
+      ln_back(g, G + W.ln2_w, G + W.ln2_b, dln, a + A.res2, P + W.ln2_w, a + A.ln2_mean, a + A.ln2_rstd);  // g: d res2
+      TK::linear_nn_backward(blas_, datty, G + W.proj_w, g, a + A.atty, P + W.proj_w, int(N), C, C);
+      colsum(G + W.proj_b, g, int(N), C);
+      TK::attention_backward_q_kernel<<<unsigned(N * NH), K::block, std::size_t(T) * sizeof(float), st>>>(dqkv, dsc, datty, a + A.qkv, a + A.att, T, C, NH);
+      TK::attention_backward_kv_kernel<<<unsigned(N * NH), 64, 0, st>>>(dqkv, dsc, datty, a + A.qkv, a + A.att, T, C, NH);
+      TK::linear_nt_backward(blas_, dln, G + W.qkv_w, dqkv, a + A.ln1, P + W.qkv_w, int(N), C, 3 * C);
+      colsum(G + W.qkv_b, dqkv, int(N), 3 * C);
+      ln_back(g, G + W.ln1_w, G + W.ln1_b, dln, res, P + W.ln1_w, a + A.ln1_mean, a + A.ln1_rstd);  // g: d res
+    }
+    TK::encoder_backward_kernel<<<unsigned(N), 128, 0, st>>>(G + lay_.wte, G + lay_.wpe, g, d_i, d_i + N, C);
+    RLFLOW_CUDA_CHECK(cudaGetLastError());
+    RLFLOW_CUDA_CHECK(cudaStreamSynchronize(st));
+    pending_ = false;
+  }
+
+  LogProbResult forward_backward(Tensor const& input_ids, Tensor const& attention_mask, int response_length,
+                                 Tensor const& dlogp, Tensor const& dentropy = {}, float temperature = 1.0f) {
+    LogProbResult r = forward(input_ids, attention_mask, response_length, temperature, dentropy.defined());
+    backward(dlogp, dentropy);
+    return r;
+  }
+
+  //! Global-norm clip + AdamW at lr() (engine::AdamW's math); returns the pre-clip norm; a
+  //! non-finite norm skips the update but advances the step. Does not zero the gradients.
+  float optimizer_step() {
+    namespace TK = kernels::cuda::model::train;
+    std::int64_t const n = std::int64_t(lay_.size());
+    constexpr int parts = 256;
+    double* d_part = norm_.ensure<double>(parts);
+    TK::sumsq_kernel<<<parts, TK::block, 0, stream_>>>(d_part, grads_.get<float>(), n);
+    RLFLOW_CUDA_CHECK(cudaGetLastError());
+    double host_part[parts];
+    RLFLOW_CUDA_CHECK(cudaMemcpyAsync(host_part, d_part, sizeof(host_part), cudaMemcpyDeviceToHost, stream_));
+    RLFLOW_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    double s = 0.0;
+    for (double x : host_part) s += x;
+    double const norm = std::sqrt(s);
+    float const lr = lr_at(opt_, step_);
+    ++step_;
+    if (!std::isfinite(norm)) return float(norm);
+    float clip = 1.0f;
+    if (opt_.max_grad_norm > 0.0f && norm > opt_.max_grad_norm) clip = float(opt_.max_grad_norm / (norm + 1e-6));
+    float const bc1 = 1.0f - float(std::pow(double(opt_.beta1), double(step_)));
+    float const bc2 = 1.0f - float(std::pow(double(opt_.beta2), double(step_)));
+    TK::adamw_kernel<<<kernels::cuda::model::layers::grid_for(n), 256, 0, stream_>>>(
+        params_.get<float>(), m_.get<float>(), v_.get<float>(), grads_.get<float>(), decay_.get<std::uint8_t>(), n, clip, lr,
+        opt_.beta1, opt_.beta2, opt_.eps, opt_.weight_decay, bc1, bc2);
+    RLFLOW_CUDA_CHECK(cudaGetLastError());
+    RLFLOW_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    return float(norm);
+  }
+  void zero_grad() {
+    RLFLOW_CUDA_CHECK(cudaMemsetAsync(grads_.get<float>(), 0, lay_.size() * sizeof(float), stream_));
+    RLFLOW_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+  float lr() const { return lr_at(opt_, step_); }
+  std::int64_t step() const { return step_; }
+  //! Host copies of AdamW's moments.
+  std::vector<float> exp_avg() const { return download(m_.get<float>()); }
+  std::vector<float> exp_avg_sq() const { return download(v_.get<float>()); }
+
+ private:
+  struct Acts {
+    std::size_t ln1, ln1_mean, ln1_rstd, qkv, att, atty, res2, ln2, ln2_mean, ln2_rstd, fch, fch_gelu, res3;
+  };
+  void plan(int B, int T) {
+    std::size_t const N = std::size_t(B) * T, C = std::size_t(cfg_.n_embd), NH = std::size_t(cfg_.n_head);
+    res0_ = 0;
+    layers0_ = N * C;
+    per_layer_ = N * C + 2 * N + N * 3 * C + std::size_t(B) * NH * T * T + N * C + N * C + N * C + 2 * N + 2 * N * 4 * C + N * C;
+    act_size_ = layers0_ + std::size_t(cfg_.n_layer) * per_layer_;
+  }
+  Acts acts(int l) const {
+    std::size_t const N = std::size_t(B_) * T_, C = std::size_t(cfg_.n_embd), NH = std::size_t(cfg_.n_head);
+    std::size_t o = layers0_ + std::size_t(l) * per_layer_;
+    auto take = [&](std::size_t n) { std::size_t const r = o; o += n; return r; };
+    Acts A{};
+    A.ln1 = take(N * C);
+    A.ln1_mean = take(N);
+    A.ln1_rstd = take(N);
+    A.qkv = take(N * 3 * C);
+    A.att = take(std::size_t(B_) * NH * T_ * T_);
+    A.atty = take(N * C);
+    A.res2 = take(N * C);
+    A.ln2 = take(N * C);
+    A.ln2_mean = take(N);
+    A.ln2_rstd = take(N);
+    A.fch = take(N * 4 * C);
+    A.fch_gelu = take(N * 4 * C);
+    A.res3 = take(N * C);
+    return A;
+  }
+  std::vector<float> download(float const* d) const {
+    std::vector<float> out(lay_.size());
+    RLFLOW_CUDA_CHECK(cudaMemcpyAsync(out.data(), d, out.size() * sizeof(float), cudaMemcpyDeviceToHost, stream_));
+    RLFLOW_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    return out;
+  }
+  void upload(float* d, std::span<float const> flat, char const* fn) {
+    if (flat.size() != lay_.size())
+      throw shape_error(msg("rlflow::engine::cuda::TrainingEngine::", fn, ": ", flat.size(), " floats for a model of ",
+                            lay_.size(), " parameters; check the GPTConfig of both sides"));
+    RLFLOW_CUDA_CHECK(cudaMemcpyAsync(d, flat.data(), flat.size_bytes(), cudaMemcpyHostToDevice, stream_));
+    RLFLOW_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+
+  model::GPTConfig cfg_;
+  model::ParamLayout lay_;
+  OptimizerConfig opt_;
+  cudaStream_t stream_ = nullptr;
+  cublasHandle_t blas_ = nullptr;
+  kernels::cuda::model::layers::device_buffer params_, grads_, m_, v_, decay_, norm_, ints_, valid_, acts_, head_in_, lnf_,
+      lnf_stats_, logits_, head_out_, dhead_, grad_ws_;
+  std::vector<std::int32_t> host_i_;
+  std::vector<std::uint8_t> host_valid_;
+  int B_ = 0, T_ = 0, R_ = 0, h0_ = 0;
+  float inv_t_ = 1.0f;
+  bool pending_ = false;
+  std::int64_t step_ = 0;
+  std::size_t res0_ = 0, layers0_ = 0, per_layer_ = 0, act_size_ = 0;
+};
+
+}  // namespace rlflow::engine::cuda

@@ -1,0 +1,142 @@
+// tests/model/test_training_cuda.cu <-> include/rlflow/engine/cuda/training_engine.cuh,
+// include/rlflow/kernels/model/gpt_backward.cuh: the CUDA training engine against the CPU
+// TrainingEngine on random small configs and padded batches: log-probs and entropy (1e-4),
+// gradients of random per-token loss gradients (accumulated over two micro-batches), zero_grad,
+// and AdamW steps (with clipping and a cosine schedule) from identical gradients.
+#include <catch2/catch.hpp>
+
+#include <cuda_runtime.h>
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include <rlflow/engine/training_engine.hpp>
+#include <rlflow/engine/cuda/training_engine.cuh>
+
+namespace {
+
+bool gpu_present() {
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+}
+
+struct Batch {
+  rlflow::Tensor ids, mask;
+};
+Batch random_batch(int B, int P, int R, int V, std::mt19937& g) {
+  int const T = P + R;
+  std::vector<std::int32_t> ids(std::size_t(B) * T, 0), mask(ids.size(), 0);
+  for (int b = 0; b < B; ++b) {
+    int const plen = 1 + int(g() % unsigned(P)), rlen = 1 + int(g() % unsigned(R));
+    for (int t = P - plen; t < P + rlen; ++t) {
+      ids[std::size_t(b) * T + t] = std::int32_t(g() % unsigned(V));
+      mask[std::size_t(b) * T + t] = 1;
+    }
+  }
+  return {rlflow::Tensor::from(ids, rlflow::Shape{B, T}), rlflow::Tensor::from(mask, rlflow::Shape{B, T})};
+}
+rlflow::Tensor random_grad(int B, int R, std::mt19937& g) {
+  std::vector<float> v(std::size_t(B) * R);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  for (auto& x : v) x = d(g);
+  return rlflow::Tensor::from(v, rlflow::Shape{B, R});
+}
+void require_grads_close(std::vector<float> const& gpu, std::span<float const> cpu) {
+  REQUIRE(gpu.size() == cpu.size());
+  float mx = 0.0f;
+  for (float x : cpu) mx = std::max(mx, std::fabs(x));
+  for (std::size_t i = 0; i < cpu.size(); ++i) {
+    INFO("gradient index " << i << " (max |g| " << mx << ")");
+    REQUIRE(std::fabs(gpu[i] - cpu[i]) <= 1e-3f * mx + 1e-3f * std::fabs(cpu[i]));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("CUDA training engine forward and backward match the CPU engine", "[model][training][cuda]") {
+  if (!gpu_present()) {
+    WARN("no GPU: CUDA training engine test skipped");
+    return;
+  }
+  std::mt19937 g(3);
+  for (int trial = 0; trial < 4; ++trial) {
+    rlflow::model::GPTConfig cfg;
+    cfg.vocab_size = 20 + int(g() % 50u);
+    cfg.max_seq_len = 40;
+    cfg.n_layer = 1 + int(g() % 3u);
+    cfg.n_head = 1 << (g() % 3u);
+    cfg.n_embd = cfg.n_head * 8 * (1 + int(g() % 3u));
+    cfg.seed = g();
+    int const B = 1 + int(g() % 4u), P = 2 + int(g() % 8u), R = 1 + int(g() % 8u), V = cfg.vocab_size;
+    INFO("trial " << trial << " V " << V << " L " << cfg.n_layer << " NH " << cfg.n_head << " C " << cfg.n_embd << " B " << B
+                  << " P " << P << " R " << R);
+    rlflow::engine::TrainingEngine cpu(cfg);
+    std::normal_distribution<float> d(0.0f, 0.1f);
+    for (auto& x : cpu.params()) x += d(g);
+    rlflow::engine::cuda::TrainingEngine gpu(cfg);
+    gpu.load_weights(cpu.params());
+    float const temp = trial % 2 ? 0.7f : 1.0f;
+    for (int micro = 0; micro < 2; ++micro) {  // two micro-batches: gradients accumulate
+      auto bt = random_batch(B, P, R, V, g);
+      auto dlp = random_grad(B, R, g), dent = random_grad(B, R, g);
+      rlflow::Tensor none;
+      rlflow::Tensor const& de = micro == 0 ? dent : none;  // the second one without an entropy term
+      auto rc = cpu.forward_backward(bt.ids, bt.mask, R, dlp, de, temp);
+      auto rg = gpu.forward(bt.ids, bt.mask, R, temp, true);
+      for (std::size_t i = 0; i < std::size_t(B) * R; ++i) {
+        REQUIRE(rg.log_probs.span<float>()[i] == Approx(rc.log_probs.span<float>()[i]).epsilon(1e-4).margin(1e-4));
+        if (micro == 0) REQUIRE(rg.entropy.span<float>()[i] == Approx(rc.entropy.span<float>()[i]).epsilon(1e-4).margin(1e-4));
+      }
+      gpu.backward(dlp, de);
+      require_grads_close(gpu.grads(), cpu.grads());
+    }
+    REQUIRE_THROWS_AS(gpu.backward(random_grad(B, R, g)), rlflow::value_error);  // no pending forward
+    gpu.zero_grad();
+    for (float x : gpu.grads()) REQUIRE(x == 0.0f);
+  }
+}
+
+TEST_CASE("CUDA training engine AdamW steps equal the CPU optimizer's", "[model][training][cuda]") {
+  if (!gpu_present()) {
+    WARN("no GPU: CUDA AdamW test skipped");
+    return;
+  }
+  std::mt19937 g(9);
+  rlflow::model::GPTConfig cfg;
+  cfg.vocab_size = 31;
+  cfg.max_seq_len = 24;
+  cfg.n_layer = 2;
+  cfg.n_head = 2;
+  cfg.n_embd = 32;
+  rlflow::engine::OptimizerConfig opt;
+  opt.lr = 1e-2f;
+  opt.weight_decay = 0.1f;
+  opt.max_grad_norm = 0.5f;
+  opt.schedule = rlflow::engine::LRSchedule::warmup_cosine;
+  opt.warmup_steps = 1;
+  opt.total_steps = 6;
+  rlflow::engine::TrainingEngine cpu(cfg, opt);
+  rlflow::engine::cuda::TrainingEngine gpu(cfg, opt);
+  gpu.load_weights(cpu.params());
+  std::normal_distribution<float> d(0.0f, 0.2f);
+  for (int step = 0; step < 4; ++step) {
+    for (auto& x : cpu.grads()) x = d(g) * (step == 2 ? 0.001f : 1.0f);  // step 2: below the clip
+    gpu.set_grads(cpu.grads());
+    REQUIRE(gpu.lr() == cpu.lr());
+    float const nc = cpu.optimizer_step();
+    float const ng = gpu.optimizer_step();
+    REQUIRE(ng == Approx(nc).epsilon(1e-6));
+    REQUIRE(gpu.step() == cpu.step());
+    auto pg = gpu.params();
+    auto pc = cpu.params();
+    auto mg = gpu.exp_avg(), vg = gpu.exp_avg_sq();
+    auto mc = cpu.optimizer().m(), vc = cpu.optimizer().v();
+    for (std::size_t i = 0; i < pc.size(); ++i) {
+      REQUIRE(pg[i] == Approx(pc[i]).epsilon(1e-5).margin(1e-6));
+      REQUIRE(mg[i] == Approx(mc[i]).epsilon(1e-5).margin(1e-9));
+      REQUIRE(vg[i] == Approx(vc[i]).epsilon(1e-5).margin(1e-12));
+    }
+  }
+}
