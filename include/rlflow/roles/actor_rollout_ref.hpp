@@ -174,22 +174,19 @@ class ActorRolloutRef {
     int const R = static_cast<int>(data.tensor("responses").dim(1));
 
     MetricLists m;
-    std::mt19937_64 rng(static_cast<std::uint64_t>(a.data_loader_seed + ctx_->rank));  // verl: data_loader_seed + dp_rank
-    for (std::int64_t epoch = 0; epoch < a.ppo_epochs; ++epoch) {
-      DataProto epoch_data = data;
-      if (a.shuffle) epoch_data = data.index(detail::epoch_order(rows, true, rng()));
-      for (std::int64_t s = 0; s < rows; s += mini) {
-        DataProto mb = epoch_data.slice(s, s + mini);
-        double const tokens = detail::allreduce_scalar(*ctx_, detail::mask_sum(mb.tensor("response_mask")));
-        kernels::AggInfo info;
-        info.dp_size = static_cast<int>(dp);
-        info.batch_num_tokens = tokens;
-        info.global_batch_size = static_cast<double>(a.ppo_mini_batch_size * n);
-        if (a.loss_scale_factor) info.loss_scale_factor = *a.loss_scale_factor;
-        actor_.zero_grad();
-        double pg_loss = 0, entropy_loss = 0, kl_value = 0;
-        for (std::int64_t u = 0; u < mini; u += micro) {
-          DataProto mc = mb.slice(u, u + micro);
+    kernels::AggInfo info0;
+    info0.global_batch_size = static_cast<double>(a.ppo_mini_batch_size * n);
+    if (a.loss_scale_factor) info0.loss_scale_factor = *a.loss_scale_factor;
+    double pg_loss = 0, entropy_loss = 0, kl_value = 0;
+    detail::for_each_mini_batch(
+        *ctx_, data, mini, micro, a.ppo_epochs, a.shuffle,
+        static_cast<std::uint64_t>(a.data_loader_seed + ctx_->rank),  // verl: data_loader_seed + dp_rank
+        info0, [&] { return actor_.grads(); },
+        [&] {
+          actor_.zero_grad();
+          pg_loss = entropy_loss = kl_value = 0;
+        },
+        [&](DataProto const& mc, kernels::AggInfo const& info) {
           kernels::Dims const d{micro, R};
           auto fwd = actor_.forward(mc.tensor("input_ids"), mc.tensor("attention_mask"), R, temperature, use_entropy);
           auto fmask = detail::float_mask(mc.tensor("response_mask"));
@@ -205,30 +202,27 @@ class ActorRolloutRef {
           Tensor dent;
           if (use_entropy) {
             // loss -= entropy_coeff * agg(H): d/dH = -entropy_coeff * agg weights
-            double const h = kernels::agg_loss(cpu::par, d, fwd.entropy.span<float>(), mask, agg, info);
-            entropy_loss += h;
+            entropy_loss += kernels::agg_loss(cpu::par, d, fwd.entropy.span<float>(), mask, agg, info);
             dent = Tensor::empty(DType::float32, Shape{micro, R});
             kernels::agg_loss_weights(cpu::par, d, mask, agg, info, dent.span<float>());
             for (auto& g : dent.span<float>()) g = static_cast<float>(-a.entropy_coeff * g);
           }
-          if (use_kl) {
+          if (use_kl)
             kl_value += kernels::kl_loss(cpu::par, d, kl_kind, fwd.log_probs.span<float>(), mc.tensor("ref_log_prob").span<float>(),
                                          mask, agg, info, kernels::Grad{dlogp.span<float>(), a.kl_loss_coef, true});
-          }
           actor_.backward(dlogp, dent);
-        }
-        detail::allreduce_mean(*ctx_, actor_.grads());
-        double const grad_norm = actor_.optimizer_step();
-        m["actor/pg_loss"].push_back(pg_loss);
-        if (use_entropy) m["actor/entropy_loss"].push_back(entropy_loss);
-        if (use_kl) {
-          m["actor/kl_loss"].push_back(kl_value);
-          m["actor/kl_coef"].push_back(a.kl_loss_coef);
-        }
-        m["actor/grad_norm"].push_back(grad_norm);
-        m["actor/lr"].push_back(actor_.lr());
-      }
-    }
+        },
+        [&] {
+          double const grad_norm = actor_.optimizer_step();
+          m["actor/pg_loss"].push_back(pg_loss);
+          if (use_entropy) m["actor/entropy_loss"].push_back(entropy_loss);
+          if (use_kl) {
+            m["actor/kl_loss"].push_back(kl_value);
+            m["actor/kl_coef"].push_back(a.kl_loss_coef);
+          }
+          m["actor/grad_norm"].push_back(grad_norm);
+          m["actor/lr"].push_back(actor_.lr());
+        });
     return m;
   }
 

@@ -32,10 +32,8 @@ class ValueCritic {
 
   //! values (b, R) float. verl: compute_values
   DataProto compute_values(DataProto const& data) {
-    std::int64_t const rows = data.size();
     int const R = static_cast<int>(data.tensor("responses").dim(1));
     Tensor v = critic_.compute_values(data.tensor("input_ids"), data.tensor("attention_mask"), R);
-    (void)rows;
     return DataProto::from_dict({{"values", v}});
   }
 
@@ -52,20 +50,18 @@ class ValueCritic {
     kernels::AggMode const agg = kernels::parse_agg_mode(cfg.critic_loss_agg_mode());
     int const R = static_cast<int>(data.tensor("responses").dim(1));
     MetricLists m;
-    std::mt19937_64 rng(static_cast<std::uint64_t>(cfg.actor_rollout_ref.actor.data_loader_seed + ctx_->rank));
-    for (std::int64_t epoch = 0; epoch < cfg.critic_ppo_epochs(); ++epoch) {
-      DataProto epoch_data = data;
-      if (cfg.critic_shuffle()) epoch_data = data.index(detail::epoch_order(rows, true, rng()));
-      for (std::int64_t s = 0; s < rows; s += mini) {
-        DataProto mb = epoch_data.slice(s, s + mini);
-        kernels::AggInfo info;
-        info.dp_size = static_cast<int>(dp);
-        info.batch_num_tokens = detail::allreduce_scalar(*ctx_, detail::mask_sum(mb.tensor("response_mask")));
-        info.global_batch_size = static_cast<double>(cfg.critic_ppo_mini_batch_size() * n);
-        critic_.zero_grad();
-        double vf_loss = 0;
-        for (std::int64_t u = 0; u < mini; u += micro) {
-          DataProto mc = mb.slice(u, u + micro);
+    kernels::AggInfo info0;
+    info0.global_batch_size = static_cast<double>(cfg.critic_ppo_mini_batch_size() * n);
+    double vf_loss = 0;
+    detail::for_each_mini_batch(
+        *ctx_, data, mini, micro, cfg.critic_ppo_epochs(), cfg.critic_shuffle(),
+        static_cast<std::uint64_t>(cfg.actor_rollout_ref.actor.data_loader_seed + ctx_->rank), info0,
+        [&] { return critic_.grads(); },
+        [&] {
+          critic_.zero_grad();
+          vf_loss = 0;
+        },
+        [&](DataProto const& mc, kernels::AggInfo const& info) {
           kernels::Dims const d{micro, R};
           Tensor vpred = critic_.forward_values(mc.tensor("input_ids"), mc.tensor("attention_mask"), R);
           auto fmask = detail::float_mask(mc.tensor("response_mask"));
@@ -77,14 +73,13 @@ class ValueCritic {
           m["critic/vf_clipfrac"].push_back(res.vf_clipfrac);
           m["critic/vpred_mean"].push_back(res.vpred_mean);
           critic_.backward_values(dv);
-        }
-        detail::allreduce_mean(*ctx_, critic_.grads());
-        double const grad_norm = critic_.optimizer_step();
-        m["critic/vf_loss"].push_back(vf_loss);
-        m["critic/grad_norm"].push_back(grad_norm);
-        m["critic/lr"].push_back(critic_.lr());
-      }
-    }
+        },
+        [&] {
+          double const grad_norm = critic_.optimizer_step();
+          m["critic/vf_loss"].push_back(vf_loss);
+          m["critic/grad_norm"].push_back(grad_norm);
+          m["critic/lr"].push_back(critic_.lr());
+        });
     return m;
   }
 

@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <map>
+#include <random>   // std::mt19937_64
 #include <span>
 #include <string>
 #include <vector>
@@ -89,3 +90,34 @@ inline void check_batching(const char* who, std::int64_t rows, std::int64_t mini
 
 }  // namespace detail
 }  // namespace rlflow::roles
+
+namespace rlflow::roles::detail {
+
+//! One PPO-style update pass (verl: DataParallelPPOActor.update_policy / the critic's
+//! update_critic): 'epochs' passes over this rank's rows in mini-batches of 'mini' rows
+//! (shuffled per epoch from 'seed' when 'shuffle'), each cut into micro-batches of 'micro' rows.
+//! For every mini-batch: 'info' gets the DP size, the response-token count of the whole
+//! mini-batch on all ranks (all-reduced) and 'global_batch_size'; 'zero' clears the gradients;
+//! 'micro_step(mc, info)' runs forward + backward of one micro-batch; the gradients 'grads' are
+//! averaged across ranks; 'apply()' steps the optimizer and records metrics.
+template <class Grads, class Zero, class MicroStep, class Apply>
+void for_each_mini_batch(WorkerContext const& ctx, DataProto const& data, std::int64_t mini, std::int64_t micro,
+                         std::int64_t epochs, bool shuffle, std::uint64_t seed, kernels::AggInfo info, Grads&& grads,
+                         Zero&& zero, MicroStep&& micro_step, Apply&& apply) {
+  std::int64_t const rows = data.size();
+  std::mt19937_64 rng(seed);
+  for (std::int64_t epoch = 0; epoch < epochs; ++epoch) {
+    DataProto epoch_data = shuffle ? data.index(epoch_order(rows, true, rng())) : data;
+    for (std::int64_t s = 0; s < rows; s += mini) {
+      DataProto mb = epoch_data.slice(s, s + mini);
+      info.dp_size = ctx.world_size;
+      info.batch_num_tokens = allreduce_scalar(ctx, mask_sum(mb.tensor("response_mask")));
+      zero();
+      for (std::int64_t u = 0; u < mini; u += micro) micro_step(mb.slice(u, u + micro), static_cast<kernels::AggInfo const&>(info));
+      allreduce_mean(ctx, grads());
+      apply();
+    }
+  }
+}
+
+}  // namespace rlflow::roles::detail
