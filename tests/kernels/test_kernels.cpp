@@ -210,6 +210,33 @@ TEMPLATE_TEST_CASE("outcome estimators match the references over random non-cont
   }
 }
 
+TEST_CASE("grpo with every row its own group (n = 1) and with ids that only look like it", "[kernels][advantage]") {
+  // A permutation of 0..B-1 takes the table-free path; ids whose largest value is B-1 but with
+  // repeats must not. Both must equal the reference exactly as before.
+  std::mt19937 g(13);
+  for (int trial = 0; trial < 6; ++trial) {
+    int B = 3 + static_cast<int>(g() % 300), T = 1 + static_cast<int>(g() % 20);
+    ivec ids(B);
+    for (int i = 0; i < B; ++i) ids[i] = i;
+    std::shuffle(ids.begin(), ids.end(), g);
+    if (trial % 2 == 1) {  // copy one id over another, keeping the largest id B-1 in place
+      int const pmax = static_cast<int>(std::find(ids.begin(), ids.end(), B - 1) - ids.begin());
+      int const q = (pmax + 1) % B, p2 = (pmax + 2) % B;
+      ids[p2] = ids[q];
+    }
+    auto s = random_scores(g, ids);
+    auto mf = random_mask(g, B, T);
+    k::Dims d{B, T};
+    fvec adv(B * T), ret(B * T);
+    for (bool norm : {true, false}) {
+      k::grpo_outcome_advantage(par, d, cs(s), cs(mf), cs(ids), ms(adv), ms(ret), k::GRPOOptions{1e-6, norm});
+      auto want = ref::broadcast(ref::grpo(dbl(s), ids, 1e-6, norm), dbl(mf), T);
+      REQUIRE(max_rel(adv, want) < 1e-6);
+      REQUIRE(max_rel(ret, want) < 1e-6);
+    }
+  }
+}
+
 TEST_CASE("grpo pass@k matches the reference and rejects groups of one", "[kernels][advantage]") {
   std::mt19937 g(11);
   int B = 120, T = 9;

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <map>
 #include <span>
+#include <type_traits>
 #include <string>
 #include <vector>
 
@@ -54,11 +55,13 @@ namespace detail {
 template <class Ex>
 using welford_buffer = typename Ex::template buffer<math::welford>;
 
-//! Per-group Welford moments of the scores (group ids in [0, B)).
+//! Per-group Welford moments of the scores (group ids in [0, groups); groups defaults to B).
 template <class Ex>
-welford_buffer<Ex> group_moments(Ex const& ex, std::int64_t rows, std::int64_t const* group, float const* s) {
-  auto st = ex.template alloc<math::welford>(rows);
-  ex.group_reduce(rows, group, rows, math::welford{},
+welford_buffer<Ex> group_moments(Ex const& ex, std::int64_t rows, std::int64_t const* group, float const* s,
+                                 std::int64_t groups = -1) {
+  if (groups < 0) groups = rows;
+  auto st = ex.template alloc<math::welford>(groups);
+  ex.group_reduce(rows, group, groups, math::welford{},
                   [=] RLFLOW_HD(std::int64_t i) -> math::welford { return math::welford::of(s[i]); }, math::welford_merge{},
                   st.data());
   return st;
@@ -70,9 +73,46 @@ void broadcast_rows(Ex const& ex, Dims d, float const* a, M const* m, float* adv
   ex.broadcast_rows(d.rows, d.cols, a, m, adv, ret);
 }
 
-//! Shared checks of the outcome (per-row score) estimators.
+//! The broadcast with the row value computed by value(i) (RLFLOW_HD). touch(i) is the address
+//! value(i) reads at random (prefetched on the CPU, where the two passes are fused); other
+//! backends fill a scratch array of row values and broadcast it.
+template <class Ex, class M, class F, class Touch>
+void broadcast_rows_by(Ex const& ex, Dims d, F value, Touch touch, M const* m, float* adv, float* ret) {
+  if constexpr (std::is_same_v<Ex, exec<cpu::tag>>) {
+    ex.broadcast_rows_fn(d.rows, d.cols, value, touch, m, adv, ret);
+  } else {
+    auto a = ex.template alloc<float>(d.rows);
+    float* ap = a.data();
+    ex.for_each(d.rows, [=] RLFLOW_HD(std::int64_t i) { ap[i] = value(i); });
+    ex.broadcast_rows(d.rows, d.cols, ap, m, adv, ret);
+  }
+}
+
+//! True when every row has its own group (ids a permutation of 0..rows-1): then each group is
+//! a group of one and needs no statistics table. CPU only; 'groups' is the largest id + 1 from
+//! the check pass, so the test runs only when groups == rows, with a bitmap of rows bits.
+template <class Ex>
+bool all_singleton_groups(Ex const&, std::int64_t rows, std::int64_t const* group, std::int64_t groups) {
+  if constexpr (std::is_same_v<Ex, exec<cpu::tag>>) {
+    if (groups != rows || rows == 0) return false;
+    std::vector<std::uint64_t> seen(static_cast<std::size_t>((rows + 63) / 64), 0);
+    for (std::int64_t i = 0; i < rows; ++i) {
+      auto const id = static_cast<std::uint64_t>(group[i]);
+      std::uint64_t const bit = std::uint64_t{1} << (id & 63u);
+      std::uint64_t& word = seen[static_cast<std::size_t>(id >> 6)];
+      if (word & bit) return false;
+      word |= bit;
+    }
+    return true;
+  } else {
+    return false;
+  }
+}
+
+//! Shared checks of the outcome (per-row score) estimators. Returns the group-table size the
+//! rows need: largest id + 1 on the CPU (found by the same pass that checks the ids), B elsewhere.
 template <class Ex, class M>
-void outcome_checks(Ex const& ex, const char* fn, Dims d, std::span<float const> scores, std::span<M const> mask,
+std::int64_t outcome_checks(Ex const& ex, const char* fn, Dims d, std::span<float const> scores, std::span<M const> mask,
                     std::span<std::int64_t const> group, bool need_group, std::span<float> adv, std::span<float> ret) {
   expect_dims(fn, d);
   expect_size(fn, "scores", scores.size(), d.rows, "B");
@@ -80,8 +120,12 @@ void outcome_checks(Ex const& ex, const char* fn, Dims d, std::span<float const>
   if (need_group) expect_size(fn, "index", group.size(), d.rows, "B");
   expect_size(fn, "advantages", adv.size(), d.numel(), "B*T");
   if (!ret.empty()) expect_size(fn, "returns", ret.size(), d.numel(), "B*T");
+  if constexpr (std::is_same_v<Ex, exec<cpu::tag>>) {
+    if (need_group) return check_rows_and_groups(ex, fn, "scores", d.rows, scores.data(), group.data());
+  }
   check_finite_rows(ex, fn, "scores", d.rows, scores.data());
   if (need_group) check_groups(ex, fn, d.rows, group.data());
+  return d.rows;
 }
 
 inline float* opt_ptr(std::span<float> s) { return s.empty() ? nullptr : s.data(); }
@@ -121,23 +165,40 @@ void grpo_outcome_advantage(Policy const& policy, Dims d, std::span<float const>
   detail::check_policy<Policy>();
   detail::check_mask<Mask>();
   auto ex = detail::make_exec(policy);
-  detail::outcome_checks(ex, "grpo_outcome_advantage", d, scores, response_mask, index, true, advantages, returns);
+  std::int64_t const groups =
+      detail::outcome_checks(ex, "grpo_outcome_advantage", d, scores, response_mask, index, true, advantages, returns);
   float const* s = scores.data();
   std::int64_t const* g = index.data();
-  auto st = detail::group_moments(ex, d.rows, g, s);
-  math::welford const* w = st.data();
-  auto a = ex.template alloc<float>(d.rows);
-  float* ap = a.data();
   double const eps = opt.epsilon;
   bool const norm = opt.norm_adv_by_std_in_grpo;
-  ex.for_each(d.rows, [=] RLFLOW_HD(std::int64_t i) {
-    math::welford const q = w[g[i]];
-    double const mean = q.n > 1 ? q.mean : 0.0;
-    double const std_ = q.n > 1 ? sqrt(q.m2 / (q.n - 1.0)) : 1.0;
-    double const c = static_cast<double>(s[i]) - mean;
-    ap[i] = static_cast<float>(norm ? c / (std_ + eps) : c);
+  if (detail::all_singleton_groups(ex, d.rows, g, groups)) {
+    // Every group is a group of one (n = 1): verl's rule gives mean 0 and std 1, so the
+    // advantage is the score itself (divided by 1 + eps); no group table is needed.
+    double const div = 1.0 + eps;
+    detail::broadcast_rows_by(
+        ex, d, [=] RLFLOW_HD(std::int64_t i) -> float { return static_cast<float>(norm ? static_cast<double>(s[i]) / div : static_cast<double>(s[i])); },
+        [=] RLFLOW_HD(std::int64_t i) -> void const* { return s + i; }, response_mask.data(), advantages.data(),
+        detail::opt_ptr(returns));
+    return;
+  }
+  auto st = detail::group_moments(ex, d.rows, g, s, groups);
+  math::welford* w = st.data();
+  // Once per group, in place: mean <- the mean to subtract, m2 <- the divisor std + eps (the
+  // same doubles the per-row formula used, so results are unchanged).
+  ex.for_each(groups, [=] RLFLOW_HD(std::int64_t j) {
+    math::welford const q = w[j];
+    w[j].mean = q.n > 1 ? q.mean : 0.0;
+    w[j].m2 = (q.n > 1 ? sqrt(q.m2 / (q.n - 1.0)) : 1.0) + eps;
   });
-  detail::broadcast_rows(ex, d, ap, response_mask.data(), advantages.data(), detail::opt_ptr(returns));
+  detail::broadcast_rows_by(
+      ex, d,
+      [=] RLFLOW_HD(std::int64_t i) -> float {
+        math::welford const q = w[g[i]];
+        double const c = static_cast<double>(s[i]) - q.mean;
+        return static_cast<float>(norm ? c / q.m2 : c);
+      },
+      [=] RLFLOW_HD(std::int64_t i) -> void const* { return w + g[i]; }, response_mask.data(), advantages.data(),
+      detail::opt_ptr(returns));
 }
 
 //! Pass@k: only each group's top scorer gets r_max - r_second (divided by std_g + eps when

@@ -118,6 +118,32 @@ struct exec<cpu::tag> {
     }
   }
 
+  //! broadcast_rows with the row value computed on the fly: a(i) = value(i), fused so the per-row
+  //! scratch array and its extra pass disappear. touch(i) returns the address value(i) will read
+  //! at random (a group table entry); it is prefetched a few rows ahead so many rows and short
+  //! responses do not wait on cache misses one at a time.
+  template <class F, class Touch, class M>
+  void broadcast_rows_fn(std::int64_t rows, std::int64_t cols, F value, Touch touch, M const* __restrict m,
+                         float* __restrict adv, float* __restrict ret) const {
+    constexpr std::int64_t ahead = 32;
+    for (std::int64_t i = 0; i < rows; ++i) {
+      if (i + ahead < rows) __builtin_prefetch(touch(i + ahead), 0, 1);
+      float const v = value(i);
+      M const* __restrict mr = m + i * cols;
+      float* __restrict ar = adv + i * cols;
+      if (ret) {
+        float* __restrict rr = ret + i * cols;
+        for (std::int64_t t = 0; t < cols; ++t) {
+          float const x = mr[t] != M(0) ? v : 0.0f;
+          ar[t] = x;
+          rr[t] = x;
+        }
+      } else {
+        for (std::int64_t t = 0; t < cols; ++t) ar[t] = mr[t] != M(0) ? v : 0.0f;
+      }
+    }
+  }
+
   template <class V, class F>
   V reduce(std::int64_t n, V init, F f) const {
     V acc = init;
@@ -151,7 +177,14 @@ struct exec<cpu::tag> {
   void group_reduce(std::int64_t rows, std::int64_t const* group, std::int64_t groups, V identity, F value, Merge merge,
                     V* result) const {
     for (std::int64_t g = 0; g < groups; ++g) result[g] = identity;
-    for (std::int64_t i = 0; i < rows; ++i) result[group[i]] = merge(result[group[i]], value(i));
+    // Shuffled group ids make this a random read-modify-write per row: prefetch the entry a few
+    // rows ahead (ids are read in order) so the misses overlap instead of serialising.
+    constexpr std::int64_t ahead = 32;
+    for (std::int64_t i = 0; i < rows; ++i) {
+      if (i + ahead < rows) __builtin_prefetch(result + group[i + ahead], 1, 1);
+      V& r = result[group[i]];
+      r = merge(r, value(i));
+    }
   }
 
   //! Up to k indices i < n with candidate(i), largest key(i) first, ties by lower index.
@@ -233,15 +266,23 @@ void check_finite_tokens(Ex const& ex, const char* fn, const char* name, Dims d,
                           "producer of '", name, "' or mask the token out"));
 }
 
+[[noreturn]] inline void throw_nonfinite_row(const char* fn, const char* name, float v, std::int64_t row) {
+  throw value_error(msg("rlflow::kernels::", fn, ": '", name, "' is ", v, " at row ", row,
+                        "; NaN/inf scores are rejected rather than propagated - fix the reward function for that row"));
+}
+
+[[noreturn]] inline void throw_bad_group(const char* fn, std::int64_t id, std::int64_t row, std::int64_t rows) {
+  throw value_error(msg("rlflow::kernels::", fn, ": group id ", id, " at row ", row, " is outside [0, B = ", rows,
+                        "); group ids must be dense - map uids with rlflow::kernels::group_index"));
+}
+
 //! Throws value_error naming the first row whose per-row input is NaN or inf.
 template <class Ex>
 void check_finite_rows(Ex const& ex, const char* fn, const char* name, std::int64_t rows, float const* x) {
   std::int64_t const bad = ex.min_index(rows, [=] RLFLOW_HD(std::int64_t i) -> std::int64_t {
     return !math::finite(x[i]) ? i : math::first_index::none;
   });
-  if (bad != math::first_index::none)
-    throw value_error(msg("rlflow::kernels::", fn, ": '", name, "' is ", ex.load(x, bad), " at row ", bad,
-                          "; NaN/inf scores are rejected rather than propagated - fix the reward function for that row"));
+  if (bad != math::first_index::none) throw_nonfinite_row(fn, name, ex.load(x, bad), bad);
 }
 
 //! Group ids must be dense: 0 <= group[i] < rows (map uids with rlflow::kernels::group_index).
@@ -250,10 +291,29 @@ void check_groups(Ex const& ex, const char* fn, std::int64_t rows, std::int64_t 
   std::int64_t const bad = ex.min_index(rows, [=] RLFLOW_HD(std::int64_t i) -> std::int64_t {
     return (group[i] < 0 || group[i] >= rows) ? i : math::first_index::none;
   });
-  if (bad != math::first_index::none)
-    throw value_error(msg("rlflow::kernels::", fn, ": group id ", ex.load(group, bad), " at row ", bad,
-                          " is outside [0, B = ", rows, "); group ids must be dense - map uids with "
-                          "rlflow::kernels::group_index"));
+  if (bad != math::first_index::none) throw_bad_group(fn, ex.load(group, bad), bad, rows);
+}
+
+//! check_finite_rows(x) then check_groups(group) in one pass over the rows (CPU), returning the
+//! size of the group table the rows need (largest id + 1; 0 for no rows). Throws the same errors
+//! in the same order: the first non-finite x wins over any bad group id.
+inline std::int64_t check_rows_and_groups(exec<cpu::tag> const&, const char* fn, const char* name, std::int64_t rows,
+                                          float const* x, std::int64_t const* group) {
+  std::int64_t bad_x = math::first_index::none, bad_g = math::first_index::none, top = -1;
+  for (std::int64_t i = 0; i < rows; ++i) {
+    std::int64_t const gi = group[i];
+    top = gi > top ? gi : top;
+    if (!math::finite(x[i]) || gi < 0 || gi >= rows) [[unlikely]] {
+      if (!math::finite(x[i])) {
+        bad_x = i;
+        break;
+      }
+      if (bad_g == math::first_index::none) bad_g = i;
+    }
+  }
+  if (bad_x != math::first_index::none) throw_nonfinite_row(fn, name, x[bad_x], bad_x);
+  if (bad_g != math::first_index::none) throw_bad_group(fn, group[bad_g], bad_g, rows);
+  return top + 1;
 }
 
 }  // namespace rlflow::kernels::detail
