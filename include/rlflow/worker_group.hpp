@@ -151,6 +151,22 @@ constexpr std::string_view host_name() {
   return role_name<H>();
 }
 
+//! An entry's role and method names, computed once (role_name / name() parse
+//! __PRETTY_FUNCTION__ and, called in an ordinary expression, did so on every call: about 40%
+//! of the driver's instructions per no-op call). A function-local static rather than a
+//! constexpr member: a role's own 'role_name' member need not be a constant expression.
+template <class E>
+struct entry_names {
+  static std::string_view role() {
+    static std::string_view const r = role_name<typename E::owner>();
+    return r;
+  }
+  static std::string_view method() {
+    static std::string_view const m = E::method::name();
+    return m;
+  }
+};
+
 }  // namespace detail
 
 template <class Host, class Backend>
@@ -284,7 +300,7 @@ class WorkerGroup {
           std::vector<Ret> outs;
           outs.reserve(st->results.size());
           for (auto& o : st->results) outs.push_back(std::move(*o));
-          CollectContext cctx{g.shape_, role_name<typename E::owner>(), M::name(), st->pad};
+          CollectContext cctx{g.shape_, detail::entry_names<E>::role(), detail::entry_names<E>::method(), st->pad};
           st->value.emplace(M::dispatch_mode_type::collect(std::move(outs), cctx));
         }
       }
@@ -498,7 +514,7 @@ class WorkerGroup {
     using M = typename E::method;
     using params = typename M::traits::params;
     using Mode = typename M::dispatch_mode_type;
-    SplitContext ctx{shape_, role_name<typename E::owner>(), M::name(), 0, is_blocking};
+    SplitContext ctx{shape_, detail::entry_names<E>::role(), detail::entry_names<E>::method(), 0, is_blocking};
     [&]<std::size_t... K>(std::index_sequence<K...>) {
       (((ctx.arg_index = K),
         (std::get<K>(st.args) = Mode::template split<std::decay_t<detail::at_t<K, params>>>(

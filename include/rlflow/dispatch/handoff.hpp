@@ -24,6 +24,12 @@ struct Message {
 
 //! A bounded multi-producer, single-consumer FIFO of Messages. The consumer (one worker
 //! thread) sleeps in std::atomic::wait when empty; producers block the same way when full.
+//! Each side announces that it is about to sleep (consumer_sleeping_ / producer_waiting_) and
+//! the other side notifies only then: libstdc++ hashes wait addresses into 16 shared buckets
+//! (every 64-byte-aligned head_/tail_ of every mailbox lands in one), so an unconditional
+//! notify costs a futex syscall whenever any thread waits in that bucket. The flag protocol is
+//! Dekker's (all flag and index accesses on the sleeping paths are seq_cst): either the
+//! notifier sees the flag, or the sleeper sees the new index and does not sleep.
 class Mailbox {
  public:
   static constexpr std::uint32_t capacity = 256;
@@ -31,22 +37,30 @@ class Mailbox {
   void push(Message m) {
     std::lock_guard lock(producer_mu_);
     std::uint32_t const h = head_.load(std::memory_order_relaxed);
-    for (std::uint32_t t = tail_.load(std::memory_order_acquire); h - t >= capacity;
-         t = tail_.load(std::memory_order_acquire))
-      tail_.wait(t, std::memory_order_acquire);
+    if (h - tail_.load(std::memory_order_acquire) >= capacity) {  // full: one producer waits (it holds the lock)
+      producer_waiting_.store(1, std::memory_order_seq_cst);
+      for (std::uint32_t t = tail_.load(std::memory_order_seq_cst); h - t >= capacity;
+           t = tail_.load(std::memory_order_seq_cst))
+        tail_.wait(t, std::memory_order_acquire);
+      producer_waiting_.store(0, std::memory_order_seq_cst);
+    }
     ring_[h % capacity] = m;
-    head_.store(h + 1, std::memory_order_release);
-    head_.notify_one();
+    head_.store(h + 1, std::memory_order_seq_cst);
+    if (consumer_sleeping_.load(std::memory_order_seq_cst) != 0) head_.notify_one();
   }
 
   //! Blocks until a message is available.
   Message pop() {
     std::uint32_t const t = tail_.load(std::memory_order_relaxed);
-    for (std::uint32_t h = head_.load(std::memory_order_acquire); h == t; h = head_.load(std::memory_order_acquire))
-      head_.wait(h, std::memory_order_acquire);
+    if (head_.load(std::memory_order_acquire) == t) {  // empty: announce, re-check, sleep
+      consumer_sleeping_.store(1, std::memory_order_seq_cst);
+      for (std::uint32_t h = head_.load(std::memory_order_seq_cst); h == t; h = head_.load(std::memory_order_seq_cst))
+        head_.wait(h, std::memory_order_acquire);
+      consumer_sleeping_.store(0, std::memory_order_seq_cst);
+    }
     Message const m = ring_[t % capacity];
-    tail_.store(t + 1, std::memory_order_release);
-    tail_.notify_one();
+    tail_.store(t + 1, std::memory_order_seq_cst);
+    if (producer_waiting_.load(std::memory_order_seq_cst) != 0) tail_.notify_one();
     return m;
   }
 
@@ -54,7 +68,9 @@ class Mailbox {
   std::array<Message, capacity> ring_{};
   std::mutex producer_mu_;
   alignas(64) std::atomic<std::uint32_t> head_{0};
+  std::atomic<std::uint32_t> producer_waiting_{0};  // read by the consumer after each pop
   alignas(64) std::atomic<std::uint32_t> tail_{0};
+  std::atomic<std::uint32_t> consumer_sleeping_{0};  // read by producers after each push
 };
 
 //! A countdown the driver can wait on: the thread that brings it to zero wakes the waiter.
