@@ -247,27 +247,45 @@ void grpo_passk_outcome_advantage(Policy const& policy, Dims d, std::span<float 
   detail::broadcast_rows(ex, d, ap, response_mask.data(), advantages.data(), detail::opt_ptr(returns));
 }
 
+namespace detail {
+//! The outcome estimators whose row value is a function of the row's score and its group's
+//! moments: checks, group statistics, per-row value f(q, s_i) (RLFLOW_HD), broadcast.
+template <class Policy, class Mask, class F>
+void outcome_from_group_moments(Policy const& policy, const char* fn, Dims d, std::span<float const> scores,
+                                std::span<Mask const> response_mask, std::span<std::int64_t const> index,
+                                std::span<float> advantages, std::span<float> returns, F f) {
+  check_policy<Policy>();
+  check_mask<Mask>();
+  auto ex = make_exec(policy);
+  std::int64_t const groups = outcome_checks(ex, fn, d, scores, response_mask, index, true, advantages, returns);
+  float const* s = scores.data();
+  std::int64_t const* g = index.data();
+  auto st = group_moments(ex, d.rows, g, s, groups);
+  math::welford const* w = st.data();
+  broadcast_rows_by(
+      ex, d, [=] RLFLOW_HD(std::int64_t i) -> float { return static_cast<float>(f(w[g[i]], static_cast<double>(s[i]))); },
+      [=] RLFLOW_HD(std::int64_t i) -> void const* { return w + g[i]; }, response_mask.data(), advantages.data(),
+      opt_ptr(returns));
+}
+
+//! RLOO's row value: s - mean of the others = (s - mean_g) n/(n-1); a group of one keeps
+//! 'lone' (verl's loop: s; the vectorized variant: 0).
+struct rloo_value {
+  bool lone_is_zero = false;
+  RLFLOW_HD double operator()(math::welford const& q, double s) const {
+    if (q.n > 1) return (s - q.mean) * (q.n / (q.n - 1.0));
+    return lone_is_zero ? 0.0 : s;
+  }
+};
+}  // namespace detail
+
 //! RLOO: a_i = n/(n-1) s_i - n/(n-1) mean_g = s_i - mean of the others; a group of one keeps
 //! a_i = s_i.                                     verl: compute_rloo_outcome_advantage ("rloo")
 template <class Policy, class Mask>
 void rloo_outcome_advantage(Policy const& policy, Dims d, std::span<float const> scores, std::span<Mask const> response_mask,
                             std::span<std::int64_t const> index, std::span<float> advantages, std::span<float> returns = {}) {
-  detail::check_policy<Policy>();
-  detail::check_mask<Mask>();
-  auto ex = detail::make_exec(policy);
-  detail::outcome_checks(ex, "rloo_outcome_advantage", d, scores, response_mask, index, true, advantages, returns);
-  float const* s = scores.data();
-  std::int64_t const* g = index.data();
-  auto st = detail::group_moments(ex, d.rows, g, s);
-  math::welford const* w = st.data();
-  auto a = ex.template alloc<float>(d.rows);
-  float* ap = a.data();
-  ex.for_each(d.rows, [=] RLFLOW_HD(std::int64_t i) {
-    math::welford const q = w[g[i]];
-    double const f = q.n > 1 ? q.n / (q.n - 1.0) : 1.0;
-    ap[i] = static_cast<float>(q.n > 1 ? (static_cast<double>(s[i]) - q.mean) * f : static_cast<double>(s[i]));
-  });
-  detail::broadcast_rows(ex, d, ap, response_mask.data(), advantages.data(), detail::opt_ptr(returns));
+  detail::outcome_from_group_moments(policy, "rloo_outcome_advantage", d, scores, response_mask, index, advantages, returns,
+                                     detail::rloo_value{false});
 }
 
 //! Vectorized RLOO: a_i = (c s_i - S_g) / max(c - 1, 1) * [c > 1]. Differs from rloo for groups
@@ -276,21 +294,8 @@ template <class Policy, class Mask>
 void rloo_vectorized_outcome_advantage(Policy const& policy, Dims d, std::span<float const> scores,
                                        std::span<Mask const> response_mask, std::span<std::int64_t const> index,
                                        std::span<float> advantages, std::span<float> returns = {}) {
-  detail::check_policy<Policy>();
-  detail::check_mask<Mask>();
-  auto ex = detail::make_exec(policy);
-  detail::outcome_checks(ex, "rloo_vectorized_outcome_advantage", d, scores, response_mask, index, true, advantages, returns);
-  float const* s = scores.data();
-  std::int64_t const* g = index.data();
-  auto st = detail::group_moments(ex, d.rows, g, s);
-  math::welford const* w = st.data();
-  auto a = ex.template alloc<float>(d.rows);
-  float* ap = a.data();
-  ex.for_each(d.rows, [=] RLFLOW_HD(std::int64_t i) {
-    math::welford const q = w[g[i]];
-    ap[i] = static_cast<float>(q.n > 1 ? (static_cast<double>(s[i]) - q.mean) * (q.n / (q.n - 1.0)) : 0.0);
-  });
-  detail::broadcast_rows(ex, d, ap, response_mask.data(), advantages.data(), detail::opt_ptr(returns));
+  detail::outcome_from_group_moments(policy, "rloo_vectorized_outcome_advantage", d, scores, response_mask, index, advantages,
+                                     returns, detail::rloo_value{true});
 }
 
 //! REINFORCE++-baseline: a_i = s_i - mean_g (a group of one: mean 0), tiled and masked, then
