@@ -67,7 +67,8 @@ struct welford_merge {
     if (b.n == 0) return a;
     double const n = a.n + b.n;
     double const d = b.mean - a.mean;
-    return welford{n, a.mean + d * (b.n / n), a.m2 + b.m2 + d * d * (a.n * b.n / n)};
+    double const wb = b.n / n;  // one division per merge (the per-row hot loop of group statistics)
+    return welford{n, a.mean + d * wb, a.m2 + b.m2 + d * d * (a.n * wb)};
   }
 };
 
