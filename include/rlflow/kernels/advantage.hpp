@@ -415,12 +415,10 @@ void gae_advantage_return(Policy const& policy, Dims d, std::span<float const> t
   detail::check_policy<Policy>();
   detail::check_mask<Mask>();
   const char* fn = "gae_advantage_return";
-  detail::expect_dims(fn, d);
-  detail::expect_size(fn, "token_level_rewards", token_level_rewards.size(), d.numel(), "B*T");
-  detail::expect_size(fn, "values", values.size(), d.numel(), "B*T");
-  detail::expect_size(fn, "response_mask", response_mask.size(), d.numel(), "B*T");
-  detail::expect_size(fn, "advantages", advantages.size(), d.numel(), "B*T");
-  detail::expect_size(fn, "returns", returns.size(), d.numel(), "B*T");
+  detail::expect_token_spans(fn, d,
+                             {{"token_level_rewards", token_level_rewards.size()}, {"values", values.size()},
+                              {"response_mask", response_mask.size()}, {"advantages", advantages.size()},
+                              {"returns", returns.size()}});
   auto ex = detail::make_exec(policy);
   Mask const* m = response_mask.data();
   float const* r = token_level_rewards.data();
@@ -459,11 +457,10 @@ void reinforce_plus_plus_outcome_advantage(Policy const& policy, Dims d, std::sp
   detail::check_policy<Policy>();
   detail::check_mask<Mask>();
   const char* fn = "reinforce_plus_plus_outcome_advantage";
-  detail::expect_dims(fn, d);
-  detail::expect_size(fn, "token_level_rewards", token_level_rewards.size(), d.numel(), "B*T");
-  detail::expect_size(fn, "response_mask", response_mask.size(), d.numel(), "B*T");
-  detail::expect_size(fn, "advantages", advantages.size(), d.numel(), "B*T");
-  detail::expect_size(fn, "returns", returns.size(), d.numel(), "B*T");
+  detail::expect_token_spans(fn, d,
+                             {{"token_level_rewards", token_level_rewards.size()},
+                              {"response_mask", response_mask.size()}, {"advantages", advantages.size()},
+                              {"returns", returns.size()}});
   auto ex = detail::make_exec(policy);
   Mask const* m = response_mask.data();
   float const* r = token_level_rewards.data();

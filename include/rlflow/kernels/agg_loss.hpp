@@ -79,9 +79,7 @@ double agg_loss(Policy const& policy, Dims d, std::span<float const> loss_mat, s
                 AggMode mode, AggInfo const& info = {}) {
   detail::check_policy<Policy>();
   detail::check_mask<Mask>();
-  detail::expect_dims("agg_loss", d);
-  detail::expect_size("agg_loss", "loss_mat", loss_mat.size(), d.numel(), "B*T");
-  detail::expect_size("agg_loss", "response_mask", response_mask.size(), d.numel(), "B*T");
+  detail::expect_token_spans("agg_loss", d, {{"loss_mat", loss_mat.size()}, {"response_mask", response_mask.size()}});
   auto ex = detail::make_exec(policy);
   Mask const* m = response_mask.data();
   float const* L = loss_mat.data();
@@ -101,9 +99,8 @@ void agg_loss_weights(Policy const& policy, Dims d, std::span<Mask const> respon
                       std::span<float> weights) {
   detail::check_policy<Policy>();
   detail::check_mask<Mask>();
-  detail::expect_dims("agg_loss_weights", d);
-  detail::expect_size("agg_loss_weights", "response_mask", response_mask.size(), d.numel(), "B*T");
-  detail::expect_size("agg_loss_weights", "weights", weights.size(), d.numel(), "B*T");
+  detail::expect_token_spans("agg_loss_weights", d,
+                             {{"response_mask", response_mask.size()}, {"weights", weights.size()}});
   auto ex = detail::make_exec(policy);
   Mask const* m = response_mask.data();
   auto coef = detail::agg_row_coef(ex, "agg_loss_weights", d, m, mode, info);

@@ -81,10 +81,9 @@ double kl_loss(Policy const& policy, Dims d, KLPenalty kind, std::span<float con
   detail::check_policy<Policy>();
   detail::check_mask<Mask>();
   const char* fn = "kl_loss";
-  detail::expect_dims(fn, d);
-  detail::expect_size(fn, "log_prob", log_prob.size(), d.numel(), "B*T");
-  detail::expect_size(fn, "ref_log_prob", ref_log_prob.size(), d.numel(), "B*T");
-  detail::expect_size(fn, "response_mask", response_mask.size(), d.numel(), "B*T");
+  detail::expect_token_spans(fn, d,
+                             {{"log_prob", log_prob.size()}, {"ref_log_prob", ref_log_prob.size()},
+                              {"response_mask", response_mask.size()}});
   if (!grad.out.empty()) detail::expect_size(fn, "grad.out", grad.out.size(), d.numel(), "B*T");
   auto ex = detail::make_exec(policy);
   Mask const* m = response_mask.data();
@@ -132,12 +131,11 @@ KLPenaltyResult apply_kl_penalty(Policy const& policy, Dims d, std::span<float c
   detail::check_policy<Policy>();
   detail::check_mask<Mask>();
   const char* fn = "apply_kl_penalty";
-  detail::expect_dims(fn, d);
-  detail::expect_size(fn, "token_level_scores", token_level_scores.size(), d.numel(), "B*T");
-  detail::expect_size(fn, "old_log_probs", old_log_probs.size(), d.numel(), "B*T");
-  detail::expect_size(fn, "ref_log_prob", ref_log_prob.size(), d.numel(), "B*T");
-  detail::expect_size(fn, "response_mask", response_mask.size(), d.numel(), "B*T");
-  detail::expect_size(fn, "token_level_rewards", token_level_rewards.size(), d.numel(), "B*T");
+  detail::expect_token_spans(fn, d,
+                             {{"token_level_scores", token_level_scores.size()},
+                              {"old_log_probs", old_log_probs.size()}, {"ref_log_prob", ref_log_prob.size()},
+                              {"response_mask", response_mask.size()},
+                              {"token_level_rewards", token_level_rewards.size()}});
   auto ex = detail::make_exec(policy);
   Mask const* m = response_mask.data();
   float const* s = token_level_scores.data();

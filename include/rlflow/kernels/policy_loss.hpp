@@ -145,11 +145,9 @@ PolicyLossResult compute_policy_loss(Policy const& policy, Dims d, PolicyLossCon
   detail::check_policy<Policy>();
   detail::check_mask<Mask>();
   const char* fn = "compute_policy_loss";
-  detail::expect_dims(fn, d);
-  detail::expect_size(fn, "old_log_prob", old_log_prob.size(), d.numel(), "B*T");
-  detail::expect_size(fn, "log_prob", log_prob.size(), d.numel(), "B*T");
-  detail::expect_size(fn, "advantages", advantages.size(), d.numel(), "B*T");
-  detail::expect_size(fn, "response_mask", response_mask.size(), d.numel(), "B*T");
+  detail::expect_token_spans(fn, d,
+                             {{"old_log_prob", old_log_prob.size()}, {"log_prob", log_prob.size()},
+                              {"advantages", advantages.size()}, {"response_mask", response_mask.size()}});
   if (!grad.out.empty()) detail::expect_size(fn, "grad.out", grad.out.size(), d.numel(), "B*T");
   if (!rollout_is_weights.empty()) detail::expect_size(fn, "rollout_is_weights", rollout_is_weights.size(), d.numel(), "B*T");
   double const lo = cfg.low(), hi = cfg.high();

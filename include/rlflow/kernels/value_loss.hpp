@@ -25,11 +25,9 @@ ValueLossResult compute_value_loss(Policy const& policy, Dims d, std::span<float
   detail::check_policy<Policy>();
   detail::check_mask<Mask>();
   const char* fn = "compute_value_loss";
-  detail::expect_dims(fn, d);
-  detail::expect_size(fn, "vpreds", vpreds.size(), d.numel(), "B*T");
-  detail::expect_size(fn, "values", values.size(), d.numel(), "B*T");
-  detail::expect_size(fn, "returns", returns.size(), d.numel(), "B*T");
-  detail::expect_size(fn, "response_mask", response_mask.size(), d.numel(), "B*T");
+  detail::expect_token_spans(fn, d,
+                             {{"vpreds", vpreds.size()}, {"values", values.size()}, {"returns", returns.size()},
+                              {"response_mask", response_mask.size()}});
   if (!grad.out.empty()) detail::expect_size(fn, "grad.out", grad.out.size(), d.numel(), "B*T");
   auto ex = detail::make_exec(policy);
   Mask const* m = response_mask.data();

@@ -7,6 +7,7 @@
 #include <algorithm>  // std::sort
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
 #include <span>
 #include <string>
 #include <type_traits>
@@ -246,6 +247,18 @@ inline void expect_size(const char* fn, const char* name, std::size_t got, std::
 inline void expect_dims(const char* fn, Dims d) {
   if (d.rows < 0 || d.cols < 0)
     throw shape_error(msg("rlflow::kernels::", fn, ": dims (B = ", d.rows, ", T = ", d.cols, ") must be non-negative"));
+}
+
+//! A named (B, T) argument for expect_token_spans.
+struct token_span {
+  const char* name;
+  std::size_t size;
+};
+//! Checks the dims and that every listed argument holds B*T elements (the shared preamble of the
+//! token-level kernels).
+inline void expect_token_spans(const char* fn, Dims d, std::initializer_list<token_span> spans) {
+  expect_dims(fn, d);
+  for (auto const& s : spans) expect_size(fn, s.name, s.size, d.numel(), "B*T");
 }
 
 inline std::string where(Dims d, std::int64_t flat) {
