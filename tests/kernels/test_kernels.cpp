@@ -310,6 +310,54 @@ TEST_CASE("very long rows broadcast exactly", "[kernels][advantage]") {
   REQUIRE(max_rel(adv, ref::broadcast(ref::grpo(dbl(s), ids, 1e-6, true), dbl(m), T)) < 1e-6);
 }
 
+TEMPLATE_TEST_CASE("broadcasts above the streaming-store size are exact at any alignment and width", "[kernels][advantage]",
+                   float, std::uint8_t, bool) {
+  // Outputs of stream_store_bytes or more are written with non-temporal stores, with an unaligned
+  // head and a tail per row. Odd widths, outputs shifted off 16-byte alignment (adv and returns
+  // by different amounts), returns absent or present, and the per-row-array path (pass@k).
+  using ex_t = k::detail::exec<rlflow::cpu::tag>;
+  std::int64_t const need = static_cast<std::int64_t>(ex_t::stream_store_bytes / sizeof(float)) + 1;  // adv alone
+  std::mt19937 g(29);
+  for (int trial = 0; trial < 2; ++trial) {
+    int const T = trial == 0 ? 37 : 1031;
+    int const B = static_cast<int>((need + T - 1) / T);
+    ivec ids(static_cast<std::size_t>(B));  // groups of 2 (and one of 3), shuffled: pass@k needs n >= 2
+    for (int i = 0; i < B; ++i) ids[i] = std::min(i / 2, B / 2 - 1);
+    std::shuffle(ids.begin(), ids.end(), g);
+    auto s = random_scores(g, ids);
+    auto mf = random_mask(g, B, T);
+    mask_buf<TestType> mb;
+    mb.v.resize(mf.size());
+    for (std::size_t i = 0; i < mf.size(); ++i) mb.v[i] = static_cast<TestType>(mf[i] != 0);
+    if constexpr (std::is_same_v<TestType, float>) mb.v[5] = std::nanf("");  // NaN counts as set (m != 0)
+    auto md = dbl(mf);
+    if constexpr (std::is_same_v<TestType, float>) md[5] = 1.0;
+    std::size_t const n = static_cast<std::size_t>(B) * T;
+    int const shift_a = 1 + trial, shift_r = 3 - trial;  // floats: 4 and 8 or 8 and 12 bytes off
+    fvec abuf(n + 4, -7.0f), rbuf(n + 4, -7.0f);
+    std::span<float> adv(abuf.data() + shift_a, n), ret(rbuf.data() + shift_r, n);
+    k::Dims d{B, T};
+    auto want = ref::broadcast(ref::grpo(dbl(s), ids, 1e-6, true), md, T);
+    auto check = [&](std::span<float> out, fvec const& buf, int shift, ref::vec const& w) {
+      double e = 0;
+      for (std::size_t q = 0; q < n; ++q) e = std::max(e, std::fabs(out[q] - w[q]) / std::max(1.0, std::fabs(w[q])));
+      REQUIRE(e < 1e-6);
+      for (int q = 0; q < shift; ++q) REQUIRE(buf[static_cast<std::size_t>(q)] == -7.0f);  // nothing before
+      for (std::size_t q = n + static_cast<std::size_t>(shift); q < buf.size(); ++q) REQUIRE(buf[q] == -7.0f);  // or after
+    };
+    k::grpo_outcome_advantage(par, d, cs(s), mb.span(), cs(ids), adv, ret);
+    check(adv, abuf, shift_a, want);
+    check(ret, rbuf, shift_r, want);
+    std::fill(abuf.begin(), abuf.end(), -7.0f);
+    k::grpo_outcome_advantage(par, d, cs(s), mb.span(), cs(ids), adv);
+    check(adv, abuf, shift_a, want);
+    auto pk = ref::broadcast(ref::passk(dbl(s), ids, 1e-6, true), md, T);
+    k::grpo_passk_outcome_advantage(par, d, cs(s), mb.span(), cs(ids), adv, ret);
+    check(adv, abuf, shift_a, pk);
+    check(ret, rbuf, shift_r, pk);
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // token-level estimators
 

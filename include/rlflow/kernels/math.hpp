@@ -72,6 +72,23 @@ struct welford_merge {
   }
 };
 
+//! A group's finalised statistics for the broadcast: a = (s - center) / scale.
+struct alignas(16) center_scale {
+  double center = 0, scale = 1;
+};
+
+//! welford_merge(a, welford::of(x)) without its branches, bit for bit the same result (also for
+//! a.n == 0: the mean becomes x and m2 stays 0): the per-row step of the CPU group statistics,
+//! where the "first row of its group" branch of the merge is unpredictable under shuffled ids.
+struct welford_push {
+  RLFLOW_HD welford operator()(welford const& a, double x) const {
+    double const n = a.n + 1.0;
+    double const d = x - a.mean;
+    double const wb = 1.0 / n;
+    return welford{n, a.mean + d * wb, a.m2 + d * d * (a.n * wb)};
+  }
+};
+
 //! The two largest values of a group with the row of the largest (lowest row index on ties).
 struct top2 {
   double v1 = -INFINITY, v2 = -INFINITY;

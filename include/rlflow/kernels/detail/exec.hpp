@@ -5,6 +5,7 @@
 // stream. Also: argument checks shared by the public entry points. Not public API.
 #pragma once
 #include <algorithm>  // std::sort
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <initializer_list>
@@ -12,6 +13,10 @@
 #include <string>
 #include <type_traits>
 #include <vector>
+
+#if defined(__SSE2__)
+#include <immintrin.h>  // _mm_stream_ps, _mm_stream_si32, _mm_sfence
+#endif
 
 #include <rlflow/backend.hpp>          // cpu::tag, cuda::tag, execution_policy, system_of_t
 #include <rlflow/config.hpp>
@@ -97,40 +102,36 @@ struct exec<cpu::tag> {
     }
   }
 
-  //! adv[i,t] = mask ? a[i] : 0 (and ret likewise when non-null): the score-to-token broadcast,
-  //! written as a restrict-qualified row loop so it vectorizes and streams at memcpy speed.
+  //! adv[i,t] = mask ? a[i] : 0 (and ret likewise when non-null): the score-to-token broadcast.
   template <class M>
   void broadcast_rows(std::int64_t rows, std::int64_t cols, float const* __restrict a, M const* __restrict m,
                       float* __restrict adv, float* __restrict ret) const {
-    for (std::int64_t i = 0; i < rows; ++i) {
-      float const v = a[i];
-      M const* __restrict mr = m + i * cols;
-      float* __restrict ar = adv + i * cols;
-      if (ret) {
-        float* __restrict rr = ret + i * cols;
-        for (std::int64_t t = 0; t < cols; ++t) {
-          float const x = mr[t] != M(0) ? v : 0.0f;
-          ar[t] = x;
-          rr[t] = x;
-        }
-      } else {
-        for (std::int64_t t = 0; t < cols; ++t) ar[t] = mr[t] != M(0) ? v : 0.0f;
-      }
-    }
+    broadcast_rows_fn(
+        rows, cols, [=](std::int64_t i) { return a[i]; }, [=](std::int64_t i) -> void const* { return a + i; }, m, adv, ret);
   }
 
   //! broadcast_rows with the row value computed on the fly: a(i) = value(i), fused so the per-row
   //! scratch array and its extra pass disappear. touch(i) returns the address value(i) will read
   //! at random (a group table entry); it is prefetched a few rows ahead so many rows and short
-  //! responses do not wait on cache misses one at a time.
+  //! responses do not wait on cache misses one at a time. Outputs larger than
+  //! stream_store_bytes are written with non-temporal stores (as memcpy does for large copies):
+  //! a regular store first reads the line it writes, which would add the whole output to the
+  //! memory traffic, and an output that size would not stay in cache for its reader anyway.
   template <class F, class Touch, class M>
   void broadcast_rows_fn(std::int64_t rows, std::int64_t cols, F value, Touch touch, M const* __restrict m,
                          float* __restrict adv, float* __restrict ret) const {
     constexpr std::int64_t ahead = 32;
+    double const out_bytes = static_cast<double>(rows) * static_cast<double>(cols) * sizeof(float) * (ret ? 2.0 : 1.0);
+    bool const stream = out_bytes >= static_cast<double>(stream_store_bytes);
     for (std::int64_t i = 0; i < rows; ++i) {
-      if (i + ahead < rows) __builtin_prefetch(touch(i + ahead), 0, 1);
+      if (i + ahead < rows) __builtin_prefetch(touch(i + ahead), 0, 3);
       float const v = value(i);
       M const* __restrict mr = m + i * cols;
+      if (stream) {
+        stream_row(v, mr, adv + i * cols, cols);
+        if (ret) stream_row(v, mr, ret + i * cols, cols);
+        continue;
+      }
       float* __restrict ar = adv + i * cols;
       if (ret) {
         float* __restrict rr = ret + i * cols;
@@ -143,8 +144,52 @@ struct exec<cpu::tag> {
         for (std::int64_t t = 0; t < cols; ++t) ar[t] = mr[t] != M(0) ? v : 0.0f;
       }
     }
+    if (stream) store_fence();
   }
 
+  //! Output size from which the broadcast bypasses the cache (see broadcast_rows_fn).
+  static constexpr std::size_t stream_store_bytes = std::size_t{16} << 20;
+
+ private:
+  //! out[t] = m[t] ? v : 0 for t < n with non-temporal stores (SSE2 where available: 16-byte
+  //! aligned movntps for the body, movnti for the unaligned head and the tail).
+  template <class M>
+  static void stream_row(float v, M const* __restrict m, float* __restrict out, std::int64_t n) {
+#if defined(__SSE2__)
+    auto scalar = [&](std::int64_t t) {
+      float const x = m[t] != M(0) ? v : 0.0f;
+      int bits;
+      std::memcpy(&bits, &x, sizeof bits);
+      _mm_stream_si32(reinterpret_cast<int*>(out + t), bits);
+    };
+    std::int64_t t = 0;
+    for (; t < n && (reinterpret_cast<std::uintptr_t>(out + t) & 15u) != 0; ++t) scalar(t);
+    __m128 const vv = _mm_set1_ps(v);
+    for (; t + 4 <= n; t += 4) {
+      __m128 x;
+      if constexpr (std::is_same_v<M, float>) {
+        // m != 0 exactly as the scalar test: NaN counts as set, +0 and -0 as clear
+        x = _mm_andnot_ps(_mm_cmpeq_ps(_mm_loadu_ps(m + t), _mm_setzero_ps()), vv);
+      } else {
+        x = _mm_setr_ps(m[t] != M(0) ? v : 0.0f, m[t + 1] != M(0) ? v : 0.0f, m[t + 2] != M(0) ? v : 0.0f,
+                        m[t + 3] != M(0) ? v : 0.0f);
+      }
+      _mm_stream_ps(out + t, x);
+    }
+    for (; t < n; ++t) scalar(t);
+#else
+    for (std::int64_t t = 0; t < n; ++t) out[t] = m[t] != M(0) ? v : 0.0f;
+#endif
+  }
+
+  //! Orders the non-temporal stores before anything that follows (another thread may read them).
+  static void store_fence() {
+#if defined(__SSE2__)
+    _mm_sfence();
+#endif
+  }
+
+ public:
   template <class V, class F>
   V reduce(std::int64_t n, V init, F f) const {
     V acc = init;
@@ -180,9 +225,11 @@ struct exec<cpu::tag> {
     for (std::int64_t g = 0; g < groups; ++g) result[g] = identity;
     // Shuffled group ids make this a random read-modify-write per row: prefetch the entry a few
     // rows ahead (ids are read in order) so the misses overlap instead of serialising.
-    constexpr std::int64_t ahead = 32;
+    // merge(r, value(i)) may take a row value of another type than V (the CPU group
+    // statistics push doubles, see welford_push).
+    constexpr std::int64_t ahead = 16;
     for (std::int64_t i = 0; i < rows; ++i) {
-      if (i + ahead < rows) __builtin_prefetch(result + group[i + ahead], 1, 1);
+      if (i + ahead < rows) __builtin_prefetch(result + group[i + ahead], 1, 3);
       V& r = result[group[i]];
       r = merge(r, value(i));
     }
