@@ -8,6 +8,7 @@
 // groups, execute_all for unregistered methods, execute_func_rank_zero, make_colocated_group.
 #pragma once
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <exception>
@@ -40,6 +41,10 @@ struct GroupOptions {
   int tp = 1;          //!< tensor-parallel size of the group's mesh (NDComputeProto / DPComputeProto)
   int pp = 1;          //!< pipeline-parallel size of the group's mesh
   std::vector<std::pair<std::string, std::string>> env;  //!< extra env (protected keys rejected)
+  //! How long an idle worker polls for the next call (yielding its core between polls) before
+  //! it sleeps on a futex; 0 = sleep at once. A call that arrives while the worker polls skips
+  //! a wake-up, which costs ~50 us on a VM once the worker's vCPU has gone idle.
+  std::chrono::microseconds idle_spin = dispatch::Mailbox::default_idle_spin;
 };
 
 //! Env keys a user may not override (verl: "Cannot override protected system env").
@@ -220,6 +225,8 @@ class WorkerGroup {
     WorkerGroup* group = nullptr;
     std::int64_t pad = 0;
     bool posted = false;
+    //! Blocking calls collect on the waiting driver (see run); non-blocking ones on the last rank.
+    bool collect_on_driver = false;
 
     explicit CallState(WorkerGroup& g) : group(&g) {}
     CallState(CallState const&) = delete;
@@ -261,12 +268,20 @@ class WorkerGroup {
       st->errors[r] = std::current_exception();
       st->group->engine_->abort_collectives(ctx.rank);
     }
-    if (st->remaining.fetch_sub(1, std::memory_order_acq_rel) == 1) finish<E>(st);
+    if (st->remaining.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      // A blocking call's driver is waiting and will collect on its own thread, where the copy
+      // runs while it is awake: collecting here instead would make it sleep through the copy,
+      // and a long sleep costs a slow wake-up (tens of µs on a VM). A Pending is collected here,
+      // so it is ready without the driver.
+      if (!st->collect_on_driver) settle<E>(st);
+      st->publish();  // the last access to *st by this thread
+    }
   }
 
-  //! Runs on the last rank to finish: check errors, collect, publish.
+  //! Checks the ranks' errors and collects the result into st->value (or st->error). Runs on the
+  //! last rank to finish (non-blocking calls) or on the driver after it (blocking calls).
   template <class E>
-  static void finish(CallState<E>* st) {
+  static void settle(CallState<E>* st) {
     using M = typename E::method;
     using Ret = typename M::result_type;
     WorkerGroup& g = *st->group;
@@ -307,7 +322,6 @@ class WorkerGroup {
     } catch (...) {
       st->error = std::current_exception();
     }
-    st->publish();  // the last access to *st by this thread
   }
 
  public:
@@ -322,6 +336,9 @@ class WorkerGroup {
     std::string const who = msg("rlflow::WorkerGroup '", name_, "'");
     lease_ = pool.acquire(n, who);
     shape_ = GroupShape::make(n, opts.tp, opts.pp);
+    if (opts.idle_spin.count() < 0)
+      throw config_error(msg(who, ": GroupOptions::idle_spin is ", opts.idle_spin.count(),
+                             " us; pass 0 (workers sleep at once) or a positive poll window"));
     for (auto const& [k, v] : opts.env)
       for (auto p : protected_env_keys)
         if (k == p)
@@ -365,7 +382,7 @@ class WorkerGroup {
         h.emplace(Emplacer<decltype(f)>{f});
       }
     };
-    engine_ = std::make_unique<engine_type>(std::move(ctxs), make, who);
+    engine_ = std::make_unique<engine_type>(std::move(ctxs), make, who, opts.idle_spin);
   }
 
   WorkerGroup(WorkerGroup const&) = delete;
@@ -496,9 +513,11 @@ class WorkerGroup {
     check_running();
     if constexpr (M::is_blocking) {
       CallState<E> st(*this);
+      st.collect_on_driver = true;
       prepare<E>(st, true, std::forward<A>(a)...);
       post<E, I>(st, thunk);
       st.wait();
+      settle<E>(&st);  // on this thread, awake (see run)
       if (st.error) std::rethrow_exception(st.error);
       if constexpr (!std::is_void_v<C>) return std::move(*st.value);
     } else {

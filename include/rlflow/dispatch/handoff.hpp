@@ -5,6 +5,7 @@
 // Completion<T> (a one-shot result slot the driver waits on). No virtual functions.
 #pragma once
 #include <array>
+#include <chrono>
 #include <atomic>
 #include <cstdint>
 #include <exception>
@@ -23,7 +24,13 @@ struct Message {
 };
 
 //! A bounded multi-producer, single-consumer FIFO of Messages. The consumer (one worker
-//! thread) sleeps in std::atomic::wait when empty; producers block the same way when full.
+//! thread), finding it empty, first polls for idle_spin (yielding the core between polls, so
+//! it only uses time no other thread wants), then sleeps in std::atomic::wait; producers block
+//! the same way when full. The poll window exists because a sleeping thread whose (v)CPU went
+//! idle wakes slowly: on the 2-vCPU dev VM a worker idle for more than ~60 us took about 50 us
+//! to wake, against ~1 us when the call arrives while it polls (docs/controller.md, "Dispatch
+//! overhead"). Yield-polling, unlike a pause-spin, stays cheap when threads outnumber cores
+//! (toolchain.md section 8).
 //! Each side announces that it is about to sleep (consumer_sleeping_ / producer_waiting_) and
 //! the other side notifies only then: libstdc++ hashes wait addresses into 16 shared buckets
 //! (every 64-byte-aligned head_/tail_ of every mailbox lands in one), so an unconditional
@@ -33,6 +40,12 @@ struct Message {
 class Mailbox {
  public:
   static constexpr std::uint32_t capacity = 256;
+  //! How long an idle consumer polls before it sleeps (GroupOptions::idle_spin's default).
+  static constexpr std::chrono::microseconds default_idle_spin{100};
+
+  //! Sets the poll window of the consumer (0: sleep at once). Call before the consumer starts.
+  void set_idle_spin(std::chrono::nanoseconds d) { idle_spin_ = d.count() > 0 ? d : std::chrono::nanoseconds::zero(); }
+  std::chrono::nanoseconds idle_spin() const { return idle_spin_; }
 
   void push(Message m) {
     std::lock_guard lock(producer_mu_);
@@ -52,7 +65,8 @@ class Mailbox {
   //! Blocks until a message is available.
   Message pop() {
     std::uint32_t const t = tail_.load(std::memory_order_relaxed);
-    if (head_.load(std::memory_order_acquire) == t) {  // empty: announce, re-check, sleep
+    if (head_.load(std::memory_order_acquire) == t && idle_spin_.count() > 0) poll(t);
+    if (head_.load(std::memory_order_acquire) == t) {  // still empty: announce, re-check, sleep
       consumer_sleeping_.store(1, std::memory_order_seq_cst);
       for (std::uint32_t h = head_.load(std::memory_order_seq_cst); h == t; h = head_.load(std::memory_order_seq_cst))
         head_.wait(h, std::memory_order_acquire);
@@ -65,12 +79,23 @@ class Mailbox {
   }
 
  private:
+  //! Yield-polls until a message is at tail t or the poll window has passed (the clock is read
+  //! every 16 polls; a yield is a syscall, so that is every few microseconds).
+  void poll(std::uint32_t t) const {
+    auto const until = std::chrono::steady_clock::now() + idle_spin_;
+    for (unsigned k = 1; head_.load(std::memory_order_acquire) == t; ++k) {
+      std::this_thread::yield();
+      if (k % 16 == 0 && std::chrono::steady_clock::now() >= until) return;
+    }
+  }
+
   std::array<Message, capacity> ring_{};
   std::mutex producer_mu_;
   alignas(64) std::atomic<std::uint32_t> head_{0};
   std::atomic<std::uint32_t> producer_waiting_{0};  // read by the consumer after each pop
   alignas(64) std::atomic<std::uint32_t> tail_{0};
   std::atomic<std::uint32_t> consumer_sleeping_{0};  // read by producers after each push
+  std::chrono::nanoseconds idle_spin_{default_idle_spin};
 };
 
 //! A countdown the driver can wait on: the thread that brings it to zero wakes the waiter.

@@ -5,6 +5,7 @@
 // nothing about methods: Handler::handle(host, ctx, msg) runs a message. An MPI backend
 // provides the same members (milestone 2).
 #pragma once
+#include <chrono>
 #include <cstdint>
 #include <exception>
 #include <memory>
@@ -36,14 +37,16 @@ class InProcessEngine {
  public:
   //! Starts one thread per context; each constructs its host with make(optional<Host>&, ctx).
   //! If any construction throws, every thread is joined and a worker_error naming 'what' and
-  //! the rank is thrown.
+  //! the rank is thrown. idle_spin: how long an idle worker polls its mailbox before sleeping.
   template <class Factory>
-  InProcessEngine(std::vector<WorkerContext> ctxs, Factory const& make, std::string const& what) {
+  InProcessEngine(std::vector<WorkerContext> ctxs, Factory const& make, std::string const& what,
+                  std::chrono::nanoseconds idle_spin = Mailbox::default_idle_spin) {
     int const n = static_cast<int>(ctxs.size());
     comms_ = comm::LocalCommunicator::make_group(n);
     slots_.reserve(ctxs.size());
     for (int r = 0; r < n; ++r) {
       slots_.push_back(std::make_unique<Slot>());
+      slots_.back()->box.set_idle_spin(idle_spin);
       slots_.back()->ctx = std::move(ctxs[static_cast<std::size_t>(r)]);
       slots_.back()->ctx.communicator = comms_[static_cast<std::size_t>(r)].get();
     }
