@@ -1,12 +1,13 @@
 // rlflow/dispatch/handoff.hpp: the in-process hand-off primitives. Message (an operation index
-// plus a typed state pointer), Mailbox (a bounded FIFO per worker thread whose consumer sleeps
-// on a C++20 atomic wait, i.e. a futex; toolchain.md section 8 measured it 10-20x below a
-// condition variable and safe when threads outnumber cores, where spinning collapses), and
+// plus a typed state pointer), Mailbox (a bounded FIFO per worker thread whose consumer
+// yield-polls briefly, then sleeps on a C++20 atomic wait, i.e. a futex; toolchain.md section 8
+// measured it 10-20x below a condition variable and safe when threads outnumber cores, where
+// pause-spinning collapses), and
 // Completion<T> (a one-shot result slot the driver waits on). No virtual functions.
 #pragma once
 #include <array>
-#include <chrono>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <exception>
 #include <mutex>
@@ -31,6 +32,7 @@ struct Message {
 //! to wake, against ~1 us when the call arrives while it polls (docs/controller.md, "Dispatch
 //! overhead"). Yield-polling, unlike a pause-spin, stays cheap when threads outnumber cores
 //! (toolchain.md section 8).
+//!
 //! Each side announces that it is about to sleep (consumer_sleeping_ / producer_waiting_) and
 //! the other side notifies only then: libstdc++ hashes wait addresses into 16 shared buckets
 //! (every 64-byte-aligned head_/tail_ of every mailbox lands in one), so an unconditional
