@@ -79,11 +79,23 @@ RLFLOW_KERNEL void row_reduce_kernel(std::int64_t rows, std::int64_t cols, V ini
   }
 }
 
+//! f(i, t, k) over a row-major (rows, cols) matrix, k = i * cols + t. The row index takes a
+//! division per element; below 2^32 elements it is a 32-bit one (a few times cheaper than the
+//! 64-bit division, which is emulated) so the broadcast stays memory-bound.
 template <class F>
 RLFLOW_KERNEL void for_each_2d_kernel(std::int64_t rows, std::int64_t cols, F f) {
   std::int64_t const n = rows * cols;
   std::int64_t const stride = static_cast<std::int64_t>(blockDim.x) * gridDim.x;
-  for (std::int64_t k = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; k < n; k += stride) {
+  std::int64_t const first = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (n <= static_cast<std::int64_t>(UINT32_MAX) - stride) {
+    auto const c = static_cast<std::uint32_t>(cols);
+    for (auto k = static_cast<std::uint32_t>(first); k < static_cast<std::uint32_t>(n); k += static_cast<std::uint32_t>(stride)) {
+      std::uint32_t const i = k / c;
+      f(static_cast<std::int64_t>(i), static_cast<std::int64_t>(k - i * c), static_cast<std::int64_t>(k));
+    }
+    return;
+  }
+  for (std::int64_t k = first; k < n; k += stride) {
     std::int64_t const i = k / cols;
     f(i, k - i * cols, k);
   }
