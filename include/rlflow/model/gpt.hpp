@@ -201,6 +201,56 @@ inline void positions_from_mask(std::int32_t* pos, std::uint8_t* valid, std::int
 }
 }  // namespace detail
 
+//! Where each activation of a (B, T) trunk forward sits in one flat float buffer: the embedding
+//! output res0, then per layer ln1, its mean and rstd, qkv, the attention probabilities, the
+//! attention output, res2, ln2 (+ mean, rstd), fc, gelu(fc) and res3. The CPU GPT and the CUDA
+//! training engine keep the same activations for their backward passes and share this layout.
+class ActivationLayout {
+ public:
+  //! Offsets (in floats) of one layer's activations.
+  struct Layer {
+    std::size_t ln1, ln1_mean, ln1_rstd, qkv, att, atty, res2, ln2, ln2_mean, ln2_rstd, fch, fch_gelu, res3;
+  };
+
+  ActivationLayout() = default;
+  ActivationLayout(GPTConfig const& cfg, int B, int T)
+      : n_(std::size_t(B) * T), c_(std::size_t(cfg.n_embd)), att_(std::size_t(B) * std::size_t(cfg.n_head) * T * T) {
+    layers0_ = n_ * c_;
+    per_layer_ = n_ * c_ /*ln1*/ + 2 * n_ + n_ * 3 * c_ + att_ + n_ * c_ /*atty*/ + n_ * c_ /*res2*/ + n_ * c_ /*ln2*/ +
+                 2 * n_ + 2 * n_ * 4 * c_ + n_ * c_ /*res3*/;
+    size_ = layers0_ + std::size_t(cfg.n_layer) * per_layer_;
+  }
+
+  //! Floats the whole buffer needs.
+  std::size_t size() const { return size_; }
+  //! The embedding output (the residual stream entering layer 0).
+  std::size_t res0() const { return 0; }
+  //! The residual stream entering layer l (res0, or layer l-1's res3).
+  std::size_t residual_in(int l) const { return l == 0 ? res0() : layer(l - 1).res3; }
+  Layer layer(int l) const {
+    std::size_t o = layers0_ + std::size_t(l) * per_layer_;
+    auto take = [&](std::size_t n) { std::size_t const r = o; o += n; return r; };
+    Layer A{};
+    A.ln1 = take(n_ * c_);
+    A.ln1_mean = take(n_);
+    A.ln1_rstd = take(n_);
+    A.qkv = take(n_ * 3 * c_);
+    A.att = take(att_);
+    A.atty = take(n_ * c_);
+    A.res2 = take(n_ * c_);
+    A.ln2 = take(n_ * c_);
+    A.ln2_mean = take(n_);
+    A.ln2_rstd = take(n_);
+    A.fch = take(n_ * 4 * c_);
+    A.fch_gelu = take(n_ * 4 * c_);
+    A.res3 = take(n_ * c_);
+    return A;
+  }
+
+ private:
+  std::size_t n_ = 0, c_ = 0, att_ = 0, layers0_ = 0, per_layer_ = 0, size_ = 0;
+};
+
 //! The CPU GPT: parameters plus the activations of the last forward. Trunk code is shared by the
 //! LM head (policy) and the value head (critic). Call order for training:
 //!   forward(ids, mask) -> select_rows(h0, R) -> {logprob_forward | value_forward}
@@ -232,19 +282,19 @@ class GPT {
                               ") is outside the vocabulary [0, ", V, "); check the tokenizer and GPTConfig::vocab_size"));
     B_ = B;
     T_ = T;
-    plan_activations();
-    float* a = acts_.ensure(act_size_);
+    al_ = ActivationLayout(cfg_, B, T);
+    float* a = acts_.ensure(al_.size());
     ids_.assign(ids, ids + std::size_t(B) * T);
     pos_.resize(std::size_t(B) * T);
     valid_.resize(std::size_t(B) * T);
     detail::positions_from_mask(pos_.data(), valid_.data(), mask, B, T);
     std::size_t const N = std::size_t(B) * T;
     float const* P = params_.data<float>();
-    layers::encoder_forward(a + o_.res0, ids_.data(), pos_.data(), P + lay_.wte, P + lay_.wpe, int(N), C);
+    layers::encoder_forward(a + al_.res0(), ids_.data(), pos_.data(), P + lay_.wte, P + lay_.wpe, int(N), C);
     for (int l = 0; l < L; ++l) {
       auto const& W = lay_.layers[std::size_t(l)];
-      LayerActs const A = layer_acts(l);
-      float const* res = a + (l == 0 ? o_.res0 : layer_acts(l - 1).res3);
+      ActivationLayout::Layer const A = al_.layer(l);
+      float const* res = a + al_.residual_in(l);
       layers::layernorm_forward(a + A.ln1, a + A.ln1_mean, a + A.ln1_rstd, res, P + W.ln1_w, P + W.ln1_b, int(N), C);
       layers::linear_nt_forward(a + A.qkv, a + A.ln1, P + W.qkv_w, P + W.qkv_b, int(N), C, 3 * C);
       layers::attention_forward(a + A.atty, a + A.att, a + A.qkv, valid_.data(), B, T, C, NH);
@@ -270,7 +320,7 @@ class GPT {
     R_ = R;
     head_rows_ = std::size_t(B_) * R;
     float* hin = head_in_.ensure(head_rows_ * C);
-    float const* last = acts_.t.data<float>() + layer_acts(cfg_.n_layer - 1).res3;
+    float const* last = acts_.t.data<float>() + al_.layer(cfg_.n_layer - 1).res3;
     for (int b = 0; b < B_; ++b)
       std::memcpy(hin + std::size_t(b) * R * C, last + (std::size_t(b) * T_ + h0) * C, sizeof(float) * R * C);
     float const* P = params_.data<float>();
@@ -371,41 +421,6 @@ class GPT {
   int seq_len() const { return T_; }
 
  private:
-  struct LayerActs {
-    std::size_t ln1, ln1_mean, ln1_rstd, qkv, att, atty, res2, ln2, ln2_mean, ln2_rstd, fch, fch_gelu, res3;
-  };
-  struct Offsets {
-    std::size_t res0 = 0, per_layer = 0, layers0 = 0;
-  };
-
-  void plan_activations() {
-    std::size_t const N = std::size_t(B_) * T_, C = std::size_t(cfg_.n_embd), NH = std::size_t(cfg_.n_head);
-    o_.res0 = 0;
-    o_.layers0 = N * C;
-    o_.per_layer = N * C /*ln1*/ + 2 * N + N * 3 * C + std::size_t(B_) * NH * T_ * T_ + N * C /*atty*/ + N * C /*res2*/ +
-                   N * C /*ln2*/ + 2 * N + 2 * N * 4 * C + N * C /*res3*/;
-    act_size_ = o_.layers0 + std::size_t(cfg_.n_layer) * o_.per_layer;
-  }
-  LayerActs layer_acts(int l) const {
-    std::size_t const N = std::size_t(B_) * T_, C = std::size_t(cfg_.n_embd), NH = std::size_t(cfg_.n_head);
-    std::size_t o = o_.layers0 + std::size_t(l) * o_.per_layer;
-    LayerActs A{};
-    auto take = [&](std::size_t n) { std::size_t const r = o; o += n; return r; };
-    A.ln1 = take(N * C);
-    A.ln1_mean = take(N);
-    A.ln1_rstd = take(N);
-    A.qkv = take(N * 3 * C);
-    A.att = take(std::size_t(B_) * NH * T_ * T_);
-    A.atty = take(N * C);
-    A.res2 = take(N * C);
-    A.ln2 = take(N * C);
-    A.ln2_mean = take(N);
-    A.ln2_rstd = take(N);
-    A.fch = take(N * 4 * C);
-    A.fch_gelu = take(N * 4 * C);
-    A.res3 = take(N * C);
-    return A;
-  }
   void need_head(char const* fn) const {
     if (head_rows_ == 0)
       throw value_error(msg("rlflow::model::GPT::", fn, ": no head rows; call forward then select_rows first"));
@@ -445,8 +460,8 @@ class GPT {
       std::memcpy(g + (std::size_t(b) * T + h0_) * C, dhin + std::size_t(b) * R_ * C, sizeof(float) * R_ * C);
     for (int l = cfg_.n_layer - 1; l >= 0; --l) {
       auto const& W = lay_.layers[std::size_t(l)];
-      LayerActs const A = layer_acts(l);
-      float const* res = a + (l == 0 ? o_.res0 : layer_acts(l - 1).res3);
+      ActivationLayout::Layer const A = al_.layer(l);
+      float const* res = a + al_.residual_in(l);
       // res3 = res2 + gelu(fc(ln2(res2))) Wp + bp : g is d res3
       layers::linear_nn_backward(dfch, G + W.fcproj_w, G + W.fcproj_b, g, a + A.fch_gelu, P + W.fcproj_w, int(N), 4 * C, C);
       layers::gelu_backward(dfch, a + A.fch, dfch, std::int64_t(N) * 4 * C);
@@ -466,9 +481,9 @@ class GPT {
   ParamLayout lay_;
   Tensor params_;
   int B_ = 0, T_ = 0, h0_ = 0, R_ = 0;
-  std::size_t head_rows_ = 0, act_size_ = 0;
+  std::size_t head_rows_ = 0;
   float inv_temp_ = 1.0f;
-  Offsets o_;
+  ActivationLayout al_;
   detail::grow_buffer acts_, grads_ws_, head_in_, lnf_, lnf_mean_, lnf_rstd_, logits_, dlogits_, dlnf_;
   std::vector<std::int32_t> ids_, pos_, targets_;
   std::vector<std::uint8_t> valid_;

@@ -114,8 +114,8 @@ class TrainingEngine {
     std::uint8_t* d_valid = valid_.ensure<std::uint8_t>(N);
     RLFLOW_CUDA_CHECK(cudaMemcpyAsync(d_i, host_i_.data(), host_i_.size() * 4, cudaMemcpyHostToDevice, stream_));
     RLFLOW_CUDA_CHECK(cudaMemcpyAsync(d_valid, host_valid_.data(), N, cudaMemcpyHostToDevice, stream_));
-    plan(B, T);
-    float* a = acts_.ensure<float>(act_size_);
+    al_ = model::ActivationLayout(cfg_, B, T);
+    float* a = acts_.ensure<float>(al_.size());
     float* hin = head_in_.ensure<float>(BR * C);
     float* lnf = lnf_.ensure<float>(BR * C);
     float* lnf_stats = lnf_stats_.ensure<float>(2 * BR);
@@ -123,11 +123,11 @@ class TrainingEngine {
     float* head_out = head_out_.ensure<float>(4 * BR);  // logp, entropy, lse, (spare)
     float const* P = params_.get<float>();
     cudaStream_t const st = stream_;
-    K::encoder_kernel<<<unsigned(N), 128, 0, st>>>(a + res0_, d_i, d_i + N, P + lay_.wte, P + lay_.wpe, C);
+    K::encoder_kernel<<<unsigned(N), 128, 0, st>>>(a + al_.res0(), d_i, d_i + N, P + lay_.wte, P + lay_.wpe, C);
     for (int l = 0; l < cfg_.n_layer; ++l) {
       auto const& W = lay_.layers[std::size_t(l)];
-      Acts const A = acts(l);
-      float const* res = a + (l == 0 ? res0_ : acts(l - 1).res3);
+      model::ActivationLayout::Layer const A = al_.layer(l);
+      float const* res = a + al_.residual_in(l);
       K::layernorm_kernel<<<unsigned(N), K::block, 0, st>>>(a + A.ln1, a + A.ln1_mean, a + A.ln1_rstd, res, P + W.ln1_w, P + W.ln1_b, C);
       K::bias_rows_kernel<<<K::grid_for(std::int64_t(N) * 3 * C), 256, 0, st>>>(a + A.qkv, P + W.qkv_b, std::int64_t(N) * 3 * C, 3 * C, false);
       K::gemm_nt(blas_, a + A.qkv, a + A.ln1, P + W.qkv_w, int(N), C, 3 * C, 1.0f);
@@ -144,7 +144,7 @@ class TrainingEngine {
       K::gemm_nn(blas_, a + A.res3, a + A.fch_gelu, P + W.fcproj_w, int(N), 4 * C, C, 1.0f);
     }
     // head rows: final LayerNorm, tied LM head, fused log-softmax
-    TK::gather_rows_kernel<<<unsigned(BR), 128, 0, st>>>(hin, a + acts(cfg_.n_layer - 1).res3, T, h0_, R, C);
+    TK::gather_rows_kernel<<<unsigned(BR), 128, 0, st>>>(hin, a + al_.layer(cfg_.n_layer - 1).res3, T, h0_, R, C);
     K::layernorm_kernel<<<unsigned(BR), K::block, 0, st>>>(lnf, lnf_stats, lnf_stats + BR, hin, P + lay_.lnf_w, P + lay_.lnf_b, C);
     K::gemm_nt(blas_, lg, lnf, P + lay_.wte, int(BR), C, V, 0.0f);
     TK::logprob_head_kernel<<<unsigned(BR), K::block, 0, st>>>(head_out, head_out + BR, head_out + 2 * BR, lg, d_i + 2 * N, V, inv_t_);
@@ -214,8 +214,8 @@ class TrainingEngine {
     };
     for (int l = cfg_.n_layer - 1; l >= 0; --l) {
       auto const& W = lay_.layers[std::size_t(l)];
-      Acts const A = acts(l);
-      float const* res = a + (l == 0 ? res0_ : acts(l - 1).res3);
+      model::ActivationLayout::Layer const A = al_.layer(l);
+      float const* res = a + al_.residual_in(l);
       // res3 = res2 + gelu(fc(ln2(res2))) Wp + bp ; g is d res3
       TK::linear_nn_backward(blas_, dfch, G + W.fcproj_w, g, a + A.fch_gelu, P + W.fcproj_w, int(N), 4 * C, C);
       colsum(G + W.fcproj_b, g, int(N), C);
@@ -284,36 +284,6 @@ class TrainingEngine {
   std::vector<float> exp_avg_sq() const { return download(v_.get<float>()); }
 
  private:
-  struct Acts {
-    std::size_t ln1, ln1_mean, ln1_rstd, qkv, att, atty, res2, ln2, ln2_mean, ln2_rstd, fch, fch_gelu, res3;
-  };
-  void plan(int B, int T) {
-    std::size_t const N = std::size_t(B) * T, C = std::size_t(cfg_.n_embd), NH = std::size_t(cfg_.n_head);
-    res0_ = 0;
-    layers0_ = N * C;
-    per_layer_ = N * C + 2 * N + N * 3 * C + std::size_t(B) * NH * T * T + N * C + N * C + N * C + 2 * N + 2 * N * 4 * C + N * C;
-    act_size_ = layers0_ + std::size_t(cfg_.n_layer) * per_layer_;
-  }
-  Acts acts(int l) const {
-    std::size_t const N = std::size_t(B_) * T_, C = std::size_t(cfg_.n_embd), NH = std::size_t(cfg_.n_head);
-    std::size_t o = layers0_ + std::size_t(l) * per_layer_;
-    auto take = [&](std::size_t n) { std::size_t const r = o; o += n; return r; };
-    Acts A{};
-    A.ln1 = take(N * C);
-    A.ln1_mean = take(N);
-    A.ln1_rstd = take(N);
-    A.qkv = take(N * 3 * C);
-    A.att = take(std::size_t(B_) * NH * T_ * T_);
-    A.atty = take(N * C);
-    A.res2 = take(N * C);
-    A.ln2 = take(N * C);
-    A.ln2_mean = take(N);
-    A.ln2_rstd = take(N);
-    A.fch = take(N * 4 * C);
-    A.fch_gelu = take(N * 4 * C);
-    A.res3 = take(N * C);
-    return A;
-  }
   std::vector<float> download(float const* d) const {
     std::vector<float> out(lay_.size());
     RLFLOW_CUDA_CHECK(cudaMemcpyAsync(out.data(), d, out.size() * sizeof(float), cudaMemcpyDeviceToHost, stream_));
@@ -341,7 +311,7 @@ class TrainingEngine {
   float inv_t_ = 1.0f;
   bool pending_ = false;
   std::int64_t step_ = 0;
-  std::size_t res0_ = 0, layers0_ = 0, per_layer_ = 0, act_size_ = 0;
+  model::ActivationLayout al_;
 };
 
 }  // namespace rlflow::engine::cuda
