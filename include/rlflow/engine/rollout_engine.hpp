@@ -28,6 +28,133 @@ struct RolloutResult {
   Tensor log_probs;      //!< float32: log softmax(logits / T)[token] (T = 1 when greedy); 0 where masked
 };
 
+namespace detail {
+
+//! The host-side token bookkeeping of a KV-cached decode, shared by the CPU and the CUDA rollout
+//! engine (which keeps it on the host too): the (B, S) grid of tokens and valid flags, how many
+//! valid tokens each row has consumed so far (its next position), the rows still running and
+//! the number of filled slots. 'who' names the engine in error messages.
+struct DecodeBook {
+  int B = 0, S = 0, filled = 0;
+  std::vector<std::int32_t> seq, n_valid, next;
+  std::vector<std::uint8_t> seq_valid;
+  std::vector<int> active;
+
+  //! Checks left-padded prompts (B, P) int32 for a prefill reserving max_new_tokens slots.
+  static void check_prompts(char const* who, Tensor const& prompt_ids, Tensor const& prompt_mask, int max_new_tokens,
+                            model::GPTConfig const& cfg) {
+    if (prompt_ids.dtype() != DType::int32 || prompt_mask.dtype() != DType::int32)
+      throw dtype_error(msg(who, "::prefill: prompt_ids is ", dtype_name(prompt_ids.dtype()), " and the mask is ",
+                            dtype_name(prompt_mask.dtype()), "; both must be int32"));
+    if (prompt_ids.rank() != 2 || !(prompt_ids.shape() == prompt_mask.shape()) || prompt_ids.dim(0) < 1 || prompt_ids.dim(1) < 1)
+      throw shape_error(msg(who, "::prefill: prompt_ids ", prompt_ids.shape().str(), " and mask ", prompt_mask.shape().str(),
+                            " must be the same non-empty (B, P)"));
+    int const B = static_cast<int>(prompt_ids.dim(0)), P = static_cast<int>(prompt_ids.dim(1));
+    if (max_new_tokens < 1 || P + max_new_tokens > cfg.max_seq_len)
+      throw shape_error(msg(who, "::prefill: prompt width ", P, " + max_new_tokens ", max_new_tokens, " exceeds max_seq_len = ",
+                            cfg.max_seq_len, "; shorten the prompts or the responses"));
+    auto const* ids = prompt_ids.data<std::int32_t>();
+    auto const* mask = prompt_mask.data<std::int32_t>();
+    for (int b = 0; b < B; ++b) {
+      if (mask[std::size_t(b) * P + P - 1] == 0)
+        throw value_error(msg(who, "::prefill: prompt row ", b, " ends in padding; prompts must be left-padded (mask[b, P-1] = 1)"));
+      for (int t = 0; t < P; ++t)
+        if (ids[std::size_t(b) * P + t] < 0 || ids[std::size_t(b) * P + t] >= cfg.vocab_size)
+          throw value_error(msg(who, "::prefill: token ", ids[std::size_t(b) * P + t], " at (", b, ", ", t,
+                                ") is outside the vocabulary [0, ", cfg.vocab_size, ")"));
+    }
+  }
+
+  //! Starts a sequence of checked prompts: S = P + max_new_tokens slots per row, every row running.
+  void reset(Tensor const& prompt_ids, Tensor const& prompt_mask, int max_new_tokens) {
+    int const b_rows = static_cast<int>(prompt_ids.dim(0)), P = static_cast<int>(prompt_ids.dim(1));
+    auto const* ids = prompt_ids.data<std::int32_t>();
+    auto const* mask = prompt_mask.data<std::int32_t>();
+    B = b_rows;
+    S = P + max_new_tokens;
+    filled = 0;
+    seq.assign(std::size_t(B) * S, 0);
+    seq_valid.assign(std::size_t(B) * S, 0);
+    n_valid.assign(std::size_t(B), 0);
+    for (int b = 0; b < B; ++b)
+      for (int t = 0; t < P; ++t) {
+        seq[std::size_t(b) * S + t] = ids[std::size_t(b) * P + t];
+        seq_valid[std::size_t(b) * S + t] = mask[std::size_t(b) * P + t] != 0;
+      }
+    run_all_rows();
+  }
+
+  void run_all_rows() {
+    active.resize(std::size_t(B));
+    for (int b = 0; b < B; ++b) active[std::size_t(b)] = b;
+  }
+
+  //! decode(tokens): every row takes one token.
+  void check_decode(char const* who, std::size_t n_tokens) const {
+    if (B == 0) throw value_error(msg(who, "::decode: call prefill first"));
+    if (n_tokens != std::size_t(B)) throw shape_error(msg(who, "::decode: ", n_tokens, " tokens for ", B, " rows"));
+  }
+
+  //! Writes tokens[i] into slot 'filled' of row active[i], then counts the slot filled.
+  void append(char const* who, std::span<std::int32_t const> tokens, int vocab_size) {
+    if (filled >= S)
+      throw value_error(msg(who, "::decode: the cache is full (", S, " slots); prefill with a larger max_new_tokens"));
+    for (std::size_t i = 0; i < active.size(); ++i) {
+      if (tokens[i] < 0 || tokens[i] >= vocab_size)
+        throw value_error(msg(who, "::decode: token ", tokens[i], " for row ", active[i], " is outside the vocabulary [0, ",
+                              vocab_size, ")"));
+      std::size_t const at = std::size_t(active[i]) * S + filled;
+      seq[at] = tokens[i];
+      seq_valid[at] = 1;
+    }
+    ++filled;
+  }
+
+  //! Tokens and positions of slots [s0, s0 + n) of the running rows, row after row; a position is
+  //! max(cumsum(mask) - 1, 0), so left padding does not shift a sequence. Consumes the slots'
+  //! valid flags into n_valid (forget_positions() rewinds the running rows to slot 0).
+  void gather(int s0, int n, std::int32_t* tok, std::int32_t* pos) {
+    for (std::size_t i = 0; i < active.size(); ++i) {
+      int const r = active[i];
+      std::int32_t& nv = n_valid[std::size_t(r)];
+      for (int k = 0; k < n; ++k) {
+        std::size_t const at = std::size_t(r) * S + s0 + k;
+        tok[i * std::size_t(n) + k] = seq[at];
+        pos[i * std::size_t(n) + k] = seq_valid[at] ? nv++ : std::max(nv - 1, 0);
+      }
+    }
+  }
+  void forget_positions() {
+    for (int r : active) n_valid[std::size_t(r)] = 0;
+  }
+
+  //! Drops the running rows whose token in next[] is EOS (next[i] belongs to active[i]);
+  //! returns how many still run.
+  std::size_t drop_finished(std::int32_t eos_id) {
+    std::size_t keep = 0;
+    for (std::size_t i = 0; i < active.size(); ++i)
+      if (next[i] != eos_id) {
+        active[keep] = active[i];
+        next[keep] = next[i];
+        ++keep;
+      }
+    active.resize(keep);
+    next.resize(keep);
+    return keep;
+  }
+
+  //! The empty result of generate: responses pad_id, mask and log-probs 0, all (B, R).
+  RolloutResult empty_result(int R, std::int32_t pad_id) const {
+    RolloutResult out;
+    out.responses = Tensor::full(Shape{B, R}, pad_id);
+    out.response_mask = Tensor::zeros(DType::int32, Shape{B, R});
+    out.log_probs = Tensor::zeros(DType::float32, Shape{B, R});
+    return out;
+  }
+};
+
+}  // namespace detail
+
 //! Generation engine for the built-in GPT. Weights are a private copy (load_weights); the KV
 //! cache and activations live in an own caching resource that sleep() hands back to the system.
 //! verl: vLLMRollout.generate_sequences, sleep / wake_up, update_weights.
@@ -58,7 +185,7 @@ class RolloutEngine {
     for (auto* b : buffers()) b->release();
     mr_.release_cached();
     sleeping_ = true;
-    B_ = S_ = filled_ = 0;
+    book_.B = book_.S = book_.filled = 0;
   }
   //! Allows generation again; buffers are re-acquired lazily by the next generate().
   void wake() { sleeping_ = false; }
@@ -82,48 +209,39 @@ class RolloutEngine {
     sp.validate(cfg_.vocab_size);
     int const R = sp.max_new_tokens;
     prefill(prompt_ids, prompt_mask, R);
-    int const B = B_, V = cfg_.vocab_size;
+    int const B = book_.B, V = cfg_.vocab_size;
     if (seeds.size() != std::size_t(B))
       throw shape_error(msg("rlflow::engine::RolloutEngine::generate: ", seeds.size(), " seeds for ", B,
                             " prompts; pass one seed per row"));
-    RolloutResult out;
-    out.responses = Tensor::full(Shape{B, R}, sp.pad_id);
-    out.response_mask = Tensor::zeros(DType::int32, Shape{B, R});
-    out.log_probs = Tensor::zeros(DType::float32, Shape{B, R});
+    RolloutResult out = book_.empty_result(R, sp.pad_id);
     auto* resp = out.responses.data<std::int32_t>();
     auto* rmask = out.response_mask.data<std::int32_t>();
     auto* lp = out.log_probs.data<float>();
     float const inv_t = sp.temperature > 0.0f ? 1.0f / sp.temperature : 1.0f;
     idx_.resize(std::size_t(B) * V);
     w_.resize(std::size_t(B) * V);
-    next_.resize(std::size_t(B));
-    // active_ (after prefill: every row) lists the rows whose logits sit in logits_ rows 0..n-1
+    auto& active = book_.active;
+    auto& next = book_.next;
+    next.resize(std::size_t(B));
+    // active (after prefill: every row) lists the rows whose logits sit in logits_ rows 0..n-1
     for (int j = 0; j < R; ++j) {
-      int const n = static_cast<int>(active_.size());
+      int const n = static_cast<int>(active.size());
       float const* lg = logits_.t.data<float>();
       RLFLOW_MODEL_OMP_FOR_IF(std::int64_t{n} * V > model::layers::parallel_threshold)
       for (int i = 0; i < n; ++i) {
-        int const r = active_[std::size_t(i)];
+        int const r = active[std::size_t(i)];
         float const* row = lg + std::size_t(i) * V;
         std::int32_t const tok = sample_token(row, V, sp, seeds[std::size_t(r)], std::uint64_t(j),
                                               idx_.data() + std::size_t(i) * V, w_.data() + std::size_t(i) * V);
         resp[std::size_t(r) * R + j] = tok;
         rmask[std::size_t(r) * R + j] = 1;
         lp[std::size_t(r) * R + j] = model::layers::logprob_forward_row(row, V, tok, inv_t).log_prob;
-        next_[std::size_t(i)] = tok;
+        next[std::size_t(i)] = tok;
       }
       if (j == R - 1) break;
       // drop the rows that just emitted EOS, then run one step for the rest
-      std::size_t keep = 0;
-      for (int i = 0; i < n; ++i)
-        if (next_[std::size_t(i)] != sp.eos_id) {
-          active_[keep] = active_[std::size_t(i)];
-          next_[keep] = next_[std::size_t(i)];
-          ++keep;
-        }
-      active_.resize(keep);
-      if (active_.empty()) break;
-      step_rows(std::span<std::int32_t const>(next_.data(), keep));
+      if (book_.drop_finished(sp.eos_id) == 0) break;
+      step_rows(next);
     }
     return out;
   }
@@ -134,56 +252,22 @@ class RolloutEngine {
   //! first new token. Reserves room for max_new_tokens more positions.
   std::span<float const> prefill(Tensor const& prompt_ids, Tensor const& prompt_mask, int max_new_tokens) {
     if (sleeping_) throw value_error("rlflow::engine::RolloutEngine: the engine is asleep; call wake() before generating");
-    if (prompt_ids.dtype() != DType::int32 || prompt_mask.dtype() != DType::int32)
-      throw dtype_error(msg("rlflow::engine::RolloutEngine::prefill: prompt_ids is ", dtype_name(prompt_ids.dtype()),
-                            " and the mask is ", dtype_name(prompt_mask.dtype()), "; both must be int32"));
-    if (prompt_ids.rank() != 2 || !(prompt_ids.shape() == prompt_mask.shape()) || prompt_ids.dim(0) < 1 || prompt_ids.dim(1) < 1)
-      throw shape_error(msg("rlflow::engine::RolloutEngine::prefill: prompt_ids ", prompt_ids.shape().str(), " and mask ",
-                            prompt_mask.shape().str(), " must be the same non-empty (B, P)"));
-    int const B = static_cast<int>(prompt_ids.dim(0)), P = static_cast<int>(prompt_ids.dim(1));
-    if (max_new_tokens < 1 || P + max_new_tokens > cfg_.max_seq_len)
-      throw shape_error(msg("rlflow::engine::RolloutEngine::prefill: prompt width ", P, " + max_new_tokens ", max_new_tokens,
-                            " exceeds max_seq_len = ", cfg_.max_seq_len, "; shorten the prompts or the responses"));
-    auto const* ids = prompt_ids.data<std::int32_t>();
-    auto const* mask = prompt_mask.data<std::int32_t>();
-    for (int b = 0; b < B; ++b) {
-      if (mask[std::size_t(b) * P + P - 1] == 0)
-        throw value_error(msg("rlflow::engine::RolloutEngine::prefill: prompt row ", b,
-                              " ends in padding; prompts must be left-padded (mask[b, P-1] = 1)"));
-      for (int t = 0; t < P; ++t)
-        if (ids[std::size_t(b) * P + t] < 0 || ids[std::size_t(b) * P + t] >= cfg_.vocab_size)
-          throw value_error(msg("rlflow::engine::RolloutEngine::prefill: token ", ids[std::size_t(b) * P + t], " at (", b, ", ",
-                                t, ") is outside the vocabulary [0, ", cfg_.vocab_size, ")"));
-    }
-    B_ = B;
-    S_ = P + max_new_tokens;
-    filled_ = 0;
-    seq_.assign(std::size_t(B) * S_, 0);
-    seq_valid_.assign(std::size_t(B) * S_, 0);
-    n_valid_.assign(std::size_t(B), 0);
-    for (int b = 0; b < B; ++b)
-      for (int t = 0; t < P; ++t) {
-        seq_[std::size_t(b) * S_ + t] = ids[std::size_t(b) * P + t];
-        seq_valid_[std::size_t(b) * S_ + t] = mask[std::size_t(b) * P + t] != 0;
-      }
+    detail::DecodeBook::check_prompts(who, prompt_ids, prompt_mask, max_new_tokens, cfg_);
+    book_.reset(prompt_ids, prompt_mask, max_new_tokens);
+    int const B = book_.B, P = static_cast<int>(prompt_ids.dim(1));
     std::size_t const hs = std::size_t(cfg_.head_dim());
-    kv_.ensure(std::size_t(cfg_.n_layer) * 2 * B * std::size_t(cfg_.n_head) * S_ * hs);
-    active_.resize(std::size_t(B));
-    for (int b = 0; b < B; ++b) active_[std::size_t(b)] = b;
+    kv_.ensure(std::size_t(cfg_.n_layer) * 2 * B * std::size_t(cfg_.n_head) * book_.S * hs);
     run(0, P);
-    filled_ = P;
+    book_.filled = P;
     return {logits_.t.data<float>(), std::size_t(B) * cfg_.vocab_size};
   }
 
   //! Appends one token per row (B) and returns the next logits (B, V).
   std::span<float const> decode(std::span<std::int32_t const> tokens) {
-    if (B_ == 0) throw value_error("rlflow::engine::RolloutEngine::decode: call prefill first");
-    if (tokens.size() != std::size_t(B_))
-      throw shape_error(msg("rlflow::engine::RolloutEngine::decode: ", tokens.size(), " tokens for ", B_, " rows"));
-    active_.resize(std::size_t(B_));
-    for (int b = 0; b < B_; ++b) active_[std::size_t(b)] = b;
+    book_.check_decode(who, tokens.size());
+    book_.run_all_rows();
     step_rows(tokens);
-    return {logits_.t.data<float>(), std::size_t(B_) * cfg_.vocab_size};
+    return {logits_.t.data<float>(), std::size_t(book_.B) * cfg_.vocab_size};
   }
 
  private:
@@ -191,68 +275,50 @@ class RolloutEngine {
     return {&kv_, &x_, &ln_, &qkv_, &atty_, &fch_, &probs_, &lnf_, &logits_};
   }
 
-  // appends tokens[i] for rows active_[i] at slot filled_, then computes their next logits
+  // appends tokens[i] for rows book_.active[i] at slot book_.filled, then computes their next logits
   void step_rows(std::span<std::int32_t const> tokens) {
-    if (filled_ >= S_)
-      throw value_error(msg("rlflow::engine::RolloutEngine::decode: the cache is full (", S_,
-                            " slots); prefill with a larger max_new_tokens"));
-    for (std::size_t i = 0; i < active_.size(); ++i) {
-      if (tokens[i] < 0 || tokens[i] >= cfg_.vocab_size)
-        throw value_error(msg("rlflow::engine::RolloutEngine::decode: token ", tokens[i], " for row ", active_[i],
-                              " is outside the vocabulary [0, ", cfg_.vocab_size, ")"));
-      std::size_t const at = std::size_t(active_[i]) * S_ + filled_;
-      seq_[at] = tokens[i];
-      seq_valid_[at] = 1;
-    }
-    ++filled_;
+    book_.append(who, tokens, cfg_.vocab_size);
     if (use_cache_) {
-      run(filled_ - 1, 1);
-    } else {  // the llm.c way: forget the cache, recompute slots [0, filled_) of the running rows
-      for (int r : active_) n_valid_[std::size_t(r)] = 0;
-      run(0, filled_);
+      run(book_.filled - 1, 1);
+    } else {  // the llm.c way: forget the cache, recompute slots [0, filled) of the running rows
+      book_.forget_positions();
+      run(0, book_.filled);
     }
   }
 
-  // Forward of slots [s0, s0 + n) of the rows in active_ (tokens from seq_), writing their keys
-  // and values into the cache; logits_ (|active_|, V) get the last slot's next-token logits.
+  // Forward of slots [s0, s0 + n) of the running rows (tokens from the book), writing their keys
+  // and values into the cache; logits_ (|active|, V) get the last slot's next-token logits.
   void run(int s0, int n) {
     int const C = cfg_.n_embd, NH = cfg_.n_head, hs = cfg_.head_dim(), V = cfg_.vocab_size, L = cfg_.n_layer;
-    int const nr = static_cast<int>(active_.size());
+    auto const& active = book_.active;
+    int const nr = static_cast<int>(active.size()), S = book_.S, B = book_.B;
     std::size_t const N = std::size_t(nr) * n;
     float const* W = weights_.data<float>();
     tok_.resize(N);
     pos_.resize(N);
-    for (int i = 0; i < nr; ++i) {
-      int const r = active_[std::size_t(i)];
-      for (int k = 0; k < n; ++k) {
-        std::size_t const at = std::size_t(r) * S_ + s0 + k;
-        tok_[std::size_t(i) * n + k] = seq_[at];
-        std::int32_t& nv = n_valid_[std::size_t(r)];
-        pos_[std::size_t(i) * n + k] = seq_valid_[at] ? nv++ : std::max(nv - 1, 0);  // = max(cumsum(mask) - 1, 0)
-      }
-    }
+    book_.gather(s0, n, tok_.data(), pos_.data());
     float* x = x_.ensure(N * C);
     float* ln = ln_.ensure(N * C);
     float* qkv = qkv_.ensure(N * 3 * C);
     float* atty = atty_.ensure(N * C);
     float* fch = fch_.ensure(N * 4 * C);
-    float* probs = probs_.ensure(N * std::size_t(NH) * S_);
+    float* probs = probs_.ensure(N * std::size_t(NH) * S);
     float* kv = kv_.t.data<float>();
-    std::size_t const head_stride = std::size_t(S_) * hs, row_stride = std::size_t(NH) * head_stride;
-    std::size_t const layer_stride = 2 * std::size_t(B_) * row_stride;
+    std::size_t const head_stride = std::size_t(S) * hs, row_stride = std::size_t(NH) * head_stride;
+    std::size_t const layer_stride = 2 * std::size_t(B) * row_stride;
     float const scale = 1.0f / std::sqrt(static_cast<float>(hs));
     model::layers::encoder_forward(x, tok_.data(), pos_.data(), W + lay_.wte, W + lay_.wpe, int(N), C);
     for (int l = 0; l < L; ++l) {
       auto const& P = lay_.layers[std::size_t(l)];
       float* kc = kv + std::size_t(l) * layer_stride;  // (B, NH, S, hs)
-      float* vc = kc + std::size_t(B_) * row_stride;
+      float* vc = kc + std::size_t(B) * row_stride;
       model::layers::layernorm_forward(ln, nullptr, nullptr, x, W + P.ln1_w, W + P.ln1_b, int(N), C);
       model::layers::linear_nt_forward(qkv, ln, W + P.qkv_w, W + P.qkv_b, int(N), C, 3 * C);
       for (int i = 0; i < nr; ++i)  // scatter the new keys and values into the cache
         for (int k = 0; k < n; ++k)
           for (int h = 0; h < NH; ++h) {
             float const* src = qkv + (std::size_t(i) * n + k) * 3 * C + std::size_t(h) * 3 * hs;
-            std::size_t const dst = std::size_t(active_[std::size_t(i)]) * row_stride + h * head_stride + std::size_t(s0 + k) * hs;
+            std::size_t const dst = std::size_t(active[std::size_t(i)]) * row_stride + h * head_stride + std::size_t(s0 + k) * hs;
             std::memcpy(kc + dst, src + hs, sizeof(float) * hs);
             std::memcpy(vc + dst, src + 2 * hs, sizeof(float) * hs);
           }
@@ -261,11 +327,11 @@ class RolloutEngine {
         int const h = int(q % NH);
         std::size_t const tokn = std::size_t(q / NH);
         int const i = int(tokn / std::size_t(n)), k = int(tokn % std::size_t(n));
-        int const r = active_[std::size_t(i)];
+        int const r = active[std::size_t(i)];
         std::size_t const base = std::size_t(r) * row_stride + h * head_stride;
-        model::layers::attend_one(atty + tokn * C + std::size_t(h) * hs, probs + std::size_t(q) * S_,
+        model::layers::attend_one(atty + tokn * C + std::size_t(h) * hs, probs + std::size_t(q) * S,
                                   qkv + tokn * 3 * C + std::size_t(h) * 3 * hs, kc + base, hs, vc + base, hs,
-                                  seq_valid_.data() + std::size_t(r) * S_, s0 + k + 1, hs, scale);
+                                  book_.seq_valid.data() + std::size_t(r) * S, s0 + k + 1, hs, scale);
       }
       model::layers::linear_nn_forward(x, atty, W + P.proj_w, W + P.proj_b, int(N), C, C, true);
       model::layers::layernorm_forward(ln, nullptr, nullptr, x, W + P.ln2_w, W + P.ln2_b, int(N), C);
@@ -285,11 +351,10 @@ class RolloutEngine {
   Tensor weights_;
   caching_host_resource mr_;
   model::detail::grow_buffer kv_, x_, ln_, qkv_, atty_, fch_, probs_, lnf_, logits_;
-  int B_ = 0, S_ = 0, filled_ = 0;
+  static constexpr char const* who = "rlflow::engine::RolloutEngine";
+  detail::DecodeBook book_;
   bool sleeping_ = false, use_cache_ = true;
-  std::vector<std::int32_t> seq_, n_valid_, tok_, pos_, next_, idx_;
-  std::vector<std::uint8_t> seq_valid_;
-  std::vector<int> active_;
+  std::vector<std::int32_t> tok_, pos_, idx_;
   std::vector<double> w_;
 };
 

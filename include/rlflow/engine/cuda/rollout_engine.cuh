@@ -79,7 +79,7 @@ class RolloutEngine {
     for (auto* b : buffers()) b->release();
     sampler_.release();
     sleeping_ = true;
-    B_ = S_ = filled_ = 0;
+    book_.B = book_.S = book_.filled = 0;
   }
   //! Allows generation again; buffers are re-acquired lazily by the next prefill.
   void wake() { sleeping_ = false; }
@@ -103,42 +103,31 @@ class RolloutEngine {
       throw shape_error(msg("rlflow::engine::cuda::RolloutEngine::generate: ", seeds.size(), " seeds for ", prompt_ids.dim(0),
                             " prompts; pass one seed per row"));
     prefill_device(prompt_ids, prompt_mask, R);
-    int const B = B_;
-    RolloutResult out;
-    out.responses = Tensor::full(Shape{B, R}, sp.pad_id);
-    out.response_mask = Tensor::zeros(DType::int32, Shape{B, R});
-    out.log_probs = Tensor::zeros(DType::float32, Shape{B, R});
+    RolloutResult out = book_.empty_result(R, sp.pad_id);
     auto* resp = out.responses.data<std::int32_t>();
     auto* rmask = out.response_mask.data<std::int32_t>();
     auto* lp = out.log_probs.data<float>();
     std::vector<std::uint64_t> row_seeds;
     std::vector<float> row_lp;
+    auto& active = book_.active;
+    auto& next = book_.next;
     for (int j = 0; j < R; ++j) {
-      int const n = static_cast<int>(active_.size());
+      int const n = static_cast<int>(active.size());
       row_seeds.resize(std::size_t(n));
-      next_.resize(std::size_t(n));
+      next.resize(std::size_t(n));
       row_lp.resize(std::size_t(n));
-      for (int i = 0; i < n; ++i) row_seeds[std::size_t(i)] = seeds[std::size_t(active_[std::size_t(i)])];
+      for (int i = 0; i < n; ++i) row_seeds[std::size_t(i)] = seeds[std::size_t(active[std::size_t(i)])];
       sampler_.sample(logits_.get<float>(), n, cfg_.vocab_size, sp.temperature, sp.top_k, sp.top_p, row_seeds.data(),
-                      std::uint64_t(j), next_.data(), row_lp.data(), stream_);
+                      std::uint64_t(j), next.data(), row_lp.data(), stream_);
       for (int i = 0; i < n; ++i) {
-        std::size_t const at = std::size_t(active_[std::size_t(i)]) * R + j;
-        resp[at] = next_[std::size_t(i)];
+        std::size_t const at = std::size_t(active[std::size_t(i)]) * R + j;
+        resp[at] = next[std::size_t(i)];
         rmask[at] = 1;
         lp[at] = row_lp[std::size_t(i)];
       }
       if (j == R - 1) break;
-      std::size_t keep = 0;  // drop the rows that just emitted EOS
-      for (int i = 0; i < n; ++i)
-        if (next_[std::size_t(i)] != sp.eos_id) {
-          active_[keep] = active_[std::size_t(i)];
-          next_[keep] = next_[std::size_t(i)];
-          ++keep;
-        }
-      active_.resize(keep);
-      next_.resize(keep);
-      if (active_.empty()) break;
-      step_rows(next_);
+      if (book_.drop_finished(sp.eos_id) == 0) break;  // drop the rows that just emitted EOS
+      step_rows(next);
     }
     return out;
   }
@@ -153,11 +142,8 @@ class RolloutEngine {
   }
   //! Appends one token per row (B) and returns the next host logits (B, V).
   std::span<float const> decode(std::span<std::int32_t const> tokens) {
-    if (B_ == 0) throw value_error("rlflow::engine::cuda::RolloutEngine::decode: call prefill first");
-    if (tokens.size() != std::size_t(B_))
-      throw shape_error(msg("rlflow::engine::cuda::RolloutEngine::decode: ", tokens.size(), " tokens for ", B_, " rows"));
-    active_.resize(std::size_t(B_));
-    for (int b = 0; b < B_; ++b) active_[std::size_t(b)] = b;
+    book_.check_decode(who, tokens.size());
+    book_.run_all_rows();
     step_rows(tokens);
     return host_logits();
   }
@@ -168,7 +154,7 @@ class RolloutEngine {
   }
 
   std::span<float const> host_logits() {
-    std::size_t const n = active_.size() * std::size_t(cfg_.vocab_size);
+    std::size_t const n = book_.active.size() * std::size_t(cfg_.vocab_size);
     host_logits_.resize(n);
     RLFLOW_CUDA_CHECK(cudaMemcpyAsync(host_logits_.data(), logits_.get<float>(), n * sizeof(float), cudaMemcpyDeviceToHost, stream_));
     RLFLOW_CUDA_CHECK(cudaStreamSynchronize(stream_));
@@ -176,98 +162,50 @@ class RolloutEngine {
   }
 
   void prefill_device(Tensor const& prompt_ids, Tensor const& prompt_mask, int max_new_tokens) {
-    char const* fn = "rlflow::engine::cuda::RolloutEngine::prefill: ";
     if (sleeping_) throw value_error("rlflow::engine::cuda::RolloutEngine: the engine is asleep; call wake() before generating");
-    if (prompt_ids.dtype() != DType::int32 || prompt_mask.dtype() != DType::int32)
-      throw dtype_error(msg(fn, "prompt_ids is ", dtype_name(prompt_ids.dtype()), " and the mask is ",
-                            dtype_name(prompt_mask.dtype()), "; both must be int32"));
-    if (prompt_ids.rank() != 2 || !(prompt_ids.shape() == prompt_mask.shape()) || prompt_ids.dim(0) < 1 || prompt_ids.dim(1) < 1)
-      throw shape_error(msg(fn, "prompt_ids ", prompt_ids.shape().str(), " and mask ", prompt_mask.shape().str(),
-                            " must be the same non-empty (B, P)"));
-    int const B = static_cast<int>(prompt_ids.dim(0)), P = static_cast<int>(prompt_ids.dim(1));
-    if (max_new_tokens < 1 || P + max_new_tokens > cfg_.max_seq_len)
-      throw shape_error(msg(fn, "prompt width ", P, " + max_new_tokens ", max_new_tokens, " exceeds max_seq_len = ",
-                            cfg_.max_seq_len, "; shorten the prompts or the responses"));
+    engine::detail::DecodeBook::check_prompts(who, prompt_ids, prompt_mask, max_new_tokens, cfg_);
+    int const P = static_cast<int>(prompt_ids.dim(1));
     if (std::size_t(P + max_new_tokens) * sizeof(float) > 48 * 1024)
-      throw config_error(msg(fn, "P + max_new_tokens = ", P + max_new_tokens,
+      throw config_error(msg(who, "::prefill: P + max_new_tokens = ", P + max_new_tokens,
                              " slots exceed the attention kernel's 48 KiB of shared scores (12288 slots); shorten the sequences"));
-    auto const* ids = prompt_ids.data<std::int32_t>();
-    auto const* mask = prompt_mask.data<std::int32_t>();
-    for (int b = 0; b < B; ++b) {
-      if (mask[std::size_t(b) * P + P - 1] == 0)
-        throw value_error(msg(fn, "prompt row ", b, " ends in padding; prompts must be left-padded (mask[b, P-1] = 1)"));
-      for (int t = 0; t < P; ++t)
-        if (ids[std::size_t(b) * P + t] < 0 || ids[std::size_t(b) * P + t] >= cfg_.vocab_size)
-          throw value_error(msg(fn, "token ", ids[std::size_t(b) * P + t], " at (", b, ", ", t,
-                                ") is outside the vocabulary [0, ", cfg_.vocab_size, ")"));
-    }
-    B_ = B;
-    S_ = P + max_new_tokens;
-    filled_ = 0;
-    seq_.assign(std::size_t(B) * S_, 0);
-    seq_valid_.assign(std::size_t(B) * S_, 0);
-    n_valid_.assign(std::size_t(B), 0);
-    for (int b = 0; b < B; ++b)
-      for (int t = 0; t < P; ++t) {
-        seq_[std::size_t(b) * S_ + t] = ids[std::size_t(b) * P + t];
-        seq_valid_[std::size_t(b) * S_ + t] = mask[std::size_t(b) * P + t] != 0;
-      }
+    book_.reset(prompt_ids, prompt_mask, max_new_tokens);
+    int const B = book_.B, S = book_.S;
     std::size_t const hs = std::size_t(cfg_.head_dim());
-    kv_.ensure<float>(std::size_t(cfg_.n_layer) * 2 * B * std::size_t(cfg_.n_head) * S_ * hs);
-    std::uint8_t* dv = valid_.ensure<std::uint8_t>(std::size_t(B) * S_);
-    RLFLOW_CUDA_CHECK(cudaMemcpyAsync(dv, seq_valid_.data(), seq_valid_.size(), cudaMemcpyHostToDevice, stream_));
-    active_.resize(std::size_t(B));
-    for (int b = 0; b < B; ++b) active_[std::size_t(b)] = b;
+    kv_.ensure<float>(std::size_t(cfg_.n_layer) * 2 * B * std::size_t(cfg_.n_head) * S * hs);
+    std::uint8_t* dv = valid_.ensure<std::uint8_t>(std::size_t(B) * S);
+    RLFLOW_CUDA_CHECK(cudaMemcpyAsync(dv, book_.seq_valid.data(), book_.seq_valid.size(), cudaMemcpyHostToDevice, stream_));
     run(0, P);
-    filled_ = P;
+    book_.filled = P;
   }
 
   void step_rows(std::span<std::int32_t const> tokens) {
-    if (filled_ >= S_)
-      throw value_error(msg("rlflow::engine::cuda::RolloutEngine::decode: the cache is full (", S_,
-                            " slots); prefill with a larger max_new_tokens"));
-    for (std::size_t i = 0; i < active_.size(); ++i) {
-      if (tokens[i] < 0 || tokens[i] >= cfg_.vocab_size)
-        throw value_error(msg("rlflow::engine::cuda::RolloutEngine::decode: token ", tokens[i], " for row ", active_[i],
-                              " is outside the vocabulary [0, ", cfg_.vocab_size, ")"));
-      std::size_t const at = std::size_t(active_[i]) * S_ + filled_;
-      seq_[at] = tokens[i];
-      seq_valid_[at] = 1;
-    }
+    book_.append(who, tokens, cfg_.vocab_size);
     // refresh the device copy of the flags (B * S bytes; the stream orders it before the kernels,
     // and a pageable-source copy has read the host bytes when it returns)
-    RLFLOW_CUDA_CHECK(cudaMemcpyAsync(valid_.get<std::uint8_t>(), seq_valid_.data(), seq_valid_.size(), cudaMemcpyHostToDevice, stream_));
-    ++filled_;
+    RLFLOW_CUDA_CHECK(cudaMemcpyAsync(valid_.get<std::uint8_t>(), book_.seq_valid.data(), book_.seq_valid.size(),
+                                      cudaMemcpyHostToDevice, stream_));
     if (use_cache_) {
-      run(filled_ - 1, 1);
+      run(book_.filled - 1, 1);
     } else {
-      for (int r : active_) n_valid_[std::size_t(r)] = 0;
-      run(0, filled_);
+      book_.forget_positions();
+      run(0, book_.filled);
     }
   }
 
-  // Forward of slots [s0, s0 + n) of the rows in active_, writing their keys and values into the
-  // cache; logits_ (|active_|, V) get the last slot's next-token logits. Leaves the stream busy.
+  // Forward of slots [s0, s0 + n) of the running rows, writing their keys and values into the
+  // cache; logits_ (|active|, V) get the last slot's next-token logits. Leaves the stream busy.
   void run(int s0, int n) {
     namespace K = kernels::cuda::model::layers;
     int const C = cfg_.n_embd, NH = cfg_.n_head, hs = cfg_.head_dim(), V = cfg_.vocab_size;
-    int const nr = static_cast<int>(active_.size());
+    int const nr = static_cast<int>(book_.active.size()), S = book_.S;
     std::size_t const N = std::size_t(nr) * n;
     // host: tokens, positions (max(cumsum(mask) - 1, 0), as the CPU engine), running rows
     host_ints_.resize(2 * N + std::size_t(nr));
     std::int32_t* tok = host_ints_.data();
     std::int32_t* pos = tok + N;
     std::int32_t* rows = pos + N;
-    for (int i = 0; i < nr; ++i) {
-      int const r = active_[std::size_t(i)];
-      rows[i] = r;
-      for (int k = 0; k < n; ++k) {
-        std::size_t const at = std::size_t(r) * S_ + s0 + k;
-        tok[std::size_t(i) * n + k] = seq_[at];
-        std::int32_t& nv = n_valid_[std::size_t(r)];
-        pos[std::size_t(i) * n + k] = seq_valid_[at] ? nv++ : std::max(nv - 1, 0);
-      }
-    }
+    for (int i = 0; i < nr; ++i) rows[i] = book_.active[std::size_t(i)];
+    book_.gather(s0, n, tok, pos);
     // the previous call synchronised the stream, so growing a buffer cannot free memory in use
     std::int32_t* d_ints = ints_.ensure<std::int32_t>(host_ints_.size());
     RLFLOW_CUDA_CHECK(cudaMemcpyAsync(d_ints, host_ints_.data(), host_ints_.size() * sizeof(std::int32_t), cudaMemcpyHostToDevice, stream_));
@@ -281,7 +219,7 @@ class RolloutEngine {
     float* fch = fch_.ensure<float>(N * 4 * C);
     float* kv = kv_.get<float>();
     std::uint8_t const* dvalid = valid_.get<std::uint8_t>();
-    std::size_t const layer_stride = 2 * std::size_t(B_) * NH * std::size_t(S_) * hs;
+    std::size_t const layer_stride = 2 * std::size_t(book_.B) * NH * std::size_t(S) * hs;
     float const* W = weights_.get<float>();
     cudaStream_t const st = stream_;
     K::encoder_kernel<<<unsigned(N), 128, 0, st>>>(x, d_tok, d_pos, W + lay_.wte, W + lay_.wpe, C);
@@ -292,9 +230,9 @@ class RolloutEngine {
       K::layernorm_kernel<<<unsigned(N), K::block, 0, st>>>(ln, nullptr, nullptr, x, W + P.ln1_w, W + P.ln1_b, C);
       K::bias_rows_kernel<<<K::grid_for(std::int64_t(N) * 3 * C), 256, 0, st>>>(qkv, W + P.qkv_b, std::int64_t(N) * 3 * C, 3 * C, false);
       K::gemm_nt(blas_, qkv, ln, W + P.qkv_w, int(N), C, 3 * C, 1.0f);
-      K::kv_store_kernel<<<unsigned(N * NH), 64, 0, st>>>(kc, vc, qkv, d_rows, n, s0, S_, C, NH);
-      K::kv_attention_kernel<<<unsigned(N * NH), K::block, std::size_t(S_) * sizeof(float), st>>>(atty, qkv, kc, vc, dvalid,
-                                                                                                  d_rows, n, s0, S_, C, NH);
+      K::kv_store_kernel<<<unsigned(N * NH), 64, 0, st>>>(kc, vc, qkv, d_rows, n, s0, S, C, NH);
+      K::kv_attention_kernel<<<unsigned(N * NH), K::block, std::size_t(S) * sizeof(float), st>>>(atty, qkv, kc, vc, dvalid,
+                                                                                                  d_rows, n, s0, S, C, NH);
       K::bias_rows_kernel<<<K::grid_for(std::int64_t(N) * C), 256, 0, st>>>(x, W + P.proj_b, std::int64_t(N) * C, C, true);
       K::gemm_nn(blas_, x, atty, W + P.proj_w, int(N), C, C, 1.0f);
       K::layernorm_kernel<<<unsigned(N), K::block, 0, st>>>(ln, nullptr, nullptr, x, W + P.ln2_w, W + P.ln2_b, C);
@@ -319,11 +257,10 @@ class RolloutEngine {
   cublasHandle_t blas_ = nullptr;
   kernels::cuda::model::layers::device_buffer weights_, kv_, x_, ln_, qkv_, atty_, fch_, lnf_, logits_, ints_, valid_;
   kernels::cuda::model::Sampler sampler_;
-  int B_ = 0, S_ = 0, filled_ = 0;
+  static constexpr char const* who = "rlflow::engine::cuda::RolloutEngine";
+  engine::detail::DecodeBook book_;
   bool sleeping_ = false, use_cache_ = true;
-  std::vector<std::int32_t> seq_, n_valid_, next_, host_ints_;
-  std::vector<std::uint8_t> seq_valid_;
-  std::vector<int> active_;
+  std::vector<std::int32_t> host_ints_;
   std::vector<float> host_logits_;
 };
 
