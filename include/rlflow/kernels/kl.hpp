@@ -93,23 +93,18 @@ double kl_loss(Policy const& policy, Dims d, KLPenalty kind, std::span<float con
   detail::check_finite_tokens(ex, fn, "ref_log_prob", d, r, m);
   auto coef = detail::agg_row_coef(ex, fn, d, m, agg, info);
   double const* c = coef.data();
-  float* gout = grad.out.empty() ? nullptr : grad.out.data();
-  double const gs = grad.scale;
-  bool const acc = grad.accumulate;
+  detail::grad_sink const gout(grad);
   std::int64_t const T = d.cols;
   KLKind const k = kind.kind;
   bool const st = kind.straight_through;
   return ex.reduce(d.numel(), 0.0, [=] RLFLOW_HD(std::int64_t i) -> double {
     if (!detail::on(m[i])) {
-      if (gout && !acc) gout[i] = 0.0f;
+      gout.clear(i);
       return 0.0;
     }
     double const ci = c[i / T];
     auto const q = math::kl_eval(k, st, x[i], r[i]);
-    if (gout) {
-      float const g = static_cast<float>(gs * ci * q.grad);
-      gout[i] = acc ? gout[i] + g : g;
-    }
+    gout.put(i, gout.scale * ci * q.grad);
     return ci * q.value;
   });
 }

@@ -9,6 +9,7 @@
 #include <string>
 #include <string_view>
 
+#include <rlflow/config.hpp>  // RLFLOW_HD
 #include <rlflow/error.hpp>  // config_error, msg
 
 namespace rlflow::kernels {
@@ -171,5 +172,25 @@ struct Grad {
   double scale = 1.0;
   bool accumulate = false;
 };
+
+namespace detail {
+//! A Grad as the token kernels use it on either backend (a raw pointer, copied into lambdas):
+//! put(k, v) writes or adds v at token k, clear(k) zeroes a masked token unless accumulating.
+//! Callers pass v already multiplied by 'scale'. Nothing is written when no gradient was asked for.
+struct grad_sink {
+  float* out = nullptr;
+  double scale = 1.0;
+  bool accumulate = false;
+  explicit grad_sink(Grad const& g) : out(g.out.empty() ? nullptr : g.out.data()), scale(g.scale), accumulate(g.accumulate) {}
+  RLFLOW_HD void put(std::int64_t k, double v) const {
+    if (!out) return;
+    float const f = static_cast<float>(v);
+    out[k] = accumulate ? out[k] + f : f;
+  }
+  RLFLOW_HD void clear(std::int64_t k) const {
+    if (out && !accumulate) out[k] = 0.0f;
+  }
+};
+}  // namespace detail
 
 }  // namespace rlflow::kernels

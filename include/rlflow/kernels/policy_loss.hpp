@@ -54,28 +54,21 @@ struct tok_kl_cov {
   RLFLOW_HD math::token_loss operator()(std::int64_t, std::int64_t k) const { return f(x[k], o[k], a[k], sel[k] != 0); }
 };
 
-RLFLOW_HD inline void put_grad(float* g, std::int64_t k, double v, bool acc) {
-  float const f = static_cast<float>(v);
-  g[k] = acc ? g[k] + f : f;
-}
-
 //! One fused pass: sum of coef_i * w * loss, metric sums, valid count; writes the gradient.
 template <class Ex, class M, class Tok>
 math::dvec<5> policy_token_pass(Ex const& ex, Dims d, M const* m, float const* isw, double const* coef, Tok tok, Grad grad) {
   std::int64_t const T = d.cols;
-  float* gout = grad.out.empty() ? nullptr : grad.out.data();
-  double const gs = grad.scale;
-  bool const acc = grad.accumulate;
+  grad_sink const gout(grad);
   return ex.reduce(d.numel(), math::dvec<5>::zero(), [=] RLFLOW_HD(std::int64_t k) -> math::dvec<5> {
     if (!detail::on(m[k])) {
-      if (gout && !acc) gout[k] = 0.0f;
+      gout.clear(k);
       return math::dvec<5>::zero();
     }
     std::int64_t const i = k / T;
     math::token_loss const t = tok(i, k);
     double const w = isw ? static_cast<double>(isw[k]) : 1.0;
     double const c = coef[i];
-    if (gout) put_grad(gout, k, gs * c * w * t.dloss, acc);
+    gout.put(k, gout.scale * c * w * t.dloss);
     return math::dvec<5>{{c * w * t.loss, t.clip, t.clip_lower, t.kl, 1.0}};
   });
 }
@@ -273,17 +266,15 @@ PolicyLossResult compute_policy_loss(Policy const& policy, Dims d, PolicyLossCon
           });
       double const inv_b = 1.0 / static_cast<double>(d.rows);
       double const loss = ex.reduce(d.rows, 0.0, [=] RLFLOW_HD(std::int64_t i) -> double { return rp[i].v[0]; }) * inv_b;
-      float* gout = grad.out.empty() ? nullptr : grad.out.data();
-      double const gs = grad.scale;
-      bool const acc = grad.accumulate;
+      detail::grad_sink const gout(grad);
       auto const s = ex.reduce(d.numel(), math::dvec<4>::zero(), [=] RLFLOW_HD(std::int64_t k) -> math::dvec<4> {
         if (!detail::on(m[k])) {
-          if (gout && !acc) gout[k] = 0.0f;
+          gout.clear(k);
           return math::dvec<4>::zero();
         }
         std::int64_t const i = k / T;
         auto const q = f(x[k], o[k], a[k]);
-        if (gout) detail::put_grad(gout, k, gs * inv_b * (-rp[i].v[2]) * rp[i].v[1] / rp[i].v[3] * q.ddstar, acc);
+        gout.put(k, gout.scale * inv_b * (-rp[i].v[2]) * rp[i].v[1] / rp[i].v[3] * q.ddstar);
         double const av = a[k];
         return math::dvec<4>{{q.clipped * (av > 0 ? 1.0 : 0.0), q.clipped * (av < 0 ? 1.0 : 0.0), q.kl, 1.0}};
       });

@@ -39,22 +39,17 @@ ValueLossResult compute_value_loss(Policy const& policy, Dims d, std::span<float
   detail::check_finite_tokens(ex, fn, "returns", d, r, m);
   auto coef = detail::agg_row_coef(ex, fn, d, m, agg, info);
   double const* c = coef.data();
-  float* gout = grad.out.empty() ? nullptr : grad.out.data();
-  double const gs = grad.scale;
-  bool const acc = grad.accumulate;
+  detail::grad_sink const gout(grad);
   std::int64_t const T = d.cols;
   math::value_token const f{cliprange_value};
   auto const s = ex.reduce(d.numel(), math::dvec<4>::zero(), [=] RLFLOW_HD(std::int64_t k) -> math::dvec<4> {
     if (!detail::on(m[k])) {
-      if (gout && !acc) gout[k] = 0.0f;
+      gout.clear(k);
       return math::dvec<4>::zero();
     }
     double const ci = c[k / T];
     auto const q = f(v[k], vo[k], r[k]);
-    if (gout) {
-      float const g = static_cast<float>(gs * 0.5 * ci * q.dloss);
-      gout[k] = acc ? gout[k] + g : g;
-    }
+    gout.put(k, gout.scale * 0.5 * ci * q.dloss);
     return math::dvec<4>{{ci * q.loss, q.clipped, static_cast<double>(v[k]), 1.0}};
   });
   double const den = s.v[3] + 1e-8;
