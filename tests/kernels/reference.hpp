@@ -19,12 +19,15 @@ inline double msum(vec const& x, vec const& m) {
   return s;
 }
 inline double mcount(vec const& m) { double s = 0; for (double v : m) s += v != 0; return s; }
-inline double mmean(vec const& x, vec const& m) { return msum(x, m) / (mcount(m) + 1e-8); }
+// verl's masks are integer/bool tensors: mask.sum() + 1e-8 is evaluated in float32, so the 1e-8
+// only survives for an empty mask.
+inline double fden(double n) { return static_cast<double>(static_cast<float>(n) + 1e-8f); }
+inline double mmean(vec const& x, vec const& m) { return msum(x, m) / fden(mcount(m)); }
 inline double mvar(vec const& x, vec const& m) {
   double mu = mmean(x, m), n = mcount(m), ss = 0;
   for (std::size_t i = 0; i < x.size(); ++i) if (m[i] != 0) ss += (x[i] - mu) * (x[i] - mu);
   if (n < 2) throw std::runtime_error("masked_var needs >= 2");
-  return ss / (n + 1e-8) * n / (n - 1);
+  return ss / fden(n) * n / (n - 1);
 }
 inline vec whiten(vec const& x, vec const& m) {
   double mu = mmean(x, m), v = mvar(x, m);
@@ -133,7 +136,7 @@ inline double agg(vec const& L, vec const& m, int B, int T, int mode, agg_info c
     }
     default: {
       double s = 0;
-      for (int i = 0; i < B; ++i) if (rowlen[i] > 0) s += rowsum[i] / (rowlen[i] + 1e-8);
+      for (int i = 0; i < B; ++i) if (rowlen[i] > 0) s += rowsum[i] / fden(rowlen[i]);
       return s / nseq * gi.dp;
     }
   }
@@ -173,7 +176,7 @@ inline double geo_mean_loss(vec const& x, vec const& o, vec const& A, vec const&
       sa += A[k];
       n += 1;
     }
-    tot += -(sa / (n + 1e-8)) * std::exp(s / (n + 1e-8));
+    tot += -(sa / fden(n)) * std::exp(s / fden(n));
   }
   return tot / B;
 }

@@ -420,6 +420,51 @@ TEST_CASE("gae, reinforce++ and remax match the references", "[kernels][advantag
   }
 }
 
+TEST_CASE("constant batches whiten to exact zeros, as verl's float32 mask count gives", "[kernels][masked][advantage]") {
+  // verl: mask.sum() + 1e-8 is a float32 value, so the mean of a constant batch is exact and
+  // x - mean is 0 (a double 1e-8 would leave x 1e-8 / N, whitened to about x 1e-4 / N).
+  fvec x{2, 2, 2, 2, 2, 0}, m{1, 1, 1, 1, 1, 0}, out(6);
+  k::Dims const d{2, 3};
+  CHECK(k::masked_mean(par, d, cs(x), cs(m)) == 2.0);
+  CHECK(k::masked_var(par, d, cs(x), cs(m)) == 0.0);
+  k::masked_whiten(par, d, cs(x), cs(m), ms(out));
+  for (int q = 0; q < 5; ++q) CHECK(out[q] == 0.0f);
+  CHECK(out[5] == Approx(-2e4).epsilon(1e-6));  // masked positions are whitened too (verl)
+  // An empty mask: 0 / float32(1e-8) = 0, not NaN.
+  fvec none(6, 0.0f);
+  CHECK(k::masked_mean(par, d, cs(x), cs(none)) == 0.0);
+  CHECK(k::masked_mean(par, d, cs(x), cs(m)) * 5 == k::masked_sum(par, d, cs(x), cs(m)));
+
+  // GAE: one valid token per row with the same reward and value -> the same raw advantage.
+  std::mt19937 g(77);
+  for (int trial = 0; trial < 4; ++trial) {
+    int B = 2 + static_cast<int>(g() % 20), T = 1 + static_cast<int>(g() % 9);
+    float const rv = static_cast<float>(g() % 7) * 0.37f + 0.1f, vv = 0.25f * static_cast<float>(g() % 5);
+    fvec r(B * T, 0.0f), v(B * T, vv), mk(B * T, 0.0f), adv(B * T), ret(B * T);
+    for (int i = 0; i < B; ++i) {
+      int t = static_cast<int>(g() % T);
+      r[i * T + t] = rv;
+      for (int u = 0; u <= t; ++u) mk[i * T + u] = 0.0f;
+      mk[i * T + t] = 1.0f;  // one valid token, rewards elsewhere 0
+    }
+    k::gae_advantage_return(par, k::Dims{B, T}, cs(r), cs(v), cs(mk), 1.0, 1.0, ms(adv), ms(ret));
+    for (int q = 0; q < B * T; ++q)
+      if (mk[q] != 0) REQUIRE(adv[q] == 0.0f);
+
+    // REINFORCE++: every row's return at its valid token is rv.
+    k::reinforce_plus_plus_outcome_advantage(par, k::Dims{B, T}, cs(r), cs(mk), 0.99, ms(adv), ms(ret));
+    for (int q = 0; q < B * T; ++q) REQUIRE(adv[q] == 0.0f);
+
+    // REINFORCE++-baseline: groups of one (mean 0) with equal scores -> a constant batch.
+    fvec sc(B, rv);
+    ivec ids(B);
+    std::iota(ids.begin(), ids.end(), 0);
+    auto mfull = random_mask(g, B, T, 1, false);
+    k::reinforce_plus_plus_baseline_outcome_advantage(par, k::Dims{B, T}, cs(sc), cs(mfull), cs(ids), ms(adv), ms(ret));
+    for (int q = 0; q < B * T; ++q) REQUIRE(adv[q] == 0.0f);
+  }
+}
+
 TEST_CASE("gae rejects batches that cannot be whitened and NaN values", "[kernels][advantage]") {
   fvec r{1, 2, 3}, v{0, 0, 0}, m{0, 1, 0}, a(3), rt(3);
   CHECK_THROWS_WITH(k::gae_advantage_return(par, k::Dims{1, 3}, cs(r), cs(v), cs(m), 1.0, 1.0, ms(a), ms(rt)),
@@ -701,7 +746,7 @@ TEST_CASE("apply_kl_penalty uses the pre-update coefficient and updates the adap
       a += kld;
       c += m[q] != 0;
     }
-    tot += a / (c + 1e-8);
+    tot += a / ref::fden(c);  // verl: float32 denominator (exactly c for c >= 1)
   }
   double kl = tot / B;
   CHECK(res.current_kl == Approx(kl).epsilon(1e-9));

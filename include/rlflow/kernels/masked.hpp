@@ -9,6 +9,7 @@
 
 #include <rlflow/kernels/detail/checks.hpp>  // check_policy, check_mask
 #include <rlflow/kernels/detail/exec.hpp>    // exec, make_exec, expect_size
+#include <rlflow/kernels/math.hpp>           // mask_den
 #include <rlflow/kernels/options.hpp>        // Dims
 
 namespace rlflow::kernels {
@@ -16,7 +17,7 @@ namespace rlflow::kernels {
 struct MaskedMoments {
   double sum = 0;    //!< sum of x over valid positions
   double count = 0;  //!< number of valid positions
-  double mean = 0;   //!< sum / (count + 1e-8)  (verl's masked_mean)
+  double mean = 0;   //!< sum / math::mask_den(count)  (verl's masked_mean: float32 count + 1e-8)
   double var = 0;    //!< masked variance (unbiased unless asked otherwise)
 };
 
@@ -38,14 +39,14 @@ MaskedMoments masked_moments(Ex const& ex, const char* fn, Dims d, float const* 
   MaskedMoments r;
   r.sum = sc.v[0];
   r.count = sc.v[1];
-  r.mean = r.sum / (r.count + 1e-8);
+  r.mean = r.sum / math::mask_den(r.count);
   double const mean = r.mean;
   double const ss = ex.reduce(n, 0.0, [=] RLFLOW_HD(std::int64_t i) -> double {
     if (!detail::on(m[i])) return 0.0;
     double const c = static_cast<double>(x[i]) - mean;
     return c * c;
   });
-  r.var = ss / (r.count + 1e-8);
+  r.var = ss / math::mask_den(r.count);
   if (unbiased) {
     if (r.count == 0)
       throw value_error(msg("rlflow::kernels::", fn, ": the response mask of the (B = ", d.rows, ", T = ", d.cols,
@@ -83,7 +84,8 @@ double masked_sum(Policy const& policy, Dims d, std::span<float const> x, std::s
   return detail::masked_sum_count(ex, d.numel(), x.data(), response_mask.data()).v[0];
 }
 
-//! sum(x * m) / (sum(m) + 1e-8).                  verl: verl_F.masked_mean (axis=None)
+//! sum(x * m) / (sum(m) + 1e-8), the denominator in float32 as verl's integer masks give it (so
+//! exactly sum(m) for any valid token: math::mask_den).  verl: verl_F.masked_mean (axis=None)
 template <class Policy, class Mask>
 double masked_mean(Policy const& policy, Dims d, std::span<float const> x, std::span<Mask const> response_mask) {
   detail::check_policy<Policy>();
@@ -93,7 +95,7 @@ double masked_mean(Policy const& policy, Dims d, std::span<float const> x, std::
   detail::expect_size("masked_mean", "response_mask", response_mask.size(), d.numel(), "B*T");
   auto ex = detail::make_exec(policy);
   auto const sc = detail::masked_sum_count(ex, d.numel(), x.data(), response_mask.data());
-  return sc.v[0] / (sc.v[1] + 1e-8);
+  return sc.v[0] / math::mask_den(sc.v[1]);
 }
 
 //! mmean((x - mmean(x))^2) * N / (N - 1) when unbiased; throws value_error for N = 0 or 1

@@ -41,6 +41,14 @@ RLFLOW_HD inline bool finite(double x) { return x - x == 0.0; }  // false for Na
 
 RLFLOW_HD inline double clampd(double x, double lo, double hi) { return x < lo ? lo : (x > hi ? hi : x); }
 
+//! verl's masked-mean denominator mask.sum() + 1e-8 as torch evaluates it: the mask is an integer
+//! or bool tensor, so its sum is an integer tensor and adding the Python float promotes to float32.
+//! The 1e-8 therefore vanishes for every count >= 1 (a constant batch has an exact mean and an
+//! exact zero variance) and only keeps a fully masked batch from dividing by zero.
+RLFLOW_HD inline double mask_den(double count) {
+  return count >= 1.0 ? static_cast<double>(static_cast<float>(count)) : static_cast<double>(1e-8f);
+}
+
 // ---------------------------------------------------------------------------------------------
 // torch autograd tie rules (derivatives.yaml): maximum/minimum split the gradient in half on
 // ties; clamp passes the gradient where lo <= x <= hi.

@@ -76,7 +76,7 @@ math::dvec<5> policy_token_pass(Ex const& ex, Dims d, M const* m, float const* i
 inline PolicyLossResult finish(math::dvec<5> const& s, bool clip, bool kl, bool lower) {
   PolicyLossResult r;
   r.loss = s.v[0];
-  double const den = s.v[4] + 1e-8;
+  double const den = math::mask_den(s.v[4]);
   r.metrics.has_pg_clipfrac = clip;
   r.metrics.has_ppo_kl = kl;
   r.metrics.has_pg_clipfrac_lower = lower;
@@ -215,7 +215,7 @@ PolicyLossResult compute_policy_loss(Policy const& policy, Dims d, PolicyLossCon
       auto const s = ex.reduce(n, math::dvec<3>::zero(), [=] RLFLOW_HD(std::int64_t k) -> math::dvec<3> {
         return detail::on(m[k]) ? math::dvec<3>{{static_cast<double>(a[k]), static_cast<double>(x[k]), 1.0}} : math::dvec<3>::zero();
       });
-      double const mean_a = s.v[0] / (s.v[2] + 1e-8), mean_x = s.v[1] / (s.v[2] + 1e-8);
+      double const mean_a = s.v[0] / math::mask_den(s.v[2]), mean_x = s.v[1] / math::mask_den(s.v[2]);
       auto clipped = ex.template alloc<std::uint8_t>(n);
       std::uint8_t* cp = clipped.data();
       math::clip_cov_token const f{lo, hi};
@@ -260,7 +260,7 @@ PolicyLossResult compute_policy_loss(Policy const& policy, Dims d, PolicyLossCon
             return V4{{f(x[k], o[k], a[k]).dstar, static_cast<double>(a[k]), 1.0, lw}};
           },
           [=] RLFLOW_HD(std::int64_t i, V4 s) {
-            double const l = s.v[2] + 1e-8;
+            double const l = math::mask_den(s.v[2]);
             double const ratio = exp(s.v[0] / l), abar = s.v[1] / l, isw = exp(s.v[3] / l);
             rp[i] = V4{{-abar * ratio * isw, ratio, abar * isw, l}};  // loss_i, ratio_i, Abar_i * seq_is_i, L_i + 1e-8
           });
@@ -280,7 +280,7 @@ PolicyLossResult compute_policy_loss(Policy const& policy, Dims d, PolicyLossCon
       });
       PolicyLossResult r;
       r.loss = loss;
-      double const den = s.v[3] + 1e-8;
+      double const den = math::mask_den(s.v[3]);
       r.metrics = PolicyLossMetrics{s.v[0] / den, s.v[2] / den, s.v[1] / den, true, true, true};
       return r;
     }
