@@ -207,7 +207,8 @@ inline double entropy(std::vector<double> const& z) {
 
 // Policy-loss surrogate: stop-gradient parts are evaluated at xf (frozen), the rest at x, so that
 // d/dx at x == xf is the autograd gradient. mode: PolicyLossMode order (0 vanilla, 1 gspo, 2 sapo,
-// 3 gpg, 4 clip_cov, 5 kl_cov, 6 geo_mean, 7 cispo, 8 dro). Returns the loss; metrics via 'met'.
+// 3 gpg, 4 clip_cov, 5 kl_cov, 6 geo_mean, 7 cispo, 8 dro, 9 dppo_tv, 10 dppo_kl; 11 = REINFORCE, whose
+// 'o' is the rollout log-prob). Returns the loss; metrics via 'met'.
 struct pl_in { vec x, xf, o, A, m, w; int B, T; };
 struct pl_full { double lo = 0.2, hi = 0.2, c = 3.0, tau_pos = 1.0, tau_neg = 1.05, beta = 1.0,
                  cc_ratio = 2e-4, cc_lb = 1.0, cc_ub = 5.0, kc_ratio = 2e-4, kc_coef = 0.1; };
@@ -292,6 +293,20 @@ inline double policy_loss(int mode, pl_in const& in, pl_full const& c, int agg_m
           L[k] = -rc * a * x[k]; clip[k] = rf != rc; klv[k] = -clampd(xf[k] - o[k], -20, 20); break;
         }
         case 8: L[k] = -(x[k] * a - 0.5 * c.beta * (x[k] - o[k]) * (x[k] - o[k])); klv[k] = -(x[k] - o[k]); break;
+        case 9:
+        case 10: {  // dppo_tv / dppo_kl: valid mask and truncated ratio from the frozen log-prob
+          double df = clampd(xf[k] - o[k], -20, 20), rf = std::exp(df), rt = std::min(rf, c.c);
+          double p = std::exp(xf[k]), po = std::exp(o[k]);
+          bool valid;
+          if (mode == 9) valid = a > 0 ? p - po <= c.hi : p - po >= -c.lo;
+          else {
+            double bkl = po * (o[k] - xf[k]) + (1 - po) * std::log((1 - po + 1e-8) / (1 - p + 1e-8));
+            valid = a > 0 ? (bkl <= c.hi || p <= po) : (bkl <= c.lo || p >= po);
+          }
+          L[k] = -a * rt * x[k] * (valid ? 1.0 : 0.0);
+          clip[k] = !valid; lower[k] = (rf > c.c) && valid; klv[k] = -df; break;
+        }
+        case 11: L[k] = -a * x[k]; klv[k] = o[k] - xf[k]; break;  // compute_policy_loss_reinforce (o = rollout)
       }
       if (!in.w.empty()) L[k] *= in.w[k];
     }

@@ -550,9 +550,10 @@ pl_case make_pl_case(std::mt19937& g, int B, int T, bool wide) {
 TEST_CASE("policy losses match the reference, metrics included, and the gradient matches finite differences",
           "[kernels][policy_loss]") {
   std::mt19937 g(13);
-  for (int mode = 0; mode < 9; ++mode) {
+  for (int mode = 0; mode < 12; ++mode) {  // 0..10: PolicyLossMode order; 11: compute_policy_loss_reinforce
     for (bool wide : {false, true}) {
-      DYNAMIC_SECTION("mode " << k::policy_loss_mode_name(static_cast<k::PolicyLossMode>(mode)) << (wide ? " wide" : "")) {
+      DYNAMIC_SECTION("mode " << (mode == 11 ? "reinforce" : k::policy_loss_mode_name(static_cast<k::PolicyLossMode>(mode)))
+                              << (wide ? " wide" : "")) {
         int B = 12, T = 17;
         auto c = make_pl_case(g, B, T, wide);
         k::PolicyLossConfig cfg;
@@ -574,16 +575,24 @@ TEST_CASE("policy losses match the reference, metrics included, and the gradient
           k::AggInfo ki = info(1, std::nullopt, 20.0);
           ref::agg_info ri{1, -1, 20.0, -1};
           fvec grad(B * T, 0.0f);
-          auto res = k::compute_policy_loss(par, k::Dims{B, T}, cfg, cs(c.o), cs(c.x), cs(c.a), cs(c.m), am, ki,
-                                            k::Grad{ms(grad)}, use_w ? cs(c.w) : std::span<float const>{});
+          auto loss_fn = [&](k::Grad gr) {
+            if (mode == 11)
+              return k::compute_policy_loss_reinforce(par, k::Dims{B, T}, cs(c.o), cs(c.x), cs(c.a), cs(c.m), am, ki, gr,
+                                                      use_w ? cs(c.w) : std::span<float const>{});
+            return k::compute_policy_loss(par, k::Dims{B, T}, cfg, cs(c.o), cs(c.x), cs(c.a), cs(c.m), am, ki, gr,
+                                          use_w ? cs(c.w) : std::span<float const>{});
+          };
+          auto res = loss_fn(k::Grad{ms(grad)});
           ref::pl_in in{dbl(c.x), dbl(c.x), dbl(c.o), dbl(c.a), dbl(c.m), use_w ? dbl(c.w) : ref::vec{}, B, T};
           ref::pl_met met;
           double want = ref::policy_loss(mode, in, rc, agg, ri, &met);
           REQUIRE(res.loss == Approx(want).epsilon(1e-6).margin(1e-9));
           if (res.metrics.has_pg_clipfrac) REQUIRE(res.metrics.pg_clipfrac == Approx(met.clip).margin(1e-9));
           if (res.metrics.has_ppo_kl) REQUIRE(res.metrics.ppo_kl == Approx(met.kl).epsilon(1e-6).margin(1e-9));
-          if (res.metrics.has_pg_clipfrac_lower && mode == 0) REQUIRE(res.metrics.pg_clipfrac_lower == Approx(met.lower).margin(1e-9));
+          if (res.metrics.has_pg_clipfrac_lower && (mode == 0 || mode == 9 || mode == 10))
+            REQUIRE(res.metrics.pg_clipfrac_lower == Approx(met.lower).margin(1e-9));
           CHECK(res.metrics.has_ppo_kl == (mode != 3));
+          CHECK(res.metrics.has_pg_clipfrac == (mode != 3 && mode != 5 && mode != 8 && mode != 11));
           // finite differences in double on the reference surrogate (stop-gradients frozen)
           double const h = 1e-6;
           for (int q = 0; q < 25; ++q) {
@@ -597,8 +606,7 @@ TEST_CASE("policy losses match the reference, metrics included, and the gradient
           }
           // accumulate adds scale * grad
           fvec acc(B * T, 1.0f);
-          k::compute_policy_loss(par, k::Dims{B, T}, cfg, cs(c.o), cs(c.x), cs(c.a), cs(c.m), am, ki, k::Grad{ms(acc), 2.0, true},
-                                 use_w ? cs(c.w) : std::span<float const>{});
+          loss_fn(k::Grad{ms(acc), 2.0, true});
           for (int q = 0; q < B * T; q += 7) REQUIRE(acc[q] == Approx(1.0f + 2.0f * grad[q]).epsilon(1e-5).margin(1e-6));
         }
       }
