@@ -7,6 +7,8 @@
 #include <map>
 #include <random>
 #include <stdexcept>
+#include <string>
+#include <utility>
 #include <vector>
 
 namespace ref {
@@ -314,6 +316,100 @@ inline double policy_loss(int mode, pl_in const& in, pl_full const& c, int agg_m
   if (met) *met = {mmean(clip, m), mmean(klv, m), mmean(lower, m)};
   int am = (mode == 1 || mode == 2) ? 3 : agg_mode;
   return agg(L, m, B, T, am, gi);
+}
+
+// Rollout correction (verl rollout_corr_helper.py), a plain re-derivation of the IS weights, the
+// rejection mask and a selection of the metrics. lp = training, rp = rollout log-probs.
+struct rc_out { vec w, mask; std::map<std::string, double> met; };
+inline rc_out rollout_corr(vec const& lp, vec const& rp, vec const& m, int B, int T, int is_level /*0 off,1 token,2 seq*/,
+                           double up, double lo /*<0: TIS*/, bool batch_norm, std::vector<std::pair<std::string, double>> const& rs
+                           /*option, upper (k1: ratio upper, lower = 1/upper)*/) {
+  rc_out o;
+  int n = B * T;
+  auto lr = [&](int k) { return lp[k] - rp[k]; };
+  vec len(B, 0);
+  for (int k = 0; k < n; ++k) len[k / T] += m[k] != 0;
+  auto rmean = [&](int i, vec const& x) { double s = 0; for (int t = 0; t < T; ++t) if (m[i * T + t] != 0) s += x[i * T + t]; return s / fden(len[i]); };
+  if (is_level) {
+    o.w.assign(n, 0.0);
+    vec raw(n, 0.0);
+    for (int i = 0; i < B; ++i) {
+      double ls = 0;
+      for (int t = 0; t < T; ++t) if (m[i * T + t] != 0) ls += lr(i * T + t);
+      for (int t = 0; t < T; ++t) {
+        int k = i * T + t;
+        if (m[k] == 0) continue;
+        raw[k] = std::exp(clampd(is_level == 1 ? lr(k) : ls, -20, 20));
+        o.w[k] = lo < 0 ? std::min(raw[k], up) : (raw[k] >= lo && raw[k] <= up ? raw[k] : 0.0);
+      }
+    }
+    o.met["rollout_is_mean"] = mmean(o.w, m);
+    vec wc(n), q(n);
+    for (int k = 0; k < n; ++k) wc[k] = clampd(o.w[k], 0, up);
+    double mc = mmean(wc, m);
+    for (int k = 0; k < n; ++k) q[k] = (wc[k] / (mc + 1e-8)) * (wc[k] / (mc + 1e-8));
+    o.met["rollout_is_eff_sample_size"] = 1.0 / mmean(q, m);
+    double sm = 0;
+    for (int i = 0; i < B; ++i) sm += rmean(i, o.w);
+    o.met["rollout_is_seq_mean"] = sm / B;
+    if (batch_norm) {
+      double wm;
+      if (is_level == 1) wm = mmean(o.w, m);
+      else {
+        double a = 0, c = 0;
+        for (int i = 0; i < B; ++i) if (len[i] > 0) a += rmean(i, o.w), c += 1;
+        wm = a / std::max(c, 1e-8);
+      }
+      if (wm > 1e-8) for (auto& x : o.w) x /= wm;
+    }
+  }
+  o.mask = m;
+  for (auto const& [name, upper] : rs) {
+    int kind = name.back() - '0';
+    bool tok = name.rfind("token", 0) == 0;
+    auto stat = [&](int k) { double l = clampd(lr(k), -20, 20); return kind == 1 ? -l : kind == 2 ? 0.5 * l * l : std::exp(l) - 1 - l; };
+    double hi = kind == 1 ? std::log(upper) : upper, low = kind == 1 ? std::log(1.0 / upper) : 0.0;
+    for (int i = 0; i < B; ++i) {
+      double sv = 0;
+      if (!tok) {
+        vec st(n, 0.0);
+        for (int t = 0; t < T; ++t) st[i * T + t] = m[i * T + t] != 0 ? stat(i * T + t) : 0.0;
+        if (name.rfind("seq_sum", 0) == 0) { for (int t = 0; t < T; ++t) sv += st[i * T + t]; }
+        else if (name.rfind("seq_mean", 0) == 0) sv = rmean(i, st);
+        else { double mx = -INFINITY; for (int t = 0; t < T; ++t) if (m[i * T + t] != 0) mx = std::max(mx, st[i * T + t]); sv = len[i] > 0 ? mx : 0; }
+      }
+      for (int t = 0; t < T; ++t) {
+        int k = i * T + t;
+        double v = tok ? stat(k) : sv;
+        bool keep = kind == 1 ? (v >= low && v <= hi) : v <= hi;
+        if (!keep) o.mask[k] = 0;
+      }
+    }
+  }
+  if (!rs.empty()) {
+    vec rej(n);
+    for (int k = 0; k < n; ++k) rej[k] = (m[k] != 0 && o.mask[k] == 0) ? 1.0 : 0.0;
+    o.met["rollout_rs_masked_fraction"] = mmean(rej, m);
+  }
+  vec d(n), k3(n), r2(n);
+  for (int k = 0; k < n; ++k) {
+    d[k] = rp[k] - lp[k];
+    k3[k] = std::exp(lr(k)) - lr(k) - 1;
+    r2[k] = std::exp(2 * clampd(lr(k), -20, 20));
+  }
+  o.met["kl"] = mmean(d, m);
+  o.met["k3_kl"] = mmean(k3, m);
+  o.met["chi2_token"] = mmean(r2, m) - 1;
+  double ppl = 0, diff = 0, chi = 0;
+  for (int i = 0; i < B; ++i) {
+    double a = rmean(i, lp), b = rmean(i, rp), ls = 0;
+    for (int t = 0; t < T; ++t) if (m[i * T + t] != 0) ls += lr(i * T + t);
+    ppl += std::exp(-a), diff += b - a, chi += std::exp(2 * clampd(ls, -20, 20));
+  }
+  o.met["training_ppl"] = ppl / B;
+  o.met["log_ppl_diff"] = diff / B;
+  o.met["chi2_seq"] = chi / B - 1;
+  return o;
 }
 
 }  // namespace ref

@@ -643,6 +643,137 @@ TEST_CASE("policy loss configuration errors and NaN inputs", "[kernels][policy_l
   CHECK(r.loss == 0.0);
 }
 
+namespace {
+double metric(std::vector<std::pair<std::string, double>> const& ms_, std::string const& name) {
+  for (auto const& [k2, v] : ms_)
+    if (k2 == name) return v;
+  FAIL("metric " << name << " missing");
+  return 0;
+}
+}  // namespace
+
+TEST_CASE("rollout correction: IS weights, rejection masks and metrics match the reference", "[kernels][rollout_corr]") {
+  std::mt19937 g(23);
+  int B = 9, T = 13;
+  for (int trial = 0; trial < 24; ++trial) {
+    auto c = make_pl_case(g, B, T, trial % 5 == 4);
+    int const level = trial % 3;            // off, token, sequence
+    bool const icepop = (trial / 3) % 2 == 1;
+    bool const bn = (trial / 6) % 2 == 1;
+    std::vector<std::pair<std::string, double>> rs;
+    k::RolloutCorrectionOptions o;
+    o.rollout_is = level == 0 ? std::nullopt : std::optional<std::string>(level == 1 ? "token" : "sequence");
+    o.rollout_is_threshold = icepop ? "0.5_1.5" : "1.2";
+    o.rollout_is_batch_normalize = bn;
+    const char* opts[] = {"token_k1", "seq_mean_k3", "seq_sum_k2", "seq_max_k3", "token_k3,seq_sum_k1"};
+    if (trial % 4 != 0) {
+      std::string name = opts[trial % 5];
+      o.rollout_rs = name;
+      o.rollout_rs_threshold = trial % 5 == 4 ? "0.05,1.3" : (name.back() == '1' ? "1.3" : "0.02");
+      if (trial % 5 == 4) rs = {{"token_k3", 0.05}, {"seq_sum_k1", 1.3}};
+      else rs = {{name, name.back() == '1' ? 1.3 : 0.02}};
+    }
+    INFO("trial " << trial << " level " << level << " icepop " << icepop << " rs " << (o.rollout_rs ? *o.rollout_rs : "-"));
+    auto got = k::compute_rollout_correction_and_rejection_mask(par, k::Dims{B, T}, cs(c.x), cs(c.o), cs(c.m), o);
+    auto want = ref::rollout_corr(dbl(c.x), dbl(c.o), dbl(c.m), B, T, level, icepop ? 1.5 : 1.2, icepop ? 0.5 : -1.0, bn, rs);
+    REQUIRE(got.rollout_is_weights.size() == (level ? std::size_t(B * T) : 0u));
+    if (level) REQUIRE(max_rel(got.rollout_is_weights, want.w) < 1e-5);
+    for (int q = 0; q < B * T; ++q) REQUIRE(got.response_mask[q] == want.mask[q]);
+    for (auto const& [name, v] : want.met) {
+      INFO(name);
+      REQUIRE(metric(got.metrics, "rollout_corr/" + name) == Approx(v).epsilon(1e-6).margin(1e-9));
+    }
+  }
+}
+
+TEST_CASE("rollout correction edge cases: identical policies, empty masks, bad options", "[kernels][rollout_corr]") {
+  std::mt19937 g(29);
+  int B = 4, T = 5;
+  auto c = make_pl_case(g, B, T, false);
+  k::RolloutCorrectionOptions o;  // verl defaults: sequence-level TIS at 2.0
+  o.rollout_rs = "token_k1,seq_max_k2";
+  o.rollout_rs_threshold = "2.0,0.1";
+  auto r = k::compute_rollout_correction_and_rejection_mask(par, k::Dims{B, T}, cs(c.o), cs(c.o), cs(c.m), o);
+  for (int q = 0; q < B * T; ++q) {
+    CHECK(r.response_mask[q] == c.m[q]);
+    CHECK(r.rollout_is_weights[q] == c.m[q]);  // pi_train == pi_rollout: weight exactly 1
+  }
+  CHECK(metric(r.metrics, "rollout_corr/kl") == 0.0);
+  CHECK(metric(r.metrics, "rollout_corr/k3_kl") == 0.0);
+  CHECK(metric(r.metrics, "rollout_corr/chi2_token") == 0.0);
+  CHECK(metric(r.metrics, "rollout_corr/rollout_rs_masked_fraction") == 0.0);
+  CHECK(metric(r.metrics, "rollout_corr/rollout_is_mean") == 1.0);
+  fvec zero(B * T, 0.0f);
+  CHECK_THROWS_WITH(k::compute_rollout_correction_and_rejection_mask(par, k::Dims{B, T}, cs(c.x), cs(c.o), cs(zero), o),
+                    Catch::Contains("no valid token"));
+  auto bad = o;
+  bad.rollout_rs = "token_k4";
+  CHECK_THROWS_AS(k::compute_rollout_correction_and_rejection_mask(par, k::Dims{B, T}, cs(c.x), cs(c.o), cs(c.m), bad),
+                  rlflow::config_error);
+  bad = o;
+  bad.rollout_rs_threshold.reset();
+  CHECK_THROWS_WITH(k::compute_rollout_correction_and_rejection_mask(par, k::Dims{B, T}, cs(c.x), cs(c.o), cs(c.m), bad),
+                    Catch::Contains("rollout_rs_threshold"));
+  bad = o;
+  bad.rollout_rs_threshold = "1,2,3";
+  CHECK_THROWS_AS(k::compute_rollout_correction_and_rejection_mask(par, k::Dims{B, T}, cs(c.x), cs(c.o), cs(c.m), bad),
+                  rlflow::config_error);
+  bad = o;
+  bad.rollout_is_threshold = "2_1";
+  CHECK_THROWS_WITH(k::compute_rollout_correction_and_rejection_mask(par, k::Dims{B, T}, cs(c.x), cs(c.o), cs(c.m), bad),
+                    Catch::Contains("exceeds the upper bound"));
+  bad = o;
+  bad.rollout_is = "batch";
+  CHECK_THROWS_AS(k::compute_rollout_correction_and_rejection_mask(par, k::Dims{B, T}, cs(c.x), cs(c.o), cs(c.m), bad),
+                  rlflow::config_error);
+  bad = o;
+  bad.rollout_rs = "seq_max_k2";
+  bad.rollout_rs_threshold = "0.1_0.2";  // non-k1 options take one upper bound
+  CHECK_THROWS_AS(k::compute_rollout_correction_and_rejection_mask(par, k::Dims{B, T}, cs(c.x), cs(c.o), cs(c.m), bad),
+                  rlflow::config_error);
+}
+
+TEST_CASE("bypass_mode: ppo_clip on the rejected mask, reinforce with the IS weights", "[kernels][policy_loss][rollout_corr]") {
+  std::mt19937 g(31);
+  int B = 8, T = 11;
+  auto c = make_pl_case(g, B, T, false);  // c.o plays the rollout log-probs
+  k::PolicyLossConfig cfg;
+  cfg.mode = k::PolicyLossMode::bypass_mode;
+  cfg.rollout_correction.rollout_is = "token";
+  cfg.rollout_correction.rollout_rs = "token_k2";
+  cfg.rollout_correction.rollout_rs_threshold = "0.004";
+  auto corr = k::compute_rollout_correction_and_rejection_mask(par, k::Dims{B, T}, cs(c.x), cs(c.o), cs(c.m), cfg.rollout_correction);
+  double rejected = 0;
+  for (int q = 0; q < B * T; ++q) rejected += c.m[q] != corr.response_mask[q];
+  REQUIRE(rejected > 0);  // the threshold bites
+  for (auto agg : {k::AggMode::token_mean, k::AggMode::seq_mean_token_sum}) {
+    fvec g1(B * T), g2(B * T);
+    auto by = k::compute_policy_loss(par, k::Dims{B, T}, cfg, cs(c.o), cs(c.x), cs(c.a), cs(c.m), agg, {}, k::Grad{ms(g1)});
+    k::PolicyLossConfig v = cfg;
+    v.mode = k::PolicyLossMode::vanilla;
+    auto va = k::compute_policy_loss(par, k::Dims{B, T}, v, cs(c.o), cs(c.x), cs(c.a), cs(corr.response_mask), agg, {},
+                                     k::Grad{ms(g2)});
+    CHECK(by.loss == va.loss);
+    CHECK(by.metrics.pg_clipfrac == va.metrics.pg_clipfrac);
+    for (int q = 0; q < B * T; ++q) REQUIRE(g1[q] == g2[q]);
+    CHECK(metric(by.extra_metrics, "rollout_corr/rollout_rs_token_k2_masked_fraction") == Approx(rejected / ref::mcount(dbl(c.m))));
+    cfg.rollout_correction.loss_type = "reinforce";
+    auto rf = k::compute_policy_loss(par, k::Dims{B, T}, cfg, cs(c.o), cs(c.x), cs(c.a), cs(c.m), agg, {}, k::Grad{ms(g1)});
+    auto want = k::compute_policy_loss_reinforce(par, k::Dims{B, T}, cs(c.o), cs(c.x), cs(c.a), cs(corr.response_mask), agg, {},
+                                                 k::Grad{ms(g2)}, cs(corr.rollout_is_weights));
+    CHECK(rf.loss == want.loss);
+    CHECK(rf.metrics.ppo_kl == want.metrics.ppo_kl);
+    CHECK(!rf.metrics.has_pg_clipfrac);
+    for (int q = 0; q < B * T; ++q) REQUIRE(g1[q] == g2[q]);
+    cfg.rollout_correction.loss_type = "ppo_clip";
+  }
+  cfg.rollout_correction.loss_type = "pg";
+  CHECK_THROWS_AS(k::compute_policy_loss(par, k::Dims{B, T}, cfg, cs(c.o), cs(c.x), cs(c.a), cs(c.m), k::AggMode::token_mean),
+                  rlflow::config_error);
+  CHECK(k::parse_policy_loss_mode("dppo_kl") == k::PolicyLossMode::dppo_kl);
+  CHECK(k::parse_policy_loss_mode("bypass_mode") == k::PolicyLossMode::bypass_mode);
+}
+
 TEST_CASE("geo_mean with rollout IS weights uses the per-row geometric mean", "[kernels][policy_loss]") {
   std::mt19937 g(19);
   int B = 5, T = 6;
