@@ -412,4 +412,50 @@ inline rc_out rollout_corr(vec const& lp, vec const& rp, vec const& m, int B, in
   return o;
 }
 
+// Optimal token baseline (verl compute_optimal_token_baseline_advantage and the multi-turn variant),
+// written the way verl does it: explicit compaction for tir, groups as lists of rows.
+inline std::pair<vec, vec> otb(vec const& r, vec const& m, std::vector<std::int64_t> const& g, vec const& lp, vec const& sp,
+                               vec const& isw, int B, int T, bool tir, bool zero_tail) {
+  vec G(B * T), W(B * T), adv(B * T, 0.0);
+  std::vector<int> len(B, 0);
+  for (int i = 0; i < B; ++i) {
+    double run = 0, cw = 0;
+    for (int t = T - 1; t >= 0; --t) { run += r[i * T + t] * m[i * T + t]; G[i * T + t] = run; }
+    for (int t = 0; t < T; ++t) {
+      int k = i * T + t;
+      double w = 1 - 2 * std::exp(lp[k]) + sp[k];
+      if (!isw.empty()) w *= isw[k] * isw[k];
+      cw += w * m[k];
+      W[k] = cw;
+      len[i] += m[k] != 0;
+    }
+  }
+  // per row: (column, token) pairs
+  std::vector<std::vector<std::pair<int, int>>> cols(B);
+  for (int i = 0; i < B; ++i) {
+    int j = 0;
+    for (int t = 0; t < T; ++t)
+      if (m[i * T + t] != 0) cols[i].push_back({tir ? j++ : t, t});
+  }
+  std::map<std::int64_t, std::vector<int>> grp;
+  for (int i = 0; i < B; ++i) if (!tir || len[i] > 0) grp[g[i]].push_back(i);
+  for (auto& [id, rows] : grp) {
+    int N = rows.size();
+    std::map<int, double> num, den;
+    for (int i : rows) for (auto [c, t] : cols[i]) num[c] += G[i * T + t] * W[i * T + t], den[c] += W[i * T + t];
+    std::vector<int> L;
+    for (int i : rows) L.push_back(len[i]);
+    std::sort(L.begin(), L.end());
+    int longest = -1;
+    if (N > 1 && L[N - 1] > L[N - 2]) for (int i : rows) if (len[i] == L[N - 1]) longest = i;
+    for (int i : rows)
+      for (auto [c, t] : cols[i]) {
+        double b = N > 1 ? num[c] / (den[c] + 1e-8) : 0.0;
+        if (zero_tail && i == longest && c >= L[N - 2]) b = 0;
+        adv[i * T + t] = G[i * T + t] - b;
+      }
+  }
+  return {adv, G};
+}
+
 }  // namespace ref

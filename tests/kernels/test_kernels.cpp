@@ -465,6 +465,130 @@ TEST_CASE("constant batches whiten to exact zeros, as verl's float32 mask count 
   }
 }
 
+TEST_CASE("gdpo: per-dimension grpo, weighted sum, whitened and masked", "[kernels][advantage]") {
+  std::mt19937 g(41);
+  for (int trial = 0; trial < 6; ++trial) {
+    int B = 6 + static_cast<int>(g() % 40), T = 1 + static_cast<int>(g() % 12), K = 1 + trial % 3;
+    auto ids = random_groups(g, B);
+    auto m = random_mask(g, B, T, 1);
+    fvec sc(K * B);
+    for (int q = 0; q < K * B; ++q) sc[q] = static_cast<float>(g() % 4) * 0.5f - (q % 3 == 0 ? 0.25f : 0.0f);
+    std::vector<double> w;
+    if (trial % 2) for (int q = 0; q < K; ++q) w.push_back(0.5 + q);
+    bool norm = trial != 4;
+    k::GRPOOptions o;
+    o.norm_adv_by_std_in_grpo = norm;
+    fvec adv(B * T), ret(B * T);
+    k::gdpo_outcome_advantage(par, k::Dims{B, T}, K, cs(sc), std::span<double const>(w), cs(m), cs(ids), ms(adv), ms(ret), o);
+    auto md = dbl(m);
+    ref::vec sum(B * T, 0.0);
+    for (int q = 0; q < K; ++q) {
+      ref::vec s(B);
+      for (int i = 0; i < B; ++i) s[i] = sc[q * B + i];
+      auto a = ref::broadcast(ref::grpo(s, ids, 1e-6, norm), md, T);
+      for (int z = 0; z < B * T; ++z) sum[z] += (w.empty() ? 1.0 : w[q]) * a[z];
+    }
+    auto want = ref::whiten(sum, md);
+    for (int z = 0; z < B * T; ++z) want[z] *= md[z];
+    REQUIRE(max_rel(adv, want) < 2e-4);
+    REQUIRE(adv == ret);
+  }
+  // one dimension, all rows equal within groups: every A_k is 0, so is the whitened sum
+  fvec s1{1, 1, 2, 2}, m1{1, 1, 1, 1, 1, 1, 1, 0}, a1(8);
+  ivec id1{0, 0, 1, 1};
+  k::gdpo_outcome_advantage(par, k::Dims{4, 2}, 1, cs(s1), {}, cs(m1), cs(id1), ms(a1));
+  for (float v : a1) CHECK(v == 0.0f);
+  std::vector<double> bad{1, 2};
+  CHECK_THROWS_AS(k::gdpo_outcome_advantage(par, k::Dims{4, 2}, 1, cs(s1), std::span<double const>(bad), cs(m1), cs(id1), ms(a1)),
+                  rlflow::config_error);
+  CHECK_THROWS_AS(k::gdpo_outcome_advantage(par, k::Dims{4, 2}, 0, std::span<float const>{}, {}, cs(m1), cs(id1), ms(a1)),
+                  rlflow::config_error);
+}
+
+TEST_CASE("optimal token baseline and its multi-turn variant match the reference", "[kernels][advantage]") {
+  std::mt19937 g(43);
+  for (int trial = 0; trial < 16; ++trial) {
+    int B = 2 + static_cast<int>(g() % 30), T = 1 + static_cast<int>(g() % 15);
+    auto ids = random_groups(g, B);
+    auto m = random_mask(g, B, T, trial % 4 == 0 ? 0 : 1, true);  // holes: multi-turn observation tokens
+    auto r = uniform(g, B * T, -1, 1);
+    auto lp = uniform(g, B * T, -5, -0.01f);
+    auto sp = uniform(g, B * T, 0.05f, 1.0f);
+    auto w = uniform(g, B * T, 0.5f, 1.5f);
+    bool const use_w = trial % 3 == 1, tail = trial % 5 != 2;
+    k::OTBOptions o;
+    o.handle_zero_tail = tail;
+    for (bool tir : {false, true}) {
+      INFO("trial " << trial << " tir " << tir);
+      fvec adv(B * T, 7.0f), ret(B * T, 7.0f);
+      std::span<float const> ws = use_w ? cs(w) : std::span<float const>{};
+      if (tir)
+        k::tir_optimal_token_baseline_advantage(par, k::Dims{B, T}, cs(r), cs(m), cs(ids), cs(lp), cs(sp), ws, ms(adv), ms(ret), o);
+      else
+        k::optimal_token_baseline_advantage(par, k::Dims{B, T}, cs(r), cs(m), cs(ids), cs(lp), cs(sp), ws, ms(adv), ms(ret), o);
+      auto [wa, wr] = ref::otb(dbl(r), dbl(m), ids, dbl(lp), dbl(sp), use_w ? dbl(w) : ref::vec{}, B, T, tir, tail);
+      REQUIRE(max_rel(ret, wr) < 1e-5);
+      REQUIRE(max_rel(adv, wa) < 1e-4);
+    }
+  }
+  // verl's edge cases: a group of one keeps A = G; the strictly longest row's tail has baseline 0.
+  // Rows 0, 1 in group 0 (lengths 3 and 1), row 2 alone; reward 1 at the last valid token.
+  fvec r{0, 0, 1, 1, 0, 0, 0, 1, 0}, m{1, 1, 1, 1, 0, 0, 1, 1, 0}, lp(9, -1.0f), sp(9, 0.5f), adv(9), ret(9);
+  ivec ids{0, 0, 1};
+  k::optimal_token_baseline_advantage(par, k::Dims{3, 3}, cs(r), cs(m), cs(ids), cs(lp), cs(sp), {}, ms(adv), ms(ret));
+  // column 0: both rows valid, G = 1 for each -> B_0 = 1, A = 0; columns 1, 2 of row 0 lie past the
+  // second-longest length 1 -> baseline 0, A = G = 1.
+  CHECK(adv[0] == Approx(0.0).margin(1e-6));
+  CHECK(adv[1] == 1.0f);
+  CHECK(adv[2] == 1.0f);
+  CHECK(adv[3] == Approx(0.0).margin(1e-6));
+  CHECK(adv[6] == 1.0f);  // group of one: A = G
+  CHECK(adv[7] == 1.0f);
+  CHECK(adv[8] == 0.0f);
+  CHECK(ret[6] == 1.0f);
+  ivec badg{0, 0, 5};
+  CHECK_THROWS_AS(k::optimal_token_baseline_advantage(par, k::Dims{3, 3}, cs(r), cs(m), cs(badg), cs(lp), cs(sp), {}, ms(adv), ms(ret)),
+                  rlflow::value_error);
+}
+
+TEST_CASE("masked sum and mean along an axis, and compute_entropy_loss", "[kernels][masked][entropy]") {
+  std::mt19937 g(47);
+  int B = 7, T = 9;
+  auto x = uniform(g, B * T, -2, 2);
+  auto m = random_mask(g, B, T, 0);
+  x[3] = NAN;
+  m[3] = 0;
+  fvec rs(B), rm(B), cs_(T), cm(T);
+  k::masked_sum(par, k::Dims{B, T}, cs(x), cs(m), -1, ms(rs));
+  k::masked_mean(par, k::Dims{B, T}, cs(x), cs(m), 1, ms(rm));
+  k::masked_sum(par, k::Dims{B, T}, cs(x), cs(m), 0, ms(cs_));
+  k::masked_mean(par, k::Dims{B, T}, cs(x), cs(m), 0, ms(cm));
+  for (int i = 0; i < B; ++i) {
+    double s = 0, c = 0;
+    for (int t = 0; t < T; ++t) if (m[i * T + t] != 0) s += x[i * T + t], c += 1;
+    REQUIRE(rs[i] == Approx(s).margin(1e-6));
+    REQUIRE(rm[i] == Approx(s / ref::fden(c)).margin(1e-6));
+    if (c == 0) REQUIRE(rm[i] == 0.0f);
+  }
+  for (int t = 0; t < T; ++t) {
+    double s = 0, c = 0;
+    for (int i = 0; i < B; ++i) if (m[i * T + t] != 0) s += x[i * T + t], c += 1;
+    REQUIRE(cs_[t] == Approx(s).margin(1e-6));
+    REQUIRE(cm[t] == Approx(s / ref::fden(c)).margin(1e-6));
+  }
+  CHECK_THROWS_AS(k::masked_sum(par, k::Dims{B, T}, cs(x), cs(m), 2, ms(rs)), rlflow::shape_error);
+  CHECK_THROWS_AS(k::masked_sum(par, k::Dims{B, T}, cs(x), cs(m), 0, ms(rs)), rlflow::shape_error);  // needs T outputs
+
+  int V = 11;
+  auto z = uniform(g, B * T * V, -3, 3);
+  for (int agg : {0, 1, 2, 3, 4}) {
+    double got = k::compute_entropy_loss(par, k::Dims{B, T}, V, cs(z), cs(m), static_cast<k::AggMode>(agg));
+    ref::vec h(B * T);
+    for (int q = 0; q < B * T; ++q) h[q] = ref::entropy(ref::vec(z.begin() + q * V, z.begin() + (q + 1) * V));
+    REQUIRE(got == Approx(ref::agg(h, dbl(m), B, T, agg, ref::agg_info{})).epsilon(1e-5));
+  }
+}
+
 TEST_CASE("gae rejects batches that cannot be whitened and NaN values", "[kernels][advantage]") {
   fvec r{1, 2, 3}, v{0, 0, 0}, m{0, 1, 0}, a(3), rt(3);
   CHECK_THROWS_WITH(k::gae_advantage_return(par, k::Dims{1, 3}, cs(r), cs(v), cs(m), 1.0, 1.0, ms(a), ms(rt)),
