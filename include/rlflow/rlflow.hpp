@@ -28,6 +28,7 @@
 #include <rlflow/data.hpp>
 #include <rlflow/tasks/string_tasks.hpp>
 #include <rlflow/metrics.hpp>
+#include <rlflow/advantage_step.hpp>
 #include <rlflow/checkpoint.hpp>
 #include <rlflow/roles/actor_rollout_ref.hpp>
 #include <rlflow/roles/critic.hpp>

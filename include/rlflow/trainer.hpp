@@ -22,6 +22,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <rlflow/advantage_step.hpp>            // apply_kl_penalty, compute_advantage
 #include <rlflow/algorithm.hpp>                 // GRPO, PPO, ...
 #include <rlflow/checkpoint.hpp>                // CheckpointWriter, verify_checkpoint
 #include <rlflow/data.hpp>                      // PromptDataset, DataPosition
@@ -468,61 +469,19 @@ class Trainer {
     d.set_tensor("rollout_seed", Tensor::from(s));
   }
 
+  //! KL in the reward with the trainer's controller, then the public advantage step (dispatch by
+  //! algorithm.adv_estimator, which prepare() set from the algorithm option).
   void compute_advantage(DataProto& batch, std::optional<Tensor> const& remax_baselines, Metrics& m) {
-    Tensor const& rmask = batch.tensor("response_mask");
-    std::int64_t const rows = rmask.dim(0), R = rmask.dim(1);
-    kernels::Dims const d{rows, R};
-    auto fmask = roles::detail::float_mask(rmask);
-    std::span<float const> mask(fmask);
-    Tensor const& scores = batch.tensor("token_level_scores");
-    Tensor rewards = Tensor::empty(DType::float32, Shape{rows, R});
     if (cfg_.algorithm.use_kl_in_reward) {
-      auto kind = kernels::parse_kl_penalty(cfg_.algorithm.kl_penalty.view());
-      kernels::KLPenaltyResult r;
-      if (adaptive_kl_)
-        r = kernels::apply_kl_penalty(cpu::par, d, scores.span<float>(), batch.tensor("old_log_probs").span<float>(),
-                                      batch.tensor("ref_log_prob").span<float>(), mask, kind, *adaptive_kl_, rewards.span<float>());
-      else
-        r = kernels::apply_kl_penalty(cpu::par, d, scores.span<float>(), batch.tensor("old_log_probs").span<float>(),
-                                      batch.tensor("ref_log_prob").span<float>(), mask, kind, fixed_kl_, rewards.span<float>());
-      m["actor/reward_kl_penalty"] = r.current_kl;
-      m["actor/reward_kl_penalty_coeff"] = r.beta;
+      auto const km = adaptive_kl_ ? rlflow::apply_kl_penalty(batch, *adaptive_kl_, cfg_.algorithm.kl_penalty.view())
+                                   : rlflow::apply_kl_penalty(batch, fixed_kl_, cfg_.algorithm.kl_penalty.view());
+      for (auto const& [k, v] : km) m[k] = v;
     } else {
-      std::copy(scores.span<float>().begin(), scores.span<float>().end(), rewards.span<float>().begin());
+      batch.set_tensor("token_level_rewards", batch.tensor("token_level_scores").clone());
     }
-    batch.set_tensor("token_level_rewards", rewards);
-    Tensor adv = Tensor::zeros(DType::float32, Shape{rows, R});
-    Tensor ret = Tensor::zeros(DType::float32, Shape{rows, R});
-    auto group_ids = [&] {
-      std::vector<std::string> labels;
-      for (auto const& v : batch.non_tensor("uid")) labels.push_back(v.as_string());
-      return kernels::group_index(labels);
-    };
-    if constexpr (std::is_same_v<algorithm, GRPO> || std::is_same_v<algorithm, RLOO>) {
-      std::vector<float> seq(static_cast<std::size_t>(rows));
-      kernels::sequence_scores(cpu::par, d, rewards.span<float>(), std::span<float>(seq));
-      auto idx = group_ids();
-      if constexpr (std::is_same_v<algorithm, GRPO>) {
-        kernels::GRPOOptions o;
-        o.norm_adv_by_std_in_grpo = cfg_.algorithm.norm_adv_by_std_in_grpo;
-        kernels::grpo_outcome_advantage(cpu::par, d, std::span<float const>(seq), mask, std::span<std::int64_t const>(idx),
-                                        adv.span<float>(), ret.span<float>(), o);
-      } else {
-        kernels::rloo_outcome_advantage(cpu::par, d, std::span<float const>(seq), mask, std::span<std::int64_t const>(idx),
-                                        adv.span<float>(), ret.span<float>());
-      }
-    } else if constexpr (std::is_same_v<algorithm, PPO>) {
-      kernels::gae_advantage_return(cpu::par, d, rewards.span<float>(), batch.tensor("values").span<float>(), mask,
-                                    cfg_.algorithm.gamma, cfg_.algorithm.lam, adv.span<float>(), ret.span<float>());
-    } else if constexpr (std::is_same_v<algorithm, ReinforcePlusPlus>) {
-      kernels::reinforce_plus_plus_outcome_advantage(cpu::par, d, rewards.span<float>(), mask, cfg_.algorithm.gamma,
-                                                     adv.span<float>(), ret.span<float>());
-    } else if constexpr (std::is_same_v<algorithm, ReMax>) {
-      kernels::remax_outcome_advantage(cpu::par, d, rewards.span<float>(), remax_baselines->span<float>(), mask,
-                                       adv.span<float>(), ret.span<float>());
-    }
-    batch.set_tensor("advantages", adv);
-    batch.set_tensor("returns", ret);
+    if (remax_baselines) batch.set_tensor("reward_baselines", *remax_baselines);
+    rlflow::compute_advantage(batch, cfg_.algorithm,
+                              detail::mix64(static_cast<std::uint64_t>(cfg_.seed) ^ static_cast<std::uint64_t>(global_step_ + 1)));
   }
 
   void merge_metric_lists(Metrics& m, std::vector<roles::MetricLists> const& per_rank) const {

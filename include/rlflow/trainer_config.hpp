@@ -292,6 +292,24 @@ struct KLControlConfig {
   double target_kl = 0.1;
 };
 
+//! verl: algorithm.pf_ppo.* (ppo_trainer.yaml).
+struct PFPPOConfig {
+  config_string reweight_method = "pow";
+  double weight_pow = 2.0;
+};
+
+//! verl: algorithm.rollout_correction.* (config/algorithm/rollout_correction.yaml). Empty strings are
+//! verl's nulls: rollout_is off, no rejection sampling.
+struct RolloutCorrectionConfig {
+  config_string rollout_is = "";
+  config_string rollout_is_threshold = "2.0";
+  bool rollout_is_batch_normalize = false;
+  config_string rollout_rs = "";
+  config_string rollout_rs_threshold = "";
+  bool bypass_mode = false;
+  config_string loss_type = "ppo_clip";
+};
+
 //! verl: algorithm.* (verl/trainer/config/ppo_trainer.yaml).
 struct AlgorithmConfig {
   double gamma = 1.0;
@@ -301,6 +319,11 @@ struct AlgorithmConfig {
   bool use_kl_in_reward = false;
   config_string kl_penalty = "kl";
   KLControlConfig kl_ctrl{};
+  bool use_pf_ppo = false;
+  PFPPOConfig pf_ppo{};
+  RolloutCorrectionConfig rollout_correction{};
+  string_list gdpo_reward_keys{};     //!< null: GDPO falls back to token_level_rewards
+  string_list gdpo_reward_weights{};  //!< null: all 1
 };
 
 //! verl: trainer.v1.colocate_async.*.
@@ -587,6 +610,18 @@ struct TrainerConfig {
   X(algorithm.kl_ctrl.kl_coef, "", "initial β of the in-reward KL")                                                 \
   X(algorithm.kl_ctrl.horizon, "", "adaptive controller horizon (> 0)")                                             \
   X(algorithm.kl_ctrl.target_kl, "", "adaptive controller target KL (> 0)")                                         \
+  X(algorithm.use_pf_ppo, "", "PF-PPO: resample the batch by score weights after GAE")                              \
+  X(algorithm.pf_ppo.reweight_method, "pow|max_min|max_random", "PF-PPO sample weights")                            \
+  X(algorithm.pf_ppo.weight_pow, "", "PF-PPO exponent of the pow weights |score|^p")                                \
+  X(algorithm.gdpo_reward_keys, "", "GDPO: per-sample reward components (non-tensor keys), each GRPO-normalised")   \
+  X(algorithm.gdpo_reward_weights, "", "GDPO: one weight per reward key; null: all 1")                              \
+  X(algorithm.rollout_correction.rollout_is, "null|token|sequence", "rollout IS weights π_train/π_rollout; null: off") \
+  X(algorithm.rollout_correction.rollout_is_threshold, "", "IS truncation: upper (TIS) or lower_upper (IcePop)")    \
+  X(algorithm.rollout_correction.rollout_is_batch_normalize, "", "normalise the IS weights to mean 1")              \
+  X(algorithm.rollout_correction.rollout_rs, "", "rejection sampling, e.g. token_k1,seq_mean_k3; null: off")        \
+  X(algorithm.rollout_correction.rollout_rs_threshold, "", "rejection thresholds: one, or one per option")          \
+  X(algorithm.rollout_correction.bypass_mode, "", "old_log_probs := rollout_log_probs; loss bypass_mode")           \
+  X(algorithm.rollout_correction.loss_type, "ppo_clip|reinforce", "bypass-mode loss")                               \
   X(trainer.project_name, "", "project name (logs, checkpoint path)")                                               \
   X(trainer.experiment_name, "", "experiment name (logs, checkpoint path)")                                         \
   X(trainer.logger, "console|jsonl", "metric sinks, e.g. [console,jsonl]")                                          \
