@@ -89,6 +89,19 @@ inline std::vector<double> parse_weights(string_list const& l) {
 
 }  // namespace detail::adv
 
+//! algorithm.rollout_correction as the kernels' options (empty strings are verl's nulls).
+inline kernels::RolloutCorrectionOptions rollout_correction_options(RolloutCorrectionConfig const& rc) {
+  kernels::RolloutCorrectionOptions o;
+  o.rollout_is = rc.rollout_is.empty() ? std::nullopt : std::optional<std::string>(rc.rollout_is.str());
+  o.rollout_is_threshold = rc.rollout_is_threshold.str();
+  o.rollout_is_batch_normalize = rc.rollout_is_batch_normalize;
+  o.rollout_rs = rc.rollout_rs.empty() ? std::nullopt : std::optional<std::string>(rc.rollout_rs.str());
+  o.rollout_rs_threshold = rc.rollout_rs_threshold.empty() ? std::nullopt : std::optional<std::string>(rc.rollout_rs_threshold.str());
+  o.bypass_mode = rc.bypass_mode;
+  o.loss_type = rc.loss_type.str();
+  return o;
+}
+
 //! KL in the reward: token_level_rewards = token_level_scores - beta * kl_penalty(old_log_probs,
 //! ref_log_prob) * m with the controller's coefficient before its update; then the controller
 //! updates with n_steps = B. Metrics actor/reward_kl_penalty and actor/reward_kl_penalty_coeff.
@@ -157,12 +170,7 @@ inline Metrics compute_rollout_correction_and_add_to_batch(DataProto& batch, Rol
   Tensor const mt = detail::adv::response_mask_of(batch, fn);
   std::int64_t const B = mt.dim(0), T = mt.dim(1);
   auto const mask = detail::adv::mask_of(mt, fn);
-  kernels::RolloutCorrectionOptions o;
-  o.rollout_is = rc.rollout_is.empty() ? std::nullopt : std::optional<std::string>(rc.rollout_is.str());
-  o.rollout_is_threshold = rc.rollout_is_threshold.str();
-  o.rollout_is_batch_normalize = rc.rollout_is_batch_normalize;
-  o.rollout_rs = rc.rollout_rs.empty() ? std::nullopt : std::optional<std::string>(rc.rollout_rs.str());
-  o.rollout_rs_threshold = rc.rollout_rs_threshold.empty() ? std::nullopt : std::optional<std::string>(rc.rollout_rs_threshold.str());
+  auto const o = rollout_correction_options(rc);
   auto res = kernels::compute_rollout_correction_and_rejection_mask(
       cpu::par, kernels::Dims{B, T}, detail::adv::need_tensor(batch, "old_log_probs", fn, "is the training policy").span<float>(),
       detail::adv::need_tensor(batch, "rollout_log_probs", fn, "is the rollout policy (rollout.calculate_log_probs=true)")

@@ -298,6 +298,12 @@ class Trainer {
 
     // 9: old log-probs (+ entropy, reported as actor/entropy).
     timed("old_log_prob", [&] {
+      if (cfg_.algorithm.rollout_correction.bypass_mode) {
+        // verl: apply_bypass_mode: old_log_probs := rollout_log_probs (no actor forward; the actor's
+        // loss becomes bypass_mode and computes the rollout correction itself)
+        batch.set_tensor("old_log_probs", batch.tensor("rollout_log_probs").clone());
+        return;
+      }
       DataProto old = actor_rollout_wg().template call<&actor_role::compute_log_prob>(batch);
       auto fmask = roles::detail::float_mask(rmask);
       m["actor/entropy"] = kernels::agg_loss(cpu::par, kernels::Dims{rows, R}, old.tensor("entropys").span<float>(),
@@ -479,6 +485,10 @@ class Trainer {
     } else {
       batch.set_tensor("token_level_rewards", batch.tensor("token_level_scores").clone());
     }
+    // decoupled rollout correction (verl: compute_rollout_correction_and_add_to_batch; not in bypass mode)
+    auto const& rc = cfg_.algorithm.rollout_correction;
+    if ((!rc.rollout_is.empty() || !rc.rollout_rs.empty()) && !rc.bypass_mode && batch.has_tensor("rollout_log_probs"))
+      for (auto const& [k, v] : rlflow::compute_rollout_correction_and_add_to_batch(batch, rc)) m[k] = v;
     if (remax_baselines) batch.set_tensor("reward_baselines", *remax_baselines);
     rlflow::compute_advantage(batch, cfg_.algorithm,
                               detail::mix64(static_cast<std::uint64_t>(cfg_.seed) ^ static_cast<std::uint64_t>(global_step_ + 1)));

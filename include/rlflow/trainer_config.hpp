@@ -612,7 +612,7 @@ struct TrainerConfig {
   X(algorithm.kl_ctrl.target_kl, "", "adaptive controller target KL (> 0)")                                         \
   X(algorithm.use_pf_ppo, "", "PF-PPO: resample the batch by score weights after GAE")                              \
   X(algorithm.pf_ppo.reweight_method, "pow|max_min|max_random", "PF-PPO sample weights")                            \
-  X(algorithm.pf_ppo.weight_pow, "", "PF-PPO exponent of the pow weights |score|^p")                                \
+  X(algorithm.pf_ppo.weight_pow, "", "PF-PPO exponent p of the pow weights abs(score)^p")                                \
   X(algorithm.gdpo_reward_keys, "", "GDPO: per-sample reward components (non-tensor keys), each GRPO-normalised")   \
   X(algorithm.gdpo_reward_weights, "", "GDPO: one weight per reward key; null: all 1")                              \
   X(algorithm.rollout_correction.rollout_is, "null|token|sequence", "rollout IS weights π_train/π_rollout; null: off") \
