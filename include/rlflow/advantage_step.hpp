@@ -13,6 +13,7 @@
 #include <map>
 #include <optional>
 #include <random>
+#include <utility>
 #include <span>
 #include <string>
 #include <string_view>
@@ -298,63 +299,79 @@ inline void compute_advantage(DataProto& batch, AlgorithmConfig const& algo, std
   if (resample) batch = compute_pf_ppo_reweight_data(batch, algo.pf_ppo.reweight_method.view(), algo.pf_ppo.weight_pow, pf_ppo_seed);
 }
 
-//! verl v1: compute_advantage_for_multi_trajectories. Multi-output agent loops put several rows
-//! (outputs) per session; for GRPO only the last output of each session ('session_id' = uid + session,
-//! 'output_index' ascending) enters the group statistics and its advantage is broadcast to every
-//! output of that session. Without those non-tensor keys (one output per session, as rlflow's
-//! rollouts produce), or for any other estimator, it is compute_advantage.
-inline void compute_advantage_for_multi_trajectories(DataProto& batch, AlgorithmConfig const& algo, std::uint64_t pf_ppo_seed = 0) {
-  std::string_view const est = algo.adv_estimator.view();
-  bool const grpo = est == "grpo" || est == "grpo_vectorized";
-  if (!grpo || !batch.has_non_tensor("session_id") || !batch.has_non_tensor("output_index")) {
+//! verl v1: compute_advantage_for_multi_trajectories. Multi-output agent loops give each row a key
+//! "{uid}_{session}_{index}" (batch_keys, one per row). For GRPO only the last output (highest
+//! index) of each "{uid}_{session}" enters the group statistics, and its advantage, read at its
+//! first valid token, is broadcast to every valid token of every output of that session
+//! (advantages = returns). Any other estimator is compute_advantage unchanged. A key without two
+//! '_' separators, or with a non-integer index, is a value_error.
+inline void compute_advantage_for_multi_trajectories(DataProto& batch, std::vector<std::string> const& batch_keys,
+                                                     AlgorithmConfig const& algo, std::uint64_t pf_ppo_seed = 0) {
+  if (algo.adv_estimator.view() != "grpo") {
     compute_advantage(batch, algo, pf_ppo_seed);
     return;
   }
   const char* fn = "compute_advantage_for_multi_trajectories";
   std::int64_t const B = batch.size();
-  auto const& sess = batch.non_tensor("session_id");
-  auto const& oidx = batch.non_tensor("output_index");
-  std::map<std::string, std::int64_t> last;  // session -> row of its highest output index
+  if (static_cast<std::int64_t>(batch_keys.size()) != B)
+    throw shape_error(msg("rlflow::", fn, ": ", batch_keys.size(), " batch_keys for ", B, " rows; give one key per row"));
+  std::vector<std::string> session(static_cast<std::size_t>(B));
+  std::map<std::string, std::pair<std::int64_t, std::int64_t>> final_of;  // session -> (index, row)
+  std::vector<std::string> order;                                         // sessions in first-seen order (verl's dict)
   for (std::int64_t i = 0; i < B; ++i) {
-    std::string const s = sess[static_cast<std::size_t>(i)].is_string() ? sess[static_cast<std::size_t>(i)].as_string()
-                                                                        : sess[static_cast<std::size_t>(i)].repr();
-    auto it = last.find(s);
-    if (it == last.end() || oidx[static_cast<std::size_t>(i)].as_number() > oidx[static_cast<std::size_t>(it->second)].as_number())
-      last[s] = i;
+    std::string const& key = batch_keys[static_cast<std::size_t>(i)];
+    auto const p2 = key.rfind('_');
+    auto const p1 = p2 == std::string::npos || p2 == 0 ? std::string::npos : key.rfind('_', p2 - 1);
+    std::int64_t index = 0;
+    bool ok = p1 != std::string::npos;
+    if (ok) {
+      std::string const tail = key.substr(p2 + 1);
+      char* end = nullptr;
+      index = std::strtoll(tail.c_str(), &end, 10);
+      ok = !tail.empty() && end == tail.c_str() + tail.size();
+    }
+    if (!ok)
+      throw value_error(msg("rlflow::", fn, ": batch key '", key, "' of row ", i, " is not '{uid}_{session}_{index}'"));
+    session[static_cast<std::size_t>(i)] = key.substr(0, p2);
+    auto it = final_of.find(session[static_cast<std::size_t>(i)]);
+    if (it == final_of.end()) {
+      final_of.emplace(session[static_cast<std::size_t>(i)], std::pair(index, i));
+      order.push_back(session[static_cast<std::size_t>(i)]);
+    } else if (it->second.first < index) {
+      it->second = {index, i};
+    }
   }
   std::vector<std::int64_t> rows;
-  for (auto const& [s, i] : last) rows.push_back(i);
-  std::sort(rows.begin(), rows.end());
+  std::map<std::string, std::size_t> local;
+  for (auto const& sname : order) {
+    local[sname] = rows.size();
+    rows.push_back(final_of.at(sname).second);
+  }
   DataProto sub = batch.index(rows);
   compute_advantage(sub, algo, pf_ppo_seed);
-  // broadcast: the session's advantage, read at its first valid token, to every valid token of each output
   Tensor const& sa = sub.tensor("advantages");
-  Tensor const smt = detail::adv::response_mask_of(sub, fn);
-  auto const sm = detail::adv::mask_of(smt, fn);
+  auto const sm = detail::adv::mask_of(detail::adv::response_mask_of(sub, fn), fn);
   std::int64_t const T = sa.dim(1);
-  std::map<std::string, float> value;
+  std::vector<float> value(rows.size(), 0.0f);
   for (std::size_t j = 0; j < rows.size(); ++j) {
-    float a = 0.0f;
+    std::int64_t first = 0;  // torch argmax of the mask: the first valid token, 0 when none
     for (std::int64_t t = 0; t < T; ++t)
       if (sm[j * static_cast<std::size_t>(T) + static_cast<std::size_t>(t)] != 0.0f) {
-        a = sa.span<float>()[j * static_cast<std::size_t>(T) + static_cast<std::size_t>(t)];
+        first = t;
         break;
       }
-    auto const& v = sess[static_cast<std::size_t>(rows[j])];
-    value[v.is_string() ? v.as_string() : v.repr()] = a;
+    value[j] = sa.span<float>()[j * static_cast<std::size_t>(T) + static_cast<std::size_t>(first)];
   }
-  Tensor const mt = detail::adv::response_mask_of(batch, fn);
-  auto const fm = detail::adv::mask_of(mt, fn);
+  auto const fm = detail::adv::mask_of(detail::adv::response_mask_of(batch, fn), fn);
   Tensor adv = Tensor::zeros(DType::float32, Shape{B, T});
   auto as = adv.span<float>();
   for (std::int64_t i = 0; i < B; ++i) {
-    auto const& v = sess[static_cast<std::size_t>(i)];
-    float const a = value[v.is_string() ? v.as_string() : v.repr()];
+    float const a = value[local.at(session[static_cast<std::size_t>(i)])];
     for (std::int64_t t = 0; t < T; ++t)
       if (fm[static_cast<std::size_t>(i * T + t)] != 0.0f) as[static_cast<std::size_t>(i * T + t)] = a;
   }
   batch.set_tensor("advantages", adv);
-  batch.set_tensor("returns", adv);
+  batch.set_tensor("returns", adv.clone());
 }
 
 //! verl's in-reward KL controller built from algorithm.kl_ctrl (fixed | adaptive).

@@ -308,32 +308,36 @@ TEST_CASE("compute_pf_ppo_reweight_data resamples rows with verl's weights", "[a
 
 TEST_CASE("compute_advantage_for_multi_trajectories: GRPO over each session's last output", "[advantage_step]") {
   fixture f;
-  // without session keys: compute_advantage
-  DataProto a = f.batch, b = f.batch;
-  compute_advantage(a, algo("grpo"));
-  compute_advantage_for_multi_trajectories(b, algo("grpo"));
-  same(b.tensor("advantages"), std::vector<float>(a.tensor("advantages").span<float>().begin(), a.tensor("advantages").span<float>().end()));
-  // two outputs per session: rows 2j (output 0) and 2j+1 (output 1) form session j of prompt q<j % 2>
-  NonTensorColumn uid2, sess, out;
+  // two outputs per session: rows 2j (index 0) and 2j+1 (index 1) form session j of prompt q<j % 2>
+  std::vector<std::string> keys;
+  NonTensorColumn uid2;
   for (std::int64_t i = 0; i < f.B; ++i) {
     std::string const u = "q" + std::to_string((i / 2) % 2);
     uid2.emplace_back(u);
-    sess.emplace_back(u + "_" + std::to_string(i / 2));
-    out.emplace_back(static_cast<std::int64_t>(i % 2));
+    keys.push_back(u + "_" + std::to_string(i / 2) + "_" + std::to_string(i % 2));
   }
   DataProto m = f.batch;
   m.set_non_tensor("uid", uid2);
-  m.set_non_tensor("session_id", sess);
-  m.set_non_tensor("output_index", out);
   std::vector<std::int64_t> last;
   for (std::int64_t i = 1; i < f.B; i += 2) last.push_back(i);
   DataProto sub = m.index(last);
   compute_advantage(sub, algo("grpo"));
-  compute_advantage_for_multi_trajectories(m, algo("grpo"));
+  DataProto gae = m;
+  compute_advantage_for_multi_trajectories(m, keys, algo("grpo"));
   auto sa = sub.tensor("advantages").span<float>();
   auto ma = m.tensor("advantages").span<float>();
   for (std::int64_t i = 0; i < f.B; ++i) {
     float const want = sa[static_cast<std::size_t>((i / 2) * f.T)];  // first token is always valid here
     for (std::int64_t t = 0; t < f.T; ++t) REQUIRE(ma[i * f.T + t] == (f.imask[i * f.T + t] ? want : 0.0f));
   }
+  same(m.tensor("returns"), std::vector<float>(ma.begin(), ma.end()));
+  // other estimators: compute_advantage unchanged
+  DataProto plain = gae;
+  compute_advantage_for_multi_trajectories(gae, keys, algo("gae"));
+  compute_advantage(plain, algo("gae"));
+  same(gae.tensor("advantages"), std::vector<float>(plain.tensor("advantages").span<float>().begin(),
+                                                    plain.tensor("advantages").span<float>().end()));
+  keys[3] = "nokey";
+  DataProto bad = f.batch;
+  CHECK_THROWS_AS(compute_advantage_for_multi_trajectories(bad, keys, algo("grpo")), value_error);
 }
