@@ -176,6 +176,11 @@ class Trainer {
     check(cfg_);
     for (auto const& w : warnings(cfg_))
       if (opts_.console) std::fprintf(stderr, "rlflow: warning: %s\n", w.c_str());
+#if !defined(__OPTIMIZE__)
+    if (opts_.console)
+      std::fprintf(stderr, "rlflow: warning: this program was compiled without optimisation (-O0), so every step runs "
+                           "several times slower; build it with -O2 or CMAKE_BUILD_TYPE=Release\n");
+#endif
     if (train_.size() < cfg_.data.train_batch_size)
       throw config_error(msg("rlflow::Trainer: the dataset holds ", train_.size(), " prompts, fewer than one batch of data.train_batch_size=",
                              cfg_.data.train_batch_size, "; lower data.train_batch_size or provide more prompts"));

@@ -25,6 +25,7 @@
 
 #include <rlflow/detail/yaml.hpp>  // parse_yaml_flat, flat_entry
 #include <rlflow/error.hpp>        // config_error, format_error, io_error, msg
+#include <rlflow/run_main.hpp>     // help_requested (from_args on --help)
 
 namespace rlflow {
 
@@ -449,8 +450,12 @@ struct TrainerConfig {
   nlohmann::json to_json() const;
   //! Loads a config file on top of the defaults.
   static TrainerConfig from_file(std::string const& path);
-  //! Parses argv: '--config FILE' (repeatable, applied first), 'key=value' overrides (in order).
-  //! Flags --help and --json are accepted and ignored here; use rlflow::parse_command_line to see them.
+  //! Parses argv on top of 'defaults' (verl's defaults when omitted): '--config FILE'
+  //! (repeatable, applied first), then 'key=value' overrides (in order). '--help' / '-h' throws
+  //! rlflow::help_requested carrying the usage and every key with its default (from 'defaults');
+  //! rlflow::run_main prints it and returns 0. '--json' is accepted and ignored here
+  //! (rlflow::parse_command_line reports it).
+  static TrainerConfig from_args(int argc, char const* const* argv, TrainerConfig const& defaults);
   static TrainerConfig from_args(int argc, char const* const* argv);
 };
 
@@ -1121,8 +1126,10 @@ struct CommandLine {
 
 //! Parses '--config FILE' / '--config=FILE' (applied first, in order), 'key=value' overrides
 //! (then, in order), '--help', '--json'. Anything else throws config_error with the fix.
-inline CommandLine parse_command_line(int argc, char const* const* argv) {
+//! 'defaults' is the configuration the files and overrides are applied to.
+inline CommandLine parse_command_line(int argc, char const* const* argv, TrainerConfig const& defaults = TrainerConfig{}) {
   CommandLine cl;
+  cl.config = defaults;
   for (int i = 1; i < argc; ++i) {
     std::string_view const a = argv[i];
     if (a == "--help" || a == "-h") {
@@ -1147,8 +1154,18 @@ inline CommandLine parse_command_line(int argc, char const* const* argv) {
   return cl;
 }
 
+inline std::string config_help(TrainerConfig const& defaults);
+
+inline TrainerConfig TrainerConfig::from_args(int argc, char const* const* argv, TrainerConfig const& defaults) {
+  CommandLine cl = parse_command_line(argc, argv, defaults);
+  if (cl.help)
+    throw help_requested(msg("usage: ", argc > 0 && argv[0] ? argv[0] : "trainer", " [--config FILE] [key=value ...]\n\n",
+                             config_help(defaults)));
+  return std::move(cl.config);
+}
+
 inline TrainerConfig TrainerConfig::from_args(int argc, char const* const* argv) {
-  return parse_command_line(argc, argv).config;
+  return from_args(argc, argv, TrainerConfig{});
 }
 
 //! Replaces '${dotted.key}' in 'text' by that key's value (verl's interpolation, e.g. in
@@ -1185,9 +1202,8 @@ inline std::string config_reference_markdown() {
   return os.str();
 }
 
-//! Every key with its type, default, choices and help: the text of --help.
-inline std::string config_help() {
-  TrainerConfig const defaults{};
+//! Every key with its type, default (taken from 'defaults') choices and help: the text of --help.
+inline std::string config_help(TrainerConfig const& defaults) {
   std::ostringstream os;
   os << "rlflow configuration keys (override with key=value; load files with --config FILE.{yaml,json}):\n";
   for (auto const& k : detail::config_keys) {
@@ -1197,6 +1213,9 @@ inline std::string config_help() {
   }
   return os.str();
 }
+
+//! config_help of verl's defaults.
+inline std::string config_help() { return config_help(TrainerConfig{}); }
 
 // ---- start-up validation (verl_algorithms.md §11) ---------------------------------------------
 
