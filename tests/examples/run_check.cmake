@@ -1,8 +1,9 @@
-# Runs EXE with ARGS (a ;-list) and checks what a user would see:
+# Runs EXE with ARGS (arguments separated by '|') and checks what a user would see:
 #   EXPECT_RC  the exit code
 #   MATCH      a regex the combined stdout+stderr must match
 #   NOT_MATCH  a regex it must not match
 #   MIN_SCORE  the number after 'final critic/score/mean' must be at least this
+string(REPLACE "|" ";" ARGS "${ARGS}")
 execute_process(COMMAND ${EXE} ${ARGS} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err
                 TIMEOUT 540)
 set(all "${out}${err}")
