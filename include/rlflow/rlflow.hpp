@@ -24,6 +24,8 @@
 #include <rlflow/engine/rollout_engine.hpp>
 #include <rlflow/engine/checkpoint.hpp>
 #include <rlflow/trainer_config.hpp>
+#include <rlflow/presets.hpp>
+#include <rlflow/run_main.hpp>
 #include <rlflow/planner.hpp>
 #include <rlflow/data.hpp>
 #include <rlflow/tasks/string_tasks.hpp>

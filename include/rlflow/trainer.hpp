@@ -177,6 +177,11 @@ class Trainer {
     check(cfg_);
     for (auto const& w : warnings(cfg_))
       if (opts_.console) std::fprintf(stderr, "rlflow: warning: %s\n", w.c_str());
+#if !defined(__OPTIMIZE__)
+    if (opts_.console)
+      std::fprintf(stderr, "rlflow: warning: this program was compiled without optimisation (-O0), so every step runs "
+                           "several times slower; build it with -O2 or CMAKE_BUILD_TYPE=Release\n");
+#endif
     if (train_.size() < cfg_.data.train_batch_size)
       throw config_error(msg("rlflow::Trainer: the dataset holds ", train_.size(), " prompts, fewer than one batch of data.train_batch_size=",
                              cfg_.data.train_batch_size, "; lower data.train_batch_size or provide more prompts"));
@@ -354,6 +359,7 @@ class Trainer {
     // The step's line is written before its checkpoint, so a checkpoint never exists without the
     // metrics of the steps it contains. The save time is in the returned metrics only.
     logger().log(global_step_, m);
+    if (cfg_.trainer.log_train_generations > 0 && logger().prints(global_step_)) print_samples(batch);
     bool const last = global_step_ == total_steps_;
     if (cfg_.trainer.save_freq > 0 && (last || global_step_ % cfg_.trainer.save_freq == 0))
       timed("save_checkpoint", [&] { save_checkpoint(); });
@@ -543,6 +549,30 @@ class Trainer {
     detail::put_stat(m, "prompt_length", plens);
   }
 
+  //! Prints trainer.log_train_generations rows of this step's batch, spread evenly over it:
+  //! prompt, response (decoded, special tokens dropped) and score (the row's summed
+  //! token_level_scores). rlflow's own (verl logs only validation generations).
+  void print_samples(DataProto const& batch) const {
+    Tensor const& p = batch.tensor("prompts");
+    Tensor const& r = batch.tensor("responses");
+    auto const scores = detail::row_sums(batch.tensor("token_level_scores"));
+    std::int64_t const rows = batch.size(), k = std::min<std::int64_t>(cfg_.trainer.log_train_generations, rows);
+    auto const P = p.dim(1), R = r.dim(1);
+    for (std::int64_t i = 0; i < k; ++i) {
+      std::int64_t const row = i * rows / k;
+      auto const pr = p.span<std::int32_t>().subspan(static_cast<std::size_t>(row * P), static_cast<std::size_t>(P));
+      auto const re = r.span<std::int32_t>().subspan(static_cast<std::size_t>(row * R), static_cast<std::size_t>(R));
+      std::printf("  sample %lld/%lld: %s -> %s (score %.4g)\n", static_cast<long long>(i + 1), static_cast<long long>(k),
+                  quoted(tok_.decode(pr)).c_str(), quoted(tok_.decode(re)).c_str(), scores[static_cast<std::size_t>(row)]);
+    }
+    std::fflush(stdout);
+  }
+  static std::string quoted(std::string const& s) {
+    std::string out = "'";
+    for (char c : s) out += c == '\n' ? std::string("\\n") : std::string(1, c);
+    return out + "'";
+  }
+
   //! The metrics writer, opened on first use: appends after a resume (dropping lines of steps
   //! after the checkpoint, which are about to be redone), truncates otherwise.
   MetricsLogger& logger() {
@@ -561,7 +591,9 @@ class Trainer {
         in.close();
         rlflow::detail::write_file_atomic(path, kept);
       }
-      logger_.emplace(path, total_steps_, opts_.console, /*append=*/global_step_ > 0);
+      ConsoleOptions co;
+      co.log_freq = cfg_.trainer.log_freq;
+      logger_.emplace(path, total_steps_, opts_.console, /*append=*/global_step_ > 0, co);
     }
     return *logger_;
   }
