@@ -28,7 +28,7 @@ TrainerConfig tp_config(char const* name, int workers) {
   TrainerConfig c = examples::reverse_base_config();
   c.data.train_batch_size = 8;
   c.actor_rollout_ref.actor.ppo_mini_batch_size = 4;
-  c.actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu = 8;
+  c.actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu = 4;  // divides the per-rank mini-batch on 2 and 4 workers
   c.actor_rollout_ref.actor.optim.lr = 3e-3;
   c.actor_rollout_ref.rollout.n = 4;
   c.actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu = 16;
