@@ -20,6 +20,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -244,7 +245,26 @@ class Runtime {
       hb_thread_.join();
     }
     if (broken_) MPI_Abort(ctl_, 1);  // a rank is dead or hung: end the whole job, leave nothing running
-    MPI_Barrier(ctl_);
+    // Everyone meets before finalizing. The driver waits at most the liveness timeout (a worker
+    // that never arrives is serving a scope the driver never opened, or is gone): then it aborts
+    // the job rather than hang. Workers wait for the driver as long as it works.
+    MPI_Request q;
+    MPI_Ibarrier(ctl_, &q);
+    detail::Backoff bo;
+    auto const until = std::chrono::steady_clock::now() + opts_.liveness_timeout;
+    for (int done = 0; !done;) {
+      MPI_Test(&q, &done, MPI_STATUS_IGNORE);
+      if (done) break;
+      if (rank_ == 0) {
+        drain_heartbeats();
+        if (std::chrono::steady_clock::now() > until) {
+          std::fprintf(stderr, "rlflow::mpi: the worker ranks did not reach the end of the program within %lld ms of the "
+                       "driver; aborting the job\n", static_cast<long long>(opts_.liveness_timeout.count()));
+          MPI_Abort(ctl_, 1);
+        }
+      }
+      bo.pause();
+    }
     if (rank_ == 0) drain_heartbeats();
     MPI_Comm_free(&ctl_);
     if (we_initialized_) MPI_Finalize();
