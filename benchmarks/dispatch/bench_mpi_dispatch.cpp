@@ -42,9 +42,16 @@ MPI_Comm raw_comm() {
 //! Worker ranks during the raw phase: echo every message back to rank 0 until told to stop.
 void echo_loop() {
   std::vector<char> buf;
+  rlflow::mpi::detail::Backoff bo;  // polls like the backend's serve loop (MPI_Probe would spin)
   for (;;) {
     MPI_Status st;
-    MPI_Probe(0, MPI_ANY_TAG, raw_comm(), &st);
+    int flag = 0;
+    MPI_Iprobe(0, MPI_ANY_TAG, raw_comm(), &flag, &st);
+    if (!flag) {
+      bo.pause();
+      continue;
+    }
+    bo.reset();
     int n = 0;
     MPI_Get_count(&st, MPI_BYTE, &n);
     buf.resize(static_cast<std::size_t>(n) + 1);
