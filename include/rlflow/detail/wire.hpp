@@ -13,6 +13,8 @@
 #include <cstdint>
 #include <cstring>
 #include <map>
+#include <memory>
+#include <new>
 #include <optional>
 #include <span>
 #include <string>
@@ -29,8 +31,28 @@
 
 namespace rlflow::wire {
 
-//! A growable byte buffer (reused across calls by the backend).
-using Buffer = std::vector<std::byte>;
+namespace detail {
+//! An allocator whose resize() leaves new bytes uninitialized: message buffers are written or
+//! received into right after, so zero-filling them first would be one more pass over memory.
+template <class T>
+struct default_init_allocator : std::allocator<T> {
+  template <class U>
+  struct rebind {
+    using other = default_init_allocator<U>;
+  };
+  using std::allocator<T>::allocator;
+  template <class U>
+  void construct(U* p) noexcept {
+    ::new (static_cast<void*>(p)) U;
+  }
+  template <class U, class... A>
+  void construct(U* p, A&&... a) {
+    ::new (static_cast<void*>(p)) U(std::forward<A>(a)...);
+  }
+};
+}  // namespace detail
+//! A growable byte buffer (reused across calls by the backend; resize does not zero-fill).
+using Buffer = std::vector<std::byte, detail::default_init_allocator<std::byte>>;
 using Reader = rlflow::detail::ByteReader;
 
 template <class T, class = void>
@@ -188,7 +210,7 @@ struct codec<DataProto> {
   static void put(Buffer& b, DataProto const& d) {
     std::size_t const n = d.serialized_size();
     wire::put<std::uint64_t>(b, n);
-    thread_local Buffer scratch;
+    thread_local std::vector<std::byte> scratch;  // DataProto::serialize_into's buffer type
     d.serialize_into(scratch);
     detail::append(b, scratch.data(), scratch.size());
   }
