@@ -36,7 +36,8 @@ int main(int argc, char** argv) {
     auto all = t.workers().execute_all<&rlflow::roles::ActorRolloutRef::actor_weights>();
     for (std::size_t r = 1; r < all.size(); ++r)
       if (all[r] != all[0]) throw std::runtime_error("the actor weights of rank " + std::to_string(r) + " differ from rank 0's");
-    if (all.size() != 2) throw std::runtime_error("expected 2 DP ranks, got " + std::to_string(all.size()));
+    auto const dp = static_cast<std::size_t>(cfg.trainer.nnodes * cfg.trainer.n_gpus_per_node);
+    if (all.size() != dp) throw std::runtime_error("expected " + std::to_string(dp) + " DP ranks, got " + std::to_string(all.size()));
     if (all[0] == before) throw std::runtime_error("the weights did not change: nothing was trained");
     std::ofstream f(argv[1], std::ios::binary);
     f.write(reinterpret_cast<char const*>(all[0].data()), static_cast<std::streamsize>(all[0].size() * sizeof(float)));
