@@ -79,10 +79,10 @@ int run_reverse_example(int argc, char** argv, const char* title, TrainerConfig 
     if (driver) std::printf("%s\n", describe<TrainerType>().c_str());
     TrainerType trainer(cfg, dataset, task.charset());
     Metrics last = trainer.fit();
-    if (!trainer.is_driver()) return 0;  // an MPI worker rank: it served the driver's calls
-    std::printf("done: %lld steps, final critic/score/mean %.3f; metrics in %s/metrics.jsonl\n",
-                static_cast<long long>(trainer.global_step()), last["critic/score/mean"],
-                std::string(trainer.config().trainer.default_local_dir.view()).c_str());
+    if (trainer.is_driver())  // MPI worker ranks only served the driver's calls
+      std::printf("done: %lld steps, final critic/score/mean %.3f; metrics in %s/metrics.jsonl\n",
+                  static_cast<long long>(trainer.global_step()), last["critic/score/mean"],
+                  std::string(trainer.config().trainer.default_local_dir.view()).c_str());
   });
 }
 
