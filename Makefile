@@ -8,7 +8,8 @@ ASAN_BUILD ?= build-asan
 JOBS ?= $(shell nproc)
 APT := apt-get -o DPkg::Lock::Timeout=600
 # Debian packages the build needs (never libthrust-dev / libcub-dev: they shadow the CUDA toolkit's CCCL).
-PACKAGES := cmake g++ make pkg-config catch2 libbenchmark-dev libopenblas-dev nlohmann-json3-dev libyaml-cpp-dev libboost-dev
+PACKAGES := cmake g++ make pkg-config catch2 libbenchmark-dev libopenblas-dev nlohmann-json3-dev libyaml-cpp-dev libboost-dev \
+  libopenmpi-dev openmpi-bin
 NVCC := $(firstword $(wildcard /usr/local/cuda/bin/nvcc) $(shell command -v nvcc 2>/dev/null))
 CMAKE_FLAGS ?=
 ifneq ($(NVCC),)

@@ -71,12 +71,18 @@ int run_reverse_example(int argc, char** argv, const char* title, TrainerConfig 
     }
     tasks::StringTask task;  // reverse, alphabet "abcd", lengths 2-3
     auto dataset = task.make_dataset(/*count=*/4096, /*seed=*/static_cast<std::uint64_t>(cfg.seed));
-    std::printf("%s\n", describe<TrainerType>().c_str());
+#if defined(RLFLOW_HAS_MPI)
+    bool const driver = rlflow::mpi::is_driver();  // mpirun: rank 0 drives, the others serve
+#else
+    bool const driver = true;
+#endif
+    if (driver) std::printf("%s\n", describe<TrainerType>().c_str());
     TrainerType trainer(cfg, dataset, task.charset());
     Metrics last = trainer.fit();
-    std::printf("done: %lld steps, final critic/score/mean %.3f; metrics in %s/metrics.jsonl\n",
-                static_cast<long long>(trainer.global_step()), last["critic/score/mean"],
-                std::string(trainer.config().trainer.default_local_dir.view()).c_str());
+    if (trainer.is_driver())  // MPI worker ranks only served the driver's calls
+      std::printf("done: %lld steps, final critic/score/mean %.3f; metrics in %s/metrics.jsonl\n",
+                  static_cast<long long>(trainer.global_step()), last["critic/score/mean"],
+                  std::string(trainer.config().trainer.default_local_dir.view()).c_str());
   });
 }
 

@@ -40,6 +40,9 @@
 #include <rlflow/roles/reward.hpp>              // roles::RuleReward, roles::DefaultReward
 #include <rlflow/trainer_config.hpp>            // TrainerConfig, check
 #include <rlflow/worker_group.hpp>              // make_colocated_group
+#if defined(RLFLOW_HAS_MPI)
+#include <rlflow/dispatch/mpi.hpp>              // WorkerGroup<H, dispatch::Mpi>, mpi::drive (target rlflow::mpi)
+#endif
 
 namespace rlflow {
 
@@ -107,6 +110,17 @@ inline std::vector<double> row_sums(Tensor const& x) {
 }
 }  // namespace detail
 
+namespace detail {
+//! The trainer's worker-group backend: a program linked with rlflow::mpi (RLFLOW_HAS_MPI) uses
+//! the MPI backend, which is in process unless the program was started by mpirun
+//! (docs/multi_node.md); otherwise the in-process backend.
+#if defined(RLFLOW_HAS_MPI)
+using trainer_group_backend = dispatch::Mpi;
+#else
+using trainer_group_backend = dispatch::InProcess;
+#endif
+}  // namespace detail
+
 //! The colocated trainer. verl: RayPPOTrainer (hybrid engine, global_pool, v0 step order).
 template <class... Options>
 class Trainer {
@@ -168,7 +182,7 @@ class Trainer {
     using type = Fused<actor_role, reward_role>;
   };
   using fused_host = typename fused_of<critic_role>::type;
-  using group_type = WorkerGroup<fused_host>;
+  using group_type = WorkerGroup<fused_host, detail::trainer_group_backend>;
 
  public:
   //! Builds the pool and the fused workers after checking the whole configuration (no work is
@@ -222,6 +236,12 @@ class Trainer {
                      std::tuple(setup));
     else
       group_.emplace(*pool_, go, std::tuple(setup, total_steps_ * updates), std::tuple(setup));
+#if defined(RLFLOW_HAS_MPI)
+    // Under mpirun every rank built the same group; worker ranks serve here until the driver's
+    // trainer is destroyed, then return an inert trainer (is_driver() false, fit() does nothing).
+    driver_ = mpi::drive();
+    if (!driver_) return;
+#endif
     if (cfg_.algorithm.use_kl_in_reward) {
       auto const& k = cfg_.algorithm.kl_ctrl;
       if (k.type.view() == "adaptive") adaptive_kl_.emplace(k.kl_coef, k.target_kl, static_cast<double>(k.horizon));
@@ -237,6 +257,14 @@ class Trainer {
   std::int64_t total_steps() const { return total_steps_; }
   DataPosition data_position() const { return pos_; }
   group_type& workers() { return *group_; }
+  //! False on the worker ranks of an MPI job (their trainer only served the driver's calls).
+  bool is_driver() const {
+#if defined(RLFLOW_HAS_MPI)
+    return static_cast<bool>(driver_);
+#else
+    return true;
+#endif
+  }
 
   //! The per-role views (verl: actor_rollout_wg, critic_wg, rm_wg).
   auto actor_rollout_wg() { return group_->template view<actor_role>(); }
@@ -250,6 +278,7 @@ class Trainer {
   //! Runs the remaining steps (verl: fit). Returns the last step's metrics.
   Metrics fit() {
     Metrics last;
+    if (!is_driver()) return last;
     while (global_step_ < total_steps_) last = step();
     return last;
   }
@@ -667,6 +696,9 @@ class Trainer {
   std::optional<ResourcePool> pool_;
   std::optional<group_type> group_;
   std::optional<MetricsLogger> logger_;
+#if defined(RLFLOW_HAS_MPI)
+  mpi::DriverScope driver_;  // last: released (workers stop serving) before the group goes
+#endif
 };
 
 //! A human-readable description of a Trainer type (placement, algorithm, layout, roles).

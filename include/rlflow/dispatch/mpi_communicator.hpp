@@ -1,0 +1,224 @@
+// rlflow/dispatch/mpi_communicator.hpp: comm::MpiCommunicator, the communicator interface over
+// an MPI communicator (one per process). Deterministic like comm::LocalCommunicator: the
+// all-reduce is a reduce-scatter by hand (MPI_Ialltoallv: rank r receives every rank's copy of
+// segment r and sums it in rank order, in the element type) followed by MPI_Iallgatherv, so
+// every rank gets the bits the in-process communicator gives; never MPI_SUM, whose order is
+// the library's. Every collective is non-blocking underneath and waited for by polling, so a
+// worker of a group can be woken when another rank of the same call failed (abort channel) and
+// never hangs on a peer that will not come. verl: torch.distributed (gloo / nccl process group).
+#pragma once
+#include <mpi.h>
+
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <rlflow/dispatch/communicator.hpp>  // comm::Communicator
+#include <rlflow/dispatch/mpi_runtime.hpp>   // Backoff, tag_abort
+#include <rlflow/error.hpp>
+
+namespace rlflow::comm {
+
+//! Collectives over an MPI communicator. The communicator is duplicated (and freed on
+//! destruction); every rank of it must call the same collectives in the same order.
+class MpiCommunicator final : public Communicator {
+ public:
+  //! Over 'comm' (duplicated). 'abort_comm': where failures of peers are announced (a worker
+  //! group passes its own communicator); MPI_COMM_NULL: no abort channel.
+  explicit MpiCommunicator(MPI_Comm comm, MPI_Comm abort_comm = MPI_COMM_NULL) : abort_comm_(abort_comm) {
+    mpi::detail::check(MPI_Comm_dup(comm, &comm_), "MPI_Comm_dup");
+    MPI_Comm_rank(comm_, &rank_);
+    MPI_Comm_size(comm_, &size_);
+  }
+  MpiCommunicator(MpiCommunicator const&) = delete;
+  MpiCommunicator& operator=(MpiCommunicator const&) = delete;
+  ~MpiCommunicator() override {
+    if (comm_ != MPI_COMM_NULL && !poisoned_) MPI_Comm_free(&comm_);
+  }
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  MPI_Comm native() const { return comm_; }
+
+  void barrier() override {
+    MPI_Request q;
+    check_usable("barrier");
+    mpi::detail::check(MPI_Ibarrier(comm_, &q), "MPI_Ibarrier");
+    wait(q, "barrier");
+  }
+  void allreduce_sum(std::span<float> data) override { allreduce_impl(data, MPI_FLOAT); }
+  void allreduce_sum(std::span<double> data) override { allreduce_impl(data, MPI_DOUBLE); }
+
+  void broadcast(std::span<float> data, int root) override {
+    if (root < 0 || root >= size_)
+      throw value_error(msg("rlflow::comm::MpiCommunicator::broadcast: root ", root, " is outside [0, ", size_, ")"));
+    check_usable("broadcast");
+    check_same_count("broadcast", data.size());
+    MPI_Request q;
+    mpi::detail::check(MPI_Ibcast(data.data(), count(data.size()), MPI_FLOAT, root, comm_, &q), "MPI_Ibcast");
+    wait(q, "broadcast");
+  }
+
+  void allgather(std::span<float const> in, std::span<float> out) override {
+    if (out.size() != in.size() * static_cast<std::size_t>(size_))
+      throw value_error(msg("rlflow::comm::MpiCommunicator::allgather: out has ", out.size(), " elements, expected ", size_,
+                            " ranks * ", in.size(), " = ", in.size() * static_cast<std::size_t>(size_)));
+    check_usable("allgather");
+    check_same_count("allgather", in.size());
+    MPI_Request q;
+    mpi::detail::check(MPI_Iallgather(in.data(), count(in.size()), MPI_FLOAT, out.data(), count(in.size()), MPI_FLOAT,
+                                      comm_, &q),
+                       "MPI_Iallgather");
+    wait(q, "allgather");
+  }
+
+  // ---- used by the MPI worker group ---------------------------------------------------------
+  //! The call whose aborts this communicator honours (aborts of older calls are dropped).
+  void set_call(std::uint64_t c) { call_ = c; }
+  //! Tells every other rank that this rank failed in call 'c' (they leave their collectives).
+  void announce_failure(std::uint64_t c) {
+    if (abort_comm_ == MPI_COMM_NULL) return;
+    std::uint64_t const msg_[2] = {c, static_cast<std::uint64_t>(rank_)};
+    for (int r = 0; r < size_; ++r)
+      if (r != rank_) MPI_Send(msg_, 2, MPI_UINT64_T, r, mpi::tag_abort, abort_comm_);
+  }
+  //! True when a collective of this communicator was left unfinished (by an abort).
+  bool poisoned() const { return poisoned_; }
+  //! A fresh communicator after an aborted call (collective over the ranks; the abandoned one is
+  //! leaked: MPI cannot cancel a collective).
+  void renew() {
+    MPI_Comm fresh;
+    mpi::detail::check(MPI_Comm_dup(abort_comm_ != MPI_COMM_NULL ? abort_comm_ : comm_, &fresh), "MPI_Comm_dup");
+    if (!poisoned_) MPI_Comm_free(&comm_);
+    comm_ = fresh;
+    poisoned_ = false;
+    aborted_by_ = -1;
+  }
+
+ private:
+  static int count(std::size_t n) {
+    if (n > static_cast<std::size_t>(INT32_MAX))
+      throw value_error(msg("rlflow::comm::MpiCommunicator: ", n, " elements exceed MPI's int count; split the buffer"));
+    return static_cast<int>(n);
+  }
+  void check_usable(const char* what) const {
+    if (poisoned_)
+      throw worker_error(msg("rlflow::comm::MpiCommunicator::", what, ": rank ", rank_,
+                             ": an earlier collective of this call was aborted (rank ", aborted_by_,
+                             " failed); the group renews its communicator after the call"));
+  }
+  //! Lengths must agree (as the in-process communicator checks): one small all-gather.
+  void check_same_count(const char* what, std::size_t n) {
+    counts_.resize(static_cast<std::size_t>(size_));
+    std::uint64_t mine = n;
+    MPI_Request q;
+    mpi::detail::check(MPI_Iallgather(&mine, 1, MPI_UINT64_T, counts_.data(), 1, MPI_UINT64_T, comm_, &q),
+                       "MPI_Iallgather");
+    wait(q, what);
+    for (int r = 0; r < size_; ++r)
+      if (counts_[static_cast<std::size_t>(r)] != n)
+        throw value_error(msg("rlflow::comm::MpiCommunicator::", what, ": rank ", rank_, " passed ", n,
+                              " elements but rank ", r, " passed ", counts_[static_cast<std::size_t>(r)],
+                              "; every rank must pass the same length"));
+  }
+  //! Waits for q, leaving (worker_error) when a peer announces a failure of the current call.
+  void wait(MPI_Request& q, const char* what) {
+    mpi::detail::Backoff bo;
+    for (unsigned k = 0;; ++k) {
+      int done = 0;
+      mpi::detail::check(MPI_Test(&q, &done, MPI_STATUS_IGNORE), what);
+      if (done) return;
+      if (abort_comm_ != MPI_COMM_NULL && k % 8 == 0) {
+        int by = peer_failure();
+        if (by >= 0) {
+          poisoned_ = true;
+          aborted_by_ = by;
+          throw worker_error(msg("rlflow::comm::MpiCommunicator: ", what, " on rank ", rank_, " aborted because rank ", by,
+                                 " failed in the same call"));
+        }
+      }
+      bo.pause();
+    }
+  }
+  //! The rank that announced a failure of the current call, or -1 (older announcements dropped).
+  int peer_failure() {
+    for (;;) {
+      int flag = 0;
+      MPI_Status st;
+      MPI_Iprobe(MPI_ANY_SOURCE, mpi::tag_abort, abort_comm_, &flag, &st);
+      if (!flag) return -1;
+      std::uint64_t m[2];
+      MPI_Recv(m, 2, MPI_UINT64_T, st.MPI_SOURCE, mpi::tag_abort, abort_comm_, MPI_STATUS_IGNORE);
+      if (m[0] == call_) return static_cast<int>(m[1]);
+    }
+  }
+
+  template <class T>
+  void allreduce_impl(std::span<T> data, MPI_Datatype type) {
+    check_usable("allreduce_sum");
+    check_same_count("allreduce_sum", data.size());
+    std::size_t const n = data.size();
+    auto const ws = static_cast<std::size_t>(size_);
+    auto const seg = [&](std::size_t r) { return n * r / ws; };
+    sc_.resize(ws);
+    sd_.resize(ws);
+    rc_.resize(ws);
+    rd_.resize(ws);
+    std::size_t const mb = seg(static_cast<std::size_t>(rank_)), me = seg(static_cast<std::size_t>(rank_) + 1);
+    std::size_t const mine = me - mb;
+    for (std::size_t r = 0; r < ws; ++r) {
+      sc_[r] = count(seg(r + 1) - seg(r));
+      sd_[r] = count(seg(r));
+      rc_[r] = count(mine);
+      rd_[r] = count(r * mine);
+    }
+    std::vector<T>& recv = buffer<T>();
+    recv.resize(ws * mine);
+    MPI_Request q;
+    mpi::detail::check(MPI_Ialltoallv(data.data(), sc_.data(), sd_.data(), type, recv.data(), rc_.data(), rd_.data(), type,
+                                      comm_, &q),
+                       "MPI_Ialltoallv");
+    wait(q, "allreduce_sum");
+    // this rank's segment, summed over ranks in rank order, in T (as LocalCommunicator does)
+    std::vector<T>& part = buffer2<T>();
+    part.resize(mine);
+    for (std::size_t i = 0; i < mine; ++i) {
+      T acc = recv[i];
+      for (std::size_t r = 1; r < ws; ++r) acc += recv[r * mine + i];
+      part[i] = acc;
+    }
+    for (std::size_t r = 0; r < ws; ++r) {
+      rc_[r] = count(seg(r + 1) - seg(r));
+      rd_[r] = count(seg(r));
+    }
+    mpi::detail::check(MPI_Iallgatherv(part.data(), count(mine), type, data.data(), rc_.data(), rd_.data(), type, comm_, &q),
+                       "MPI_Iallgatherv");
+    wait(q, "allreduce_sum");
+  }
+  template <class T>
+  std::vector<T>& buffer() {
+    if constexpr (std::is_same_v<T, float>) return fbuf_;
+    else return dbuf_;
+  }
+  template <class T>
+  std::vector<T>& buffer2() {
+    if constexpr (std::is_same_v<T, float>) return fbuf2_;
+    else return dbuf2_;
+  }
+
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  MPI_Comm abort_comm_ = MPI_COMM_NULL;
+  int rank_ = 0, size_ = 1;
+  std::uint64_t call_ = 0;
+  bool poisoned_ = false;
+  int aborted_by_ = -1;
+  std::vector<int> sc_, sd_, rc_, rd_;
+  std::vector<std::uint64_t> counts_;
+  std::vector<float> fbuf_, fbuf2_;
+  std::vector<double> dbuf_, dbuf2_;
+};
+
+}  // namespace rlflow::comm

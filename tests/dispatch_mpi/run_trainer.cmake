@@ -1,0 +1,24 @@
+# tests/dispatch_mpi/run_trainer.cmake: the demo trainer in process (2 worker threads) and under
+# mpiexec -np 3 (driver + 2 worker processes) must write byte-identical actor weights.
+# -DMPIEXEC=... -DEXE=... -DDIR=<scratch dir>
+file(REMOVE_RECURSE ${DIR})
+file(MAKE_DIRECTORY ${DIR})
+execute_process(COMMAND ${EXE} ${DIR}/local.bin trainer.default_local_dir=${DIR}/local
+                RESULT_VARIABLE rc1 OUTPUT_VARIABLE o1 ERROR_VARIABLE e1 TIMEOUT 300)
+message("in process: exit ${rc1}\n${o1}${e1}")
+execute_process(COMMAND ${MPIEXEC} --oversubscribe -np 3 ${EXE} ${DIR}/mpi.bin trainer.default_local_dir=${DIR}/mpi
+                RESULT_VARIABLE rc2 OUTPUT_VARIABLE o2 ERROR_VARIABLE e2 TIMEOUT 300)
+message("mpiexec -np 3: exit ${rc2}\n${o2}${e2}")
+if(NOT rc1 EQUAL 0 OR NOT rc2 EQUAL 0)
+  message(FATAL_ERROR "a run failed")
+endif()
+if(NOT o1 MATCHES "in process" OR NOT o2 MATCHES "MPI")
+  message(FATAL_ERROR "the runs did not use the expected backends")
+endif()
+file(SHA256 ${DIR}/local.bin h1)
+file(SHA256 ${DIR}/mpi.bin h2)
+file(SIZE ${DIR}/local.bin s1)
+if(NOT h1 STREQUAL h2 OR s1 EQUAL 0)
+  message(FATAL_ERROR "the weights differ: in process ${h1}, MPI ${h2} (${s1} bytes)")
+endif()
+message("identical weights (${s1} bytes, sha256 ${h1})")
