@@ -593,6 +593,9 @@ class Trainer {
         rlflow::detail::write_file_atomic(path, kept);
       }
       logger_.emplace(path, total_steps_, opts_.console, /*append=*/global_step_ > 0);
+      // the run's config beside its metrics, for rlflow_report's config table
+      rlflow::detail::write_file_atomic(path.has_parent_path() ? path.parent_path() / "config.json" : "config.json",
+                                        cfg_.to_json().dump(2));
     }
     return *logger_;
   }
