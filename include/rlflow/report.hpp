@@ -141,7 +141,8 @@ inline Run load_run(std::string const& spec) {
       throw format_error(msg("rlflow_report: ", p.string(), ":", i + 1, ": not a metrics line (a JSON object with a numeric \"step\"): '",
                              line.substr(0, 80), line.size() > 80 ? "...'" : "'"));
     }
-    by_step[j["step"].get<double>()] = std::move(j);
+    double const step = j["step"].get<double>();
+    by_step[step] = std::move(j);
   }
   std::set<std::string> keys;
   for (auto const& [s, j] : by_step)
