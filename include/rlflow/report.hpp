@@ -546,7 +546,9 @@ inline std::string render_html(std::vector<Run> const& runs, Options const& opt 
   if (keys.empty()) {
     h << "<p class=\"note\">No config found (config.json or global_step_N/trainer_state.json next to the metrics).</p>";
   } else {
-    h << "<p class=\"note\"><label><input type=\"checkbox\" id=\"config-diff-only\"> only keys that differ between runs</label>";
+    bool const diff_only = runs.size() > 1;  // comparing runs: start with the keys that differ
+    h << "<p class=\"note\"><label><input type=\"checkbox\" id=\"config-diff-only\"" << (diff_only ? " checked" : "")
+      << "> only keys that differ between runs</label>";
     for (auto const& r : runs)
       if (!r.config_source.empty()) h << " &middot; " << esc(r.name) << ": <code>" << esc(r.config_source) << "</code>";
     h << "</p><table id=\"config\"><tr><th>key</th>";
@@ -560,8 +562,9 @@ inline std::string render_html(std::vector<Run> const& runs, Options const& opt 
         row.push_back(it == r.config.end() ? std::string() : it->second);
         vals.insert(row.back());
       }
-      h << "<tr class=\"" << (vals.size() > 1 ? "differs" : "same") << "\" data-key=\"" << esc(k) << "\"><td><code>" << esc(k)
-        << "</code></td>";
+      bool const same = vals.size() == 1;
+      h << "<tr class=\"" << (same ? "same" : "differs") << "\" data-key=\"" << esc(k) << "\""
+        << (same && diff_only ? " style=\"display:none\"" : "") << "><td><code>" << esc(k) << "</code></td>";
       for (auto const& v : row) h << "<td>" << esc(v) << "</td>";
       h << "</tr>";
     }
@@ -587,7 +590,8 @@ inline std::string render_html(std::vector<Run> const& runs, Options const& opt 
     data["runs"].push_back(std::move(jr));
   }
   auto text = data.dump();
-  for (std::size_t pos = 0; (pos = text.find("</", pos)) != std::string::npos;) text.replace(pos, 2, "<\\/");
+  // '<' only occurs inside JSON strings: \u003c keeps the block from closing or opening a tag
+  for (std::size_t pos = 0; (pos = text.find('<', pos)) != std::string::npos;) text.replace(pos, 1, "\\u003c");
   h << "\n<script type=\"application/json\" id=\"report-data\">" << text << "</script>\n<script>" << detail::script
     << "</script>\n<footer>written by rlflow_report &middot; smoothing: TensorBoard's debiased exponential moving average"
        "</footer>\n</body></html>\n";

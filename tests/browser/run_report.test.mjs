@@ -86,9 +86,14 @@ await withChromium(NAME, 110000, async (browser) => {
 
   // config table: both runs, seed differs, train batch the same
   const seedRow = await page.eval(`[...document.querySelectorAll('#config tr[data-key="seed"] td')].map(td => td.textContent)`);
-  t.equal(seedRow, ['seed', '1', '2'], 'the config table shows each run\\'s seed');
+  t.equal(seedRow, ['seed', '1', '2'], 'the config table shows the seed of each run');
   t.equal(await page.eval(`document.querySelector('#config tr[data-key="seed"]').className`), 'differs', 'the differing key is marked');
   t.equal(await page.eval(`document.querySelector('#config tr[data-key="data.train_batch_size"]').className`), 'same', 'equal keys are not');
+  const visible = () => page.eval(`[...document.querySelectorAll('#config tr[data-key]')].filter(r => r.offsetParent !== null).map(r => r.dataset.key)`);
+  const diffOnly = await visible();
+  t.check(diffOnly.includes('seed') && !diffOnly.includes('data.train_batch_size'), `comparing runs, the table starts with the differing keys (${diffOnly})`);
+  await page.eval(`(() => { const c = document.getElementById('config-diff-only'); c.click(); })()`);
+  t.check((await visible()).includes('data.train_batch_size'), 'unticking "only keys that differ" shows every key');
 
   // smoothing: initial lines (C++) = the page's EMA at the same weight; 0 = raw; 0.95 changes them
   const smoothed = () => page.eval(`[...document.querySelectorAll('path.smoothed')].map(p => p.getAttribute('d'))`);
