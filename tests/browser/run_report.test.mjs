@@ -110,6 +110,8 @@ await withChromium(NAME, 110000, async (browser) => {
   t.check(heavy.filter((d, i) => d !== raw[i]).length > heavy.length / 2, 'smoothing 0.95 changes the lines');
   await setW(w0);
 
+  await page.eval(`document.getElementById('config-diff-only').click()`);  // back to the differing keys
+  t.equal(await visible(), diffOnly, 'ticking it again hides the equal keys');
   await page.screenshot(path.join(args.out, 'report.png'));
   t.equal(page.errors, [], 'no script errors');
   t.equal(page.requests.filter((u) => !u.startsWith('file:') && !u.startsWith('data:') && u !== 'about:blank'), [], 'no network requests');

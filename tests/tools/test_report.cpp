@@ -206,7 +206,7 @@ TEST_CASE("report: every plotted vertex maps back to its data point", "[tools][r
   CHECK(html.find("data-panel=\"kl\"") == std::string::npos);  // no KL data, no KL plot
 }
 
-TEST_CASE("report: names and values are escaped; bad options are errors", "[tools][report]") {
+TEST_CASE("report: names and values are escaped, bad options are errors", "[tools][report]") {
   Run r;
   r.name = "<script>alert(1)</script>";
   r.steps = {1, 2};
