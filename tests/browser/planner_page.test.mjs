@@ -45,7 +45,10 @@ await withChromium(NAME, 90000, async (browser) => {
   t.equal(await page.eval('document.body.dataset.ready'), 'true', 'the WebAssembly planner loaded');
 
   // inputs: ids are config keys, all accepted by rlflow_plan
-  const ids = await page.eval(`[...document.querySelectorAll('#inputs input:not([type=range]), #inputs select')].filter(e => e.id !== 'extra-overrides').map(e => e.id)`);
+  const ids = await page.eval(`[...document.querySelectorAll('#inputs input:not([type=range]), #inputs select')].map(e => e.id)`);
+  t.check(ids.every((id) => id !== ''), 'every input and drop-down has an id');
+  t.equal(await page.eval(`[...document.querySelectorAll('#inputs input[type=range]')].filter(r => !document.getElementById(r.dataset.for)).length`), 0,
+    'every slider drives an input (data-for = its key)');
   t.check(ids.length >= 19, `the page has an input per accounting key (${ids.length})`);
   for (const key of ['data.train_batch_size', 'actor_rollout_ref.actor.ppo_mini_batch_size', 'actor_rollout_ref.rollout.n',
     'actor_rollout_ref.actor.ppo_epochs', 'trainer.nnodes', 'trainer.n_gpus_per_node', 'actor_rollout_ref.rollout.tensor_model_parallel_size',
@@ -54,7 +57,7 @@ await withChromium(NAME, 90000, async (browser) => {
     'trainer.v1.separate_async.parameter_sync_step', 'actor_rollout_ref.rollout.checkpoint_engine.backend',
     'actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu', 'actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu'])
     t.check(ids.includes(key), `an input with id=${key}`);
-  const current = await page.eval(`[...document.querySelectorAll('#inputs input:not([type=range]):not(#extra-overrides), #inputs select')].map(e => e.id + '=' + (e.type === 'checkbox' ? e.checked : (e.value === '' ? 'null' : e.value)))`);
+  const current = await page.eval(`[...document.querySelectorAll('#inputs input:not([type=range]), #inputs select')].map(e => e.id + '=' + (e.type === 'checkbox' ? e.checked : (e.value === '' ? 'null' : e.value)))`);
   const all = spawnSync(args.plan, ['--json', ...current], { encoding: 'utf8' });
   t.equal(all.status, 0, `rlflow_plan accepts every input id as a key (${all.stderr.trim()})`);
 
@@ -151,10 +154,24 @@ await withChromium(NAME, 90000, async (browser) => {
   t.equal(await page.eval(`document.getElementById('data.train_batch_size').value`), '2048', 'the slider sets train_batch_size to 2048');
   t.equal((await readouts()).samples_per_step, 16384, 'and samples per step follow (2048 x 8)');
 
+  // other keys from the free-text box: a reward model with its own pool of 2 devices
+  const before = (await readouts()).total_devices;
+  await page.eval(`(() => { const e = document.querySelector('[data-role=extra-overrides]');
+    e.value = 'reward.reward_model.enable=true\\nreward.reward_model.enable_resource_pool=true\\nreward.reward_model.nnodes=1\\nreward.reward_model.n_gpus_per_node=2';
+    e.dispatchEvent(new Event('input', {bubbles: true})); })()`);
+  const withReward = await matchesCli('with a reward pool');
+  t.equal([withReward.reward_devices, (await readouts()).total_devices], [2, before + 2], 'the other keys reach the planner (2 reward devices)');
+  t.equal(await page.eval(`document.querySelectorAll('#pools .pool[data-pool=reward] rect.device').length`), 2, 'the picture has the reward pool');
+  t.check((await page.eval('location.hash')).includes('reward.reward_model.enable=true'), 'the URL records the other keys too');
+  await page.eval(`(() => { const e = document.querySelector('[data-role=extra-overrides]'); e.value = ''; e.dispatchEvent(new Event('input', {bubbles: true})); })()`);
+
   // a bad value: the C++ parser's error is shown, nothing else breaks
   await type('data.train_batch_size', '');
   t.check((await page.eval(`document.getElementById('status').textContent`)).includes('data.train_batch_size'),
     'an empty integer is reported by the parser, naming the key');
+  t.equal(await page.eval(`document.getElementById('results').classList.contains('stale')`), true, 'the last drawing is marked stale');
+  await type('data.train_batch_size', 1024);
+  t.equal(await page.eval(`document.getElementById('results').classList.contains('stale')`), false, 'and fresh again after a valid value');
 
   t.equal(page.errors, [], 'no script errors or console errors');
   t.equal(page.requests.filter((u) => !u.startsWith('file:') && !u.startsWith('data:') && u !== 'about:blank'), [], 'no network requests');

@@ -145,14 +145,14 @@
     }
     const other = document.createElement('fieldset');
     other.innerHTML = '<legend>Other keys (key=value, one per line)</legend>' +
-      '<textarea id="extra-overrides" rows="3" style="width:100%" placeholder="critic.ppo_epochs=2"></textarea>';
+      '<textarea data-role="extra-overrides" rows="3" style="width:100%" placeholder="critic.ppo_epochs=2"></textarea>';
     box.appendChild(other);
     for (const key of KEYS) {
       const el = document.getElementById(key);
       el.addEventListener(el.tagName === 'SELECT' || el.type === 'checkbox' ? 'change' : 'input', update);
     }
-    $('#extra-overrides').addEventListener('input', () => {
-      extra = $('#extra-overrides').value.split('\n').map((s) => s.trim()).filter(Boolean);
+    $('[data-role=extra-overrides]').addEventListener('input', () => {
+      extra = $('[data-role=extra-overrides]').value.split('\n').map((s) => s.trim()).filter(Boolean);
       update();
     });
   }
@@ -198,7 +198,7 @@
       if (eq > 0 && KEYS.includes(key)) writeInput(key, item.slice(eq + 1));
       else extra.push(item);
     }
-    $('#extra-overrides').value = extra.join('\n');
+    $('[data-role=extra-overrides]').value = extra.join('\n');
   }
 
   // ---- URL fragment: #key=value&key=value ----
@@ -222,6 +222,7 @@
     const res = JSON.parse(call('rlflow_page_plan', [list.join('\n'), JSON.stringify(KEYS)]));
     last = res;
     const status = $('#status');
+    $('#results').classList.toggle('stale', !res.ok);  // the drawings below are of the last valid input
     if (!res.ok) {
       status.className = 'error';
       status.textContent = res.error;
