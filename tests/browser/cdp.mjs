@@ -35,7 +35,10 @@ export class Browser {
                   '--disable-sync', '--disable-component-update', '--mute-audio', '--hide-scrollbars',
                   `--user-data-dir=${profile}`, `--window-size=${width},${height}`, '--remote-debugging-pipe',
                   'about:blank'];
-    const proc = spawn(binary, args, { stdio: ['ignore', 'ignore', 'pipe', 'pipe', 'pipe'], detached: true });
+    // HOME and the XDG folders point into the profile: Chromium writes nothing outside it
+    const env = { ...process.env, HOME: profile, XDG_CONFIG_HOME: path.join(profile, 'config'),
+                  XDG_CACHE_HOME: path.join(profile, 'cache') };
+    const proc = spawn(binary, args, { stdio: ['ignore', 'ignore', 'pipe', 'pipe', 'pipe'], detached: true, env });
     const b = new Browser(proc, profile);
     proc.stderr.on('data', (d) => { b.stderr += d.toString(); if (b.stderr.length > 20000) b.stderr = b.stderr.slice(-10000); });
     await b.withTimeout(b.send('Browser.getVersion'), timeoutMs, 'Chromium did not answer on the DevTools pipe');
