@@ -232,7 +232,7 @@ inline nlohmann::json Plan::as_json() const {
 
 inline std::vector<PlanRow> Plan::rows() const {
   std::vector<PlanRow> rows;
-  auto add = [&](std::string q, std::string f, std::string v, std::string key) {
+  auto add = [&](std::string q, std::string f, std::string v, std::string key = {}) {  // key: the JSON key of the value
     rows.push_back({std::move(q), std::move(f), std::move(v), std::move(key)});
   };
   auto share = [](double s) {

@@ -65,7 +65,8 @@ TEST_CASE("plan page: evaluate equals plan() of the same overrides over random c
       for (auto const& r : rows) {
         auto const key = r.at("key").get<std::string>();
         auto const v = at_dotted(j.at("plan"), key);
-        INFO(key << " -> " << r.at("value"));
+        INFO(r.at("quantity") << ": " << key << " -> " << r.at("value"));
+        CHECK(!key.empty());  // a row of Plan::rows() needs the JSON key of its value (the page shows it there)
         CHECK(v != nlohmann::json("<missing>"));
         bool const numeric_text = r.at("value").get<std::string>().find_first_of("0123456789") != std::string::npos;
         if (v.is_number_integer() && numeric_text) {
