@@ -4,6 +4,9 @@
 // external resources; escaping.
 #include <catch2/catch.hpp>
 
+#include <unistd.h>  // getpid: one temporary folder per test process
+
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
