@@ -2,6 +2,8 @@
 #   make demo   run the main example        make test       build everything, run all CPU tests
 #   make bench  run the benchmarks           make test-sanitize  the tests under ASan + UBSan
 #   make plan ARGS="key=value ..."  print the resource plan of a configuration
+#   make plan-page  the planner as a page (build/planner/index.html; opens from disk)
+#   make report RUN=runs/<name>     an HTML report of one or more runs' metrics.jsonl
 SHELL := /bin/bash
 BUILD ?= build
 ASAN_BUILD ?= build-asan
@@ -10,6 +12,10 @@ APT := apt-get -o DPkg::Lock::Timeout=600
 # Debian packages the build needs (never libthrust-dev / libcub-dev: they shadow the CUDA toolkit's CCCL).
 PACKAGES := cmake g++ make pkg-config catch2 libbenchmark-dev libopenblas-dev nlohmann-json3-dev libyaml-cpp-dev libboost-dev \
   libopenmpi-dev openmpi-bin
+# The planner page (emscripten) and the browser tests (chromium; they run in 'make test'). Large
+# (Chromium is about 100 MB), so kept apart: installed once by every target that configures. A
+# failed install is reported, not fatal: the page is then not built and the browser tests skip.
+BROWSER_PACKAGES := emscripten chromium
 NVCC := $(firstword $(wildcard /usr/local/cuda/bin/nvcc) $(shell command -v nvcc 2>/dev/null))
 CMAKE_FLAGS ?=
 ifneq ($(NVCC),)
@@ -28,7 +34,7 @@ DEMO_ARGS ?=
 # already runs one worker thread per device).
 RUN_ENV := OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 
-.PHONY: all deps configure build test test-sanitize test-long demo bench plan clean
+.PHONY: all deps deps-browser configure build test test-sanitize test-long demo bench plan plan-page report clean
 
 all: build
 
@@ -40,10 +46,20 @@ deps:
 	  $(APT) update -qq && $(APT) install -y -qq --no-install-recommends $$missing; \
 	fi
 
-$(BUILD)/CMakeCache.txt: | deps
+deps-browser:
+	@missing=""; for p in $(BROWSER_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing (planner page, browser tests):$$missing"; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  if $(APT) update -qq && $(APT) install -y -qq --no-install-recommends $$missing; then \
+	    if [ -f $(BUILD)/CMakeCache.txt ]; then cmake $(BUILD) >/dev/null; fi; \
+	  else echo "warning: could not install$$missing: the planner page is not built and the browser tests skip"; fi; \
+	fi
+
+$(BUILD)/CMakeCache.txt: | deps deps-browser
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CUDA_FLAGS) $(CMAKE_FLAGS)
 
-configure: deps $(BUILD)/CMakeCache.txt
+configure: deps deps-browser $(BUILD)/CMakeCache.txt
 
 build: configure
 	cmake --build $(BUILD) -j$(JOBS)
@@ -59,7 +75,7 @@ test-sanitize: deps
 	  -DRLFLOW_SANITIZE=ON -DRLFLOW_ENABLE_CUDA=OFF -DRLFLOW_BUILD_BENCHMARKS=OFF -DRLFLOW_BUILD_EXAMPLES=OFF $(CMAKE_FLAGS)
 	cmake --build $(ASAN_BUILD) -j$(JOBS)
 	cd $(ASAN_BUILD) && $(RUN_ENV) ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-	  ctest --output-on-failure -j$(JOBS) -LE "cuda|long|compile_fail|install|nosan"
+	  ctest --output-on-failure -j$(JOBS) -LE "cuda|long|compile_fail|install|nosan|browser"
 
 demo: configure
 	cmake --build $(BUILD) -j$(JOBS) --target $(DEMO)
@@ -72,6 +88,16 @@ bench: build
 plan: configure
 	cmake --build $(BUILD) -j$(JOBS) --target rlflow_plan
 	./$(BUILD)/examples/rlflow_plan $(ARGS)
+
+plan-page: configure
+	@command -v em++ >/dev/null || { echo "make plan-page needs emscripten (apt-get install emscripten)"; exit 1; }
+	cmake --build $(BUILD) -j$(JOBS) --target plan_page
+	@echo "planner page: $(BUILD)/planner/index.html (open it in a browser; no server needed)"
+
+report: configure
+	@if [ -z "$(RUN)" ]; then echo 'usage: make report RUN=runs/<name> [RUN="runs/a runs/b"] [REPORT_ARGS="-o out.html --smoothing 0.8"]'; exit 2; fi
+	cmake --build $(BUILD) -j$(JOBS) --target rlflow_report
+	./$(BUILD)/examples/rlflow_report $(REPORT_ARGS) $(RUN)
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD)

@@ -37,6 +37,16 @@ struct RolePlan {
   std::int64_t micro_batches_per_step = 0;       //!< forward/backward passes per training step per worker
 };
 
+//! One row of the plan's table: what, the formula in letters, the formula with the numbers filled
+//! in (ending in the value), and the JSON key of Plan::as_json() that holds the value ("actor.dp_size"
+//! for nested ones). The planner page shows these next to its readouts.
+struct PlanRow {
+  std::string quantity;
+  std::string formula;
+  std::string value;
+  std::string key;
+};
+
 //! The accounting of one training step for a config, plus its violations. verl: the quantities
 //! of ResourcePoolManager, the rollout replica layout and the trainer's mini-batch loop
 //! (verl_algorithms.md §9, §13; mission.md's accounting table).
@@ -75,6 +85,8 @@ struct Plan {
   nlohmann::json as_json() const;
   //! as_json() printed with two-space indentation.
   std::string to_json() const { return as_json().dump(2); }
+  //! The table's rows (quantity, formula, filled-in value, JSON key), in to_table() order.
+  std::vector<PlanRow> rows() const;
   //! A human-readable table: quantity | formula | value, then the violations.
   std::string to_table() const;
 };
@@ -218,72 +230,91 @@ inline nlohmann::json Plan::as_json() const {
   return j;
 }
 
-inline std::string Plan::to_table() const {
-  std::vector<std::array<std::string, 3>> rows;
-  auto add = [&](std::string q, std::string f, std::string v) { rows.push_back({std::move(q), std::move(f), std::move(v)}); };
+inline std::vector<PlanRow> Plan::rows() const {
+  std::vector<PlanRow> rows;
+  auto add = [&](std::string q, std::string f, std::string v, std::string key = {}) {  // key: the JSON key of the value
+    rows.push_back({std::move(q), std::move(f), std::move(v), std::move(key)});
+  };
   auto share = [](double s) {
     std::ostringstream os;
     os << std::fixed << std::setprecision(3) << s;
     return os.str();
   };
   bool const separate = trainer_mode == "separate_async";
-  add("trainer mode", "trainer.v1.trainer_mode", trainer_mode);
-  add("samples per step", "B x n", msg(train_batch_size, " x ", rollout_n, " = ", samples_per_step));
+  add("trainer mode", "trainer.v1.trainer_mode", trainer_mode, "trainer_mode");
+  add("samples per step", "B x n", msg(train_batch_size, " x ", rollout_n, " = ", samples_per_step), "samples_per_step");
   add("actor updates per step", "(B*n)/(M*n) x ppo_epochs",
-      msg(train_batch_size, "/", actor.ppo_mini_batch_size, " x ", actor.ppo_epochs, " = ", updates_per_step));
+      msg(train_batch_size, "/", actor.ppo_mini_batch_size, " x ", actor.ppo_epochs, " = ", updates_per_step),
+      "updates_per_step");
   if (critic.enabled)
     add("critic updates per step", "(B*n)/(M_critic*n) x critic.ppo_epochs",
-        msg(train_batch_size, "/", critic.ppo_mini_batch_size, " x ", critic.ppo_epochs, " = ", critic.updates_per_step));
-  if (separate) add("local updates per weight sync", "parameter_sync_step", msg(parameter_sync_step));
+        msg(train_batch_size, "/", critic.ppo_mini_batch_size, " x ", critic.ppo_epochs, " = ", critic.updates_per_step),
+        "critic.updates_per_step");
+  if (separate) add("local updates per weight sync", "parameter_sync_step", msg(parameter_sync_step), "parameter_sync_step");
   add("rollout replicas", "rollout devices / (TP x DP x PP)",
       msg(rollout_devices, "/", replica_world_size, " = ", rollout_replicas,
-          idle_rollout_devices > 0 ? msg(" (", idle_rollout_devices, " idle)") : std::string()));
-  add("samples per replica", "ceil(B*n / replicas)", msg(samples_per_replica));
+          idle_rollout_devices > 0 ? msg(" (", idle_rollout_devices, " idle)") : std::string()),
+      "rollout_replicas");
+  add("samples per replica", "ceil(B*n / replicas)", msg(samples_per_replica), "samples_per_replica");
   add("devices", "train + standalone rollout + reward pool",
-      msg(train_devices, " + ", standalone_rollout_devices, " + ", reward_devices, " = ", total_devices));
+      msg(train_devices, " + ", standalone_rollout_devices, " + ", reward_devices, " = ", total_devices), "total_devices");
   add("weight syncs per step", separate ? "1, across pools" : "1, same pool",
-      msg(weight_syncs_per_step, " ", weight_sync_scope, " (", weight_sync_backend, ")"));
-  add("device share per worker", "1 / max_colocate_count", msg(share(device_share_per_worker), " (1/", max_colocate_count, ")"));
-  if (separate) add("rollout device share per worker", "1/2 (standalone pools)", share(rollout_device_share_per_worker));
+      msg(weight_syncs_per_step, " ", weight_sync_scope, " (", weight_sync_backend, ")"), "weight_syncs_per_step");
+  add("device share per worker", "1 / max_colocate_count", msg(share(device_share_per_worker), " (1/", max_colocate_count, ")"),
+      "device_share_per_worker");
+  if (separate) add("rollout device share per worker", "1/2 (standalone pools)", share(rollout_device_share_per_worker),
+                    "rollout_device_share_per_worker");
   auto join = [](std::vector<std::string> const& v) {
     std::string s;
     for (auto const& x : v) s += (s.empty() ? "" : ", ") + x;
     return s.empty() ? std::string("-") : s;
   };
-  add("trainer pool roles", "fused per device", join(trainer_pool_roles));
-  if (separate) add("rollout pool roles", "standalone replicas", join(rollout_pool_roles));
+  add("trainer pool roles", "fused per device", join(trainer_pool_roles), "trainer_pool_roles");
+  if (separate) add("rollout pool roles", "standalone replicas", join(rollout_pool_roles), "rollout_pool_roles");
   auto role_rows = [&](std::string const& name, RolePlan const& rp) {
     if (!rp.enabled) return;
-    add(name + " DP workers", "devices / ulysses_sequence_parallel_size", msg(rp.dp_size));
-    add(name + " rows per worker", "B*n / DP", msg(rp.rows_per_worker));
-    add(name + " mini-batch rows per worker", "M*n / DP", msg(rp.mini_batch_rows_per_worker));
+    add(name + " DP workers", "devices / ulysses_sequence_parallel_size", msg(rp.dp_size), name + ".dp_size");
+    add(name + " rows per worker", "B*n / DP", msg(rp.rows_per_worker), name + ".rows_per_worker");
+    add(name + " mini-batch rows per worker", "M*n / DP", msg(rp.mini_batch_rows_per_worker),
+        name + ".mini_batch_rows_per_worker");
     if (rp.dynamic_bsz || rp.micro_batch_size_per_gpu == 0) {
-      add(name + " grad accumulation steps", "(M*n/DP) / micro_per_gpu", rp.dynamic_bsz ? "dynamic (token packed)" : "unset");
+      add(name + " grad accumulation steps", "(M*n/DP) / micro_per_gpu", rp.dynamic_bsz ? "dynamic (token packed)" : "unset",
+          name + ".grad_accumulation_steps");
     } else {
-      add(name + " micro-batch per worker", "ppo_micro_batch_size_per_gpu", msg(rp.micro_batch_size_per_gpu));
-      add(name + " grad accumulation steps", "(M*n/DP) / micro_per_gpu", msg(rp.grad_accumulation_steps));
-      add(name + " micro-batches per step", "accumulation x updates", msg(rp.micro_batches_per_step));
+      add(name + " micro-batch per worker", "ppo_micro_batch_size_per_gpu", msg(rp.micro_batch_size_per_gpu),
+          name + ".micro_batch_size_per_gpu");
+      add(name + " grad accumulation steps", "(M*n/DP) / micro_per_gpu", msg(rp.grad_accumulation_steps),
+          name + ".grad_accumulation_steps");
+      add(name + " micro-batches per step", "accumulation x updates", msg(rp.micro_batches_per_step),
+          name + ".micro_batches_per_step");
     }
   };
   role_rows("actor", actor);
   role_rows("critic", critic);
   add("old log-prob passes per worker", "(B*n/DP) / log_prob_micro_per_gpu",
-      log_prob_micro_batches_per_worker > 0 ? msg(log_prob_micro_batches_per_worker) : std::string("dynamic or unset"));
+      log_prob_micro_batches_per_worker > 0 ? msg(log_prob_micro_batches_per_worker) : std::string("dynamic or unset"),
+      "log_prob_micro_batches_per_worker");
   if (ref_micro_batches_per_worker > 0)
-    add("ref log-prob passes per worker", "(B*n/DP) / ref micro_per_gpu", msg(ref_micro_batches_per_worker));
+    add("ref log-prob passes per worker", "(B*n/DP) / ref micro_per_gpu", msg(ref_micro_batches_per_worker),
+        "ref_micro_batches_per_worker");
 
+  return rows;
+}
+
+inline std::string Plan::to_table() const {
+  auto const table = rows();
   std::size_t w0 = 8, w1 = 7;
-  for (auto const& r : rows) {
-    w0 = std::max(w0, r[0].size());
-    w1 = std::max(w1, r[1].size());
+  for (auto const& r : table) {
+    w0 = std::max(w0, r.quantity.size());
+    w1 = std::max(w1, r.formula.size());
   }
   std::ostringstream os;
   os << std::left << std::setw(static_cast<int>(w0)) << "quantity" << " | " << std::setw(static_cast<int>(w1))
      << "formula" << " | value\n";
   os << std::string(w0, '-') << "-+-" << std::string(w1, '-') << "-+-" << std::string(24, '-') << "\n";
-  for (auto const& r : rows)
-    os << std::setw(static_cast<int>(w0)) << r[0] << " | " << std::setw(static_cast<int>(w1)) << r[1] << " | " << r[2]
-       << "\n";
+  for (auto const& r : table)
+    os << std::setw(static_cast<int>(w0)) << r.quantity << " | " << std::setw(static_cast<int>(w1)) << r.formula << " | "
+       << r.value << "\n";
   if (violations.empty()) {
     os << "\nviolations: none\n";
   } else {

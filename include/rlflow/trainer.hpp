@@ -644,6 +644,9 @@ class Trainer {
       ConsoleOptions co;
       co.log_freq = cfg_.trainer.log_freq;
       logger_.emplace(path, total_steps_, opts_.console, /*append=*/global_step_ > 0, co);
+      // the run's config beside its metrics, for rlflow_report's config table
+      rlflow::detail::write_file_atomic(path.has_parent_path() ? path.parent_path() / "config.json" : "config.json",
+                                        cfg_.to_json().dump(2));
     }
     return *logger_;
   }
