@@ -139,11 +139,13 @@ struct DataConfig {
   bool shuffle = true;
   config_string truncation = "error";
   bool filter_overlong_prompts = false;
+  std::int64_t seed = 1;  //!< verl: data.seed (the train sampler's shuffle seed)
 };
 
 //! rlflow: the built-in GPT's shape (verl has model.path to a Hugging Face model instead).
 struct ModelConfig {
   config_string path = "";
+  config_string tokenizer_path = "";  //!< verl: tokenizer folder; empty: model.path
   std::int64_t vocab_size = 0;  //!< 0: taken from the task's tokenizer
   std::int64_t n_layer = 2;
   std::int64_t n_head = 4;
@@ -253,6 +255,11 @@ struct ActorRolloutRefConfig {
   RefConfig ref{};
 };
 
+//! verl: critic.model.* (the critic's initial weights).
+struct CriticModelConfig {
+  config_string path = "";  //!< a GPT-2 folder for the critic's trunk; empty: actor_rollout_ref.model.path
+};
+
 //! verl: critic.* (verl/trainer/config/critic/critic.yaml); null fields inherit the actor's.
 struct CriticConfig {
   nullable<bool> enable{};                        //!< null: on iff algorithm.adv_estimator == gae
@@ -269,6 +276,7 @@ struct CriticConfig {
   double grad_clip = 1.0;
   std::int64_t ulysses_sequence_parallel_size = 1;
   OptimConfig optim{1e-5};
+  CriticModelConfig model{};
 };
 
 //! verl: reward.reward_model.* (verl/trainer/config/reward/reward.yaml).
@@ -468,8 +476,10 @@ struct TrainerConfig {
   X(data.shuffle, "", "shuffle the training prompts every epoch")                                                  \
   X(data.truncation, "error|left|right|middle", "what to do with prompts longer than max_prompt_length")           \
   X(data.filter_overlong_prompts, "", "drop prompts longer than max_prompt_length")                                \
+  X(data.seed, "", "seed of the training prompts' per-epoch shuffle")                                              \
   X(actor_rollout_ref.hybrid_engine, "", "actor and rollout share processes (required true)")                     \
-  X(actor_rollout_ref.model.path, "", "rlflow: checkpoint to initialise the built-in GPT from; empty: random init") \
+  X(actor_rollout_ref.model.path, "", "Hugging Face GPT-2 folder (config.json, model.safetensors, vocab.json, merges.txt); empty: random init") \
+  X(actor_rollout_ref.model.tokenizer_path, "", "folder with vocab.json and merges.txt; empty: model.path")       \
   X(actor_rollout_ref.model.vocab_size, "", "rlflow: vocabulary size of the built-in GPT; 0: the task tokenizer's") \
   X(actor_rollout_ref.model.n_layer, "", "rlflow: transformer blocks of the built-in GPT")                          \
   X(actor_rollout_ref.model.n_head, "", "rlflow: attention heads of the built-in GPT")                             \
@@ -556,6 +566,7 @@ struct TrainerConfig {
   X(critic.ppo_max_token_len_per_gpu, "", "token cap of a dynamic critic micro-batch")                              \
   X(critic.ppo_epochs, "", "critic passes per batch; null: actor's")                                                \
   X(critic.shuffle, "", "shuffle critic rows between epochs; null: actor's")                                        \
+  X(critic.model.path, "", "Hugging Face GPT-2 folder for the critic's trunk; empty: actor_rollout_ref.model.path") \
   X(critic.cliprange_value, "", "value clip ε_v of the clipped value loss")                                         \
   X(critic.loss_agg_mode,                                                                                          \
     "null|token-mean|token-sum|seq-mean-token-sum|seq-mean-token-mean|seq-mean-token-sum-norm",                    \

@@ -8,6 +8,7 @@
 #include <regex>
 #include <string>
 
+#include <rlflow/rewards/custom.hpp>
 #include <rlflow/rewards/gsm8k.hpp>
 #include <rlflow/rewards/math.hpp>
 
@@ -106,4 +107,19 @@ TEST_CASE("\\boxed{} matcher: hendrycks normalisations as verl's math.py", "[rew
   CHECK(math_strip_string("\\frac1{72}") == "\\frac{1}{72}");
   CHECK(math_strip_string("k = \\frac{\\sqrt3}{2}") == "\\frac{\\sqrt{3}}{2}");
   CHECK(MathBoxedScore::score("\\boxed{4}", "4") == 1.0);
+}
+
+TEST_CASE("custom_reward_function: a scorer from a shared library", "[rewards][custom]") {
+  CustomScore const s(RLFLOW_CUSTOM_SCORE_LIB);
+  CHECK(s("gsm8k", "the answer is 42", "42") == 1.0);
+  CHECK(s("gsm8k", "the answer is 41", "42") == 0.0);
+  CHECK(s("gsm8k", "42", "42", "{\"index\": 1}") == 1.5);
+  CHECK(s("length", "abcd", "") == 4.0);
+  CustomScore const o(RLFLOW_CUSTOM_SCORE_LIB, "other_score");
+  CHECK(o("x", "y", "z") == -1.0);
+  CHECK_THROWS_WITH(CustomScore(RLFLOW_CUSTOM_SCORE_LIB, "my_score"),
+                    Catch::Contains("has no symbol 'my_score' (custom_reward_function.name)"));
+  CHECK_THROWS_WITH(CustomScore("/nonexistent/libscore.so"), Catch::Contains("cannot load custom_reward_function.path=/nonexistent/libscore.so"));
+  CHECK_THROWS_WITH(CustomScore("reward.py"), Catch::Contains("is a Python file"));
+  CHECK_THROWS_AS(CustomScore(""), rlflow::config_error);
 }

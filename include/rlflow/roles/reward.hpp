@@ -6,6 +6,7 @@
 #pragma once
 #include <cmath>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -37,7 +38,7 @@ class RuleReward {
   using role_tag = reward_tag;
   static constexpr std::string_view role_name = "reward";
 
-  RuleReward(WorkerContext const& ctx, RoleSetup setup) : ctx_(&ctx), tok_(setup.alphabet) {}
+  RuleReward(WorkerContext const& ctx, RoleSetup setup) : ctx_(&ctx), tok_(role_tokenizer(setup)) {}
 
   //! token_level_scores (b, R) float: zero except score(response, ground_truth) at the last
   //! valid token. Reads responses, response_mask and non-tensor 'reward_model' {ground_truth}.
@@ -56,9 +57,9 @@ class RuleReward {
         if (!rmask.at<std::int32_t>(i, t)) continue;
         last = t;
         std::int32_t const tk = resp.at<std::int32_t>(i, t);
-        if (tk != tok_.eos_id()) ids.push_back(tk);
+        if (tk != tok_->eos_id()) ids.push_back(tk);
       }
-      std::string const text = tok_.decode(ids);
+      std::string const text = tok_->decode(ids);
       std::string const& truth = rm[static_cast<std::size_t>(i)].as_dict().get("ground_truth").as_string();
       double const s = Score::score(text, truth);
       if (!std::isfinite(s)) {
@@ -76,7 +77,7 @@ class RuleReward {
 
  private:
   WorkerContext const* ctx_;
-  model::CharTokenizer tok_;
+  std::shared_ptr<model::Tokenizer const> tok_;
 };
 
 }  // namespace rlflow::roles
