@@ -5,11 +5,21 @@
 //   BM_TrainStep: forward + backward + AdamW on the demo-sized model; reports tokens/s.
 //   BM_ModelForward vs BM_SgemmSameShapes: the trunk forward's FLOP/s next to OpenBLAS sgemm
 //     FLOP/s on exactly the forward's matrix products, in the same run.
+//   BM_RolloutDecode/tp:N (N = 1, 2, 4): tokens/s of generate on a model with 8 heads and the
+//     same total threads (4): 4 / N replicas of N tensor-parallel ranks, one thread per rank,
+//     each replica on its share of the B = 64 prompts (so tp:1 is 4 data-parallel engines).
+//   BM_WeightSync/tp:N: bytes/s of the resharding weight sync (every rank of one replica copies
+//     its shard from the full weights, one thread per rank) and, timed in the same iterations,
+//     a memcpy of the same number of bytes: counter 'vs_memcpy' = memcpy time / sync time.
 // Run: ./build/benchmarks/engine/bench_engine --benchmark_min_time=0.2
 #include <benchmark/benchmark.h>
 
 #include <cblas.h>
+#include <chrono>
+#include <cstring>
+#include <memory>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include <rlflow/engine/rollout_engine.hpp>
@@ -147,3 +157,103 @@ BENCHMARK(BM_SgemmSameShapes)->Unit(benchmark::kMillisecond)->UseRealTime();
 }  // namespace
 
 BENCHMARK_MAIN();
+
+// ---- tensor parallel -------------------------------------------------------------------------
+
+namespace {
+
+GPTConfig tp_config() {
+  GPTConfig c = decode_config();
+  c.n_head = 8;
+  return c;
+}
+
+//! 4 / N replicas of N ranks (one thread each) generate their share of the batch.
+void BM_RolloutDecodeTP(benchmark::State& state) {
+  int const N = int(state.range(0)), threads = 4, replicas = threads / N;
+  GPTConfig const cfg = tp_config();
+  int const B = 64, P = 8, R = 64, Bq = B / replicas;
+  std::vector<float> full(rlflow::model::param_count(cfg));
+  rlflow::model::init_params(cfg, full);
+  std::vector<Prompts> parts;
+  for (int q = 0; q < replicas; ++q) parts.push_back(make_prompts(Bq, P, cfg.vocab_size));
+  std::vector<std::vector<std::unique_ptr<rlflow::comm::LocalCommunicator>>> comms;
+  std::vector<std::unique_ptr<RolloutEngine>> engines;
+  for (int q = 0; q < replicas; ++q) {
+    comms.push_back(rlflow::comm::LocalCommunicator::make_group(N));
+    for (int r = 0; r < N; ++r) {
+      engines.push_back(std::make_unique<RolloutEngine>(cfg, rlflow::model::TPRank{r, N}, N > 1 ? comms.back()[std::size_t(r)].get() : nullptr));
+      engines.back()->load_weights(full);
+    }
+  }
+  SamplingParams sp;
+  sp.max_new_tokens = R;  // no EOS: every row runs all 64 steps
+  for (auto _ : state) {
+    std::vector<std::thread> th;
+    for (int i = 0; i < threads; ++i)
+      th.emplace_back([&, i] {
+        Prompts const& p = parts[std::size_t(i / N)];
+        auto r = engines[std::size_t(i)]->generate(p.ids, p.mask, sp, p.seeds);
+        benchmark::DoNotOptimize(r.log_probs.data<float>());
+      });
+    for (auto& t : th) t.join();
+  }
+  state.counters["tokens/s"] = benchmark::Counter(double(B) * R, benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel("B=64 P=8 R=64 L=2 NH=8 C=64, 4 threads: " + std::to_string(replicas) + " replica(s) of tp=" + std::to_string(N));
+}
+
+GPTConfig sync_config() {
+  GPTConfig c;
+  c.vocab_size = 256;
+  c.max_seq_len = 256;
+  c.n_layer = 4;
+  c.n_head = 8;
+  c.n_embd = 256;
+  c.seed = 1;
+  return c;
+}
+
+//! One replica's N ranks load their shards from the full weights; a memcpy of the same bytes is
+//! timed in the same iterations.
+void BM_WeightSync(benchmark::State& state) {
+  int const N = int(state.range(0));
+  GPTConfig const cfg = sync_config();
+  std::vector<float> full(rlflow::model::param_count(cfg));
+  rlflow::model::init_params(cfg, full);
+  std::vector<std::unique_ptr<RolloutEngine>> engines;
+  std::size_t floats = 0;
+  for (int r = 0; r < N; ++r) {
+    engines.push_back(std::make_unique<RolloutEngine>(cfg, rlflow::model::TPRank{r, N}));
+    floats += engines.back()->shard_layout().size();
+  }
+  std::vector<float> src(floats, 1.0f), dst(floats, 0.0f);
+  double sync_s = 0, memcpy_s = 0;
+  using clock = std::chrono::steady_clock;
+  for (auto _ : state) {
+    auto const t0 = clock::now();
+    if (N == 1) {
+      engines[0]->load_weights(full);
+    } else {
+      std::vector<std::thread> th;
+      for (int r = 0; r < N; ++r) th.emplace_back([&, r] { engines[std::size_t(r)]->load_weights(full); });
+      for (auto& t : th) t.join();
+    }
+    auto const t1 = clock::now();
+    std::memcpy(dst.data(), src.data(), floats * sizeof(float));
+    benchmark::ClobberMemory();
+    auto const t2 = clock::now();
+    double const s = std::chrono::duration<double>(t1 - t0).count();
+    sync_s += s;
+    memcpy_s += std::chrono::duration<double>(t2 - t1).count();
+    state.SetIterationTime(s);
+  }
+  state.counters["bytes/s"] = benchmark::Counter(double(floats) * 4, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["memcpy_bytes/s"] = double(floats) * 4 * double(state.iterations()) / memcpy_s;
+  state.counters["vs_memcpy"] = memcpy_s / sync_s;
+  state.SetLabel("L=4 C=256 V=256 T=256, " + std::to_string(floats * 4 / 1024) + " KiB over " + std::to_string(N) + " rank(s)");
+}
+
+}  // namespace
+
+BENCHMARK(BM_RolloutDecodeTP)->Name("BM_RolloutDecode")->ArgName("tp")->Arg(1)->Arg(2)->Arg(4)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_WeightSync)->ArgName("tp")->Arg(1)->Arg(2)->Arg(4)->Unit(benchmark::kMillisecond)->UseManualTime();

@@ -1,10 +1,13 @@
 // rlflow/trainer.hpp: Trainer<Options...>, the colocated PPO-family trainer (verl's
 // RayPPOTrainer.fit, v0 step order). Options, in any order: a placement (Colocate<N>), an
 // algorithm (GRPO, PPO, RLOO, ReinforcePlusPlus, ReMax), a parallel layout (TP<1>), a backend
-// (Backend<cpu::tag>) and role types (a reward role is required; PPO also needs a critic).
+// (Backend<cpu::tag>) and role types (without a reward role, roles::DefaultReward scores each row
+// by its data_source; PPO also needs a critic).
 // The roles run fused on one pool (one worker thread per device, DP over the workers); the
-// driver's step() is verl's step written as plain calls. SeparateAsync, TP > 1 and the CUDA
-// trainer are milestone 2 and are rejected at compile time with that message.
+// driver's step() is verl's step written as plain calls. TP<N> runs the rollout as replicas of
+// N tensor-parallel ranks (world size / N of them) while the actor trains data-parallel on every
+// worker; each weight sync reshards the actor's weights into the replicas. SeparateAsync and the
+// CUDA trainer are milestone 2 and are rejected at compile time with that message.
 //
 // Letters: B prompts per step, n samples per prompt, P prompt tokens, R response tokens.
 #pragma once
@@ -37,7 +40,7 @@
 #include <rlflow/resource_pool.hpp>             // ResourcePool
 #include <rlflow/roles/actor_rollout_ref.hpp>   // roles::ActorRolloutRef
 #include <rlflow/roles/critic.hpp>              // roles::ValueCritic
-#include <rlflow/roles/reward.hpp>              // roles::RuleReward
+#include <rlflow/roles/reward.hpp>              // roles::RuleReward, roles::DefaultReward
 #include <rlflow/trainer_config.hpp>            // TrainerConfig, check
 #include <rlflow/worker_group.hpp>              // make_colocated_group
 
@@ -128,9 +131,9 @@ class Trainer {
                 "rlflow::Trainer<...>: more than one parallel layout (TP<N>); keep one");
   static_assert(detail::count_kind<backend_kind, Options...> <= 1,
                 "rlflow::Trainer<...>: more than one backend (Backend<Tag>); keep one");
-  static_assert(detail::count_role<reward_tag, Options...> == 1,
-                "rlflow::Trainer<...>: exactly one reward role is required; pass "
-                "rlflow::roles::RuleReward<YourScore> or a type with 'using role_tag = rlflow::reward_tag;'");
+  static_assert(detail::count_role<reward_tag, Options...> <= 1,
+                "rlflow::Trainer<...>: more than one reward role; keep one (without one, the Trainer uses "
+                "rlflow::roles::DefaultReward, which scores by data_source)");
   static_assert(detail::count_role<critic_tag, Options...> <= 1,
                 "rlflow::Trainer<...>: more than one critic role; keep one");
   static_assert(detail::count_role<actor_tag, Options...> + detail::count_role<rollout_tag, Options...> +
@@ -144,9 +147,9 @@ class Trainer {
   using algorithm = detail::pick_kind_t<algorithm_kind, GRPO, Options...>;
   using parallel = detail::pick_kind_t<parallel_kind, TP<1>, Options...>;
   using backend = detail::pick_kind_t<backend_kind, Backend<cpu::tag>, Options...>;
-  using reward_role = detail::pick_role_t<reward_tag, void, Options...>;
+  using reward_role = detail::pick_role_t<reward_tag, roles::DefaultReward, Options...>;
   using critic_role = detail::pick_role_t<critic_tag, void, Options...>;
-  using actor_role = roles::ActorRolloutRef;
+  using actor_role = roles::BasicActorRolloutRef<parallel::size>;
   static constexpr bool has_critic = !std::is_void_v<critic_role>;
 
  private:
@@ -156,8 +159,6 @@ class Trainer {
   static_assert(!placement::is_async,
                 "rlflow::Trainer<..., SeparateAsync, ...>: the separate-async placement is milestone 2; use "
                 "rlflow::Colocate<N> for now");
-  static_assert(parallel::size == 1,
-                "rlflow::Trainer<..., TP<N>, ...>: tensor parallelism above 1 is milestone 2; use rlflow::TP<1>");
   static_assert(std::is_same_v<typename backend::system, cpu::tag>,
                 "rlflow::Trainer<..., Backend<cuda::tag>, ...>: the CUDA trainer is milestone 2; use "
                 "rlflow::Backend<rlflow::cpu::tag>");
@@ -219,6 +220,11 @@ class Trainer {
  private:
   //! Checks, builds the pool and the workers, and resumes (both constructors end here).
   void start(roles::RoleSetup setup) {
+    check_tensor_parallel(setup.policy_model);  // first: its message names the TP<N> option, not only the config key
+    if (!cfg_.custom_reward_function.path.empty() && !std::is_same_v<reward_role, roles::DefaultReward>)
+      throw config_error(msg("rlflow::Trainer: custom_reward_function.path=", cfg_.custom_reward_function.path.view(),
+                             " is set, but the Trainer was given its own reward role, which would ignore it; drop the "
+                             "reward role (the default reward loads the custom function) or clear the key"));
     check(cfg_);
     for (auto const& w : warnings(cfg_))
       if (opts_.console) std::fprintf(stderr, "rlflow: warning: %s\n", w.c_str());
@@ -267,6 +273,8 @@ class Trainer {
   std::optional<PromptDataset> const& val_dataset() const { return val_; }
   //! The samples of the last validation kept for trainer.log_val_generations.
   std::vector<ValGeneration> const& last_val_generations() const { return val_generations_; }
+  //! Rollout replicas of TP<N> ranks each: world size / N (the planner's rollout_replicas).
+  std::int64_t rollout_replicas() const { return cfg_.world_size() / parallel::size; }
   std::int64_t global_step() const { return global_step_; }
   std::int64_t total_steps() const { return total_steps_; }
   DataPosition data_position() const { return pos_; }
@@ -611,6 +619,20 @@ class Trainer {
     return cfg;
   }
 
+  //! TP<N>: the rollout runs as world_size / N replicas of N ranks, each split by heads. A world
+  //! size N does not divide, or more ranks than heads, is an error before any work.
+  void check_tensor_parallel(model::GPTConfig const& m) const {
+    constexpr int N = parallel::size;
+    if constexpr (N > 1) {
+      std::int64_t const ws = cfg_.world_size();
+      if (ws % N != 0)
+        throw config_error(msg("rlflow::Trainer<..., TP<", N, ">>: the ", ws, " workers (trainer.nnodes * n_gpus_per_node) ",
+                               "do not split into rollout replicas of ", N, " ranks; use a multiple of ", N,
+                               " devices or a TP that divides ", ws));
+      model::check_tensor_parallel(m, N, "rlflow::Trainer<..., TP<N>>: actor_rollout_ref.model");
+    }
+  }
+
   //! Prompts longer than data.max_prompt_length: an error before any work (truncation=error),
   //! or counted and cut (left / right).
   void check_prompts() {
@@ -643,7 +665,7 @@ class Trainer {
     std::int64_t const B = static_cast<std::int64_t>(items.size()), P = cfg_.data.max_prompt_length;
     Tensor ids = Tensor::full(Shape{B, P}, tok_->pad_id());
     Tensor am = Tensor::zeros(DType::int32, Shape{B, P});
-    NonTensorColumn uid, rm, src, raw;
+    NonTensorColumn uid, rm, src, raw, extra;
     bool const cut_left = cfg_.data.truncation.view() == "left";
     for (std::int64_t i = 0; i < B; ++i) {
       auto const& it = items[static_cast<std::size_t>(i)];
@@ -663,9 +685,10 @@ class Trainer {
       rm.emplace_back(Dict{{"ground_truth", it.ground_truth}});
       src.emplace_back(it.data_source);
       raw.emplace_back(it.prompt);
+      extra.emplace_back(it.extra_info);
     }
     DataProto d = DataProto::from_dict({{"input_ids", ids}, {"attention_mask", am}},
-                                       {{"uid", uid}, {"reward_model", rm}, {"data_source", src}, {"raw_prompt", raw}});
+                                       {{"uid", uid}, {"reward_model", rm}, {"data_source", src}, {"raw_prompt", raw}, {"extra_info", extra}});
     return d;
   }
 

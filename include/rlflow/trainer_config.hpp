@@ -333,6 +333,12 @@ struct TrainerV1Config {
   SamplerConfig sampler{};
 };
 
+//! verl: custom_reward_function.* (rlflow: a C symbol in a shared library, see rewards/custom.hpp).
+struct CustomRewardFunctionConfig {
+  config_string path = "";
+  config_string name = "compute_score";
+};
+
 //! verl: trainer.*.
 struct TrainerSection {
   config_string project_name = "verl_examples";
@@ -370,6 +376,7 @@ struct TrainerConfig {
   ActorRolloutRefConfig actor_rollout_ref{};
   CriticConfig critic{};
   RewardConfig reward{};
+  CustomRewardFunctionConfig custom_reward_function{};
   AlgorithmConfig algorithm{};
   TrainerSection trainer{};
   std::int64_t seed = 42;               //!< rlflow: master seed (model init, sampling, shuffling)
@@ -584,6 +591,8 @@ struct TrainerConfig {
   X(reward.reward_model.enable_resource_pool, "", "give the reward model its own device pool")                     \
   X(reward.reward_model.n_gpus_per_node, "", "devices per node of the reward pool")                                \
   X(reward.reward_model.nnodes, "", "nodes of the reward pool")                                                    \
+  X(custom_reward_function.path, "", "shared library (.so) with the scorer replacing the data_source scorers; empty: none") \
+  X(custom_reward_function.name, "", "the scorer's C symbol in custom_reward_function.path")                        \
   X(algorithm.gamma, "", "discount γ (GAE, REINFORCE++)")                                                           \
   X(algorithm.lam, "", "GAE λ")                                                                                     \
   X(algorithm.adv_estimator,                                                                                       \

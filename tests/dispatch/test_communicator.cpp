@@ -1,7 +1,12 @@
 // tests/dispatch/test_communicator.cpp <-> include/rlflow/dispatch/communicator.hpp: the
 // in-process communicator from inside worker methods (DP gradient all-reduce), against a
 // plain-loop reference over random inputs.
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <exception>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -77,4 +82,120 @@ TEST_CASE("allreduce_sum inside worker methods matches a rank-ordered reference,
     }
   }
   REQUIRE_THROWS_AS(this_worker(), rlflow::error);
+}
+
+// ---- sub-communicators (split, split_mesh) ------------------------------------------------
+
+namespace {
+//! Runs f(rank, comm) on one thread per rank of a fresh LocalCommunicator group.
+template <class F>
+void on_ranks(int ws, F&& f) {
+  auto comms = comm::LocalCommunicator::make_group(ws);
+  std::vector<std::thread> th;
+  std::vector<std::exception_ptr> errs(static_cast<std::size_t>(ws));
+  for (int r = 0; r < ws; ++r)
+    th.emplace_back([&, r] {
+      try {
+        f(r, *comms[static_cast<std::size_t>(r)]);
+      } catch (...) {
+        errs[static_cast<std::size_t>(r)] = std::current_exception();
+      }
+    });
+  for (auto& t : th) t.join();
+  for (auto& e : errs)
+    if (e) std::rethrow_exception(e);
+}
+}  // namespace
+
+TEST_CASE("split_mesh gives TP and DP groups whose sums equal a rank-ordered reference bit for bit", "[dispatch][comm]") {
+  for (int ws : {1, 2, 4, 6, 8}) {
+    for (int tp = 1; tp <= ws; ++tp) {
+      if (ws % tp) continue;
+      for (int pp : {1, 2}) {
+        if (ws % (tp * pp)) continue;
+        int const dp = ws / (tp * pp);
+        INFO("ws " << ws << " tp " << tp << " pp " << pp);
+        int const n = 37 + ws * 13;
+        std::vector<std::vector<float>> tp_out(static_cast<std::size_t>(ws)), dp_out(static_cast<std::size_t>(ws));
+        std::vector<std::array<int, 4>> ids(static_cast<std::size_t>(ws));
+        on_ranks(ws, [&](int r, comm::Communicator& world) {
+          auto m = comm::split_mesh(world, tp, pp);
+          ids[static_cast<std::size_t>(r)] = {m.tp->rank(), m.tp->size(), m.dp->rank(), m.dp->size()};
+          auto a = Trainer::local_grad(n, 11, r);
+          m.tp->allreduce_sum(a);
+          tp_out[static_cast<std::size_t>(r)] = a;
+          auto b = Trainer::local_grad(n, 12, r);
+          m.dp->allreduce_sum(b);
+          dp_out[static_cast<std::size_t>(r)] = b;
+        });
+        for (int r = 0; r < ws; ++r) {
+          int const t = r % tp, d = (r / tp) % dp, p = r / (tp * dp);
+          REQUIRE(ids[static_cast<std::size_t>(r)] == std::array<int, 4>{t, tp, d, dp});
+          // reference: float sums in rank order over the group's members
+          std::vector<float> ra = Trainer::local_grad(n, 11, (p * dp + d) * tp);
+          for (int k = 1; k < tp; ++k) {
+            auto v = Trainer::local_grad(n, 11, (p * dp + d) * tp + k);
+            for (int i = 0; i < n; ++i) ra[static_cast<std::size_t>(i)] += v[static_cast<std::size_t>(i)];
+          }
+          std::vector<float> rb = Trainer::local_grad(n, 12, (p * dp) * tp + t);
+          for (int k = 1; k < dp; ++k) {
+            auto v = Trainer::local_grad(n, 12, (p * dp + k) * tp + t);
+            for (int i = 0; i < n; ++i) rb[static_cast<std::size_t>(i)] += v[static_cast<std::size_t>(i)];
+          }
+          REQUIRE(tp_out[static_cast<std::size_t>(r)] == ra);
+          REQUIRE(dp_out[static_cast<std::size_t>(r)] == rb);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("split ranks members by (key, rank) and aborting the parent wakes a blocked sub-group", "[dispatch][comm]") {
+  // colors: even / odd ranks; keys reversed, so the highest rank becomes sub-rank 0
+  std::vector<int> sub_rank(6), sub_size(6);
+  on_ranks(6, [&](int r, comm::Communicator& world) {
+    auto s = world.split(r % 2, -r);
+    sub_rank[static_cast<std::size_t>(r)] = s->rank();
+    sub_size[static_cast<std::size_t>(r)] = s->size();
+    std::vector<float> b(3, float(r));
+    s->broadcast(b, 0);
+    REQUIRE(b[0] == float(r % 2 ? 5 : 4));  // sub-rank 0 is the group's highest rank
+  });
+  REQUIRE(sub_rank == std::vector<int>{2, 2, 1, 1, 0, 0});
+  REQUIRE(sub_size == std::vector<int>(6, 3));
+
+  auto comms = comm::LocalCommunicator::make_group(4);
+  std::vector<std::unique_ptr<comm::Communicator>> tps(4);
+  {
+    std::vector<std::thread> th;
+    for (int r = 0; r < 4; ++r) th.emplace_back([&, r] { tps[static_cast<std::size_t>(r)] = comm::split_mesh(*comms[static_cast<std::size_t>(r)], 2).tp; });
+    for (auto& t : th) t.join();
+  }
+  std::atomic<bool> threw{false};
+  std::thread blocked([&] {
+    std::vector<float> v(4, 1.0f);
+    try {
+      tps[1]->allreduce_sum(v);  // its partner (rank 0) never joins
+    } catch (worker_error const&) {
+      threw = true;
+    }
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  comms[0]->abort();
+  blocked.join();
+  REQUIRE(threw);
+  comms[0]->reset();
+  // re-armed: the sub-group works again
+  std::vector<std::vector<float>> out(2, std::vector<float>(2));
+  std::thread a([&] { out[0] = {1, 2}; tps[0]->allreduce_sum(out[0]); });
+  std::thread b([&] { out[1] = {3, 4}; tps[1]->allreduce_sum(out[1]); });
+  a.join();
+  b.join();
+  REQUIRE(out[0] == std::vector<float>{4, 6});
+  REQUIRE(out[1] == std::vector<float>{4, 6});
+}
+
+TEST_CASE("split_mesh rejects a mesh that does not divide the world", "[dispatch][comm]") {
+  auto comms = comm::LocalCommunicator::make_group(1);
+  REQUIRE_THROWS_WITH(comm::split_mesh(*comms[0], 3), Catch::Contains("tp = 3") && Catch::Contains("divides 1"));
 }

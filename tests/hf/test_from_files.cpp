@@ -22,6 +22,8 @@
 
 namespace fs = std::filesystem;
 using Trainer = rlflow::Trainer<rlflow::GRPO, rlflow::Colocate<3>, rlflow::roles::RuleReward<rlflow::rewards::GSM8KScore>>;
+//! No reward role: roles::DefaultReward scores each row by its data_source (or custom_reward_function).
+using DefaultTrainer = rlflow::Trainer<rlflow::GRPO, rlflow::Colocate<3>>;
 
 namespace {
 struct TempDir {
@@ -185,5 +187,40 @@ TEST_CASE("the files path reports bad set-ups before any work", "[hf][trainer][f
     c.data.val_files = "";
     rlflow::tasks::StringTask task;
     CHECK_THROWS_WITH(Trainer(c, task.make_dataset(8, 1), task.charset(), opts), Catch::Contains("use Trainer(cfg)"));
+  }
+}
+
+TEST_CASE("the default reward scores openai/gsm8k rows, or custom_reward_function from a shared library", "[hf][trainer][files]") {
+  TempDir d;
+  auto const f = rlflow::examples::write_demo_files(d.p / "in", 6, 8, 2, 1, 2, 16, 128, 40);
+  rlflow::TrainerOptions opts;
+  opts.console = false;
+  auto cfg = config(f, d.p / "run");
+  cfg.trainer.resume_mode = "disable";
+  cfg.trainer.save_freq = -1;
+  cfg.trainer.total_training_steps = 1;
+  cfg.trainer.test_freq = 1;
+  cfg.trainer.val_before_train = false;
+  {
+    DefaultTrainer t(cfg, opts);  // the registry's openai/gsm8k scorer (verl's strict gsm8k)
+    auto const m = t.fit();
+    REQUIRE(m.count("val-core/openai/gsm8k/reward/mean@2"));
+    for (auto const& g : t.last_val_generations())
+      CHECK(g.score == rlflow::rewards::gsm8k_compute_score(g.response, g.ground_truth));
+  }
+  {
+    // the test library scores 1 when the response contains the ground truth, plus 0.5 when the row
+    // has extra_info (every demo row does): the scores prove the symbol, the arguments and extra_info arrive
+    auto c = cfg;
+    c.custom_reward_function.path = RLFLOW_CUSTOM_SCORE_LIB;
+    DefaultTrainer t(c, opts);
+    auto const m = t.fit();
+    for (auto const& g : t.last_val_generations())
+      CHECK(g.score == (g.response.find(g.ground_truth) != std::string::npos ? 1.5 : 0.5));
+    CHECK(m.at("critic/score/min") >= 0.5);
+    c.custom_reward_function.name = "no_such_symbol";
+    CHECK_THROWS_WITH(DefaultTrainer(c, opts), Catch::Contains("has no symbol 'no_such_symbol'"));
+    // an explicit reward role would ignore the key: refused
+    CHECK_THROWS_WITH(Trainer(c, opts), Catch::Contains("custom_reward_function.path="));
   }
 }

@@ -11,6 +11,7 @@
 #include <rlflow/rewards/custom.hpp>
 #include <rlflow/rewards/gsm8k.hpp>
 #include <rlflow/rewards/math.hpp>
+#include <rlflow/tasks/reward_score.hpp>
 
 using namespace rlflow::rewards;
 
@@ -122,4 +123,13 @@ TEST_CASE("custom_reward_function: a scorer from a shared library", "[rewards][c
   CHECK_THROWS_WITH(CustomScore("/nonexistent/libscore.so"), Catch::Contains("cannot load custom_reward_function.path=/nonexistent/libscore.so"));
   CHECK_THROWS_WITH(CustomScore("reward.py"), Catch::Contains("is a Python file"));
   CHECK_THROWS_AS(CustomScore(""), rlflow::config_error);
+}
+
+TEST_CASE("the data_source registry holds verl's gsm8k and MATH scorers", "[rewards][registry]") {
+  using rlflow::tasks::default_compute_score;
+  CHECK(default_compute_score("openai/gsm8k", "so #### 1,200", "1200") == 1.0);
+  CHECK(default_compute_score("openai/gsm8k", "so 1200", "1200") == 0.0);  // strict, as verl's default
+  CHECK(default_compute_score("lighteval/MATH", "\\boxed{\\frac12}", "0.5") == 1.0);
+  CHECK(default_compute_score("DigitalLearningGmbH/MATH-lighteval", "\\boxed{3}", "4") == 0.0);
+  CHECK(default_compute_score("reverse", "cba", "cba") == 1.0);
 }

@@ -2,6 +2,7 @@
 // collectives across the ranks of its group (barrier, all-reduce, broadcast, all-gather), and
 // comm::LocalCommunicator, its in-process implementation over shared memory and C++20 atomic
 // wait/notify. An MPI or NCCL communicator implements the same interface (milestone 2).
+// split(color, key) makes sub-communicators; split_mesh gives a rank its TP and DP groups.
 // Collectives are deterministic: sums are taken in rank order, so every rank gets identical bits.
 #pragma once
 #include <algorithm>
@@ -9,6 +10,7 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <vector>
 
@@ -32,7 +34,40 @@ class Communicator {
   virtual void broadcast(std::span<float> data, int root) = 0;
   //! out (size() * in.size()) := concatenation of every rank's 'in', in rank order.
   virtual void allgather(std::span<float const> in, std::span<float> out) = 0;
+  //! A sub-communicator of the ranks that pass the same 'color', ranked by (key, rank); every
+  //! rank of this communicator must call it (a collective). verl / torch: new_group, MPI_Comm_split.
+  //! The default throws: a communicator without sub-groups cannot host a TP or DP sub-group.
+  virtual std::unique_ptr<Communicator> split(int color, int key) {
+    (void)color;
+    (void)key;
+    throw error("rlflow::comm::Communicator::split: this communicator does not support sub-communicators; "
+                "implement split(color, key) (MPI: MPI_Comm_split)");
+  }
 };
+
+//! The TP and DP sub-communicators of one rank of a DP x TP x PP mesh laid out as
+//! rank = (pp_rank * dp + dp_rank) * tp + tp_rank (GroupShape's order): 'tp' holds the tp ranks
+//! that share (pp_rank, dp_rank), ranked by tp_rank; 'dp' holds the dp ranks that share
+//! (pp_rank, tp_rank), ranked by dp_rank. verl: Megatron's tensor / data parallel groups.
+struct MeshCommunicators {
+  std::unique_ptr<Communicator> tp;
+  std::unique_ptr<Communicator> dp;
+};
+
+//! Splits 'world' into this rank's TP and DP groups (two collective splits, in that order).
+//! Throws value_error when tp * pp does not divide the world size.
+inline MeshCommunicators split_mesh(Communicator& world, int tp, int pp = 1) {
+  int const ws = world.size(), r = world.rank();
+  if (tp < 1 || pp < 1 || ws % (tp * pp) != 0)
+    throw value_error(msg("rlflow::comm::split_mesh: ", ws, " ranks do not form a mesh of tp = ", tp, " x pp = ", pp,
+                          "; choose tp and pp whose product divides ", ws));
+  int const dp = ws / (tp * pp);
+  int const tp_rank = r % tp, dp_rank = (r / tp) % dp, pp_rank = r / (tp * dp);
+  MeshCommunicators m;
+  m.tp = world.split(/*color=*/pp_rank * dp + dp_rank, /*key=*/tp_rank);
+  m.dp = world.split(/*color=*/pp_rank * tp + tp_rank, /*key=*/dp_rank);
+  return m;
+}
 
 namespace detail {
 //! State shared by the LocalCommunicators of one group.
@@ -46,6 +81,8 @@ struct LocalCommState {
   std::vector<void const*> slots;  // per-rank published pointers
   std::vector<std::size_t> counts;
   std::vector<double> scratch;     // reduce buffer
+  std::mutex children_mu;          // sub-communicators made by split(): aborted / reset with this one
+  std::vector<std::weak_ptr<LocalCommState>> children;
 
   void check_aborted(int rank) const {
     if (aborted.load(std::memory_order_acquire))
@@ -75,12 +112,19 @@ struct LocalCommState {
     aborted.store(1, std::memory_order_release);
     generation.fetch_add(1, std::memory_order_acq_rel);  // wake waiters; they see 'aborted'
     generation.notify_all();
+    std::lock_guard lock(children_mu);  // ranks blocked in a sub-group wake too
+    for (auto const& w : children)
+      if (auto c = w.lock()) c->abort(by);
   }
   //! Re-arms after an aborted call once no rank is inside a collective.
   void reset() {
     arrived.store(0, std::memory_order_relaxed);
     aborted_by.store(-1, std::memory_order_relaxed);
     aborted.store(0, std::memory_order_release);
+    std::lock_guard lock(children_mu);
+    std::erase_if(children, [](auto const& w) { return w.expired(); });
+    for (auto const& w : children)
+      if (auto c = w.lock()) c->reset();
   }
 };
 }  // namespace detail
@@ -125,6 +169,37 @@ class LocalCommunicator final : public Communicator {
         std::memcpy(out.data() + static_cast<std::size_t>(r) * in.size(), st_->slots[static_cast<std::size_t>(r)],
                     in.size_bytes());
     st_->barrier(rank_);
+  }
+
+  //! Collective: the ranks passing the same color form a new LocalCommunicator, ranked by
+  //! (key, rank). Its collectives are as deterministic as this one's (rank-order sums); an
+  //! abort() of this communicator also wakes ranks blocked in it.
+  std::unique_ptr<Communicator> split(int color, int key) override {
+    struct Info {
+      int color, key;
+      std::shared_ptr<detail::LocalCommState>* made;
+    };
+    std::shared_ptr<detail::LocalCommState> made;
+    Info const me{color, key, &made};
+    publish(&me, 1);
+    std::vector<int> members;  // ranks of my color, in (key, rank) order
+    for (int r = 0; r < st_->size; ++r)
+      if (static_cast<Info const*>(st_->slots[static_cast<std::size_t>(r)])->color == color) members.push_back(r);
+    std::stable_sort(members.begin(), members.end(), [&](int a, int b) {
+      return static_cast<Info const*>(st_->slots[static_cast<std::size_t>(a)])->key <
+             static_cast<Info const*>(st_->slots[static_cast<std::size_t>(b)])->key;
+    });
+    int const leader = members.front();
+    if (rank_ == leader) {
+      made = std::make_shared<detail::LocalCommState>(static_cast<int>(members.size()));
+      std::lock_guard lock(st_->children_mu);
+      st_->children.push_back(made);
+    }
+    st_->barrier(rank_);  // every leader has made its group's state
+    auto sub = *static_cast<Info const*>(st_->slots[static_cast<std::size_t>(leader)])->made;
+    st_->barrier(rank_);  // every rank holds its copy: the leaders' 'made' may go
+    int const sub_rank = static_cast<int>(std::find(members.begin(), members.end(), rank_) - members.begin());
+    return std::make_unique<LocalCommunicator>(std::move(sub), sub_rank);
   }
 
   //! Wakes every rank blocked in a collective with a worker_error (used when a rank fails).

@@ -3,7 +3,10 @@
 // RolloutEngine: prefill of left-padded prompts, then one decode step per token for the rows
 // still running, per-row stop at EOS or max_new_tokens, counter-based sampling, the rollout's
 // log-probs, sleep / wake (release and re-acquire the cache), in-place weight updates.
-// Does not train. Letters: B sequences, P prompt width, R = max_new_tokens, S = P + R cache
+// Tensor parallel: an engine built with a TPRank of size N > 1 and the TP group's communicator
+// holds one rank's shard (model/tensor_parallel.hpp: heads and MLP columns split, KV cache split
+// by heads, LM head replicated) and all-reduces the two row-parallel outputs of every layer; the
+// N ranks of a replica call it together and get identical logits and tokens. Does not train. Letters: B sequences, P prompt width, R = max_new_tokens, S = P + R cache
 // slots, C width, NH heads, hs = C / NH, V vocabulary, L layers.
 #pragma once
 #include <algorithm>  // std::copy, std::fill, std::max
@@ -17,6 +20,8 @@
 #include <rlflow/tensor.hpp>            // Tensor in and out
 #include <rlflow/model/gpt.hpp>         // GPTConfig, ParamLayout, init_params, detail::grow_buffer
 #include <rlflow/model/layers.hpp>      // the CPU layer functions
+#include <rlflow/model/tensor_parallel.hpp>  // TPRank, ShardLayout
+#include <rlflow/dispatch/communicator.hpp>  // comm::Communicator (the TP group's all-reduce)
 #include <rlflow/engine/sampling.hpp>   // SamplingParams, sample_token
 
 namespace rlflow::engine {
@@ -157,12 +162,22 @@ struct DecodeBook {
 
 //! Generation engine for the built-in GPT. Weights are a private copy (load_weights); the KV
 //! cache and activations live in an own caching resource that sleep() hands back to the system.
+//! With tp.size > 1 it holds TP rank tp.rank's shard and 'tp_comm' (the replica's TP group, of
+//! size tp.size) sums the row-parallel outputs; every rank of the group must make the same calls.
 //! verl: vLLMRollout.generate_sequences, sleep / wake_up, update_weights.
 class RolloutEngine {
  public:
-  explicit RolloutEngine(model::GPTConfig const& cfg) : cfg_(cfg), lay_(cfg) {
-    weights_ = Tensor::empty(DType::float32, Shape{static_cast<std::int64_t>(lay_.size())});
-    model::init_params(cfg_, weights_.span<float>());
+  explicit RolloutEngine(model::GPTConfig const& cfg, model::TPRank tp = {}, comm::Communicator* tp_comm = nullptr)
+      : cfg_(cfg), lay_(cfg), shard_(cfg, tp), comm_(tp_comm) {
+    if (comm_) set_tp_communicator(comm_);
+    weights_ = Tensor::empty(DType::float32, Shape{static_cast<std::int64_t>(shard_.size())});
+    if (tp.size == 1) {
+      model::init_params(cfg_, weights_.span<float>());
+    } else {
+      Tensor full = Tensor::empty(DType::float32, Shape{static_cast<std::int64_t>(lay_.size())});
+      model::init_params(cfg_, full.span<float>());
+      shard_.load(full.span<float const>(), weights_.span<float>());
+    }
     for (auto* b : buffers()) b->mr = &mr_;
   }
   RolloutEngine(RolloutEngine const&) = delete;
@@ -170,14 +185,29 @@ class RolloutEngine {
 
   model::GPTConfig const& config() const { return cfg_; }
   model::ParamLayout const& layout() const { return lay_; }
+  //! This rank's parameter layout (equal to layout() when not tensor-parallel).
+  model::ShardLayout const& shard_layout() const { return shard_; }
+  model::TPRank tp() const { return shard_.shard(); }
+  //! Sets the TP group's communicator (size tp().size, this rank at tp().rank); a TP engine needs
+  //! one before its first prefill. A role may make it lazily, inside the first collective call.
+  void set_tp_communicator(comm::Communicator* c) {
+    model::TPRank const tp = shard_.shard();
+    if (!c || c->size() != tp.size || c->rank() != tp.rank)
+      throw config_error(msg(who, ": TP rank ", tp.rank, " of ", tp.size, " needs its TP group's communicator (size ", tp.size,
+                             ", rank ", tp.rank, "); got ", c ? msg("size ", c->size(), ", rank ", c->rank()) : "none"));
+    comm_ = c;
+  }
+  //! This rank's weights (ShardLayout order; the full model when not tensor-parallel).
   std::span<float const> weights() const { return weights_.span<float const>(); }
 
-  //! Copies a flat parameter buffer (ParamLayout order) into the engine's weights, in place.
+  //! Copies this rank's slice of a full flat parameter buffer (ParamLayout order) into the
+  //! engine's weights, in place: one memcpy per contiguous run (ShardLayout::segments), so a TP
+  //! rank copies its shard and the replicated tensors only. verl: update_weights (resharding).
   void load_weights(std::span<float const> flat) {
     if (flat.size() != lay_.size())
       throw shape_error(msg("rlflow::engine::RolloutEngine::load_weights: ", flat.size(), " floats for a model of ",
                             lay_.size(), " parameters; the trainer and the rollout must share one GPTConfig"));
-    std::copy(flat.begin(), flat.end(), weights_.data<float>());
+    shard_.load(flat, weights_.span<float>());
   }
 
   //! Releases the KV cache and all activations (colocation: give the memory to the trainer).
@@ -252,11 +282,14 @@ class RolloutEngine {
   //! first new token. Reserves room for max_new_tokens more positions.
   std::span<float const> prefill(Tensor const& prompt_ids, Tensor const& prompt_mask, int max_new_tokens) {
     if (sleeping_) throw value_error("rlflow::engine::RolloutEngine: the engine is asleep; call wake() before generating");
+    if (shard_.shard().size > 1 && !comm_)
+      throw value_error(msg(who, ": TP rank ", shard_.shard().rank, " of ", shard_.shard().size,
+                            " has no TP communicator; call set_tp_communicator first"));
     detail::DecodeBook::check_prompts(who, prompt_ids, prompt_mask, max_new_tokens, cfg_);
     book_.reset(prompt_ids, prompt_mask, max_new_tokens);
     int const B = book_.B, P = static_cast<int>(prompt_ids.dim(1));
     std::size_t const hs = std::size_t(cfg_.head_dim());
-    kv_.ensure(std::size_t(cfg_.n_layer) * 2 * B * std::size_t(cfg_.n_head) * book_.S * hs);
+    kv_.ensure(std::size_t(cfg_.n_layer) * 2 * B * std::size_t(shard_.local_heads()) * book_.S * hs);
     run(0, P);
     book_.filled = P;
     return {logits_.t.data<float>(), std::size_t(B) * cfg_.vocab_size};
@@ -272,7 +305,7 @@ class RolloutEngine {
 
  private:
   std::vector<model::detail::grow_buffer*> buffers() {
-    return {&kv_, &x_, &ln_, &qkv_, &atty_, &fch_, &probs_, &lnf_, &logits_};
+    return {&kv_, &x_, &ln_, &qkv_, &atty_, &fch_, &probs_, &lnf_, &logits_, &part_};
   }
 
   // appends tokens[i] for rows book_.active[i] at slot book_.filled, then computes their next logits
@@ -288,36 +321,53 @@ class RolloutEngine {
 
   // Forward of slots [s0, s0 + n) of the running rows (tokens from the book), writing their keys
   // and values into the cache; logits_ (|active|, V) get the last slot's next-token logits.
+  // Tensor parallel: this rank's NH / tp heads (Cl = their width) and 4C / tp MLP columns; the
+  // residual stream x is replicated, the two row-parallel products are summed over the TP group.
   void run(int s0, int n) {
-    int const C = cfg_.n_embd, NH = cfg_.n_head, hs = cfg_.head_dim(), V = cfg_.vocab_size, L = cfg_.n_layer;
+    int const C = cfg_.n_embd, NH = shard_.local_heads(), hs = cfg_.head_dim(), V = cfg_.vocab_size, L = cfg_.n_layer;
+    int const Cl = shard_.local_embd(), F = shard_.local_ff();
+    bool const tp = shard_.shard().size > 1;
     auto const& active = book_.active;
     int const nr = static_cast<int>(active.size()), S = book_.S, B = book_.B;
     std::size_t const N = std::size_t(nr) * n;
     float const* W = weights_.data<float>();
+    auto const& lay = shard_;
     tok_.resize(N);
     pos_.resize(N);
     book_.gather(s0, n, tok_.data(), pos_.data());
     float* x = x_.ensure(N * C);
     float* ln = ln_.ensure(N * C);
-    float* qkv = qkv_.ensure(N * 3 * C);
-    float* atty = atty_.ensure(N * C);
-    float* fch = fch_.ensure(N * 4 * C);
+    float* qkv = qkv_.ensure(N * 3 * Cl);
+    float* atty = atty_.ensure(N * Cl);
+    float* fch = fch_.ensure(N * F);
     float* probs = probs_.ensure(N * std::size_t(NH) * S);
+    float* part = tp ? part_.ensure(N * C) : nullptr;
     float* kv = kv_.t.data<float>();
     std::size_t const head_stride = std::size_t(S) * hs, row_stride = std::size_t(NH) * head_stride;
     std::size_t const layer_stride = 2 * std::size_t(B) * row_stride;
     float const scale = 1.0f / std::sqrt(static_cast<float>(hs));
-    model::layers::encoder_forward(x, tok_.data(), pos_.data(), W + lay_.wte, W + lay_.wpe, int(N), C);
+    // x (N, C) += bias + (the sum over the TP group of) inp (N, K) w (K, C): a row-parallel product
+    auto row_parallel = [&](float const* inp, float const* w, float const* b, int K) {
+      if (!tp) {
+        model::layers::linear_nn_forward(x, inp, w, b, int(N), K, C, true);
+        return;
+      }
+      model::layers::linear_nn_forward(part, inp, w, nullptr, int(N), K, C, false);
+      comm_->allreduce_sum(std::span<float>(part, N * C));
+      for (std::size_t i = 0; i < N; ++i)
+        for (int c = 0; c < C; ++c) x[i * C + c] = (x[i * C + c] + b[c]) + part[i * C + c];
+    };
+    model::layers::encoder_forward(x, tok_.data(), pos_.data(), W + lay.wte, W + lay.wpe, int(N), C);
     for (int l = 0; l < L; ++l) {
-      auto const& P = lay_.layers[std::size_t(l)];
-      float* kc = kv + std::size_t(l) * layer_stride;  // (B, NH, S, hs)
+      auto const& P = lay.layers[std::size_t(l)];
+      float* kc = kv + std::size_t(l) * layer_stride;  // (B, NH, S, hs), this rank's heads
       float* vc = kc + std::size_t(B) * row_stride;
       model::layers::layernorm_forward(ln, nullptr, nullptr, x, W + P.ln1_w, W + P.ln1_b, int(N), C);
-      model::layers::linear_nt_forward(qkv, ln, W + P.qkv_w, W + P.qkv_b, int(N), C, 3 * C);
+      model::layers::linear_nt_forward(qkv, ln, W + P.qkv_w, W + P.qkv_b, int(N), C, 3 * Cl);
       for (int i = 0; i < nr; ++i)  // scatter the new keys and values into the cache
         for (int k = 0; k < n; ++k)
           for (int h = 0; h < NH; ++h) {
-            float const* src = qkv + (std::size_t(i) * n + k) * 3 * C + std::size_t(h) * 3 * hs;
+            float const* src = qkv + (std::size_t(i) * n + k) * 3 * Cl + std::size_t(h) * 3 * hs;
             std::size_t const dst = std::size_t(active[std::size_t(i)]) * row_stride + h * head_stride + std::size_t(s0 + k) * hs;
             std::memcpy(kc + dst, src + hs, sizeof(float) * hs);
             std::memcpy(vc + dst, src + 2 * hs, sizeof(float) * hs);
@@ -329,28 +379,30 @@ class RolloutEngine {
         int const i = int(tokn / std::size_t(n)), k = int(tokn % std::size_t(n));
         int const r = active[std::size_t(i)];
         std::size_t const base = std::size_t(r) * row_stride + h * head_stride;
-        model::layers::attend_one(atty + tokn * C + std::size_t(h) * hs, probs + std::size_t(q) * S,
-                                  qkv + tokn * 3 * C + std::size_t(h) * 3 * hs, kc + base, hs, vc + base, hs,
+        model::layers::attend_one(atty + tokn * Cl + std::size_t(h) * hs, probs + std::size_t(q) * S,
+                                  qkv + tokn * 3 * Cl + std::size_t(h) * 3 * hs, kc + base, hs, vc + base, hs,
                                   book_.seq_valid.data() + std::size_t(r) * S, s0 + k + 1, hs, scale);
       }
-      model::layers::linear_nn_forward(x, atty, W + P.proj_w, W + P.proj_b, int(N), C, C, true);
+      row_parallel(atty, W + P.proj_w, W + P.proj_b, Cl);
       model::layers::layernorm_forward(ln, nullptr, nullptr, x, W + P.ln2_w, W + P.ln2_b, int(N), C);
-      model::layers::linear_nt_forward(fch, ln, W + P.fc_w, W + P.fc_b, int(N), C, 4 * C);
-      model::layers::gelu_forward(fch, fch, std::int64_t(N) * 4 * C);
-      model::layers::linear_nn_forward(x, fch, W + P.fcproj_w, W + P.fcproj_b, int(N), 4 * C, C, true);
+      model::layers::linear_nt_forward(fch, ln, W + P.fc_w, W + P.fc_b, int(N), C, F);
+      model::layers::gelu_forward(fch, fch, std::int64_t(N) * F);
+      row_parallel(fch, W + P.fcproj_w, W + P.fcproj_b, F);
     }
-    // final LayerNorm and the tied LM head on the last slot of each row only
+    // final LayerNorm and the tied LM head (replicated) on the last slot of each row only
     float* last = lnf_.ensure(std::size_t(nr) * C);
     for (int i = 0; i < nr; ++i) std::memcpy(ln + std::size_t(i) * C, x + (std::size_t(i) * n + n - 1) * C, sizeof(float) * C);
-    model::layers::layernorm_forward(last, nullptr, nullptr, ln, W + lay_.lnf_w, W + lay_.lnf_b, nr, C);
-    model::layers::linear_nt_forward(logits_.ensure(std::size_t(nr) * V), last, W + lay_.wte, nullptr, nr, C, V);
+    model::layers::layernorm_forward(last, nullptr, nullptr, ln, W + lay.lnf_w, W + lay.lnf_b, nr, C);
+    model::layers::linear_nt_forward(logits_.ensure(std::size_t(nr) * V), last, W + lay.wte, nullptr, nr, C, V);
   }
 
   model::GPTConfig cfg_;
   model::ParamLayout lay_;
+  model::ShardLayout shard_;
+  comm::Communicator* comm_ = nullptr;  //!< the TP group (tensor-parallel only)
   Tensor weights_;
   caching_host_resource mr_;
-  model::detail::grow_buffer kv_, x_, ln_, qkv_, atty_, fch_, probs_, lnf_, logits_;
+  model::detail::grow_buffer kv_, x_, ln_, qkv_, atty_, fch_, probs_, lnf_, logits_, part_;
   static constexpr char const* who = "rlflow::engine::RolloutEngine";
   detail::DecodeBook book_;
   bool sleeping_ = false, use_cache_ = true;

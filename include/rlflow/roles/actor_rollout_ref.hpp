@@ -1,4 +1,5 @@
-// rlflow/roles/actor_rollout_ref.hpp: roles::ActorRolloutRef, the hybrid policy role (verl's
+// rlflow/roles/actor_rollout_ref.hpp: roles::ActorRolloutRef (= BasicActorRolloutRef<1>; <TP> runs
+// the rollout as tensor-parallel replicas), the hybrid policy role (verl's
 // ActorRolloutRefWorker with hybrid_engine=true): one worker holds the actor's training engine,
 // the rollout engine and the frozen reference, so weights move in place (no copy across
 // devices) and the rollout's memory is released while the actor trains (sleep / wake).
@@ -9,6 +10,7 @@
 #include <filesystem>
 #include <random>
 #include <string>
+#include <type_traits>  // std::conditional_t
 #include <vector>
 
 #include <rlflow/backend.hpp>                // cpu::par
@@ -49,19 +51,31 @@ inline engine::OptimizerConfig optimizer_config(OptimConfig const& o, double gra
   return c;
 }
 
-//! verl: ActorRolloutRefWorker (hybrid engine). Methods keep verl's names.
-class ActorRolloutRef {
+//! verl: ActorRolloutRefWorker (hybrid engine). Methods keep verl's names. RolloutTP > 1: the
+//! rollout runs as replicas of RolloutTP ranks (rank = replica * RolloutTP + tp_rank), each rank
+//! holding its tensor-parallel shard; generate_sequences gives a replica's ranks the same chunk
+//! (verl: make_nd_compute_dataproto_dispatch_fn over the rollout mesh) and returns one result per
+//! replica, while the actor still trains data-parallel on every rank.
+template <int RolloutTP = 1>
+class BasicActorRolloutRef {
+  static_assert(RolloutTP >= 1, "rlflow::roles::BasicActorRolloutRef<TP>: TP must be at least 1");
+  using ActorRolloutRef = BasicActorRolloutRef;  // the methods below name the class so
+
  public:
+  static constexpr int rollout_tp = RolloutTP;
+  //! verl: the rollout mesh's nd-compute dispatch; plain DP_COMPUTE_PROTO when TP = 1.
+  using rollout_dispatch = std::conditional_t<RolloutTP == 1, dispatch::DPComputeProto,
+                                              dispatch::NDComputeProto<dispatch::MeshLayout<RolloutTP>>>;
   using role_tag = actor_tag;
   static constexpr std::string_view role_name = "actor_rollout_ref";
 
-  ActorRolloutRef(WorkerContext const& ctx, RoleSetup setup, std::int64_t total_optimizer_steps = 1)
+  BasicActorRolloutRef(WorkerContext const& ctx, RoleSetup setup, std::int64_t total_optimizer_steps = 1)
       : ctx_(&ctx),
         setup_(std::move(setup)),
         tok_(role_tokenizer(setup_)),
         actor_(setup_.policy_model, optimizer_config(setup_.cfg.actor_rollout_ref.actor.optim,
                                                      setup_.cfg.actor_rollout_ref.actor.grad_clip, total_optimizer_steps)),
-        rollout_(setup_.policy_model),
+        rollout_(setup_.policy_model, model::TPRank{ctx.rank % RolloutTP, RolloutTP}),
         ref_(setup_.policy_model) {
     if (setup_.policy_init) {  // weights from model.path
       if (setup_.policy_init->size() != actor_.params().size())
@@ -83,6 +97,12 @@ class ActorRolloutRef {
   //! verl: generate_sequences
   DataProto generate_sequences(DataProto const& prompts) {
     auto const& rc = setup_.cfg.actor_rollout_ref.rollout;
+    if constexpr (RolloutTP > 1) {
+      if (!mesh_.tp) {  // made inside the first collective call, so a failing rank aborts it
+        mesh_ = comm::split_mesh(ctx_->comm(), RolloutTP);
+        rollout_.set_tp_communicator(mesh_.tp.get());
+      }
+    }
     if (rollout_.is_sleeping()) rollout_.wake();
     Tensor const& ids = prompts.tensor("input_ids");
     Tensor const& am = prompts.tensor("attention_mask");
@@ -130,7 +150,9 @@ class ActorRolloutRef {
   }
 
   //! Copies the actor's weights into the rollout engine in place and wakes it (verl:
-  //! update_weights with the 'naive' checkpoint engine: colocated, same device).
+  //! update_weights with the 'naive' checkpoint engine: colocated, same device). With RolloutTP
+  //! > 1 each rank reshards: it copies only its TP slice (and the replicated tensors) of its own
+  //! DP actor's full weights, so a replica copies one model's worth of sharded bytes in total.
   void update_weights() {
     rollout_.load_weights(actor_.params());
     rollout_.wake();
@@ -253,11 +275,13 @@ class ActorRolloutRef {
 
   //! The actor's flat parameters (rank 0), for tests and tools.
   std::vector<float> actor_weights() const { return {actor_.params().begin(), actor_.params().end()}; }
+  //! This rank's rollout weights (its TP shard, in ShardLayout order), for tests and tools.
+  std::vector<float> rollout_weights() const { return {rollout_.weights().begin(), rollout_.weights().end()}; }
   //! Bytes held by the rollout's cache and activations (0 while asleep).
   std::int64_t rollout_memory_bytes() const { return static_cast<std::int64_t>(rollout_.memory_bytes()); }
 
   using methods = rlflow::methods<
-      rlflow::method<&ActorRolloutRef::generate_sequences, dispatch::DPComputeProto>,
+      rlflow::method<&ActorRolloutRef::generate_sequences, rollout_dispatch>,
       rlflow::method<&ActorRolloutRef::update_weights, dispatch::OneToAll>,
       rlflow::method<&ActorRolloutRef::compute_log_prob, dispatch::DPComputeProto>,
       rlflow::method<&ActorRolloutRef::compute_ref_log_prob, dispatch::DPComputeProto>,
@@ -265,7 +289,8 @@ class ActorRolloutRef {
       rlflow::method<&ActorRolloutRef::save_checkpoint, dispatch::OneToAll, execute::RankZero>,
       rlflow::method<&ActorRolloutRef::load_checkpoint, dispatch::OneToAll>,
       rlflow::method<&ActorRolloutRef::actor_weights, dispatch::OneToAll, execute::RankZero>,
-      rlflow::method<&ActorRolloutRef::rollout_memory_bytes, dispatch::OneToAll>>;
+      rlflow::method<&ActorRolloutRef::rollout_memory_bytes, dispatch::OneToAll>,
+      rlflow::method<&ActorRolloutRef::rollout_weights, dispatch::OneToAll>>;
 
  private:
   //! Log-probs (and entropy) of 'responses' in micro-batches of log_prob_micro_batch_size_per_gpu.
@@ -297,6 +322,10 @@ class ActorRolloutRef {
   engine::TrainingEngine actor_;
   engine::RolloutEngine rollout_;
   engine::TrainingEngine ref_;
+  comm::MeshCommunicators mesh_;  //!< the rollout mesh's TP and DP groups (RolloutTP > 1)
 };
+
+//! The hybrid policy role with an unsharded rollout (TP = 1).
+using ActorRolloutRef = BasicActorRolloutRef<1>;
 
 }  // namespace rlflow::roles

@@ -45,3 +45,11 @@ TEST_CASE("PPO with a critic learns to reverse strings (short example)", "[train
   REQUIRE(first < 0.35);
   REQUIRE(last > first + 0.15);
 }
+
+TEST_CASE("the headline Trainer<Colocate<3>, GRPO, TP<2>> learns to reverse strings (short demo)", "[trainer][learning][tp]") {
+  using T = Trainer<Colocate<3>, GRPO, TP<2>>;
+  auto [first, last] = first_and_last_mean<T>(examples::grpo_reverse_config(), 60, 10);
+  INFO("mean score of steps 1-10: " << first << ", of steps 51-60: " << last);
+  REQUIRE(first < 0.3);
+  REQUIRE(last > first + 0.15);
+}

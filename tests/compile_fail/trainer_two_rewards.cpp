@@ -1,8 +1,8 @@
-// build error: exactly one reward role is required
+// build error: more than one reward role; keep one
 #include <rlflow/trainer.hpp>
 struct Score {
   static double score(std::string_view, std::string_view) { return 0.0; }
 };
-using T = rlflow::Trainer<rlflow::GRPO>;
+using T = rlflow::Trainer<rlflow::GRPO, rlflow::roles::RuleReward<Score>, rlflow::roles::DefaultReward>;
 static_assert(sizeof(T) > 0);
 int main() {}

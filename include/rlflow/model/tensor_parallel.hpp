@@ -1,0 +1,133 @@
+// rlflow/model/tensor_parallel.hpp: the tensor-parallel (Megatron-style) shard of the built-in
+// GPT held by one TP rank. Defines TPRank (rank, size), check_tensor_parallel (the errors before
+// work: TP not dividing the heads, or more TP ranks than heads) and ShardLayout: where a rank's
+// slice of each parameter sits in its own flat buffer, and the copy plan from the full
+// ParamLayout buffer (one memcpy per contiguous run), so a weight sync reshards in place.
+// The split (ParamLayout stores every sharded matrix with the sharded axis first):
+//   attn.c_attn  (3C, C) column-parallel by heads: rows [3 hs h0, 3 hs (h0 + nh)), bias likewise
+//   attn.c_proj  (C, C) stored (in, out), row-parallel: rows [hs h0, hs (h0 + nh)); bias replicated
+//   mlp.c_fc     (4C, C) column-parallel: rows [F r, F (r + 1)), F = 4C / tp; bias likewise
+//   mlp.c_proj   (4C, C) stored (in, out), row-parallel: rows [F r, F (r + 1)); bias replicated
+//   wte (the tied LM head), wpe, the layer norms (and a value head): replicated.
+// Letters: C width, NH heads, hs = C / NH, nh = NH / tp heads per rank, h0 = rank * nh.
+#pragma once
+#include <cstddef>
+#include <cstring>  // std::memcpy
+#include <span>
+#include <vector>
+
+#include <rlflow/error.hpp>      // config_error, shape_error
+#include <rlflow/model/gpt.hpp>  // GPTConfig, ParamLayout
+
+namespace rlflow::model {
+
+//! One rank of a tensor-parallel group: its index and the group's size.
+struct TPRank {
+  int rank = 0;
+  int size = 1;
+  friend bool operator==(TPRank const&, TPRank const&) = default;
+};
+
+//! Throws config_error unless 'tp' ranks can split the model by heads: tp >= 1, tp <= n_head and
+//! tp divides n_head. 'who' names the caller (e.g. "rlflow::Trainer<..., TP<2>>").
+inline void check_tensor_parallel(GPTConfig const& cfg, int tp, char const* who) {
+  if (tp < 1) throw config_error(msg(who, ": tensor-parallel size ", tp, " must be >= 1"));
+  if (tp > cfg.n_head)
+    throw config_error(msg(who, ": tensor-parallel size ", tp, " is more ranks than the model's n_head = ", cfg.n_head,
+                           " heads (attention is split by heads); use TP <= ", cfg.n_head, " or raise n_head to a multiple of ",
+                           tp));
+  if (cfg.n_head % tp != 0)
+    throw config_error(msg(who, ": tensor-parallel size ", tp, " does not divide n_head = ", cfg.n_head,
+                           " (attention is split by heads); use a TP that divides ", cfg.n_head,
+                           " or set n_head to a multiple of ", tp));
+}
+
+//! The parameters held by one TP rank, in ParamLayout's order with each sharded tensor cut to
+//! the rank's block. With tp = 1 it equals ParamLayout (same offsets, one segment).
+class ShardLayout {
+ public:
+  using Layer = ParamLayout::Layer;
+  //! A contiguous run copied from the full buffer: full[src, src + count) -> shard[dst, ...).
+  struct Segment {
+    std::size_t src = 0, dst = 0, count = 0;
+  };
+
+  ShardLayout(GPTConfig const& cfg, TPRank r) : shard_(r) {
+    check_tensor_parallel(cfg, r.size, "rlflow::model::ShardLayout");
+    if (r.rank < 0 || r.rank >= r.size)
+      throw config_error(msg("rlflow::model::ShardLayout: rank ", r.rank, " is outside [0, ", r.size, ")"));
+    ParamLayout const full(cfg);
+    full_size_ = full.size();
+    std::size_t const C = std::size_t(cfg.n_embd), hs = std::size_t(cfg.head_dim());
+    nh_ = cfg.n_head / r.size;
+    cl_ = std::size_t(nh_) * hs;
+    fl_ = 4 * C / std::size_t(r.size);
+    std::size_t const q = std::size_t(r.rank);
+    auto whole = [&](std::size_t src, std::size_t n) { return take(src, n); };
+    wte = whole(full.wte, std::size_t(cfg.vocab_size) * C);
+    wpe = whole(full.wpe, std::size_t(cfg.max_seq_len) * C);
+    for (auto const& F : full.layers) {
+      Layer L{};
+      L.ln1_w = whole(F.ln1_w, C);
+      L.ln1_b = whole(F.ln1_b, C);
+      L.qkv_w = take(F.qkv_w + q * 3 * cl_ * C, 3 * cl_ * C);
+      L.qkv_b = take(F.qkv_b + q * 3 * cl_, 3 * cl_);
+      L.proj_w = take(F.proj_w + q * cl_ * C, cl_ * C);
+      L.proj_b = whole(F.proj_b, C);
+      L.ln2_w = whole(F.ln2_w, C);
+      L.ln2_b = whole(F.ln2_b, C);
+      L.fc_w = take(F.fc_w + q * fl_ * C, fl_ * C);
+      L.fc_b = take(F.fc_b + q * fl_, fl_);
+      L.fcproj_w = take(F.fcproj_w + q * fl_ * C, fl_ * C);
+      L.fcproj_b = whole(F.fcproj_b, C);
+      layers.push_back(L);
+    }
+    lnf_w = whole(full.lnf_w, C);
+    lnf_b = whole(full.lnf_b, C);
+    if (cfg.value_head) {
+      value_w = whole(full.value_w, C);
+      value_b = whole(full.value_b, 1);
+    }
+  }
+
+  TPRank shard() const { return shard_; }
+  //! Floats of the rank's buffer.
+  std::size_t size() const { return size_; }
+  //! Floats of the full model (ParamLayout::size()).
+  std::size_t full_size() const { return full_size_; }
+  int local_heads() const { return nh_; }
+  //! nh * hs: the rank's slice of the attention width.
+  int local_embd() const { return int(cl_); }
+  //! 4C / tp: the rank's slice of the MLP width.
+  int local_ff() const { return int(fl_); }
+  std::span<Segment const> segments() const { return segs_; }
+
+  //! shard := this rank's slice of 'full' (a ParamLayout buffer): one memcpy per segment.
+  void load(std::span<float const> full, std::span<float> shard) const {
+    if (full.size() != full_size_ || shard.size() != size_)
+      throw shape_error(msg("rlflow::model::ShardLayout::load: ", full.size(), " -> ", shard.size(), " floats, expected ",
+                            full_size_, " -> ", size_, "; the trainer and the rollout must share one GPTConfig"));
+    for (auto const& s : segs_) std::memcpy(shard.data() + s.dst, full.data() + s.src, sizeof(float) * s.count);
+  }
+
+  std::size_t wte = 0, wpe = 0, lnf_w = 0, lnf_b = 0, value_w = 0, value_b = 0;
+  std::vector<Layer> layers;
+
+ private:
+  std::size_t take(std::size_t src, std::size_t n) {
+    std::size_t const dst = size_;
+    if (!segs_.empty() && segs_.back().src + segs_.back().count == src && segs_.back().dst + segs_.back().count == dst)
+      segs_.back().count += n;  // contiguous in both buffers: one copy
+    else
+      segs_.push_back(Segment{src, dst, n});
+    size_ += n;
+    return dst;
+  }
+
+  TPRank shard_;
+  int nh_ = 0;
+  std::size_t cl_ = 0, fl_ = 0, size_ = 0, full_size_ = 0;
+  std::vector<Segment> segs_;
+};
+
+}  // namespace rlflow::model

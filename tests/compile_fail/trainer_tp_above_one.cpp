@@ -1,8 +1,0 @@
-// build error: tensor parallelism above 1 is milestone 2
-#include <rlflow/trainer.hpp>
-struct Score {
-  static double score(std::string_view, std::string_view) { return 0.0; }
-};
-using T = rlflow::Trainer<rlflow::GRPO, rlflow::TP<2>, rlflow::roles::RuleReward<Score>>;
-static_assert(sizeof(T) > 0);
-int main() {}
