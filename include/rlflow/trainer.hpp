@@ -592,6 +592,12 @@ class Trainer {
     if (!cfg_.data.val_files.empty()) {
       auto val = load_prompt_files(parse_file_list(cfg_.data.val_files.view()), o);
       val_.emplace(std::move(val.items), /*shuffle=*/false, 0);
+      if (cfg_.data.truncation.view() == "error")  // as check_prompts does for the training set: never a silent cut
+        for (std::int64_t i = 0; i < val_->size(); ++i)
+          if (std::int64_t const len = o.prompt_tokens((*val_)[i].prompt); len > cfg_.data.max_prompt_length)
+            throw config_error(msg("rlflow::Trainer: validation prompt ", i, " has ", len, " tokens (BOS included), longer than "
+                                   "data.max_prompt_length=", cfg_.data.max_prompt_length, "; raise it, set "
+                                   "data.filter_overlong_prompts=true, or data.truncation=left or right"));
       if (opts_.console && val.filtered_overlong > 0)
         std::fprintf(stderr, "rlflow: %lld of %lld validation prompts are longer than data.max_prompt_length=%lld and were dropped\n",
                      static_cast<long long>(val.filtered_overlong), static_cast<long long>(val.rows_read),

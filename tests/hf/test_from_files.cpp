@@ -181,6 +181,15 @@ TEST_CASE("the files path reports bad set-ups before any work", "[hf][trainer][f
     CHECK_THROWS_WITH(Trainer(c, opts), Catch::Contains("longer than data.max_prompt_length=20"));
   }
   {
+    // a validation prompt longer than max_prompt_length is an error too (truncation=error), never a silent cut
+    auto c = cfg;
+    c.data.filter_overlong_prompts = false;
+    std::ofstream(d.p / "long_val.jsonl") << nlohmann::json{{"prompt", std::string(400, 'x')}, {"data_source", "openai/gsm8k"},
+                                                            {"reward_model", {{"ground_truth", "1"}}}}.dump() << "\n";
+    c.data.val_files = (d.p / "long_val.jsonl").string();
+    CHECK_THROWS_WITH(Trainer(c, opts), Catch::Contains("validation prompt 0 has"));
+  }
+  {
     // a character-level run refuses a model.path it would ignore
     auto c = cfg;
     c.data.train_files = "";
