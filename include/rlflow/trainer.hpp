@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -29,6 +30,9 @@
 #include <rlflow/algorithm.hpp>                 // GRPO, PPO, ...
 #include <rlflow/checkpoint.hpp>                // CheckpointWriter, verify_checkpoint
 #include <rlflow/data.hpp>                      // PromptDataset, DataPosition
+#include <rlflow/data_files.hpp>                // load_prompt_files, ChatTemplate
+#include <rlflow/model/bpe_tokenizer.hpp>       // BPETokenizer
+#include <rlflow/model/hf_gpt2.hpp>             // read_gpt2_config, load_gpt2_weights
 #include <rlflow/data_proto.hpp>                // DataProto
 #include <rlflow/detail/options.hpp>            // option sorting
 #include <rlflow/kernels/kernels.hpp>           // advantages, apply_kl_penalty, agg_loss
@@ -50,6 +54,13 @@ namespace rlflow {
 struct TrainerOptions {
   std::string metrics_file;  //!< JSON-lines metrics; empty: '<default_local_dir>/metrics.jsonl'
   bool console = true;       //!< print one progress line per step
+  ChatTemplate chat_template;  //!< how chat-message prompts of data files become text (data_files.hpp)
+};
+
+//! One validation sample kept for trainer.log_val_generations.
+struct ValGeneration {
+  std::string data_source, prompt, response, ground_truth;
+  double score = 0;
 };
 
 namespace detail {
@@ -188,8 +199,47 @@ class Trainer {
   //! Builds the pool and the fused workers after checking the whole configuration (no work is
   //! done when a check fails). 'alphabet' is the task's character set (CharTokenizer).
   Trainer(TrainerConfig cfg, PromptDataset train, std::string alphabet, TrainerOptions opts = {})
-      : cfg_(prepare(std::move(cfg))), train_(std::move(train)), tok_(alphabet), opts_(std::move(opts)) {
-    check_tensor_parallel();  // first: its message names the TP<N> option, not only the config key
+      : cfg_(prepare(std::move(cfg))),
+        train_(std::move(train)),
+        tok_(std::make_shared<model::CharTokenizer const>(alphabet)),
+        opts_(std::move(opts)) {
+    if (!cfg_.actor_rollout_ref.model.path.empty())
+      throw config_error(msg("rlflow::Trainer: actor_rollout_ref.model.path=", cfg_.actor_rollout_ref.model.path.view(),
+                             " is set, but this constructor builds the character-level GPT of a task alphabet; use "
+                             "Trainer(cfg) (model and data from files) or clear model.path"));
+    roles::RoleSetup setup;
+    setup.alphabet = alphabet;
+    setup.policy_model.vocab_size = tok_->vocab_size();
+    setup.policy_model.max_seq_len = static_cast<int>(cfg_.data.max_prompt_length + cfg_.data.max_response_length);
+    setup.policy_model.n_layer = static_cast<int>(cfg_.actor_rollout_ref.model.n_layer);
+    setup.policy_model.n_head = static_cast<int>(cfg_.actor_rollout_ref.model.n_head);
+    setup.policy_model.n_embd = static_cast<int>(cfg_.actor_rollout_ref.model.n_embd);
+    setup.policy_model.seed = static_cast<std::uint64_t>(cfg_.seed);
+    setup.critic_model = setup.policy_model;
+    setup.critic_model.value_head = true;
+    setup.critic_model.seed = static_cast<std::uint64_t>(cfg_.seed) + 1;
+    start(std::move(setup));
+  }
+
+  //! The real-model path (verl's): the policy (and reference) from actor_rollout_ref.model.path,
+  //! a Hugging Face GPT-2 folder; its byte-level BPE tokenizer from model.path or
+  //! actor_rollout_ref.model.tokenizer_path; the critic's trunk from critic.model.path (default:
+  //! the policy's folder); prompts from data.train_files, validation prompts from data.val_files
+  //! (JSON lines in verl's schema, see data_files.hpp). Everything is read and checked before the
+  //! workers start.
+  explicit Trainer(TrainerConfig cfg, TrainerOptions opts = {}) : cfg_(prepare(std::move(cfg))), opts_(std::move(opts)) {
+    check(cfg_);
+    start(load_files());
+  }
+
+ private:
+  //! Checks, builds the pool and the workers, and resumes (both constructors end here).
+  void start(roles::RoleSetup setup) {
+    check_tensor_parallel(setup.policy_model);  // first: its message names the TP<N> option, not only the config key
+    if (!cfg_.custom_reward_function.path.empty() && !std::is_same_v<reward_role, roles::DefaultReward>)
+      throw config_error(msg("rlflow::Trainer: custom_reward_function.path=", cfg_.custom_reward_function.path.view(),
+                             " is set, but the Trainer was given its own reward role, which would ignore it; drop the "
+                             "reward role (the default reward loads the custom function) or clear the key"));
     check(cfg_);
     for (auto const& w : warnings(cfg_))
       if (opts_.console) std::fprintf(stderr, "rlflow: warning: %s\n", w.c_str());
@@ -209,19 +259,10 @@ class Trainer {
       throw config_error(msg("rlflow::Trainer: no training steps (dataset of ", train_.size(), " prompts, data.train_batch_size=",
                              cfg_.data.train_batch_size, ", trainer.total_epochs=", cfg_.trainer.total_epochs,
                              "); set trainer.total_training_steps or provide more prompts"));
-    roles::RoleSetup setup;
     setup.cfg = cfg_;
-    setup.alphabet = alphabet;
-    setup.policy_model.vocab_size = tok_.vocab_size();
-    setup.policy_model.max_seq_len = static_cast<int>(cfg_.data.max_prompt_length + cfg_.data.max_response_length);
-    setup.policy_model.n_layer = static_cast<int>(cfg_.actor_rollout_ref.model.n_layer);
-    setup.policy_model.n_head = static_cast<int>(cfg_.actor_rollout_ref.model.n_head);
-    setup.policy_model.n_embd = static_cast<int>(cfg_.actor_rollout_ref.model.n_embd);
-    setup.policy_model.seed = static_cast<std::uint64_t>(cfg_.seed);
+    setup.tokenizer = tok_;
     setup.policy_model.validate();
-    setup.critic_model = setup.policy_model;
-    setup.critic_model.value_head = true;
-    setup.critic_model.seed = static_cast<std::uint64_t>(cfg_.seed) + 1;
+    setup.critic_model.validate();
     std::int64_t const updates = cfg_.data.train_batch_size / cfg_.actor_rollout_ref.actor.ppo_mini_batch_size *
                                  cfg_.actor_rollout_ref.actor.ppo_epochs;
     std::int64_t const critic_updates =
@@ -250,7 +291,14 @@ class Trainer {
     maybe_resume();
   }
 
+ public:
   TrainerConfig const& config() const { return cfg_; }
+  //! The tokenizer (CharTokenizer of the alphabet, or the model folder's BPETokenizer).
+  model::Tokenizer const& tokenizer() const { return *tok_; }
+  //! The validation prompts (data.val_files), if any.
+  std::optional<PromptDataset> const& val_dataset() const { return val_; }
+  //! The samples of the last validation kept for trainer.log_val_generations.
+  std::vector<ValGeneration> const& last_val_generations() const { return val_generations_; }
   //! Rollout replicas of TP<N> ranks each: world size / N (the planner's rollout_replicas).
   std::int64_t rollout_replicas() const { return cfg_.world_size() / parallel::size; }
   std::int64_t global_step() const { return global_step_; }
@@ -278,7 +326,12 @@ class Trainer {
   //! Runs the remaining steps (verl: fit). Returns the last step's metrics.
   Metrics fit() {
     Metrics last;
-    if (!is_driver()) return last;
+    if (!is_driver()) return last;  // an MPI worker rank served its calls already
+    if (val_ && cfg_.trainer.val_before_train && global_step_ < total_steps_) {
+      // verl: validate before the first step (also after a resume) and log it at the current step
+      Metrics vm = validate();
+      logger().log(global_step_, vm);
+    }
     while (global_step_ < total_steps_) last = step();
     return last;
   }
@@ -377,6 +430,13 @@ class Trainer {
     timed("update_weights", [&] { actor_rollout_wg().template call<&actor_role::update_weights>(); });
 
     global_step_ = step_no;
+    bool const last = global_step_ == total_steps_;
+
+    // 15: validation every trainer.test_freq steps and after the last (verl: _validate).
+    if (val_ && cfg_.trainer.test_freq > 0 && (last || global_step_ % cfg_.trainer.test_freq == 0))
+      timed("testing", [&] {
+        for (auto const& [k, v] : validate()) m[k] = v;
+      });
 
     // 16: data metrics (verl: compute_data_metrics, compute_timing_metrics, compute_throughout_metrics).
     data_metrics(batch, m);
@@ -393,7 +453,6 @@ class Trainer {
     // metrics of the steps it contains. The save time is in the returned metrics only.
     logger().log(global_step_, m);
     if (cfg_.trainer.log_train_generations > 0 && logger().prints(global_step_)) print_samples(batch);
-    bool const last = global_step_ == total_steps_;
     if (cfg_.trainer.save_freq > 0 && (last || global_step_ % cfg_.trainer.save_freq == 0))
       timed("save_checkpoint", [&] { save_checkpoint(); });
     return m;
@@ -416,6 +475,99 @@ class Trainer {
     return w.commit();
   }
 
+  //! One pass over the validation set (verl: _validate): every prompt answered
+  //! actor_rollout_ref.rollout.val_kwargs.n times with the val_kwargs sampling (greedy unless
+  //! do_sample), scored by the reward role; per data_source: 'val-core/<data_source>/reward/mean@n'
+  //! (mean score), and with n > 1 'val-aux/<ds>/reward/std@n' (mean over prompts of the
+  //! per-prompt standard deviation), 'val-core/<ds>/reward/best@n/mean' and
+  //! 'val-aux/<ds>/reward/worst@n/mean' (mean over prompts of the best / worst of its n scores,
+  //! computed on the n samples themselves, where verl bootstraps). Prints
+  //! trainer.log_val_generations samples (prompt, response, score) when console output is on.
+  Metrics validate() {
+    if (!val_) throw config_error("rlflow::Trainer::validate: no validation set; set data.val_files=path/to/val.jsonl");
+    auto const& vk = cfg_.actor_rollout_ref.rollout.val_kwargs;
+    std::int64_t const n = vk.n, world = cfg_.world_size();
+    std::int64_t const total = val_->size();
+    std::int64_t const bs = cfg_.data.val_batch_size.has_value && cfg_.data.val_batch_size.stored > 0
+                                ? std::min<std::int64_t>(cfg_.data.val_batch_size.stored, total)
+                                : total;
+    // data_source -> per-prompt score lists
+    std::map<std::string, std::vector<std::vector<double>>> scores;
+    val_generations_.clear();
+    std::vector<ValGeneration> samples;
+    for (std::int64_t b0 = 0; b0 < total; b0 += bs) {
+      std::vector<PromptItem> items;
+      for (std::int64_t i = b0; i < std::min(total, b0 + bs); ++i) items.push_back((*val_)[i]);
+      DataProto prompts = make_prompt_batch(items, -1);
+      DataProto gen = prompts.repeat(n, /*interleave=*/true);
+      std::int64_t const real = gen.size();
+      if (real % world != 0) {  // verl: pad_dataproto_to_divisor, then unpad
+        std::vector<std::int64_t> idx(static_cast<std::size_t>((real + world - 1) / world * world));
+        for (std::size_t k = 0; k < idx.size(); ++k) idx[k] = std::min<std::int64_t>(std::int64_t(k), real - 1);
+        gen = gen.index(idx);
+      }
+      std::vector<std::int64_t> seeds(static_cast<std::size_t>(gen.size()));
+      for (std::size_t k = 0; k < seeds.size(); ++k)
+        seeds[k] = static_cast<std::int64_t>(detail::mix64(detail::mix64(static_cast<std::uint64_t>(cfg_.seed) ^ 0x76616cull) +
+                                                           static_cast<std::uint64_t>(global_step_) * 1000003ull +
+                                                           static_cast<std::uint64_t>(b0 * n) + k) >> 1);
+      gen.set_tensor("rollout_seed", Tensor::from(seeds));
+      gen.meta_info().set("validate", true);
+      gen.meta_info().set("do_sample", vk.do_sample);
+      DataProto out = actor_rollout_wg().template call<&actor_role::generate_sequences>(gen);
+      DataProto sc = reward_wg().template call<&reward_role::compute_rm_score>(out);
+      auto const row_score = detail::row_sums(sc.tensor("token_level_scores"));
+      Tensor const& resp = out.tensor("responses");
+      Tensor const& rmask = out.tensor("response_mask");
+      for (std::int64_t i = 0; i < static_cast<std::int64_t>(items.size()); ++i) {
+        auto& lists = scores[items[static_cast<std::size_t>(i)].data_source];
+        lists.emplace_back();
+        for (std::int64_t j = 0; j < n; ++j) {
+          std::int64_t const r = i * n + j;
+          double const s = row_score[static_cast<std::size_t>(r)];
+          lists.back().push_back(s);
+          if (static_cast<std::int64_t>(samples.size()) < cfg_.trainer.log_val_generations) {
+            std::vector<std::int32_t> ids;
+            for (std::int64_t t = 0; t < resp.dim(1); ++t)
+              if (rmask.at<std::int32_t>(r, t)) ids.push_back(resp.at<std::int32_t>(r, t));
+            auto const& it = items[static_cast<std::size_t>(i)];
+            samples.push_back({it.data_source, it.prompt, tok_->decode(ids), it.ground_truth, s});
+          }
+        }
+      }
+    }
+    Metrics m;
+    for (auto const& [ds, lists] : scores) {
+      double mean = 0, stdv = 0, best = 0, worst = 0;
+      for (auto const& l : lists) {
+        double mu = 0, hi = -std::numeric_limits<double>::infinity(), lo = std::numeric_limits<double>::infinity();
+        for (double x : l) mu += x, hi = std::max(hi, x), lo = std::min(lo, x);
+        mu /= static_cast<double>(l.size());
+        double var = 0;
+        for (double x : l) var += (x - mu) * (x - mu);
+        mean += mu;
+        stdv += std::sqrt(var / static_cast<double>(l.size()));
+        best += hi;
+        worst += lo;
+      }
+      double const P = static_cast<double>(lists.size());
+      std::string const base = ds + "/reward/";
+      std::string const at = "@" + std::to_string(n);
+      m["val-core/" + base + "mean" + at] = mean / P;
+      if (n > 1) {
+        m["val-aux/" + base + "std" + at] = stdv / P;
+        m["val-core/" + base + "best" + at + "/mean"] = best / P;
+        m["val-aux/" + base + "worst" + at + "/mean"] = worst / P;
+      }
+    }
+    val_generations_ = std::move(samples);
+    if (opts_.console)
+      for (auto const& g : val_generations_)
+        std::fprintf(stderr, "rlflow: val generation [%s] score=%g\n  prompt: %s\n  response: %s\n", g.data_source.c_str(),
+                     g.score, g.prompt.c_str(), g.response.c_str());
+    return m;
+  }
+
   //! The actor's weights (rank 0), for tests and tools.
   std::vector<float> actor_weights() { return actor_rollout_wg().template call<&actor_role::actor_weights>(); }
   std::vector<float> critic_weights()
@@ -425,6 +577,77 @@ class Trainer {
   }
 
  private:
+  //! Reads model.path, the tokenizer and the data files (the files constructor).
+  roles::RoleSetup load_files() {
+    namespace fs = std::filesystem;
+    auto const& mc = cfg_.actor_rollout_ref.model;
+    if (mc.path.empty())
+      throw config_error("rlflow::Trainer(cfg): actor_rollout_ref.model.path is empty; set it to a Hugging Face GPT-2 "
+                         "folder (config.json, model.safetensors, vocab.json, merges.txt), or build the character-level "
+                         "model with Trainer(cfg, dataset, alphabet)");
+    if (cfg_.data.train_files.empty())
+      throw config_error("rlflow::Trainer(cfg): data.train_files is empty; set it to a JSON-lines file in verl's schema "
+                         "(docs/quickstart.md, 'Bring your model and data')");
+    fs::path const model_dir(std::string(mc.path.view()));
+    fs::path const tok_dir = mc.tokenizer_path.empty() ? model_dir : fs::path(std::string(mc.tokenizer_path.view()));
+    auto tok = std::make_shared<model::BPETokenizer const>(model::BPETokenizer::from_folder(tok_dir));
+    tok_ = tok;
+    roles::RoleSetup setup;
+    setup.policy_model = model::hf::read_gpt2_config(model_dir);
+    setup.policy_model.seed = static_cast<std::uint64_t>(cfg_.seed);
+    std::int64_t const PR = cfg_.data.max_prompt_length + cfg_.data.max_response_length;
+    if (PR > setup.policy_model.max_seq_len)
+      throw config_error(msg("rlflow::Trainer: data.max_prompt_length + data.max_response_length = ", PR, " exceeds the model's ",
+                             setup.policy_model.max_seq_len, " positions (n_positions in ", (model_dir / "config.json").string(),
+                             "); lower them"));
+    if (tok->vocab_size() > setup.policy_model.vocab_size)
+      throw config_error(msg("rlflow::Trainer: the tokenizer in ", tok_dir.string(), " has ", tok->vocab_size(),
+                             " tokens but the model's vocab_size is ", setup.policy_model.vocab_size,
+                             "; use the tokenizer that belongs to the model"));
+    setup.policy_init = std::make_shared<std::vector<float> const>(model::hf::load_gpt2_weights(model_dir, setup.policy_model));
+    if constexpr (has_critic) {
+      fs::path const critic_dir = cfg_.critic.model.path.empty() ? model_dir : fs::path(std::string(cfg_.critic.model.path.view()));
+      setup.critic_model = model::hf::read_gpt2_config(critic_dir);
+      setup.critic_model.value_head = true;
+      setup.critic_model.seed = static_cast<std::uint64_t>(cfg_.seed) + 1;
+      if (PR > setup.critic_model.max_seq_len || tok->vocab_size() > setup.critic_model.vocab_size)
+        throw config_error(msg("rlflow::Trainer: the critic model in ", critic_dir.string(), " (", setup.critic_model.max_seq_len,
+                               " positions, ", setup.critic_model.vocab_size, " tokens) does not fit the prompts + responses (",
+                               PR, ") or the tokenizer (", tok->vocab_size(), " tokens)"));
+      setup.critic_init = std::make_shared<std::vector<float> const>(model::hf::load_gpt2_weights(critic_dir, setup.critic_model));
+    } else {
+      setup.critic_model = setup.policy_model;
+      setup.critic_model.value_head = true;
+    }
+    DataFileOptions o;
+    o.prompt_key = std::string(cfg_.data.prompt_key.view());
+    o.chat_template = opts_.chat_template;
+    o.max_prompt_length = cfg_.data.max_prompt_length;
+    o.filter_overlong_prompts = cfg_.data.filter_overlong_prompts;
+    o.prompt_tokens = [tok](std::string const& s) { return static_cast<std::int64_t>(tok->encode(s).size()) + 1; };  // + BOS
+    auto train = load_prompt_files(parse_file_list(cfg_.data.train_files.view()), o);
+    train_ = PromptDataset(std::move(train.items), cfg_.data.shuffle, static_cast<std::uint64_t>(cfg_.data.seed));
+    if (opts_.console && train.filtered_overlong > 0)
+      std::fprintf(stderr, "rlflow: %lld of %lld training prompts are longer than data.max_prompt_length=%lld and were dropped\n",
+                   static_cast<long long>(train.filtered_overlong), static_cast<long long>(train.rows_read),
+                   static_cast<long long>(cfg_.data.max_prompt_length));
+    if (!cfg_.data.val_files.empty()) {
+      auto val = load_prompt_files(parse_file_list(cfg_.data.val_files.view()), o);
+      val_.emplace(std::move(val.items), /*shuffle=*/false, 0);
+      if (cfg_.data.truncation.view() == "error")  // as check_prompts does for the training set: never a silent cut
+        for (std::int64_t i = 0; i < val_->size(); ++i)
+          if (std::int64_t const len = o.prompt_tokens((*val_)[i].prompt); len > cfg_.data.max_prompt_length)
+            throw config_error(msg("rlflow::Trainer: validation prompt ", i, " has ", len, " tokens (BOS included), longer than "
+                                   "data.max_prompt_length=", cfg_.data.max_prompt_length, "; raise it, set "
+                                   "data.filter_overlong_prompts=true, or data.truncation=left or right"));
+      if (opts_.console && val.filtered_overlong > 0)
+        std::fprintf(stderr, "rlflow: %lld of %lld validation prompts are longer than data.max_prompt_length=%lld and were dropped\n",
+                     static_cast<long long>(val.filtered_overlong), static_cast<long long>(val.rows_read),
+                     static_cast<long long>(cfg_.data.max_prompt_length));
+    }
+    return setup;
+  }
+
   static TrainerConfig prepare(TrainerConfig cfg) {
     // The type decides what the config would otherwise say; a conflicting explicit value is an error.
     std::string_view const want = algorithm::adv_estimator;
@@ -446,7 +669,7 @@ class Trainer {
 
   //! TP<N>: the rollout runs as world_size / N replicas of N ranks, each split by heads. A world
   //! size N does not divide, or more ranks than heads, is an error before any work.
-  void check_tensor_parallel() const {
+  void check_tensor_parallel(model::GPTConfig const& m) const {
     constexpr int N = parallel::size;
     if constexpr (N > 1) {
       std::int64_t const ws = cfg_.world_size();
@@ -454,9 +677,6 @@ class Trainer {
         throw config_error(msg("rlflow::Trainer<..., TP<", N, ">>: the ", ws, " workers (trainer.nnodes * n_gpus_per_node) ",
                                "do not split into rollout replicas of ", N, " ranks; use a multiple of ", N,
                                " devices or a TP that divides ", ws));
-      model::GPTConfig m;
-      m.n_head = static_cast<int>(cfg_.actor_rollout_ref.model.n_head);
-      m.n_embd = static_cast<int>(cfg_.actor_rollout_ref.model.n_embd);
       model::check_tensor_parallel(m, N, "rlflow::Trainer<..., TP<N>>: actor_rollout_ref.model");
     }
   }
@@ -467,7 +687,7 @@ class Trainer {
     std::int64_t const P = cfg_.data.max_prompt_length;
     std::int64_t over = 0, longest = 0;
     for (std::int64_t i = 0; i < train_.size(); ++i) {
-      auto const len = static_cast<std::int64_t>(tok_.encode(train_[i].prompt).size()) + 1;  // + BOS
+      auto const len = static_cast<std::int64_t>(tok_->encode(train_[i].prompt).size()) + 1;  // + BOS
       if (len > P) ++over;
       longest = std::max(longest, len);
     }
@@ -491,14 +711,14 @@ class Trainer {
   //! input_ids / attention_mask (B, P) int32 left-padded (BOS + prompt), uid, reward_model, data_source.
   DataProto make_prompt_batch(std::vector<PromptItem> const& items, std::int64_t step_no) const {
     std::int64_t const B = static_cast<std::int64_t>(items.size()), P = cfg_.data.max_prompt_length;
-    Tensor ids = Tensor::full(Shape{B, P}, tok_.pad_id());
+    Tensor ids = Tensor::full(Shape{B, P}, tok_->pad_id());
     Tensor am = Tensor::zeros(DType::int32, Shape{B, P});
-    NonTensorColumn uid, rm, src, raw;
+    NonTensorColumn uid, rm, src, raw, extra;
     bool const cut_left = cfg_.data.truncation.view() == "left";
     for (std::int64_t i = 0; i < B; ++i) {
       auto const& it = items[static_cast<std::size_t>(i)];
-      std::vector<std::int32_t> t = tok_.encode(it.prompt);
-      t.insert(t.begin(), tok_.bos_id());
+      std::vector<std::int32_t> t = tok_->encode(it.prompt);
+      t.insert(t.begin(), tok_->bos_id());
       if (static_cast<std::int64_t>(t.size()) > P) {
         if (cut_left) t.erase(t.begin(), t.end() - P);
         else t.resize(static_cast<std::size_t>(P));
@@ -513,9 +733,10 @@ class Trainer {
       rm.emplace_back(Dict{{"ground_truth", it.ground_truth}});
       src.emplace_back(it.data_source);
       raw.emplace_back(it.prompt);
+      extra.emplace_back(it.extra_info);
     }
     DataProto d = DataProto::from_dict({{"input_ids", ids}, {"attention_mask", am}},
-                                       {{"uid", uid}, {"reward_model", rm}, {"data_source", src}, {"raw_prompt", raw}});
+                                       {{"uid", uid}, {"reward_model", rm}, {"data_source", src}, {"raw_prompt", raw}, {"extra_info", extra}});
     return d;
   }
 
@@ -613,7 +834,7 @@ class Trainer {
       auto const pr = p.span<std::int32_t>().subspan(static_cast<std::size_t>(row * P), static_cast<std::size_t>(P));
       auto const re = r.span<std::int32_t>().subspan(static_cast<std::size_t>(row * R), static_cast<std::size_t>(R));
       std::printf("  sample %lld/%lld: %s -> %s (score %.4g)\n", static_cast<long long>(i + 1), static_cast<long long>(k),
-                  quoted(tok_.decode(pr)).c_str(), quoted(tok_.decode(re)).c_str(), scores[static_cast<std::size_t>(row)]);
+                  quoted(tok_->decode(pr)).c_str(), quoted(tok_->decode(re)).c_str(), scores[static_cast<std::size_t>(row)]);
     }
     std::fflush(stdout);
   }
@@ -688,8 +909,10 @@ class Trainer {
 
   TrainerConfig cfg_;
   PromptDataset train_;
-  model::CharTokenizer tok_;
+  std::shared_ptr<model::Tokenizer const> tok_;
   TrainerOptions opts_;
+  std::optional<PromptDataset> val_;
+  std::vector<ValGeneration> val_generations_;
   std::int64_t total_steps_ = 0;
   std::int64_t global_step_ = 0;
   std::int64_t truncated_prompts_ = 0;

@@ -140,11 +140,13 @@ struct DataConfig {
   bool shuffle = true;
   config_string truncation = "error";
   bool filter_overlong_prompts = false;
+  std::int64_t seed = 1;  //!< verl: data.seed (the train sampler's shuffle seed)
 };
 
 //! rlflow: the built-in GPT's shape (verl has model.path to a Hugging Face model instead).
 struct ModelConfig {
   config_string path = "";
+  config_string tokenizer_path = "";  //!< verl: tokenizer folder; empty: model.path
   std::int64_t vocab_size = 0;  //!< 0: taken from the task's tokenizer
   std::int64_t n_layer = 2;
   std::int64_t n_head = 4;
@@ -254,6 +256,11 @@ struct ActorRolloutRefConfig {
   RefConfig ref{};
 };
 
+//! verl: critic.model.* (the critic's initial weights).
+struct CriticModelConfig {
+  config_string path = "";  //!< a GPT-2 folder for the critic's trunk; empty: actor_rollout_ref.model.path
+};
+
 //! verl: critic.* (verl/trainer/config/critic/critic.yaml); null fields inherit the actor's.
 struct CriticConfig {
   nullable<bool> enable{};                        //!< null: on iff algorithm.adv_estimator == gae
@@ -270,6 +277,7 @@ struct CriticConfig {
   double grad_clip = 1.0;
   std::int64_t ulysses_sequence_parallel_size = 1;
   OptimConfig optim{1e-5};
+  CriticModelConfig model{};
 };
 
 //! verl: reward.reward_model.* (verl/trainer/config/reward/reward.yaml).
@@ -349,6 +357,12 @@ struct TrainerV1Config {
   SamplerConfig sampler{};
 };
 
+//! verl: custom_reward_function.* (rlflow: a C symbol in a shared library, see rewards/custom.hpp).
+struct CustomRewardFunctionConfig {
+  config_string path = "";
+  config_string name = "compute_score";
+};
+
 //! verl: trainer.*.
 struct TrainerSection {
   config_string project_name = "verl_examples";
@@ -388,6 +402,7 @@ struct TrainerConfig {
   ActorRolloutRefConfig actor_rollout_ref{};
   CriticConfig critic{};
   RewardConfig reward{};
+  CustomRewardFunctionConfig custom_reward_function{};
   AlgorithmConfig algorithm{};
   TrainerSection trainer{};
   std::int64_t seed = 42;               //!< rlflow: master seed (model init, sampling, shuffling)
@@ -498,8 +513,10 @@ struct TrainerConfig {
   X(data.shuffle, "", "shuffle the training prompts every epoch")                                                  \
   X(data.truncation, "error|left|right|middle", "what to do with prompts longer than max_prompt_length")           \
   X(data.filter_overlong_prompts, "", "drop prompts longer than max_prompt_length")                                \
+  X(data.seed, "", "seed of the training prompts' per-epoch shuffle")                                              \
   X(actor_rollout_ref.hybrid_engine, "", "actor and rollout share processes (required true)")                     \
-  X(actor_rollout_ref.model.path, "", "rlflow: checkpoint to initialise the built-in GPT from; empty: random init") \
+  X(actor_rollout_ref.model.path, "", "Hugging Face GPT-2 folder (config.json, model.safetensors, vocab.json, merges.txt); empty: random init") \
+  X(actor_rollout_ref.model.tokenizer_path, "", "folder with vocab.json and merges.txt; empty: model.path")       \
   X(actor_rollout_ref.model.vocab_size, "", "rlflow: vocabulary size of the built-in GPT; 0: the task tokenizer's") \
   X(actor_rollout_ref.model.n_layer, "", "rlflow: transformer blocks of the built-in GPT")                          \
   X(actor_rollout_ref.model.n_head, "", "rlflow: attention heads of the built-in GPT")                             \
@@ -586,6 +603,7 @@ struct TrainerConfig {
   X(critic.ppo_max_token_len_per_gpu, "", "token cap of a dynamic critic micro-batch")                              \
   X(critic.ppo_epochs, "", "critic passes per batch; null: actor's")                                                \
   X(critic.shuffle, "", "shuffle critic rows between epochs; null: actor's")                                        \
+  X(critic.model.path, "", "Hugging Face GPT-2 folder for the critic's trunk; empty: actor_rollout_ref.model.path") \
   X(critic.cliprange_value, "", "value clip ε_v of the clipped value loss")                                         \
   X(critic.loss_agg_mode,                                                                                          \
     "null|token-mean|token-sum|seq-mean-token-sum|seq-mean-token-mean|seq-mean-token-sum-norm",                    \
@@ -603,6 +621,8 @@ struct TrainerConfig {
   X(reward.reward_model.enable_resource_pool, "", "give the reward model its own device pool")                     \
   X(reward.reward_model.n_gpus_per_node, "", "devices per node of the reward pool")                                \
   X(reward.reward_model.nnodes, "", "nodes of the reward pool")                                                    \
+  X(custom_reward_function.path, "", "shared library (.so) with the scorer replacing the data_source scorers; empty: none") \
+  X(custom_reward_function.name, "", "the scorer's C symbol in custom_reward_function.path")                        \
   X(algorithm.gamma, "", "discount γ (GAE, REINFORCE++)")                                                           \
   X(algorithm.lam, "", "GAE λ")                                                                                     \
   X(algorithm.adv_estimator,                                                                                       \

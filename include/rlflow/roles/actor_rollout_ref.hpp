@@ -73,11 +73,17 @@ class BasicActorRolloutRef {
   BasicActorRolloutRef(WorkerContext const& ctx, RoleSetup setup, std::int64_t total_optimizer_steps = 1)
       : ctx_(&ctx),
         setup_(std::move(setup)),
-        tok_(setup_.alphabet),
+        tok_(role_tokenizer(setup_)),
         actor_(setup_.policy_model, optimizer_config(setup_.cfg.actor_rollout_ref.actor.optim,
                                                      setup_.cfg.actor_rollout_ref.actor.grad_clip, total_optimizer_steps)),
         rollout_(setup_.policy_model, model::TPRank{ctx.rank % RolloutTP, RolloutTP}),
         ref_(setup_.policy_model) {
+    if (setup_.policy_init) {  // weights from model.path
+      if (setup_.policy_init->size() != actor_.params().size())
+        throw shape_error(msg("rlflow::roles::ActorRolloutRef: the initial weights hold ", setup_.policy_init->size(),
+                              " floats but the model has ", actor_.params().size()));
+      std::copy(setup_.policy_init->begin(), setup_.policy_init->end(), actor_.params().begin());
+    }
     rollout_.load_weights(actor_.params());
     ref_.load_weights(actor_.params());
   }
@@ -109,8 +115,15 @@ class BasicActorRolloutRef {
     sp.top_k = rc.top_k > 0 ? static_cast<int>(rc.top_k) : 0;
     sp.top_p = static_cast<float>(rc.top_p);
     sp.max_new_tokens = static_cast<int>(setup_.cfg.data.max_response_length);
-    sp.eos_id = tok_.eos_id();
-    sp.pad_id = tok_.pad_id();
+    if (auto const* v = prompts.meta_info().find("validate"); v && v->is_bool() && v->as_bool()) {
+      // verl: validation generates with rollout.val_kwargs
+      auto const& vk = rc.val_kwargs;
+      sp.temperature = vk.do_sample ? static_cast<float>(vk.temperature) : 0.0f;
+      sp.top_k = vk.top_k > 0 ? static_cast<int>(vk.top_k) : 0;
+      sp.top_p = static_cast<float>(vk.top_p);
+    }
+    sp.eos_id = tok_->eos_id();
+    sp.pad_id = tok_->pad_id();
     engine::RolloutResult res = rollout_.generate(ids, am, sp, seeds);
     std::int64_t const b = ids.dim(0), P = ids.dim(1), R = sp.max_new_tokens;
     Tensor full_ids = Tensor::empty(DType::int32, Shape{b, P + R});
@@ -313,7 +326,7 @@ class BasicActorRolloutRef {
 
   WorkerContext const* ctx_;
   RoleSetup setup_;
-  model::CharTokenizer tok_;
+  std::shared_ptr<model::Tokenizer const> tok_;
   engine::TrainingEngine actor_;
   engine::RolloutEngine rollout_;
   engine::TrainingEngine ref_;

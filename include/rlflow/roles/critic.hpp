@@ -28,7 +28,14 @@ class ValueCritic {
       : ctx_(&ctx),
         setup_(std::move(setup)),
         critic_(setup_.critic_model,
-                optimizer_config(setup_.cfg.critic.optim, setup_.cfg.critic.grad_clip, total_optimizer_steps)) {}
+                optimizer_config(setup_.cfg.critic.optim, setup_.cfg.critic.grad_clip, total_optimizer_steps)) {
+    if (setup_.critic_init) {  // trunk from critic.model.path (the value head keeps its seeded init)
+      if (setup_.critic_init->size() != critic_.params().size())
+        throw shape_error(msg("rlflow::roles::ValueCritic: the initial weights hold ", setup_.critic_init->size(),
+                              " floats but the model has ", critic_.params().size()));
+      std::copy(setup_.critic_init->begin(), setup_.critic_init->end(), critic_.params().begin());
+    }
+  }
 
   //! values (b, R) float. verl: compute_values
   DataProto compute_values(DataProto const& data) {

@@ -8,6 +8,8 @@
 #include <cmath>
 #include <cstdint>
 #include <map>
+#include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -17,6 +19,7 @@
 #include <rlflow/model/tokenizer.hpp>
 #include <rlflow/roles/role.hpp>
 #include <rlflow/roles/setup.hpp>
+#include <rlflow/rewards/custom.hpp>       // CustomScore (custom_reward_function)
 #include <rlflow/tasks/reward_score.hpp>  // ScoreRegistry (DefaultReward)
 
 namespace rlflow::roles {
@@ -31,7 +34,7 @@ concept score_function = requires(std::string_view a, std::string_view b) {
 //! score(i, response, ground_truth) scores row i; the response is decoded up to (not including)
 //! EOS. A non-finite score is a value_error naming the row, the rank, the uid and the texts.
 template <class ScoreRow>
-DataProto score_rows(char const* who, WorkerContext const& ctx, model::CharTokenizer const& tok, DataProto const& data,
+DataProto score_rows(char const* who, WorkerContext const& ctx, model::Tokenizer const& tok, DataProto const& data,
                      ScoreRow&& score) {
   Tensor const& resp = data.tensor("responses");
   Tensor const& rmask = data.tensor("response_mask");
@@ -74,13 +77,13 @@ class RuleReward {
   using role_tag = reward_tag;
   static constexpr std::string_view role_name = "reward";
 
-  RuleReward(WorkerContext const& ctx, RoleSetup setup) : ctx_(&ctx), tok_(setup.alphabet) {}
+  RuleReward(WorkerContext const& ctx, RoleSetup setup) : ctx_(&ctx), tok_(role_tokenizer(setup)) {}
 
   //! token_level_scores (b, R) float: zero except score(response, ground_truth) at the last
   //! valid token. Reads responses, response_mask and non-tensor 'reward_model' {ground_truth}.
   //! verl: compute_rm_score / reward_fn
   DataProto compute_rm_score(DataProto const& data) {
-    return detail::score_rows("rlflow::roles::RuleReward", *ctx_, tok_, data,
+    return detail::score_rows("rlflow::roles::RuleReward", *ctx_, *tok_, data,
                               [](std::int64_t, std::string_view text, std::string_view truth) { return Score::score(text, truth); });
   }
 
@@ -88,7 +91,7 @@ class RuleReward {
 
  private:
   WorkerContext const* ctx_;
-  model::CharTokenizer tok_;
+  std::shared_ptr<model::Tokenizer const> tok_;
 };
 
 //! The reward role a Trainer uses when it is given none. verl: the reward manager with
@@ -101,7 +104,10 @@ class DefaultReward {
   using role_tag = reward_tag;
   static constexpr std::string_view role_name = "reward";
 
-  DefaultReward(WorkerContext const& ctx, RoleSetup setup) : ctx_(&ctx), tok_(setup.alphabet) {}
+  DefaultReward(WorkerContext const& ctx, RoleSetup setup) : ctx_(&ctx), tok_(role_tokenizer(setup)) {
+    auto const& crf = setup.cfg.custom_reward_function;
+    if (!crf.path.empty()) custom_.emplace(std::string(crf.path.view()), std::string(crf.name.view()));
+  }
 
   //! token_level_scores (b, R) float, as RuleReward, scored by data source.
   //! verl: compute_rm_score / reward_fn with default_compute_score
@@ -111,8 +117,17 @@ class DefaultReward {
                       "the default reward scores each row by its data source (PromptItem::data_source), or pass a "
                       "reward role such as rlflow::roles::RuleReward<Score>");
     auto const& src = data.non_tensor("data_source");
+    if (custom_) {  // verl: custom_reward_function replaces default_compute_score for every row
+      NonTensorColumn const* extra = data.has_non_tensor("extra_info") ? &data.non_tensor("extra_info") : nullptr;
+      return detail::score_rows("rlflow::roles::DefaultReward (custom_reward_function)", *ctx_, *tok_, data,
+                                [&](std::int64_t i, std::string_view text, std::string_view truth) {
+                                  auto const k = static_cast<std::size_t>(i);
+                                  return (*custom_)(src[k].as_string(), std::string(text), std::string(truth),
+                                                    extra ? (*extra)[k].as_string() : std::string());
+                                });
+    }
     std::map<std::string, tasks::ScoreFn, std::less<>> fns;  // one registry look-up per data source and batch
-    return detail::score_rows("rlflow::roles::DefaultReward", *ctx_, tok_, data,
+    return detail::score_rows("rlflow::roles::DefaultReward", *ctx_, *tok_, data,
                               [&](std::int64_t i, std::string_view text, std::string_view truth) {
                                 std::string const& ds = src[static_cast<std::size_t>(i)].as_string();
                                 auto it = fns.find(ds);
@@ -125,7 +140,8 @@ class DefaultReward {
 
  private:
   WorkerContext const* ctx_;
-  model::CharTokenizer tok_;
+  std::shared_ptr<model::Tokenizer const> tok_;
+  std::optional<rewards::CustomScore> custom_;
 };
 
 }  // namespace rlflow::roles

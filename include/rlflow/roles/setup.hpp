@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <map>
+#include <memory>   // std::shared_ptr
 #include <random>   // std::mt19937_64
 #include <span>
 #include <string>
@@ -25,7 +26,18 @@ struct RoleSetup {
   model::GPTConfig policy_model;  //!< actor, rollout and reference
   model::GPTConfig critic_model;  //!< value_head = true
   std::string alphabet;           //!< CharTokenizer alphabet (the task's characters)
+  //! The run's tokenizer (e.g. a BPETokenizer from model.path); null: CharTokenizer(alphabet).
+  std::shared_ptr<model::Tokenizer const> tokenizer;
+  //! Initial weights (ParamLayout of policy_model / critic_model, e.g. from a Hugging Face
+  //! folder); null: the seeded initialisation. Shared read-only by every worker.
+  std::shared_ptr<std::vector<float> const> policy_init, critic_init;
 };
+
+//! The tokenizer a role uses: setup.tokenizer, or a CharTokenizer over setup.alphabet.
+inline std::shared_ptr<model::Tokenizer const> role_tokenizer(RoleSetup const& s) {
+  if (s.tokenizer) return s.tokenizer;
+  return std::make_shared<model::CharTokenizer const>(s.alphabet);
+}
 
 //! Per-rank metric lists (name -> values, e.g. one per mini-batch); collected by DPComputeMetric
 //! and averaged on the driver (verl: the 'metrics' dict-of-lists of update_actor / update_critic).

@@ -14,6 +14,8 @@
 #include <vector>
 
 #include <rlflow/error.hpp>                // key_error, value_error
+#include <rlflow/rewards/gsm8k.hpp>        // gsm8k_compute_score (openai/gsm8k)
+#include <rlflow/rewards/math.hpp>         // math_compute_score (lighteval/MATH)
 #include <rlflow/tasks/string_tasks.hpp>   // StringTask::score
 
 namespace rlflow::tasks {
@@ -83,6 +85,11 @@ class ScoreRegistry {
   ScoreRegistry() {
     map_.emplace("reverse", &StringTask::score);
     map_.emplace("sort", &StringTask::score);
+    // verl's default_compute_score: gsm8k.compute_score (strict) and math.compute_score
+    map_.emplace("openai/gsm8k", [](std::string_view r, std::string_view g) { return rewards::gsm8k_compute_score(r, g); });
+    map_.emplace("lighteval/MATH", [](std::string_view r, std::string_view g) { return rewards::math_compute_score(r, g); });
+    map_.emplace("DigitalLearningGmbH/MATH-lighteval",
+                 [](std::string_view r, std::string_view g) { return rewards::math_compute_score(r, g); });
   }
   mutable std::shared_mutex mu_;
   std::map<std::string, ScoreFn, std::less<>> map_;

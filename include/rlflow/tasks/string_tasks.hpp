@@ -46,7 +46,7 @@ struct StringTask {
     for (std::int64_t i = 0; i < count; ++i) {
       std::string s(static_cast<std::size_t>(len_d(rng)), ' ');
       for (auto& c : s) c = alphabet[ch_d(rng)];
-      items.push_back({s + separator, answer(s), op == StringOp::reverse ? "reverse" : "sort"});
+      items.push_back({s + separator, answer(s), op == StringOp::reverse ? "reverse" : "sort", ""});
     }
     return PromptDataset(std::move(items), shuffle, seed);
   }

@@ -1,0 +1,65 @@
+// rlflow/engine/hf_export.hpp: an rlflow checkpoint (actor.safetensors of
+// trainer.default_local_dir/global_step_N, or a save_weights file) exported as a Hugging Face
+// GPT-2 folder (config.json, model.safetensors, and the tokenizer files when given), which
+// transformers' GPT2LMHeadModel.from_pretrained reads. The tool rlflow_export calls this.
+// verl: the checkpoint manager's save of an HF model (hf_model/ next to the sharded checkpoint).
+#pragma once
+#include <filesystem>
+#include <string>
+
+#include <nlohmann/json.hpp>
+#include <rlflow/engine/checkpoint.hpp>  // load_weights, detail::check_config
+#include <rlflow/engine/safetensors.hpp>
+#include <rlflow/model/hf_gpt2.hpp>      // export_gpt2
+
+namespace rlflow::engine {
+
+//! The GPTConfig an rlflow checkpoint file records in its 'rlflow.gpt_config' metadata.
+inline model::GPTConfig checkpoint_config(safetensors::File const& f) {
+  auto it = f.metadata().find("rlflow.gpt_config");
+  if (it == f.metadata().end())
+    throw format_error(msg("rlflow::engine::checkpoint_config: ", f.path(), " has no 'rlflow.gpt_config' metadata; ",
+                           "it was not written by rlflow (for a Hugging Face folder, use it directly as model.path)"));
+  try {
+    auto j = nlohmann::json::parse(it->second);
+    model::GPTConfig c;
+    c.vocab_size = j.at("vocab_size").get<int>();
+    c.max_seq_len = j.at("max_seq_len").get<int>();
+    c.n_layer = j.at("n_layer").get<int>();
+    c.n_head = j.at("n_head").get<int>();
+    c.n_embd = j.at("n_embd").get<int>();
+    c.value_head = j.at("value_head").get<bool>();
+    c.seed = j.value("seed", std::uint64_t{0});
+    return c;
+  } catch (nlohmann::json::exception const& e) {
+    throw format_error(msg("rlflow::engine::checkpoint_config: ", f.path(), " has malformed 'rlflow.gpt_config' (", e.what(), ")"));
+  }
+}
+
+//! Exports 'checkpoint' (a .safetensors file, or a global_step_N folder holding actor.safetensors)
+//! to 'out_dir' as a GPT-2 folder in 'dtype'. tokenizer_dir, when not empty, is a folder whose
+//! vocab.json / merges.txt / tokenizer_config.json (those present) are copied alongside.
+//! bos / eos ids go into config.json (-1: vocab_size - 1, GPT-2's <|endoftext|> position).
+inline void export_hf(std::filesystem::path checkpoint, std::filesystem::path const& out_dir, DType dtype = DType::float32,
+                      std::filesystem::path const& tokenizer_dir = {}, std::int64_t bos_id = -1, std::int64_t eos_id = -1) {
+  namespace fs = std::filesystem;
+  if (fs::is_directory(checkpoint)) checkpoint /= "actor.safetensors";
+  auto f = safetensors::File::load(checkpoint);
+  model::GPTConfig const cfg = checkpoint_config(f);
+  auto const flat = load_weights(checkpoint, cfg);
+  model::hf::export_gpt2(out_dir, cfg, flat, dtype, bos_id, eos_id);
+  if (!tokenizer_dir.empty()) {
+    int copied = 0;
+    for (char const* name : {"vocab.json", "merges.txt", "tokenizer_config.json", "special_tokens_map.json"}) {
+      if (!fs::exists(tokenizer_dir / name)) continue;
+      std::error_code ec;
+      fs::copy_file(tokenizer_dir / name, out_dir / name, fs::copy_options::overwrite_existing, ec);
+      if (ec) throw io_error(msg("rlflow::engine::export_hf: copying ", (tokenizer_dir / name).string(), ": ", ec.message()));
+      ++copied;
+    }
+    if (copied == 0)
+      throw io_error(msg("rlflow::engine::export_hf: ", tokenizer_dir.string(), " holds no vocab.json / merges.txt to copy"));
+  }
+}
+
+}  // namespace rlflow::engine

@@ -1,0 +1,42 @@
+// rlflow_export: an rlflow checkpoint as a Hugging Face GPT-2 folder.
+//   rlflow_export CHECKPOINT OUT_DIR [--dtype float32|bfloat16|float16] [--tokenizer DIR]
+// CHECKPOINT: <trainer.default_local_dir>/global_step_N (its actor.safetensors) or a .safetensors
+// file written by rlflow. OUT_DIR gets config.json + model.safetensors (+ the tokenizer files).
+#include <cstdio>
+#include <exception>
+#include <string>
+
+#include <rlflow/engine/hf_export.hpp>
+
+int main(int argc, char** argv) {
+  std::string in, out, tok;
+  rlflow::DType dt = rlflow::DType::float32;
+  auto usage = [] {
+    std::fprintf(stderr, "usage: rlflow_export CHECKPOINT OUT_DIR [--dtype float32|bfloat16|float16] [--tokenizer DIR]\n");
+    return 2;
+  };
+  for (int i = 1; i < argc; ++i) {
+    std::string const a = argv[i];
+    if (a == "--help" || a == "-h") return usage(), 0;
+    if (a == "--dtype" || a == "--tokenizer") {
+      if (i + 1 >= argc) return usage();
+      std::string const v = argv[++i];
+      if (a == "--tokenizer") tok = v;
+      else if (v == "float32") dt = rlflow::DType::float32;
+      else if (v == "bfloat16") dt = rlflow::DType::bfloat16;
+      else if (v == "float16") dt = rlflow::DType::float16;
+      else return std::fprintf(stderr, "rlflow_export: --dtype %s: use float32, bfloat16 or float16\n", v.c_str()), 2;
+    } else if (in.empty()) in = a;
+    else if (out.empty()) out = a;
+    else return usage();
+  }
+  if (in.empty() || out.empty()) return usage();
+  try {
+    rlflow::engine::export_hf(in, out, dt, tok);
+    std::printf("rlflow_export: wrote %s/config.json and %s/model.safetensors\n", out.c_str(), out.c_str());
+  } catch (std::exception const& e) {
+    std::fprintf(stderr, "rlflow_export: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
