@@ -756,6 +756,10 @@ inline key_info const* find_key(std::string_view name) {
 //! The key or a config_error naming the closest known key.
 inline key_info const& require_key(std::string_view name, std::string_view where = "") {
   if (auto const* k = find_key(name)) return *k;
+  if (name.size() > 200)  // no key is that long; the edit distance would cost O(length) per key
+    throw config_error(msg(where.empty() ? "" : std::string(where) + ": ", "unknown config key '",
+                           std::string(name.substr(0, 80)), "...' (", name.size(),
+                           " characters; no key is longer than 200); run with --help to list every key"));
   std::string const hint = closest(name, key_names());
   throw config_error(msg(where.empty() ? "" : std::string(where) + ": ", "unknown config key '", std::string(name),
                          "'; did you mean '", hint, "'? (run with --help to list every key)"));
@@ -836,7 +840,7 @@ inline void check_choice(key_info const& k, std::string_view v, std::string_view
   std::string list;
   for (auto c : options) list += (list.empty() ? "" : ", ") + std::string(c);
   throw config_error(msg(where, "key '", k.name, "' = '", std::string(v), "' is not one of: ", list,
-                         "; did you mean '", closest(v, options), "'?"));
+                         v.size() > 200 ? std::string() : msg("; did you mean '", closest(v, options), "'?")));
 }
 
 //! Stores a scalar (or list) value into the key's field, parsing by the key's kind.

@@ -45,6 +45,15 @@ TEST_CASE("deeply nested config documents are format_errors, not stack overflows
   REQUIRE_THROWS_AS(c.apply_text(yaml, "yaml", "deep.yaml"), error);
 }
 
+TEST_CASE("a huge unknown key or value is rejected without an edit distance over it", "[hardening][config]") {
+  TrainerConfig c;
+  std::string const key(1 << 20, 'k');
+  REQUIRE_THROWS_WITH(c.set(key, "1"), Catch::Contains("1048576 characters") && !Catch::Contains("did you mean"));
+  REQUIRE_THROWS_WITH(c.set("data.truncation", std::string(1 << 20, 'x')),
+                      Catch::Contains("is not one of") && !Catch::Contains("did you mean"));
+  REQUIRE_THROWS_WITH(c.set("data.train_bach_size", "1"), Catch::Contains("did you mean 'data.train_batch_size'"));
+}
+
 TEST_CASE("--config on a folder is an io_error, not an empty config", "[hardening][config]") {
   auto dir = fs::temp_directory_path() / ("rlflow_hardening_cfgdir_" + std::to_string(::getpid()) + ".yaml");
   fs::create_directories(dir);
