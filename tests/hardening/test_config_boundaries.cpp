@@ -54,7 +54,7 @@ TEST_CASE("a huge unknown key or value is rejected without an edit distance over
   REQUIRE_THROWS_WITH(c.set("data.train_bach_size", "1"), Catch::Contains("did you mean 'data.train_batch_size'"));
 }
 
-TEST_CASE("--config on a folder is an io_error, not an empty config", "[hardening][config]") {
+TEST_CASE("a config file argument that is a folder is an io_error, not an empty config", "[hardening][config]") {
   auto dir = fs::temp_directory_path() / ("rlflow_hardening_cfgdir_" + std::to_string(::getpid()) + ".yaml");
   fs::create_directories(dir);
   std::string const path = dir.string();

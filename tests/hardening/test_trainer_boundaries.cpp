@@ -256,7 +256,7 @@ TEST_CASE("metrics.jsonl: a fresh run truncates it, a resumed run never repeats 
   fs::remove_all(dir);
 }
 
-TEST_CASE("a killed writer's temporary folders go when a Trainer starts; old checkpoints are pruned", "[hardening][trainer][checkpoint]") {
+TEST_CASE("a killed writer's temporary folders go when a Trainer starts, and old checkpoints are pruned", "[hardening][trainer][checkpoint]") {
   auto dir = fresh_dir("temps");
   fs::create_directories(dir);
   pid_t dead = ::fork();
