@@ -4,6 +4,7 @@
 #   make plan ARGS="key=value ..."  print the resource plan of a configuration
 #   make plan-page  the planner as a page (build/planner/index.html; opens from disk)
 #   make report RUN=runs/<name>     an HTML report of one or more runs' metrics.jsonl
+#   make fuzz   libFuzzer (clang) on every boundary, FUZZ_TIME seconds per target (default 60)
 SHELL := /bin/bash
 BUILD ?= build
 ASAN_BUILD ?= build-asan
@@ -34,7 +35,16 @@ DEMO_ARGS ?=
 # already runs one worker thread per device).
 RUN_ENV := OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 
-.PHONY: all deps deps-browser configure build test test-sanitize test-long demo bench plan plan-page report clean
+# libFuzzer runs (make fuzz): clang with compiler-rt's libFuzzer, ASan, UBSan and float-cast-overflow.
+FUZZ_BUILD ?= build-fuzz
+FUZZ_TIME ?= 60
+FUZZ_TARGETS ?= data_proto safetensors checkpoint config command_line
+FUZZ_PACKAGES := clang libclang-rt-14-dev
+FUZZ_CXX ?= clang++
+FUZZ_FLAGS := -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined,float-cast-overflow \
+  -fno-sanitize-recover=undefined,float-cast-overflow -Iinclude -Itests
+
+.PHONY: all deps deps-browser configure build test test-sanitize test-long demo bench plan plan-page report clean fuzz
 
 all: build
 
@@ -99,5 +109,27 @@ report: configure
 	cmake --build $(BUILD) -j$(JOBS) --target rlflow_report
 	./$(BUILD)/examples/rlflow_report $(REPORT_ARGS) $(RUN)
 
+# Each target: build with libFuzzer, write its API-built seeds, then fuzz for FUZZ_TIME seconds
+# from the seeds plus the checked-in regression corpus (tests/fuzz/corpus/<target>, read-only).
+# New crashers land in $(FUZZ_BUILD)/crash-<target>-*: minimise them (./fuzz_<target> -minimize_crash=1
+# -runs=10000 FILE), fix the bug, and add the minimised file to tests/fuzz/corpus/<target>/.
+fuzz: deps
+	@missing=""; for p in $(FUZZ_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then echo "installing:$$missing"; export DEBIAN_FRONTEND=noninteractive; \
+	  $(APT) update -qq && $(APT) install -y -qq --no-install-recommends $$missing; fi
+	mkdir -p $(FUZZ_BUILD)
+	@set -e; for t in $(FUZZ_TARGETS); do \
+	  echo "== fuzz_$$t: building"; \
+	  $(FUZZ_CXX) $(FUZZ_FLAGS) tests/fuzz/fuzz_$$t.cpp -o $(FUZZ_BUILD)/fuzz_$$t; \
+	  mkdir -p $(FUZZ_BUILD)/corpus/$$t; \
+	  RLFLOW_FUZZ_WRITE_SEEDS=$(FUZZ_BUILD)/corpus/$$t ./$(FUZZ_BUILD)/fuzz_$$t; \
+	  echo "== fuzz_$$t: $(FUZZ_TIME) s"; \
+	  rc=0; ./$(FUZZ_BUILD)/fuzz_$$t -max_total_time=$(FUZZ_TIME) -max_len=65536 -print_final_stats=1 \
+	    -artifact_prefix=$(FUZZ_BUILD)/crash-$$t- $(FUZZ_BUILD)/corpus/$$t tests/fuzz/corpus/$$t \
+	    > $(FUZZ_BUILD)/fuzz_$$t.log 2>&1 || rc=$$?; \
+	  grep -E "^(fuzz |stat::number_of_executed_units|Done|==[0-9]+==ERROR|SUMMARY)" $(FUZZ_BUILD)/fuzz_$$t.log || true; \
+	  if [ $$rc -ne 0 ]; then echo "fuzz_$$t failed (exit $$rc); see $(FUZZ_BUILD)/fuzz_$$t.log"; exit $$rc; fi; \
+	done
+
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)

@@ -537,6 +537,11 @@ inline DataProtoItem DataProto::item(std::int64_t i) const {
 }
 
 inline DataProto DataProto::view(std::int64_t b, std::int64_t e) const {
+  for (auto const& [k, c] : non_tensor_)  // a column edited through non_tensor(key) may be short
+    if (b < 0 || e < b || static_cast<std::int64_t>(c.size()) < e)
+      throw shape_error(msg("rlflow::DataProto::view(", b, ", ", e, "): non-tensor key ", k, " length ", c.size(),
+                            " does not cover rows [", b, ", ", e, ") of batch size ", size(),
+                            "; give the column one value per row (check_consistency)"));
   DataProto d;
   d.has_batch_ = has_batch_;
   d.batch_size_ = has_batch_ ? e - b : 0;
@@ -559,7 +564,12 @@ inline DataProto DataProto::gather(std::span<std::int64_t const> idx) const {
   for (auto const& [k, c] : non_tensor_) {
     NonTensorColumn out;
     out.reserve(idx.size());
-    for (auto i : idx) out.push_back(c[static_cast<std::size_t>(i)]);
+    for (auto i : idx) {
+      if (i < 0 || static_cast<std::size_t>(i) >= c.size())
+        throw shape_error(msg("rlflow::DataProto::gather: non-tensor key ", k, " length ", c.size(), " has no row ", i,
+                              " (batch size ", size(), "); give the column one value per row (check_consistency)"));
+      out.push_back(c[static_cast<std::size_t>(i)]);
+    }
     d.non_tensor_.emplace_back(k, std::move(out));
   }
   d.meta_ = meta_;

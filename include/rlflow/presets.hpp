@@ -26,6 +26,7 @@ inline TrainerConfig tiny_gpt_cpu(std::int64_t max_prompt_length, std::int64_t m
   c.actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu = 128;  // used when KL is on
   c.trainer.nnodes = 1;
   c.trainer.n_gpus_per_node = 2;  // two DP workers (threads) on the CPU
+  c.trainer.device = "cpu";       // what Backend<cpu::tag> runs on (verl's default is cuda)
   c.trainer.save_freq = -1;
   c.trainer.project_name = "rlflow";
   c.trainer.resume_mode = "disable";

@@ -29,6 +29,7 @@
 #include <rlflow/advantage_step.hpp>            // apply_kl_penalty, compute_advantage
 #include <rlflow/algorithm.hpp>                 // GRPO, PPO, ...
 #include <rlflow/checkpoint.hpp>                // CheckpointWriter, verify_checkpoint
+#include <rlflow/config_limits.hpp>             // check_size_limits
 #include <rlflow/data.hpp>                      // PromptDataset, DataPosition
 #include <rlflow/data_files.hpp>                // load_prompt_files, ChatTemplate
 #include <rlflow/model/bpe_tokenizer.hpp>       // BPETokenizer
@@ -228,6 +229,7 @@ class Trainer {
   //! (JSON lines in verl's schema, see data_files.hpp). Everything is read and checked before the
   //! workers start.
   explicit Trainer(TrainerConfig cfg, TrainerOptions opts = {}) : cfg_(prepare(std::move(cfg))), opts_(std::move(opts)) {
+    from_files_ = true;
     check(cfg_);
     start(load_files());
   }
@@ -241,17 +243,17 @@ class Trainer {
                              " is set, but the Trainer was given its own reward role, which would ignore it; drop the "
                              "reward role (the default reward loads the custom function) or clear the key"));
     check(cfg_);
-    for (auto const& w : warnings(cfg_))
-      if (opts_.console) std::fprintf(stderr, "rlflow: warning: %s\n", w.c_str());
+    for (auto const& w : warnings(cfg_)) warn(w);
 #if !defined(__OPTIMIZE__)
-    if (opts_.console)
-      std::fprintf(stderr, "rlflow: warning: this program was compiled without optimisation (-O0), so every step runs "
-                           "several times slower; build it with -O2 or CMAKE_BUILD_TYPE=Release\n");
+    warn("this program was compiled without optimisation (-O0), so every step runs several times slower; build it "
+         "with -O2 or CMAKE_BUILD_TYPE=Release");
 #endif
+    check_honoured_keys();
     if (train_.size() < cfg_.data.train_batch_size)
       throw config_error(msg("rlflow::Trainer: the dataset holds ", train_.size(), " prompts, fewer than one batch of data.train_batch_size=",
                              cfg_.data.train_batch_size, "; lower data.train_batch_size or provide more prompts"));
     check_prompts();
+    check_size_limits(cfg_, tok_.vocab_size(), train_.size(), has_critic);
     total_steps_ = cfg_.trainer.total_training_steps
                        ? *cfg_.trainer.total_training_steps
                        : train_.batches_per_epoch(cfg_.data.train_batch_size) * cfg_.trainer.total_epochs;
@@ -289,6 +291,7 @@ class Trainer {
       else fixed_kl_.value = k.kl_coef;
     }
     maybe_resume();
+    logger();  // a fresh run truncates an old metrics.jsonl now; a resumed one drops the lines after its step
   }
 
  public:
@@ -304,6 +307,8 @@ class Trainer {
   std::int64_t global_step() const { return global_step_; }
   std::int64_t total_steps() const { return total_steps_; }
   DataPosition data_position() const { return pos_; }
+  //! The warnings raised while the Trainer was built (config advisories, resume differences).
+  std::vector<std::string> const& startup_warnings() const { return startup_warnings_; }
   group_type& workers() { return *group_; }
   //! False on the worker ranks of an MPI job (their trainer only served the driver's calls).
   bool is_driver() const {
@@ -347,6 +352,15 @@ class Trainer {
       m[std::string("timing_s/") + key] += std::chrono::duration<double>(clock::now() - t0).count();
     };
     std::int64_t const step_no = global_step_ + 1;
+    // A step that throws before it completes does not consume its batch (see docs/trainer.md).
+    struct restore_position {
+      DataPosition& pos;
+      DataPosition saved;
+      bool done = false;
+      ~restore_position() {
+        if (!done) pos = saved;
+      }
+    } position_guard{pos_, pos_};
     auto const& rc = cfg_.actor_rollout_ref.rollout;
     std::int64_t const n = rc.n;
 
@@ -370,6 +384,7 @@ class Trainer {
         greedy_in.meta_info().set("do_sample", false);
         DataProto greedy = actor_rollout_wg().template call<&actor_role::generate_sequences>(greedy_in);
         DataProto s = reward_wg().template call<&reward_role::compute_rm_score>(greedy);
+        check_reward_scores(s, greedy.size(), greedy.tensor("response_mask").dim(1));
         auto base = detail::row_sums(s.tensor("token_level_scores"));
         std::vector<float> per_row(static_cast<std::size_t>(prompts.size() * n));
         for (std::size_t i = 0; i < per_row.size(); ++i) per_row[i] = static_cast<float>(base[i / static_cast<std::size_t>(n)]);
@@ -385,7 +400,11 @@ class Trainer {
     for (auto v : attn.span<std::int32_t>()) total_tokens += v != 0;
 
     // 8: reward.
-    timed("reward", [&] { batch.union_with(reward_wg().template call<&reward_role::compute_rm_score>(batch)); });
+    timed("reward", [&] {
+      DataProto s = reward_wg().template call<&reward_role::compute_rm_score>(batch);
+      check_reward_scores(s, rows, R);
+      batch.union_with(std::move(s));
+    });
 
     // 9: old log-probs (+ entropy, reported as actor/entropy).
     timed("old_log_prob", [&] {
@@ -430,6 +449,7 @@ class Trainer {
     timed("update_weights", [&] { actor_rollout_wg().template call<&actor_role::update_weights>(); });
 
     global_step_ = step_no;
+    position_guard.done = true;
     bool const last = global_step_ == total_steps_;
 
     // 15: validation every trainer.test_freq steps and after the last (verl: _validate).
@@ -472,7 +492,17 @@ class Trainer {
     st["rng"] = "counter-based: every random draw is a function of (seed, global_step, row); no hidden state";
     st["config"] = cfg_.to_json();
     w.write("trainer_state.json", st.dump(2));
-    return w.commit();
+    auto dir = w.commit();
+    // verl: max_actor_ckpt_to_keep / max_critic_ckpt_to_keep. One folder holds both models, so
+    // a folder is removed only when both limits allow it (null or 0: keep all).
+    auto const& tr = cfg_.trainer;
+    std::int64_t keep = tr.max_actor_ckpt_to_keep.value_or(0);
+    if constexpr (has_critic) {
+      std::int64_t const kc = tr.max_critic_ckpt_to_keep.value_or(0);
+      keep = keep == 0 || kc == 0 ? 0 : std::max(keep, kc);
+    }
+    if (keep > 0) prune_checkpoints(checkpoint_root(), keep);
+    return dir;
   }
 
   //! One pass over the validation set (verl: _validate): every prompt answered
@@ -662,7 +692,6 @@ class Trainer {
                              " but the Trainer was ", has_critic ? "given" : "not given",
                              " a critic role; make them agree"));
     cfg.max_colocate_count = placement::max_colocate_count;
-    cfg.trainer.device = std::is_same_v<typename backend::system, cpu::tag> ? "cpu" : "cuda";
     cfg.actor_rollout_ref.rollout.tensor_model_parallel_size = parallel::size;
     return cfg;
   }
@@ -679,6 +708,50 @@ class Trainer {
                                " devices or a TP that divides ", ws));
       model::check_tensor_parallel(m, N, "rlflow::Trainer<..., TP<N>>: actor_rollout_ref.model");
     }
+  }
+
+  //! Config keys the colocated Trainer accepts (verl's names) but does not act on: an error
+  //! naming the key and what rlflow does instead, or a warning where ignoring it is harmless.
+  //! config_help() marks the same keys (detail::trainer_unhonoured_keys).
+  void check_honoured_keys() {
+    auto const& c = cfg_;
+    auto const instead = [](std::string_view key) {
+      for (auto const& u : rlflow::detail::trainer_unhonoured_keys)
+        if (u.key == key) return std::string(u.instead);
+      return std::string();
+    };
+    auto const reject = [&](std::string_view key, std::string const& value, std::string const& fix) {
+      throw config_error(msg("rlflow::Trainer: ", key, "=", value, " is not honoured: ", instead(key), "; ", fix));
+    };
+    // actor_rollout_ref.model.path: Trainer(cfg) loads it; the alphabet constructor rejects it itself.
+    if (!from_files_ && !c.data.train_files.empty())
+      throw config_error(msg("rlflow::Trainer: data.train_files=", c.data.train_files.str(),
+                             " is not read by Trainer(cfg, dataset, alphabet), which trains on the PromptDataset it is "
+                             "given; use the Trainer(cfg) constructor (model and data from files) or leave "
+                             "data.train_files empty"));
+    if (c.trainer.test_freq > 0 && !val_)
+      throw config_error(msg("rlflow::Trainer: trainer.test_freq=", c.trainer.test_freq,
+                             " asks for validation, but there is no validation set; set data.val_files (read by the "
+                             "Trainer(cfg) constructor) or trainer.test_freq=-1"));
+    if (!(c.trainer.v1.trainer_mode == "sync"))
+      reject("trainer.v1.trainer_mode", c.trainer.v1.trainer_mode.str(), "set trainer.v1.trainer_mode=sync");
+    if (c.actor_rollout_ref.model.vocab_size != 0 && c.actor_rollout_ref.model.vocab_size != tok_->vocab_size())
+      reject("actor_rollout_ref.model.vocab_size", std::to_string(c.actor_rollout_ref.model.vocab_size),
+             msg("set it to 0 (or to the tokenizer's ", tok_->vocab_size(), ")"));
+    for (auto const* key : {"trainer.max_actor_ckpt_to_keep", "trainer.max_critic_ckpt_to_keep"}) {
+      auto const& v = std::string_view(key) == "trainer.max_actor_ckpt_to_keep" ? c.trainer.max_actor_ckpt_to_keep
+                                                                                 : c.trainer.max_critic_ckpt_to_keep;
+      if (v.has_value && v.stored < 0)
+        throw config_error(msg("rlflow::Trainer: ", key, "=", v.stored, " must be null, 0 (keep all) or positive"));
+    }
+    if (!from_files_ && !c.data.val_files.empty())
+      warn(msg("data.val_files=", c.data.val_files.str(),
+               " is ignored by Trainer(cfg, dataset, alphabet); the Trainer(cfg) constructor reads it and validates"));
+    std::string_view const device = std::is_same_v<typename backend::system, cpu::tag> ? "cpu" : "cuda";
+    if (c.trainer.device.view() != device)
+      warn(msg("trainer.device=", c.trainer.device.str(), " is ignored: ", instead("trainer.device"), " (here ", device,
+               "); set trainer.device=", device, " to silence this"));
+    cfg_.trainer.device = config_string(device);
   }
 
   //! Prompts longer than data.max_prompt_length: an error before any work (truncation=error),
@@ -769,6 +842,19 @@ class Trainer {
     if (remax_baselines) batch.set_tensor("reward_baselines", *remax_baselines);
     rlflow::compute_advantage(batch, cfg_.algorithm,
                               detail::mix64(static_cast<std::uint64_t>(cfg_.seed) ^ static_cast<std::uint64_t>(global_step_ + 1)));
+  }
+
+  //! The reward role's result must hold float32 'token_level_scores' of shape (rows, R): a
+  //! shape_error naming the key and both shapes otherwise, before any later worker runs.
+  static void check_reward_scores(DataProto const& s, std::int64_t rows, std::int64_t R) {
+    if (!s.has_tensor("token_level_scores"))
+      throw shape_error(msg("rlflow::Trainer: the reward role's compute_rm_score returned no 'token_level_scores' tensor (",
+                            s.size(), " rows); return float32 scores of shape (", rows, ", ", R, ")"));
+    Tensor const& t = s.tensor("token_level_scores");
+    if (t.dtype() != DType::float32 || t.rank() != 2 || t.dim(0) != rows || t.dim(1) != R)
+      throw shape_error(msg("rlflow::Trainer: the reward role's compute_rm_score returned 'token_level_scores' ", t.describe(),
+                            " for a batch of ", rows, " rows x ", R, " response tokens; return float32 scores of shape (",
+                            rows, ", ", R, ")"));
   }
 
   void merge_metric_lists(Metrics& m, std::vector<roles::MetricLists> const& per_rank) const {
@@ -877,8 +963,65 @@ class Trainer {
     return opts_.metrics_file.empty() ? checkpoint_root() / "metrics.jsonl" : std::filesystem::path(opts_.metrics_file);
   }
 
+  //! Compares the checkpoint's saved config with this run's, key by key. Keys that decide the
+  //! shape or meaning of the saved state (model shape, sequence lengths, estimator, critic) must
+  //! be equal: a config_error lists them. Keys about where and how long to run (epochs, steps,
+  //! paths, save/keep/log settings) may differ silently. Any other difference (seed, learning
+  //! rates, clip ratios, ...) is allowed and listed in one warning (verl warns too).
+  void check_resume_config(nlohmann::json const& saved, std::string const& state_file) {
+    if (saved.is_null()) return;  // written before configs were saved: nothing to compare
+    static constexpr std::string_view must_match[] = {
+        "actor_rollout_ref.model.n_layer", "actor_rollout_ref.model.n_head", "actor_rollout_ref.model.n_embd",
+        "actor_rollout_ref.model.vocab_size", "data.max_prompt_length", "data.max_response_length",
+        "algorithm.adv_estimator", "critic.enable"};
+    static constexpr std::string_view may_differ[] = {
+        "trainer.total_epochs", "trainer.total_training_steps", "trainer.resume_mode", "trainer.resume_from_path",
+        "trainer.default_local_dir", "trainer.save_freq", "trainer.project_name", "trainer.experiment_name",
+        "trainer.logger", "trainer.max_actor_ckpt_to_keep", "trainer.max_critic_ckpt_to_keep", "trainer.test_freq",
+        "trainer.val_before_train", "trainer.log_val_generations"};
+    auto const in = [](std::string_view k, auto const& list) {
+      for (auto x : list)
+        if (x == k) return true;
+      return false;
+    };
+    std::string errors, diffs;
+    for (auto const& k : rlflow::detail::config_keys) {
+      nlohmann::json const* node = &saved;
+      std::string_view name = k.name;
+      bool found = true;
+      while (found) {
+        auto const dot = name.find('.');
+        auto const part = std::string(name.substr(0, dot));
+        if (!node->is_object() || !node->contains(part)) found = false;
+        else node = &(*node)[part];
+        if (dot == std::string_view::npos) break;
+        name.remove_prefix(dot + 1);
+      }
+      if (!found) continue;  // a key this checkpoint predates
+      auto const now = rlflow::detail::value_json(cfg_, k);
+      if (*node == now || in(k.name, may_differ)) continue;
+      std::string const line =
+          msg("\n  - ", k.name, ": checkpoint ", rlflow::detail::json_preview(*node), ", now ", rlflow::detail::json_preview(now));
+      (in(k.name, must_match) ? errors : diffs) += line;
+    }
+    if (!errors.empty())
+      throw config_error(msg("rlflow::Trainer: cannot resume from '", state_file,
+                             "': these keys differ from the checkpoint's and decide the shape of its state:", errors,
+                             "\nset them to the checkpoint's values, or start a fresh run (trainer.resume_mode=disable or "
+                             "another trainer.default_local_dir)"));
+    if (!diffs.empty())
+      warn(msg("resuming from '", state_file, "' with a config that differs from the checkpoint's (the new values apply "
+               "from the next step):", diffs));
+  }
+
+  void warn(std::string const& w) {
+    startup_warnings_.push_back(w);
+    if (opts_.console) std::fprintf(stderr, "rlflow: warning: %s\n", w.c_str());
+  }
+
   //! trainer.resume_mode: auto (latest checkpoint if any), disable, resume_path (resume_from_path).
   void maybe_resume() {
+    remove_stale_checkpoint_temps(checkpoint_root());  // what a killed writer left behind
     std::string_view const mode = cfg_.trainer.resume_mode.view();
     if (mode == "disable") return;
     std::filesystem::path dir;
@@ -891,17 +1034,19 @@ class Trainer {
       if (!step) return;
       dir = checkpoint_root() / ("global_step_" + std::to_string(*step));
     }
-    verify_checkpoint(dir);  // every file present and intact before anything is loaded
-    auto bytes = rlflow::detail::read_all(dir / "trainer_state.json");
-    nlohmann::json st = nlohmann::json::parse(bytes.begin(), bytes.end());
+    // every file present and intact, every field checked, before anything is loaded
+    std::vector<std::string> required{"trainer_state.json", "actor.safetensors"};
+    if constexpr (has_critic) required.push_back("critic.safetensors");
+    verify_checkpoint(dir, required);
+    auto const manifest = read_checkpoint_manifest(dir);
+    auto const st = read_trainer_state(dir, manifest.step, train_.size());
+    check_resume_config(st.config, (dir / "trainer_state.json").string());
     actor_rollout_wg().template call<&actor_role::load_checkpoint>((dir / "actor.safetensors").string());
     if constexpr (has_critic) critic_wg().template call<&critic_role::load_checkpoint>((dir / "critic.safetensors").string());
-    global_step_ = st.at("global_step").get<std::int64_t>();
-    pos_.epoch = st.at("data_position").at("epoch").get<std::int64_t>();
-    pos_.index = st.at("data_position").at("index").get<std::int64_t>();
-    double const kl = st.at("kl_coef").get<double>();
-    if (adaptive_kl_) adaptive_kl_->value = kl;
-    else fixed_kl_.value = kl;
+    global_step_ = st.global_step;
+    pos_ = DataPosition{st.epoch, st.index};
+    if (adaptive_kl_) adaptive_kl_->value = st.kl_coef;
+    else fixed_kl_.value = st.kl_coef;
     if (opts_.console)
       std::fprintf(stderr, "rlflow: resumed from %s (global step %lld)\n", dir.string().c_str(),
                    static_cast<long long>(global_step_));
@@ -922,6 +1067,8 @@ class Trainer {
   std::optional<ResourcePool> pool_;
   std::optional<group_type> group_;
   std::optional<MetricsLogger> logger_;
+  std::vector<std::string> startup_warnings_;
+  bool from_files_ = false;  // built by Trainer(cfg): model and data from files
 #if defined(RLFLOW_HAS_MPI)
   mpi::DriverScope driver_;  // last: released (workers stop serving) before the group goes
 #endif

@@ -12,6 +12,7 @@
 #include <cstddef>       // std::size_t
 #include <cstdint>       // std::int64_t
 #include <cstdlib>       // std::strtod
+#include <filesystem>    // is_directory (--config on a folder)
 #include <fstream>       // config files
 #include <iomanip>       // std::setw in help text
 #include <sstream>       // number formatting, file reading
@@ -819,6 +820,10 @@ inline key_info const* find_key(std::string_view name) {
 //! The key or a config_error naming the closest known key.
 inline key_info const& require_key(std::string_view name, std::string_view where = "") {
   if (auto const* k = find_key(name)) return *k;
+  if (name.size() > 200)  // no key is that long; the edit distance would cost O(length) per key
+    throw config_error(msg(where.empty() ? "" : std::string(where) + ": ", "unknown config key '",
+                           std::string(name.substr(0, 80)), "...' (", name.size(),
+                           " characters; no key is longer than 200); run with --help to list every key"));
   std::string const hint = closest(name, key_names());
   throw config_error(msg(where.empty() ? "" : std::string(where) + ": ", "unknown config key '", std::string(name),
                          "'; did you mean '", hint, "'? (run with --help to list every key)"));
@@ -903,7 +908,7 @@ inline void check_choice(key_info const& k, std::string_view v, std::string_view
   std::string list;
   for (auto c : options) list += (list.empty() ? "" : ", ") + std::string(c);
   throw config_error(msg(where, "key '", k.name, "' = '", std::string(v), "' is not one of: ", list,
-                         "; did you mean '", closest(v, options), "'?"));
+                         v.size() > 200 ? std::string() : msg("; did you mean '", closest(v, options), "'?")));
 }
 
 //! Stores a scalar (or list) value into the key's field, parsing by the key's kind.
@@ -1053,7 +1058,10 @@ inline nlohmann::json value_json(TrainerConfig const& cfg, key_info const& k) {
 
 //! Flattens a JSON object into dotted entries.
 inline void flatten_json(nlohmann::json const& j, std::string const& prefix, std::vector<flat_entry>& out,
-                         std::string_view source) {
+                         std::string_view source, int depth = 0) {
+  if (depth > 16)  // the deepest key has 5 parts; a deeper document is not a config (and must not exhaust the stack)
+    throw format_error(msg(source, ": config nesting deeper than 16 levels at '", prefix.substr(0, 200),
+                           "...'; config keys have at most 5 parts"));
   if (!j.is_object())
     throw format_error(msg(source, ": expected a JSON object of config keys at '", prefix.empty() ? "<root>" : prefix,
                            "', got ", j.type_name()));
@@ -1061,7 +1069,7 @@ inline void flatten_json(nlohmann::json const& j, std::string const& prefix, std
     std::string const key = prefix.empty() ? it.key() : prefix + "." + it.key();
     auto const& v = it.value();
     if (v.is_object()) {
-      flatten_json(v, key, out, source);
+      flatten_json(v, key, out, source, depth + 1);
       continue;
     }
     flat_entry e;
@@ -1070,7 +1078,12 @@ inline void flatten_json(nlohmann::json const& j, std::string const& prefix, std
       e.is_null = true;
     } else if (v.is_array()) {
       e.is_list = true;
-      for (auto const& item : v) e.items.push_back(item.is_string() ? item.get<std::string>() : item.dump());
+      for (auto const& item : v) {
+        if (item.is_structured())
+          throw format_error(msg(source, ": key '", key, "' holds a nested ", item.type_name(),
+                                 " inside its list; list items must be plain values"));
+        e.items.push_back(item.is_string() ? item.get<std::string>() : item.dump());
+      }
     } else if (v.is_string()) {
       e.text = v.get<std::string>();
       e.quoted = true;
@@ -1090,6 +1103,11 @@ inline void apply_entries(TrainerConfig& cfg, std::vector<flat_entry> const& ent
 }
 
 inline std::string read_text_file(std::string const& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw io_error(msg("rlflow config: '", path, "' is a directory, not a config file; pass a .yaml, .yml or .json file to --config"));
+  if (std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec))
+    throw io_error(msg("rlflow config: '", path, "' is not a regular file; pass a .yaml, .yml or .json file to --config"));
   std::ifstream in(path, std::ios::binary);
   if (!in)
     throw io_error(msg("rlflow config: cannot open '", path, "'; check the path given to --config"));
@@ -1134,7 +1152,7 @@ inline void TrainerConfig::apply_text(std::string_view text, std::string_view fo
     nlohmann::json j;
     try {
       j = nlohmann::json::parse(text);
-    } catch (nlohmann::json::parse_error const& e) {
+    } catch (nlohmann::json::exception const& e) {  // parse_error, and out_of_range for numbers beyond a double
       throw format_error(msg(source, ": invalid JSON: ", e.what()));
     }
     apply_json(j, source);
@@ -1265,14 +1283,37 @@ inline std::string config_reference_markdown() {
   return os.str();
 }
 
-//! Every key with its type, default (taken from 'defaults') choices and help: the text of --help.
+namespace detail {
+//! Keys the colocated Trainer accepts (for verl compatibility) but does not act on, with what
+//! rlflow does instead. --help marks them; Trainer rejects a non-default value of most (or
+//! warns where ignoring it is harmless). Remove a row when the key becomes real.
+struct unhonoured_key {
+  std::string_view key;
+  std::string_view instead;
+};
+inline constexpr unhonoured_key trainer_unhonoured_keys[] = {
+    {"actor_rollout_ref.model.vocab_size", "the built-in GPT's vocabulary is the tokenizer's"},
+    {"trainer.device", "the Trainer's Backend option decides the device"},
+    {"trainer.v1.trainer_mode", "the Trainer runs verl's synchronous colocated loop (sync)"},
+};
+inline std::string_view unhonoured_note(std::string_view key) {
+  for (auto const& u : trainer_unhonoured_keys)
+    if (u.key == key) return u.instead;
+  return {};
+}
+}  // namespace detail
+
+//! Every key with its type, default (taken from 'defaults'), choices and help: the text of --help.
 inline std::string config_help(TrainerConfig const& defaults) {
   std::ostringstream os;
-  os << "rlflow configuration keys (override with key=value; load files with --config FILE.{yaml,json}):\n";
+  os << "rlflow configuration keys (override with key=value; load files with --config FILE.{yaml,json}).\n"
+        "Keys marked [not honoured] are accepted for verl compatibility but the Trainer does not act on them:\n"
+        "it rejects a non-default value (or warns where ignoring it is harmless). Every other key is honoured.\n";
   for (auto const& k : detail::config_keys) {
     os << "  " << k.name << " = " << detail::value_text(defaults, k) << "  (" << detail::kind_name(k.kind);
     if (!k.choices.empty()) os << ": " << k.choices;
     os << ")\n      " << k.help << "\n";
+    if (auto const note = detail::unhonoured_note(k.name); !note.empty()) os << "      [not honoured] " << note << "\n";
   }
   return os.str();
 }

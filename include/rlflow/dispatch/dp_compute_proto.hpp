@@ -40,6 +40,11 @@ struct row_traits {
   static T pad(T const& x, std::int64_t p) { return x.padded_repeat_last(p); }
   //! Drops the trailing p rows (a view).
   static T unpad(T const& x, std::int64_t p) { return x.unpad(p); }
+  //! Throws when the container's columns disagree on the row count (DataProto: check_consistency);
+  //! a no-op for types without such a check.
+  static void check(T const& x, const char* where) {
+    if constexpr (requires { x.check_consistency(where); }) x.check_consistency(where);
+  }
 };
 
 //! A type the row modes can split and collect.
@@ -94,6 +99,12 @@ Dist<T> split_rows(T const& x, SplitContext& ctx, bool allow_padding, const char
   using tr = row_traits<T>;
   int const k = Layout::dp_size(ctx.shape);
   std::int64_t const n = tr::size(x);
+  try {
+    tr::check(x, mode);  // a column shorter than the batch would be read past its end when chunked
+  } catch (error const& e) {
+    throw shape_error(msg(ctx.role, "::", ctx.method, " (", mode, "): argument ", ctx.arg_index, ": ", e.what()));
+  }
+  ctx.record_rows(n);
   std::vector<T> chunks;
   if (allow_padding && tr::auto_padding(x)) {
     std::int64_t const p = n % k == 0 ? 0 : k - n % k;

@@ -165,6 +165,8 @@ struct SplitContext {
   bool blocking = true;       //!< whether the driver waits (lets modes borrow driver values)
   std::int64_t pad = -1;      //!< rows of auto-padding added (-1: no padded argument yet)
   std::int64_t padded_from = -1;  //!< row count of the first padded argument, before padding
+  std::int64_t rows = -1;         //!< row count of the first row-container argument (-1: none yet)
+  std::size_t rows_arg = 0;       //!< its position
 
   //! The same value for every rank: borrowed from the driver for blocking calls on lvalues,
   //! otherwise one owned copy (or the moved rvalue) shared by all ranks.
@@ -175,6 +177,18 @@ struct SplitContext {
       return Dist<T>::broadcast(T(a));
     } else {
       return Dist<T>::broadcast(T(std::forward<A>(a)));
+    }
+  }
+  //! Records the row count of a row-container argument; every one of a call must have the same
+  //! number of rows (they are chunked in step), else a shape_error before any worker runs.
+  void record_rows(std::int64_t n) {
+    if (rows >= 0 && rows != n)
+      throw shape_error(msg(role, "::", method, ": argument ", arg_index, " has ", n, " rows but argument ", rows_arg,
+                            " has ", rows, "; the row-container arguments of one call are split together and must have "
+                            "the same number of rows"));
+    if (rows < 0) {
+      rows = n;
+      rows_arg = arg_index;
     }
   }
   //! Records auto-padding of 'n' rows by 'p'; every padded argument must have the same length.

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>                 // the config in the metadata
+#include <rlflow/detail/json_util.hpp>       // json_preview
 #include <rlflow/error.hpp>                  // config_error, format_error
 #include <rlflow/model/gpt.hpp>              // GPTConfig, ParamLayout
 #include <rlflow/engine/safetensors.hpp>     // save, File
@@ -34,20 +35,38 @@ inline void check_config(safetensors::File const& f, model::GPTConfig const& wan
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(it->second);
-    model::GPTConfig got;
-    got.vocab_size = j.at("vocab_size").get<int>();
-    got.max_seq_len = j.at("max_seq_len").get<int>();
-    got.n_layer = j.at("n_layer").get<int>();
-    got.n_head = j.at("n_head").get<int>();
-    got.n_embd = j.at("n_embd").get<int>();
-    got.value_head = j.at("value_head").get<bool>();
-    got.seed = want.seed;
-    if (!(got == want))
-      throw config_error(msg("rlflow::engine: ", f.path(), " holds a model with config ", it->second,
-                             " but the engine was built with ", config_json(want), "; build the engine with the file's GPTConfig"));
   } catch (nlohmann::json::exception const& e) {
     throw format_error(msg("rlflow::engine: ", f.path(), " has malformed 'rlflow.gpt_config' metadata (", e.what(), ")"));
   }
+  if (!j.is_object())
+    throw format_error(msg("rlflow::engine: ", f.path(), " has 'rlflow.gpt_config' metadata that is not a JSON object"));
+  // every field an integer in range (a float read as int would be undefined behaviour)
+  auto const int_field = [&](const char* name, std::int64_t lo) -> int {
+    auto it2 = j.find(name);
+    if (it2 == j.end() || !it2->is_number_integer())
+      throw format_error(msg("rlflow::engine: ", f.path(), ": 'rlflow.gpt_config' field '", name, "' is ",
+                             it2 == j.end() ? std::string("missing") : rlflow::detail::json_preview(*it2), "; expected an integer"));
+    if (it2->is_number_unsigned() ? it2->get<std::uint64_t>() > 0x7fffffffull
+                                  : (it2->get<std::int64_t>() < lo || it2->get<std::int64_t>() > 0x7fffffffll))
+      throw format_error(msg("rlflow::engine: ", f.path(), ": 'rlflow.gpt_config' field '", name, "' = ", rlflow::detail::json_preview(*it2),
+                             " is out of range [", lo, ", 2147483647]"));
+    return static_cast<int>(it2->get<std::int64_t>());
+  };
+  model::GPTConfig got;
+  got.vocab_size = int_field("vocab_size", 1);
+  got.max_seq_len = int_field("max_seq_len", 1);
+  got.n_layer = int_field("n_layer", 1);
+  got.n_head = int_field("n_head", 1);
+  got.n_embd = int_field("n_embd", 1);
+  auto vh = j.find("value_head");
+  if (vh == j.end() || !vh->is_boolean())
+    throw format_error(msg("rlflow::engine: ", f.path(), ": 'rlflow.gpt_config' field 'value_head' is ",
+                           vh == j.end() ? std::string("missing") : rlflow::detail::json_preview(*vh), "; expected true or false"));
+  got.value_head = vh->get<bool>();
+  got.seed = want.seed;
+  if (!(got == want))
+    throw config_error(msg("rlflow::engine: ", f.path(), " holds a model with config ", it->second,
+                           " but the engine was built with ", config_json(want), "; build the engine with the file's GPTConfig"));
 }
 inline std::span<std::byte const> as_bytes(std::span<float const> s) { return std::as_bytes(s); }
 //! Copies tensor 'name' (float32 of the given shape) out of f into dst; throws format_error on mismatch.

@@ -2,7 +2,10 @@
 // header length, JSON header, then the raw little-endian tensors), readable by the safetensors,
 // PyTorch and numpy tooling. Defines TensorRecord, save (atomic: temp file + fsync + rename) and
 // File (the whole file read and validated before any tensor is handed out). Adds one metadata
-// entry, "rlflow.fnv1a64", a checksum of the data section, so corrupt bytes are caught too.
+// entry, "rlflow.fnv1a64", a checksum of the data section, so corrupt bytes are caught too, and
+// "rlflow.index_fnv1a64", a checksum of the tensor index (names, dtypes, shapes, offsets), so an
+// edited header (e.g. two same-shape tensors' offsets swapped) is caught; files of other writers
+// (or older rlflow files without the entry) are checked structurally only.
 // Does not memory-map; assumes a little-endian host (x86-64, aarch64).
 #pragma once
 #include <algorithm>    // std::sort
@@ -12,6 +15,7 @@
 #include <cstdio>       // std::FILE for reading
 #include <cstring>      // std::strerror, std::memcpy
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <span>
 #include <string>
@@ -21,6 +25,7 @@
 #include <unistd.h>     // write, fsync, close, getpid
 
 #include <nlohmann/json.hpp>    // the JSON header
+#include <rlflow/detail/json_util.hpp>  // json_preview
 #include <rlflow/error.hpp>     // format_error, io_error, key_error
 #include <rlflow/tensor.hpp>    // DType, dtype_size
 
@@ -79,6 +84,39 @@ inline std::size_t numel(std::vector<std::int64_t> const& shape) {
   for (auto d : shape) n *= static_cast<std::size_t>(d);
   return n;
 }
+//! numel * element size, or false when a dimension is negative or the product overflows.
+inline bool checked_nbytes(std::vector<std::int64_t> const& shape, std::size_t elem, std::size_t& out) {
+  std::size_t n = elem;
+  for (auto d : shape) {
+    if (d < 0 || __builtin_mul_overflow(n, static_cast<std::size_t>(d), &n)) return false;
+  }
+  out = n;
+  return true;
+}
+//! FNV-1a over the tensor index (name, dtype, shape, offsets of every tensor, in name order), so
+//! a header whose offsets were swapped between two same-shape tensors fails the checksum.
+inline std::uint64_t index_hash(std::uint64_t h, std::string const& name, char const* dtype, std::vector<std::int64_t> const& shape,
+                                std::size_t begin, std::size_t end) {
+  auto const mix = [&h](void const* p, std::size_t n) {
+    auto const* c = static_cast<unsigned char const*>(p);
+    for (std::size_t i = 0; i < n; ++i) h = (h ^ c[i]) * 0x100000001b3ull;
+  };
+  std::uint64_t const len = name.size();
+  mix(&len, 8);
+  mix(name.data(), name.size());
+  mix(dtype, std::strlen(dtype) + 1);
+  std::uint64_t const rank = shape.size();
+  mix(&rank, 8);
+  for (auto d : shape) mix(&d, 8);
+  std::uint64_t const be[2] = {begin, end};
+  mix(be, 16);
+  return h;
+}
+inline std::string hex64(std::uint64_t h) {
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  return hex;
+}
 }  // namespace detail
 
 //! Writes tensors (in the given order) and string metadata to 'path' atomically: the bytes go to
@@ -89,21 +127,27 @@ inline void save(std::filesystem::path const& path, std::vector<TensorRecord> co
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
   std::size_t offset = 0;
   std::uint64_t h = 0xcbf29ce484222325ull;
+  std::map<std::string, std::pair<TensorRecord const*, std::size_t>> index;  // name -> (record, offset)
   for (auto const& t : tensors) {
     if (t.name.empty() || t.name == "__metadata__")
       throw key_error(msg("rlflow::safetensors::save: invalid tensor name '", t.name, "'"));
     if (header.contains(t.name)) throw key_error(msg("rlflow::safetensors::save: tensor '", t.name, "' appears twice"));
-    std::size_t const nbytes = detail::numel(t.shape) * dtype_size(t.dtype);
+    std::size_t nbytes = 0;
+    if (!detail::checked_nbytes(t.shape, dtype_size(t.dtype), nbytes))
+      throw shape_error(msg("rlflow::safetensors::save: tensor '", t.name, "' has a negative dimension or a shape whose size overflows"));
     if (nbytes != t.bytes.size())
       throw shape_error(msg("rlflow::safetensors::save: tensor '", t.name, "' has ", t.bytes.size(), " bytes but its shape and ",
                             dtype_name(t.dtype), " need ", nbytes));
     header[t.name] = {{"dtype", dtype_code(t.dtype)}, {"shape", t.shape}, {"data_offsets", {offset, offset + nbytes}}};
+    index[t.name] = {&t, offset};
     offset += nbytes;
     for (std::byte b : t.bytes) h = (h ^ static_cast<std::uint64_t>(b)) * 0x100000001b3ull;
   }
-  char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
-  metadata["rlflow.fnv1a64"] = hex;
+  metadata["rlflow.fnv1a64"] = detail::hex64(h);
+  std::uint64_t ih = 0xcbf29ce484222325ull;
+  for (auto const& [name, rec] : index)
+    ih = detail::index_hash(ih, name, dtype_code(rec.first->dtype), rec.first->shape, rec.second, rec.second + rec.first->bytes.size());
+  metadata["rlflow.index_fnv1a64"] = detail::hex64(ih);
   nlohmann::ordered_json meta = nlohmann::ordered_json::object();
   for (auto const& [k, v] : metadata) meta[k] = v;
   nlohmann::ordered_json full = nlohmann::ordered_json::object();
@@ -164,6 +208,9 @@ class File {
   static File load(std::filesystem::path const& path) {
     File f;
     f.path_ = path.string();
+    std::error_code ec;
+    if (std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec))
+      throw io_error(msg("rlflow::safetensors::File::load: ", f.path_, " is not a regular file (a directory?); pass the .safetensors file"));
     std::FILE* fp = std::fopen(path.c_str(), "rb");
     if (!fp) throw io_error(msg("rlflow::safetensors::File::load: cannot open ", f.path_, ": ", detail::errno_text()));
     std::fseek(fp, 0, SEEK_END);
@@ -173,6 +220,16 @@ class File {
     std::size_t const got = f.bytes_.empty() ? 0 : std::fread(f.bytes_.data(), 1, f.bytes_.size(), fp);
     std::fclose(fp);
     if (size < 0 || got != f.bytes_.size()) throw io_error(msg("rlflow::safetensors::File::load: reading ", f.path_, " failed"));
+    f.parse();
+    return f;
+  }
+
+  //! Validates an in-memory image of a safetensors file ('name' is used in messages), exactly as
+  //! load() validates a file's bytes.
+  static File from_bytes(std::vector<std::byte> bytes, std::string name = "<memory>") {
+    File f;
+    f.path_ = std::move(name);
+    f.bytes_ = std::move(bytes);
     f.parse();
     return f;
   }
@@ -232,12 +289,17 @@ class File {
         fail(msg("tensor '", it.key(), "' lacks dtype, shape or data_offsets"));
       Info info;
       if (!e["dtype"].is_string() || !dtype_from_code(e["dtype"].get<std::string>(), info.dtype))
-        fail(msg("tensor '", it.key(), "' has an unsupported dtype ", e["dtype"].dump()));
+        fail(msg("tensor '", it.key(), "' has an unsupported dtype ", rlflow::detail::json_preview(e["dtype"])));
       if (!e["shape"].is_array()) fail(msg("tensor '", it.key(), "' has a shape that is not an array"));
       for (auto const& d : e["shape"]) {
         if (!d.is_number_unsigned()) fail(msg("tensor '", it.key(), "' has a negative or non-integer dimension"));
+        if (d.get<std::uint64_t>() > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
+          fail(msg("tensor '", it.key(), "' has a dimension ", rlflow::detail::json_preview(d), " beyond the int64 range"));
         info.shape.push_back(d.get<std::int64_t>());
       }
+      std::size_t need = 0;
+      if (!detail::checked_nbytes(info.shape, dtype_size(info.dtype), need))
+        fail(msg("tensor '", it.key(), "' has a shape whose byte size overflows 64 bits"));
       auto const& off = e["data_offsets"];
       if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() || !off[1].is_number_unsigned())
         fail(msg("tensor '", it.key(), "' has malformed data_offsets"));
@@ -246,9 +308,8 @@ class File {
       if (info.end < info.begin || info.end > size - data_start_)
         fail(msg("tensor '", it.key(), "' spans bytes [", info.begin, ", ", info.end, ") but the data section has ",
                  size - data_start_));
-      if (info.end - info.begin != detail::numel(info.shape) * dtype_size(info.dtype))
-        fail(msg("tensor '", it.key(), "' has ", info.end - info.begin, " bytes but its shape needs ",
-                 detail::numel(info.shape) * dtype_size(info.dtype)));
+      if (info.end - info.begin != need)
+        fail(msg("tensor '", it.key(), "' has ", info.end - info.begin, " bytes but its shape needs ", need));
       ranges.push_back({info.begin, info.end});
       info_[it.key()] = std::move(info);
     }
@@ -264,6 +325,13 @@ class File {
       std::snprintf(hex, sizeof hex, "%016llx",
                     static_cast<unsigned long long>(fnv1a64({bytes_.data() + data_start_, size - data_start_})));
       if (it->second != hex) fail(msg("the data checksum is ", hex, " but the header records ", it->second));
+    }
+    if (auto it = meta_.find("rlflow.index_fnv1a64"); it != meta_.end()) {
+      std::uint64_t ih = 0xcbf29ce484222325ull;
+      for (auto const& [name, i] : info_) ih = detail::index_hash(ih, name, dtype_code(i.dtype), i.shape, i.begin, i.end);
+      if (it->second != detail::hex64(ih))
+        fail(msg("the tensor index checksum is ", detail::hex64(ih), " but the header records ", it->second,
+                 " (names, dtypes, shapes or offsets were edited)"));
     }
   }
 

@@ -1,0 +1,233 @@
+// tests/fuzz/fuzz_driver.hpp: the shared harness of rlflow's fuzz targets (issue 13). A target
+// defines
+//   std::vector<std::string> fuzz_seeds();                 // valid inputs built through the API
+//   rlflow::fuzz::outcome fuzz_one(std::string_view in);  // may throw rlflow::error
+// and includes this header once. Every input ends in one of: accepted, a clean rlflow::error, a
+// silent accept (accepted although it should not have been: the target's own law, e.g. data that
+// changed while its checksum still passed), or a bug: a foreign exception (abort) or a sanitizer
+// report (crash). Built two ways:
+//  - with clang -fsanitize=fuzzer: libFuzzer drives LLVMFuzzerTestOneInput ('make fuzz');
+//  - with RLFLOW_FUZZ_STANDALONE: a main() runs the seeds, the files of --corpus folders (the
+//    checked-in regression corpus of minimised crashers), then --runs seeded mutations of them
+//    (bit flips, byte sets, inserts, deletes, splices, interesting integers); used under ASan +
+//    UBSan by CTest. --write-seeds DIR writes the seeds for libFuzzer.
+// Both print "fuzz <target>: runs R, accepted A, clean errors E, silent accepts S" at exit.
+#pragma once
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <rlflow/error.hpp>
+
+#ifndef RLFLOW_FUZZ_NAME
+#error "define RLFLOW_FUZZ_NAME before including fuzz_driver.hpp"
+#endif
+
+namespace rlflow::fuzz {
+
+enum class outcome { accepted, silent_accept };
+
+struct Stats {
+  std::uint64_t runs = 0, accepted = 0, clean_errors = 0, silent_accepts = 0;
+};
+inline Stats& stats() {
+  static Stats s;
+  return s;
+}
+inline std::string& last_input() {
+  static std::string s;
+  return s;
+}
+inline void print_stats() {
+  auto const& s = stats();
+  std::fprintf(stderr, "fuzz %s: runs %llu, accepted %llu, clean errors %llu, silent accepts %llu\n", RLFLOW_FUZZ_NAME,
+               static_cast<unsigned long long>(s.runs), static_cast<unsigned long long>(s.accepted),
+               static_cast<unsigned long long>(s.clean_errors), static_cast<unsigned long long>(s.silent_accepts));
+}
+//! Writes the input being processed to ./fuzz-crash-<target>-<hash> (standalone mode; libFuzzer
+//! writes its own crash-<sha1> files).
+inline void save_last_input() {
+#ifdef RLFLOW_FUZZ_STANDALONE
+  std::uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : last_input()) h = (h ^ c) * 1099511628211ull;
+  char name[128];
+  std::snprintf(name, sizeof name, "fuzz-crash-%s-%016llx", RLFLOW_FUZZ_NAME, static_cast<unsigned long long>(h));
+  if (std::FILE* f = std::fopen(name, "wb")) {
+    std::fwrite(last_input().data(), 1, last_input().size(), f);
+    std::fclose(f);
+    std::fprintf(stderr, "fuzz %s: the failing input is in %s\n", RLFLOW_FUZZ_NAME, name);
+  }
+#endif
+}
+
+}  // namespace rlflow::fuzz
+
+std::vector<std::string> fuzz_seeds();
+rlflow::fuzz::outcome fuzz_one(std::string_view in);
+
+namespace rlflow::fuzz {
+inline void run_one(std::string_view in) {
+  ++stats().runs;
+#ifdef RLFLOW_FUZZ_STANDALONE
+  last_input().assign(in);
+#endif
+  try {
+    if (fuzz_one(in) == outcome::silent_accept) {
+      ++stats().silent_accepts;
+      std::fprintf(stderr, "fuzz %s: SILENT ACCEPT\n", RLFLOW_FUZZ_NAME);
+      last_input().assign(in);
+      save_last_input();
+    } else {
+      ++stats().accepted;
+    }
+  } catch (rlflow::error const&) {
+    ++stats().clean_errors;
+  } catch (std::exception const& e) {
+    std::fprintf(stderr, "fuzz %s: foreign exception (not rlflow::error): %s\n", RLFLOW_FUZZ_NAME, e.what());
+    last_input().assign(in);
+    save_last_input();
+    std::abort();
+  }
+}
+}  // namespace rlflow::fuzz
+
+extern "C" void __sanitizer_set_death_callback(void (*)(void)) __attribute__((weak));
+
+#ifndef RLFLOW_FUZZ_STANDALONE
+//! RLFLOW_FUZZ_WRITE_SEEDS=DIR: write the target's seeds into DIR and exit (make fuzz).
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  if (char const* dir = std::getenv("RLFLOW_FUZZ_WRITE_SEEDS")) {
+    auto const seeds = fuzz_seeds();
+    std::filesystem::create_directories(dir);
+    for (std::size_t i = 0; i < seeds.size(); ++i)
+      std::ofstream(std::filesystem::path(dir) / ("seed-" + std::to_string(i)), std::ios::binary) << seeds[i];
+    std::fprintf(stderr, "fuzz %s: wrote %zu seeds to %s\n", RLFLOW_FUZZ_NAME, seeds.size(), dir);
+    std::exit(0);
+  }
+  std::atexit(rlflow::fuzz::print_stats);
+  return 0;
+}
+extern "C" int LLVMFuzzerTestOneInput(std::uint8_t const* data, std::size_t size) {
+  rlflow::fuzz::run_one(std::string_view(reinterpret_cast<char const*>(data), size));
+  return 0;
+}
+#else
+namespace rlflow::fuzz {
+//! One random edit of 'x' (libFuzzer's basic mutations), splicing from 'other'.
+inline void mutate(std::string& x, std::string const& other, std::mt19937_64& rng) {
+  auto pick = [&](std::size_t n) { return n == 0 ? std::size_t{0} : static_cast<std::size_t>(rng() % n); };
+  int const edits = 1 + static_cast<int>(rng() % 4);
+  for (int e = 0; e < edits; ++e) {
+    switch (rng() % 8) {
+      case 0:  // flip a bit
+        if (!x.empty()) x[pick(x.size())] ^= static_cast<char>(1u << (rng() % 8));
+        break;
+      case 1:  // set a byte
+        if (!x.empty()) x[pick(x.size())] = static_cast<char>(rng());
+        break;
+      case 2:  // insert bytes
+        x.insert(pick(x.size() + 1), std::string(1 + pick(8), static_cast<char>(rng())));
+        break;
+      case 3:  // delete a range
+        if (!x.empty()) {
+          auto const at = pick(x.size());
+          x.erase(at, 1 + pick(std::min<std::size_t>(16, x.size() - at)));
+        }
+        break;
+      case 4: {  // splice a piece of another input
+        if (other.empty()) break;
+        auto const at = pick(other.size());
+        x.insert(pick(x.size() + 1), other.substr(at, 1 + pick(std::min<std::size_t>(32, other.size() - at))));
+        break;
+      }
+      case 5: {  // an interesting integer, little-endian, over 1/2/4/8 bytes
+        static constexpr std::uint64_t vals[] = {0, 1, 0x7f, 0x80, 0xff, 0x7fff, 0xffff, 0x7fffffff, 0xffffffff,
+                                                 0x7fffffffffffffffull, 0xffffffffffffffffull, 0x8000000000000000ull};
+        std::uint64_t const v = vals[rng() % (sizeof vals / sizeof vals[0])];
+        std::size_t const w = std::size_t{1} << (rng() % 4);
+        if (x.size() < w) break;
+        auto const at = pick(x.size() - w + 1);
+        for (std::size_t i = 0; i < w; ++i) x[at + i] = static_cast<char>(v >> (8 * i));
+        break;
+      }
+      case 6: {  // an interesting token (text formats)
+        static char const* toks[] = {"-1", "1e999", "9223372036854775808", "null", "[", "{", "}", "]", "\"", ":", ",",
+                                     "  ", "\n", "1.5", "true", "\xff", "\\u0000", "99999999999999999999", "0x10", "-"};
+        x.insert(pick(x.size() + 1), toks[rng() % (sizeof toks / sizeof toks[0])]);
+        break;
+      }
+      default:  // duplicate a range
+        if (!x.empty()) {
+          auto const at = pick(x.size());
+          x.insert(pick(x.size() + 1), x.substr(at, 1 + pick(std::min<std::size_t>(16, x.size() - at))));
+        }
+    }
+  }
+  if (x.size() > (1u << 20)) x.resize(1u << 20);
+}
+}  // namespace rlflow::fuzz
+
+int main(int argc, char** argv) {
+  namespace fs = std::filesystem;
+  using namespace rlflow::fuzz;
+  std::uint64_t runs = 10000, seed = 1;
+  std::vector<std::string> corpus_dirs;
+  std::string write_seeds;
+  for (int i = 1; i < argc; ++i) {
+    std::string_view const a = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "%s needs a value\n", argv[i]);
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (a == "--runs") runs = std::stoull(next());
+    else if (a == "--seed") seed = std::stoull(next());
+    else if (a == "--corpus") corpus_dirs.push_back(next());
+    else if (a == "--write-seeds") write_seeds = next();
+    else {
+      std::fprintf(stderr, "usage: %s [--runs N] [--seed S] [--corpus DIR]... [--write-seeds DIR]\n", argv[0]);
+      return 2;
+    }
+  }
+  if (__sanitizer_set_death_callback) __sanitizer_set_death_callback(save_last_input);
+  std::vector<std::string> pool = fuzz_seeds();
+  if (!write_seeds.empty()) {
+    fs::create_directories(write_seeds);
+    for (std::size_t i = 0; i < pool.size(); ++i)
+      std::ofstream(fs::path(write_seeds) / ("seed-" + std::to_string(i)), std::ios::binary) << pool[i];
+    std::fprintf(stderr, "fuzz %s: wrote %zu seeds to %s\n", RLFLOW_FUZZ_NAME, pool.size(), write_seeds.c_str());
+    return 0;
+  }
+  for (auto const& d : corpus_dirs) {
+    if (!fs::is_directory(d)) continue;
+    std::vector<fs::path> files;
+    for (auto const& e : fs::directory_iterator(d))
+      if (e.is_regular_file()) files.push_back(e.path());
+    std::sort(files.begin(), files.end());
+    for (auto const& f : files) {
+      std::ifstream in(f, std::ios::binary);
+      pool.emplace_back(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    }
+  }
+  for (auto const& x : pool) run_one(x);
+  std::mt19937_64 rng(seed);
+  for (std::uint64_t r = 0; r < runs && !pool.empty(); ++r) {
+    std::string x = pool[rng() % pool.size()];
+    mutate(x, pool[rng() % pool.size()], rng);
+    run_one(x);
+  }
+  print_stats();
+  return stats().silent_accepts == 0 ? 0 : 1;
+}
+#endif

@@ -1,0 +1,229 @@
+// Checkpoint metadata is validated field by field (issue 13, class 2): MANIFEST.json,
+// latest_checkpointed_iteration.txt, the GPT config stored in safetensors metadata, and the
+// safetensors tensor index (names, shapes, offsets) under its own checksum.
+#include <catch2/catch.hpp>
+
+#include <rlflow/checkpoint.hpp>
+#include <rlflow/engine/checkpoint.hpp>
+#include <rlflow/engine/safetensors.hpp>
+
+#include <fstream>
+#include <functional>
+#include <sys/wait.h>
+#include <random>
+#include <unistd.h>
+
+using namespace rlflow;
+namespace fs = std::filesystem;
+namespace st = rlflow::engine::safetensors;
+
+namespace {
+fs::path fresh_dir(std::string const& name) {
+  auto p = fs::temp_directory_path() / ("rlflow_hardening_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(p);
+  fs::create_directories(p);
+  return p;
+}
+std::string slurp(fs::path const& p) {
+  auto b = rlflow::detail::read_all(p);
+  return {b.begin(), b.end()};
+}
+void put(fs::path const& p, std::string const& s) { rlflow::detail::write_all(p, s.data(), s.size()); }
+
+//! A committed two-file checkpoint at root/global_step_7.
+fs::path make_checkpoint(fs::path const& root) {
+  CheckpointWriter w(root, 7);
+  w.write("a.bin", "hello");
+  w.write("trainer_state.json", "{}");
+  return w.commit();
+}
+
+//! Rewrites MANIFEST.json through a JSON edit.
+template <class F>
+void edit_manifest(fs::path const& dir, F&& f) {
+  auto j = nlohmann::json::parse(slurp(dir / "MANIFEST.json"));
+  f(j);
+  put(dir / "MANIFEST.json", j.dump());
+}
+}  // namespace
+
+TEST_CASE("a valid checkpoint verifies and its manifest reads back", "[hardening][checkpoint]") {
+  auto root = fresh_dir("ok");
+  auto dir = make_checkpoint(root);
+  REQUIRE(verify_checkpoint(dir, {"a.bin", "trainer_state.json"}) == dir);
+  auto m = read_checkpoint_manifest(dir);
+  REQUIRE(m.step == 7);
+  REQUIRE(m.files.size() == 2);
+  REQUIRE(m.files.at("a.bin").first == 5);
+  REQUIRE(latest_checkpoint_step(root) == 7);
+  fs::remove_all(root);
+}
+
+TEST_CASE("every damaged manifest field is a format_error naming the file and the field", "[hardening][checkpoint]") {
+  auto root = fresh_dir("manifest");
+  auto dir = make_checkpoint(root);
+  auto const original = slurp(dir / "MANIFEST.json");
+  struct Case {
+    const char* what;
+    std::function<void(nlohmann::json&)> edit;
+    const char* expect;
+  };
+  std::vector<Case> cases = {
+      {"float step", [](auto& j) { j["step"] = 7.5; }, "'step' must be an integer"},
+      {"huge float step", [](auto& j) { j["step"] = 1e300; }, "'step' must be an integer"},
+      {"negative step", [](auto& j) { j["step"] = -1; }, "'step' = -1 is out of range"},
+      {"step of another directory", [](auto& j) { j["step"] = 8; }, "but the directory is 'global_step_7'"},
+      {"string version", [](auto& j) { j["version"] = "1"; }, "'version' must be an integer"},
+      {"future version", [](auto& j) { j["version"] = 2; }, "'version' = 2"},
+      {"wrong format", [](auto& j) { j["format"] = "other"; }, "field 'format'"},
+      {"no format", [](auto& j) { j.erase("format"); }, "lacks the field 'format'"},
+      {"files missing", [](auto& j) { j.erase("files"); }, "lacks the field 'files'"},
+      {"no files listed", [](auto& j) { j["files"] = nlohmann::json::object(); }, "verifies nothing"},
+      {"files is a list", [](auto& j) { j["files"] = nlohmann::json::array({1}); }, "non-empty object"},
+      {"float size", [](auto& j) { j["files"]["a.bin"]["size"] = 5.0; }, "'size' must be an integer"},
+      {"negative size", [](auto& j) { j["files"]["a.bin"]["size"] = -5; }, "'size' = -5 is out of range"},
+      {"crc above 32 bits", [](auto& j) { j["files"]["a.bin"]["crc32"] = 1ull << 40; }, "out of range"},
+      {"crc as a string", [](auto& j) { j["files"]["a.bin"]["crc32"] = "x"; }, "'crc32' must be an integer"},
+      {"file entry not an object", [](auto& j) { j["files"]["a.bin"] = 3; }, "expected a JSON object"},
+      {"path traversal", [](auto& j) { j["files"]["../a.bin"] = j["files"]["a.bin"]; }, "not a plain file name"},
+      {"manifest is an array", [](auto& j) { j = nlohmann::json::array(); }, "expected a JSON object"},
+  };
+  for (auto const& c : cases) {
+    INFO(c.what);
+    put(dir / "MANIFEST.json", original);
+    edit_manifest(dir, c.edit);
+    REQUIRE_THROWS_AS(verify_checkpoint(dir), format_error);
+    REQUIRE_THROWS_WITH(verify_checkpoint(dir), Catch::Contains(c.expect) && Catch::Contains("MANIFEST.json"));
+  }
+  // bytes that are not JSON at all
+  put(dir / "MANIFEST.json", "{\"format\": \"rlflow-checkpoint\", ");
+  REQUIRE_THROWS_AS(verify_checkpoint(dir), format_error);
+  put(dir / "MANIFEST.json", std::string("\xff\xfe\x00\x01", 4));
+  REQUIRE_THROWS_AS(verify_checkpoint(dir), format_error);
+  // a required file that the manifest does not list
+  put(dir / "MANIFEST.json", original);
+  REQUIRE_THROWS_WITH(verify_checkpoint(dir, {"actor.safetensors"}), Catch::Contains("does not list 'actor.safetensors'"));
+  fs::remove_all(root);
+}
+
+TEST_CASE("the tracker file holds one step number or is a format_error", "[hardening][checkpoint]") {
+  auto root = fresh_dir("tracker");
+  auto const tracker = root / checkpoint_tracker_file;
+  for (std::string bad : {"", "abc", "-3", "12abc", "1 2", "99999999999999999999", "1e3", "0x10", "3.0"}) {
+    INFO("content '" << bad << "'");
+    put(tracker, bad);
+    REQUIRE_THROWS_AS(latest_checkpoint_step(root), format_error);
+  }
+  put(tracker, " 12\n");
+  REQUIRE(latest_checkpoint_step(root) == 12);
+  fs::remove_all(root);
+}
+
+TEST_CASE("temporary folders of a killed writer are removed, a live writer's are kept", "[hardening][checkpoint]") {
+  auto root = fresh_dir("stale");
+  pid_t dead = ::fork();  // a pid that surely no longer runs
+  if (dead == 0) ::_exit(0);
+  int status = 0;
+  ::waitpid(dead, &status, 0);
+  auto const stale_dir = root / (".tmp_global_step_4_" + std::to_string(dead));
+  auto const stale_file = root / ("metrics.jsonl.tmp." + std::to_string(dead));
+  auto const live_dir = root / ".tmp_global_step_5_1";  // pid 1 runs (init)
+  fs::create_directories(stale_dir);
+  put(stale_dir / "actor.safetensors", "partial");
+  put(stale_file, "partial");
+  fs::create_directories(live_dir);
+  auto const keep = root / "notes.tmp.txt";
+  put(keep, "user file");
+  REQUIRE(remove_stale_checkpoint_temps(root) == 2);
+  REQUIRE(!fs::exists(stale_dir));
+  REQUIRE(!fs::exists(stale_file));
+  REQUIRE(fs::exists(live_dir));
+  REQUIRE(fs::exists(keep));
+  fs::remove_all(root);
+}
+
+TEST_CASE("prune_checkpoints keeps the newest K and the tracked one", "[hardening][checkpoint]") {
+  auto root = fresh_dir("prune");
+  for (int s : {2, 4, 6, 8}) {
+    CheckpointWriter w(root, s);
+    w.write("x", "1");
+    w.commit();
+  }
+  prune_checkpoints(root, 2);
+  REQUIRE(checkpoint_steps(root) == std::vector<std::int64_t>{6, 8});
+  prune_checkpoints(root, 1);
+  REQUIRE(checkpoint_steps(root) == std::vector<std::int64_t>{8});
+  fs::remove_all(root);
+}
+
+namespace {
+model::GPTConfig tiny_gpt() {
+  model::GPTConfig c;
+  c.vocab_size = 8;
+  c.max_seq_len = 8;
+  c.n_layer = 1;
+  c.n_head = 2;
+  c.n_embd = 8;
+  return c;
+}
+//! Rewrites the JSON header of a safetensors file (keeps the data section).
+template <class F>
+void edit_header(fs::path const& p, F&& f) {
+  auto bytes = slurp(p);
+  std::uint64_t n = 0;
+  for (int i = 0; i < 8; ++i) n |= std::uint64_t(static_cast<unsigned char>(bytes[static_cast<std::size_t>(i)])) << (8 * i);
+  auto h = nlohmann::ordered_json::parse(bytes.substr(8, n));
+  f(h);
+  std::string text = h.dump();
+  while (text.size() % 8) text.push_back(' ');
+  std::string out(8, '\0');
+  for (int i = 0; i < 8; ++i) out[static_cast<std::size_t>(i)] = static_cast<char>(text.size() >> (8 * i));
+  put(p, out + text + bytes.substr(8 + n));
+}
+}  // namespace
+
+TEST_CASE("a GPT config in the metadata with floats or out-of-range integers is a format_error", "[hardening][checkpoint]") {
+  auto root = fresh_dir("gptcfg");
+  auto const cfg = tiny_gpt();
+  model::ParamLayout lay(cfg);
+  std::vector<float> w(lay.size(), 0.5f);
+  auto const p = root / "w.safetensors";
+  for (auto bad : {R"({"vocab_size":8.5,"max_seq_len":8,"n_layer":1,"n_head":2,"n_embd":8,"value_head":false})",
+                   R"({"vocab_size":1e300,"max_seq_len":8,"n_layer":1,"n_head":2,"n_embd":8,"value_head":false})",
+                   R"({"vocab_size":4294967304,"max_seq_len":8,"n_layer":1,"n_head":2,"n_embd":8,"value_head":false})",
+                   R"({"vocab_size":-8,"max_seq_len":8,"n_layer":1,"n_head":2,"n_embd":8,"value_head":false})",
+                   R"({"vocab_size":8,"max_seq_len":8,"n_layer":1,"n_head":2,"n_embd":8,"value_head":1})",
+                   R"({"vocab_size":8,"max_seq_len":8,"n_layer":1,"n_head":2,"n_embd":8})", R"([1,2])", R"(nope)"}) {
+    INFO(bad);
+    engine::save_weights(p, cfg, w);
+    edit_header(p, [&](auto& h) {
+      h["__metadata__"]["rlflow.gpt_config"] = bad;
+      h["__metadata__"].erase("rlflow.index_fnv1a64");
+    });
+    REQUIRE_THROWS_AS(engine::load_weights(p, cfg), format_error);
+  }
+  fs::remove_all(root);
+}
+
+TEST_CASE("safetensors: swapped offsets of two same-shape tensors fail the index checksum", "[hardening][safetensors]") {
+  auto root = fresh_dir("swap");
+  auto const p = root / "t.safetensors";
+  std::vector<float> a{1, 2, 3, 4}, b{5, 6, 7, 8};
+  st::save(p, {{"a", DType::float32, {4}, std::as_bytes(std::span<float const>(a))},
+               {"b", DType::float32, {4}, std::as_bytes(std::span<float const>(b))}});
+  REQUIRE(st::File::load(p).bytes("a").size() == 16);
+  edit_header(p, [](auto& h) { std::swap(h["a"]["data_offsets"], h["b"]["data_offsets"]); });
+  REQUIRE_THROWS_WITH(st::File::load(p), Catch::Contains("index checksum"));
+  // shapes that overflow numel are rejected before any size arithmetic
+  st::save(p, {{"a", DType::float32, {4}, std::as_bytes(std::span<float const>(a))}});
+  edit_header(p, [](auto& h) {
+    h["a"]["shape"] = {1ull << 62, 1ull << 62, 4};
+    h["__metadata__"].erase("rlflow.index_fnv1a64");
+  });
+  REQUIRE_THROWS_WITH(st::File::load(p), Catch::Contains("overflows"));
+  edit_header(p, [](auto& h) { h["a"]["shape"] = {18446744073709551615ull}; });
+  REQUIRE_THROWS_AS(st::File::load(p), format_error);
+  // a directory is not a file
+  REQUIRE_THROWS_AS(st::File::load(root), io_error);
+  fs::remove_all(root);
+}
