@@ -280,19 +280,19 @@ TEST_CASE("a killed writer's temporary folders go when a Trainer starts, and old
 
 TEST_CASE("config keys the Trainer does not honour are errors or warnings naming them", "[hardening][trainer][config]") {
   auto dir = fresh_dir("honour");
-  auto const rejects = [&](std::string const& key_value, std::string const& key) {
+  auto const rejects = [&](std::string const& key_value, std::string const& key, std::string const& why) {
     INFO(key_value);
     auto cfg = tiny_config(dir);
     cfg.apply_overrides({key_value});
     REQUIRE_THROWS_AS((GRPOTrainer(cfg, dataset(), task.charset(), quiet())), config_error);
-    REQUIRE_THROWS_WITH((GRPOTrainer(cfg, dataset(), task.charset(), quiet())),
-                        Catch::Contains(key) && Catch::Contains("not honoured"));
+    REQUIRE_THROWS_WITH((GRPOTrainer(cfg, dataset(), task.charset(), quiet())), Catch::Contains(key) && Catch::Contains(why));
   };
-  rejects("actor_rollout_ref.model.path=/models/qwen", "actor_rollout_ref.model.path");
-  rejects("data.train_files=train.parquet", "data.train_files");
-  rejects("trainer.test_freq=5", "trainer.test_freq");
-  rejects("trainer.v1.trainer_mode=colocate_async", "trainer.v1.trainer_mode");
-  rejects("actor_rollout_ref.model.vocab_size=1000", "actor_rollout_ref.model.vocab_size");
+  // keys only Trainer(cfg) reads (model and data from files) are errors on the alphabet constructor
+  rejects("actor_rollout_ref.model.path=/models/qwen", "actor_rollout_ref.model.path", "use Trainer(cfg)");
+  rejects("data.train_files=train.parquet", "data.train_files", "use the Trainer(cfg) constructor");
+  rejects("trainer.test_freq=5", "trainer.test_freq", "no validation set");
+  rejects("trainer.v1.trainer_mode=colocate_async", "trainer.v1.trainer_mode", "not honoured");
+  rejects("actor_rollout_ref.model.vocab_size=1000", "actor_rollout_ref.model.vocab_size", "not honoured");
   {
     auto cfg = tiny_config(dir);
     cfg.trainer.max_actor_ckpt_to_keep = -1;
@@ -304,7 +304,7 @@ TEST_CASE("config keys the Trainer does not honour are errors or warnings naming
     cfg.data.val_files = "val.parquet";
     GRPOTrainer t(cfg, dataset(), task.charset(), quiet());
     REQUIRE(t.startup_warnings().size() == 2);
-    REQUIRE_THAT(t.startup_warnings()[0], Catch::Contains("data.val_files") && Catch::Contains("val_before_train"));
+    REQUIRE_THAT(t.startup_warnings()[0], Catch::Contains("data.val_files") && Catch::Contains("Trainer(cfg)"));
     REQUIRE_THAT(t.startup_warnings()[1], Catch::Contains("trainer.device=cuda is ignored"));
     REQUIRE(t.config().trainer.device == "cpu");
   }
