@@ -253,7 +253,7 @@ class Trainer {
       throw config_error(msg("rlflow::Trainer: the dataset holds ", train_.size(), " prompts, fewer than one batch of data.train_batch_size=",
                              cfg_.data.train_batch_size, "; lower data.train_batch_size or provide more prompts"));
     check_prompts();
-    check_size_limits(cfg_, tok_.vocab_size(), train_.size(), has_critic);
+    check_size_limits(cfg_, tok_->vocab_size(), train_.size(), has_critic);
     total_steps_ = cfg_.trainer.total_training_steps
                        ? *cfg_.trainer.total_training_steps
                        : train_.batches_per_epoch(cfg_.data.train_batch_size) * cfg_.trainer.total_epochs;
@@ -624,6 +624,10 @@ class Trainer {
     tok_ = tok;
     roles::RoleSetup setup;
     setup.policy_model = model::hf::read_gpt2_config(model_dir);
+    // the folder decides the shape: the config (size checks, checkpoints' saved config) records it
+    cfg_.actor_rollout_ref.model.n_layer = setup.policy_model.n_layer;
+    cfg_.actor_rollout_ref.model.n_head = setup.policy_model.n_head;
+    cfg_.actor_rollout_ref.model.n_embd = setup.policy_model.n_embd;
     setup.policy_model.seed = static_cast<std::uint64_t>(cfg_.seed);
     std::int64_t const PR = cfg_.data.max_prompt_length + cfg_.data.max_response_length;
     if (PR > setup.policy_model.max_seq_len)
