@@ -2,6 +2,7 @@
 #   make demo   run the main example        make test       build everything, run all CPU tests
 #   make bench  run the benchmarks           make test-sanitize  the tests under ASan + UBSan
 #   make plan ARGS="key=value ..."  print the resource plan of a configuration
+#   make gpu-check  on a GPU machine: build + run the CUDA tests, benchmarks and demo, print one table
 SHELL := /bin/bash
 BUILD ?= build
 ASAN_BUILD ?= build-asan
@@ -27,7 +28,7 @@ DEMO_ARGS ?=
 # already runs one worker thread per device).
 RUN_ENV := OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 
-.PHONY: all deps configure build test test-sanitize test-long demo bench plan clean
+.PHONY: all deps configure build test test-sanitize test-long demo bench plan gpu-check clean
 
 all: build
 
@@ -71,6 +72,10 @@ bench: build
 plan: configure
 	cmake --build $(BUILD) -j$(JOBS) --target rlflow_plan
 	./$(BUILD)/examples/rlflow_plan $(ARGS)
+
+# One run (<= 8 min) on a GPU machine: tools/gpu_check.sh (docs/development.md). GPU_CHECK_ARGS: --steps N ...
+gpu-check: deps
+	tools/gpu_check.sh $(GPU_CHECK_ARGS)
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD)

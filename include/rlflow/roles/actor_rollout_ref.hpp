@@ -49,21 +49,62 @@ inline engine::OptimizerConfig optimizer_config(OptimConfig const& o, double gra
   return c;
 }
 
-//! verl: ActorRolloutRefWorker (hybrid engine). Methods keep verl's names.
-class ActorRolloutRef {
+//! The engines of the built-in roles on execution system 'System' (cpu::tag here; the cuda::tag
+//! specialization is in rlflow/trainer_cuda.cuh, nvcc only) and what differs between them:
+//! binding the worker's thread to its device, moving weights from the actor into the rollout,
+//! averaging gradients across ranks, checkpoints and device memory counters.
+template <class System>
+struct engines {};
+
+template <>
+struct engines<cpu::tag> {
+  using training = engine::TrainingEngine;
+  using rollout = engine::RolloutEngine;
+  //! false: the actor's losses run on cpu::par over host tensors in update_actor; true (CUDA):
+  //! engines::actor_micro_step runs forward, the loss kernels and backward on the device.
+  static constexpr bool device_losses = false;
+  //! Nothing to bind on the CPU (the CUDA twin calls cudaSetDevice(local_rank) on the worker's thread).
+  struct device_binding {
+    explicit device_binding(WorkerContext const&) {}
+  };
+  static void load_rollout(rollout& r, training const& t) { r.load_weights(t.params()); }
+  static void allreduce_grads(WorkerContext const& ctx, training& t) { detail::allreduce_mean(ctx, t.grads()); }
+  static std::vector<float> weights(training const& t) { return {t.params().begin(), t.params().end()}; }
+  static void save(std::string const& path, training const& t) { engine::save_checkpoint(path, t); }
+  static void load(std::string const& path, training& t) { engine::load_checkpoint(path, t); }
+  //! Device memory counters of this worker's device (allocated, peak, reserved, peak reserved);
+  //! all zero on the CPU.
+  static std::vector<std::int64_t> memory_stats(bool /*reset_peak*/) { return {0, 0, 0, 0}; }
+};
+
+//! true when the engines of 'System' are visible in this translation unit.
+template <class System>
+concept has_engines = requires { typename engines<System>::training; };
+
+//! verl: ActorRolloutRefWorker (hybrid engine). Methods keep verl's names. 'System' picks the
+//! engines (engines<System>): cpu::tag, or cuda::tag with rlflow/trainer_cuda.cuh in a .cu file.
+template <class System>
+class BasicActorRolloutRef {
+  static_assert(has_engines<System>,
+                "rlflow::roles::BasicActorRolloutRef<cuda::tag>: the CUDA engines are not visible; include "
+                "<rlflow/trainer_cuda.cuh> in a .cu file compiled by nvcc");
+  using E = engines<System>;
+
  public:
   using role_tag = actor_tag;
   static constexpr std::string_view role_name = "actor_rollout_ref";
+  using system = System;
 
-  ActorRolloutRef(WorkerContext const& ctx, RoleSetup setup, std::int64_t total_optimizer_steps = 1)
+  BasicActorRolloutRef(WorkerContext const& ctx, RoleSetup setup, std::int64_t total_optimizer_steps = 1)
       : ctx_(&ctx),
+        bind_(ctx),
         setup_(std::move(setup)),
         tok_(setup_.alphabet),
         actor_(setup_.policy_model, optimizer_config(setup_.cfg.actor_rollout_ref.actor.optim,
                                                      setup_.cfg.actor_rollout_ref.actor.grad_clip, total_optimizer_steps)),
         rollout_(setup_.policy_model),
         ref_(setup_.policy_model) {
-    rollout_.load_weights(actor_.params());
+    E::load_rollout(rollout_, actor_);
     ref_.load_weights(actor_.params());
   }
 
@@ -119,7 +160,7 @@ class ActorRolloutRef {
   //! Copies the actor's weights into the rollout engine in place and wakes it (verl:
   //! update_weights with the 'naive' checkpoint engine: colocated, same device).
   void update_weights() {
-    rollout_.load_weights(actor_.params());
+    E::load_rollout(rollout_, actor_);
     rollout_.wake();
   }
 
@@ -181,14 +222,19 @@ class ActorRolloutRef {
     detail::for_each_mini_batch(
         *ctx_, data, mini, micro, a.ppo_epochs, a.shuffle,
         static_cast<std::uint64_t>(a.data_loader_seed + ctx_->rank),  // verl: data_loader_seed + dp_rank
-        info0, [&] { return actor_.grads(); },
+        info0, [&](WorkerContext const& c) { E::allreduce_grads(c, actor_); },
         [&] {
           actor_.zero_grad();
           pg_loss = entropy_loss = kl_value = 0;
         },
         [&](DataProto const& mc, kernels::AggInfo const& info) {
           kernels::Dims const d{micro, R};
-          auto fwd = actor_.forward(mc.tensor("input_ids"), mc.tensor("attention_mask"), R, temperature, use_entropy);
+          if constexpr (E::device_losses) {
+            E::actor_micro_step(actor_, mc, d, pcfg, agg, info, temperature, use_entropy, a.entropy_coeff, use_kl, kl_kind,
+                                a.kl_loss_coef, m, pg_loss, entropy_loss, kl_value);
+            return;
+          }
+          engine::LogProbResult fwd = actor_.forward(mc.tensor("input_ids"), mc.tensor("attention_mask"), R, temperature, use_entropy);
           auto fmask = detail::float_mask(mc.tensor("response_mask"));
           std::span<float const> mask(fmask);
           Tensor dlogp = Tensor::zeros(DType::float32, Shape{micro, R});
@@ -230,33 +276,37 @@ class ActorRolloutRef {
 
   //! Writes the actor's weights and AdamW state to 'path' (a safetensors file). Rank 0 only:
   //! the DP replicas are identical. verl: save_checkpoint
-  void save_checkpoint(std::string path) const { engine::save_checkpoint(path, actor_); }
+  void save_checkpoint(std::string path) const { E::save(path, actor_); }
 
   //! Restores the actor from 'path' on every rank and syncs the rollout. verl: load_checkpoint
   void load_checkpoint(std::string path) {
-    engine::load_checkpoint(path, actor_);
+    E::load(path, actor_);
     update_weights();
   }
 
   //! The actor's flat parameters (rank 0), for tests and tools.
-  std::vector<float> actor_weights() const { return {actor_.params().begin(), actor_.params().end()}; }
+  std::vector<float> actor_weights() const { return E::weights(actor_); }
   //! Bytes held by the rollout's cache and activations (0 while asleep).
   std::int64_t rollout_memory_bytes() const { return static_cast<std::int64_t>(rollout_.memory_bytes()); }
+  //! This worker's device memory counters {allocated, peak allocated, reserved, peak reserved}
+  //! in bytes (zeros on the CPU); 'reset_peak' restarts the peaks afterwards (once per step).
+  std::vector<std::int64_t> memory_stats(bool reset_peak) const { return E::memory_stats(reset_peak); }
 
   using methods = rlflow::methods<
-      rlflow::method<&ActorRolloutRef::generate_sequences, dispatch::DPComputeProto>,
-      rlflow::method<&ActorRolloutRef::update_weights, dispatch::OneToAll>,
-      rlflow::method<&ActorRolloutRef::compute_log_prob, dispatch::DPComputeProto>,
-      rlflow::method<&ActorRolloutRef::compute_ref_log_prob, dispatch::DPComputeProto>,
-      rlflow::method<&ActorRolloutRef::update_actor, dispatch::DPComputeMetric>,
-      rlflow::method<&ActorRolloutRef::save_checkpoint, dispatch::OneToAll, execute::RankZero>,
-      rlflow::method<&ActorRolloutRef::load_checkpoint, dispatch::OneToAll>,
-      rlflow::method<&ActorRolloutRef::actor_weights, dispatch::OneToAll, execute::RankZero>,
-      rlflow::method<&ActorRolloutRef::rollout_memory_bytes, dispatch::OneToAll>>;
+      rlflow::method<&BasicActorRolloutRef::generate_sequences, dispatch::DPComputeProto>,
+      rlflow::method<&BasicActorRolloutRef::update_weights, dispatch::OneToAll>,
+      rlflow::method<&BasicActorRolloutRef::compute_log_prob, dispatch::DPComputeProto>,
+      rlflow::method<&BasicActorRolloutRef::compute_ref_log_prob, dispatch::DPComputeProto>,
+      rlflow::method<&BasicActorRolloutRef::update_actor, dispatch::DPComputeMetric>,
+      rlflow::method<&BasicActorRolloutRef::save_checkpoint, dispatch::OneToAll, execute::RankZero>,
+      rlflow::method<&BasicActorRolloutRef::load_checkpoint, dispatch::OneToAll>,
+      rlflow::method<&BasicActorRolloutRef::actor_weights, dispatch::OneToAll, execute::RankZero>,
+      rlflow::method<&BasicActorRolloutRef::rollout_memory_bytes, dispatch::OneToAll>,
+      rlflow::method<&BasicActorRolloutRef::memory_stats, dispatch::OneToAll>>;
 
  private:
   //! Log-probs (and entropy) of 'responses' in micro-batches of log_prob_micro_batch_size_per_gpu.
-  std::pair<Tensor, Tensor> log_probs_of(engine::TrainingEngine& eng, DataProto const& data, bool entropy) {
+  std::pair<Tensor, Tensor> log_probs_of(typename E::training& eng, DataProto const& data, bool entropy) {
     auto const& rc = setup_.cfg.actor_rollout_ref.rollout;
     std::int64_t const rows = data.size();
     int const R = static_cast<int>(data.tensor("responses").dim(1));
@@ -267,7 +317,7 @@ class ActorRolloutRef {
     for (std::int64_t s = 0; s < rows; s += micro) {
       std::int64_t const e = std::min(rows, s + micro);
       DataProto mc = data.slice(s, e);
-      auto r = eng.compute_log_prob(mc.tensor("input_ids"), mc.tensor("attention_mask"), R, temperature, entropy);
+      engine::LogProbResult r = eng.compute_log_prob(mc.tensor("input_ids"), mc.tensor("attention_mask"), R, temperature, entropy);
       auto dst = lp.slice_rows(s, e);
       std::copy(r.log_probs.span<float>().begin(), r.log_probs.span<float>().end(), dst.span<float>().begin());
       if (entropy) {
@@ -279,11 +329,15 @@ class ActorRolloutRef {
   }
 
   WorkerContext const* ctx_;
+  typename E::device_binding bind_;  // before the engines: they allocate on the bound device
   RoleSetup setup_;
   model::CharTokenizer tok_;
-  engine::TrainingEngine actor_;
-  engine::RolloutEngine rollout_;
-  engine::TrainingEngine ref_;
+  typename E::training actor_;
+  typename E::rollout rollout_;
+  typename E::training ref_;
 };
+
+//! The CPU hybrid role (the trainer's default). verl: ActorRolloutRefWorker
+using ActorRolloutRef = BasicActorRolloutRef<cpu::tag>;
 
 }  // namespace rlflow::roles
