@@ -352,7 +352,7 @@ class Trainer {
       // verl: perf/max_memory_allocated_gb, perf/max_memory_reserved_gb (max over the workers' devices
       // of this step's peaks; the peaks restart after each step)
       double alloc = 0, reserved = 0;
-      for (auto const& s : actor_rollout_wg().template call<&actor_role::memory_stats>(true)) {
+      for (auto const& s : actor_rollout_wg().template call<&actor_role::memory_stats>(1)) {
         alloc = std::max(alloc, static_cast<double>(s[1]) / gib);
         reserved = std::max(reserved, static_cast<double>(s[3]) / gib);
       }

@@ -24,9 +24,9 @@ namespace {
 
 using Score = examples::ReverseScore;
 using CpuGRPO = Trainer<GRPO, Colocate<3>, roles::RuleReward<Score>>;
-using CudaGRPO = Trainer<GRPO, Colocate<3>, roles::RuleReward<Score>, Backend<cuda::tag>>;
+using CudaGRPO = Trainer<GRPO, Colocate<3>, roles::RuleReward<Score>, Backend<rlflow::cuda::tag>>;
 using CpuPPO = Trainer<PPO, Colocate<3>, roles::ValueCritic, roles::RuleReward<Score>>;
-using CudaPPO = Trainer<PPO, Colocate<3>, roles::ValueCritic, roles::RuleReward<Score>, Backend<cuda::tag>>;
+using CudaPPO = Trainer<PPO, Colocate<3>, roles::ValueCritic, roles::RuleReward<Score>, Backend<rlflow::cuda::tag>>;
 static_assert(CudaGRPO::on_cuda && !CpuGRPO::on_cuda);
 static_assert(std::is_same_v<CudaGRPO::actor_role, roles::CudaActorRolloutRef>);
 

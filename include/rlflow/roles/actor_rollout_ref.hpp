@@ -289,8 +289,9 @@ class BasicActorRolloutRef {
   //! Bytes held by the rollout's cache and activations (0 while asleep).
   std::int64_t rollout_memory_bytes() const { return static_cast<std::int64_t>(rollout_.memory_bytes()); }
   //! This worker's device memory counters {allocated, peak allocated, reserved, peak reserved}
-  //! in bytes (zeros on the CPU); 'reset_peak' restarts the peaks afterwards (once per step).
-  std::vector<std::int64_t> memory_stats(bool reset_peak) const { return E::memory_stats(reset_peak); }
+  //! in bytes (zeros on the CPU); 'reset_peak' != 0 restarts the peaks afterwards (once per step).
+  //! (An int, not a bool: dispatch's Dist<bool> would hold a std::vector<bool>.)
+  std::vector<std::int64_t> memory_stats(int reset_peak) const { return E::memory_stats(reset_peak != 0); }
 
   using methods = rlflow::methods<
       rlflow::method<&BasicActorRolloutRef::generate_sequences, dispatch::DPComputeProto>,
