@@ -17,7 +17,9 @@
 
 #include "common/reverse_task.hpp"
 
-using namespace rlflow;
+// Everything in a named namespace (not 'using namespace rlflow' at global scope: nvcc's generated
+// stub code names ::cuda::std unqualified, which rlflow::cuda would make ambiguous).
+namespace rlflow::test_cuda_trainer {
 namespace fs = std::filesystem;
 
 namespace {
@@ -251,3 +253,5 @@ TEST_CASE("cuda: a device allocation failure names the size and what to lower", 
   auto r = t.compute_log_prob(small_ids, small_am, 4);  // the engine still works
   for (float x : r.log_probs.span<float>()) REQUIRE(std::isfinite(x));
 }
+
+}  // namespace rlflow::test_cuda_trainer
