@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include <rlflow/tasks/string_tasks.hpp>  // StringTask
+#include <rlflow/presets.hpp>             // tiny_gpt_cpu, grpo_tiny_cpu
 #include <rlflow/trainer_config.hpp>      // TrainerConfig
 
 namespace rlflow::examples {
@@ -14,36 +15,13 @@ struct ReverseScore {
   static double score(std::string_view response, std::string_view truth) { return tasks::StringTask::score(response, truth); }
 };
 
-//! Settings shared by both examples: the task's lengths, a 2-layer GPT, two DP workers.
-inline TrainerConfig reverse_base_config() {
-  TrainerConfig c;
-  c.data.max_prompt_length = 5;    // BOS + up to 3 letters + '='
-  c.data.max_response_length = 4;  // up to 3 letters + EOS
-  c.actor_rollout_ref.model.n_layer = 2;
-  c.actor_rollout_ref.model.n_head = 4;
-  c.actor_rollout_ref.model.n_embd = 64;
-  c.actor_rollout_ref.actor.optim.weight_decay = 0.0;
-  c.actor_rollout_ref.actor.ppo_epochs = 1;
-  c.actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu = 128;  // used when KL is on
-  c.trainer.nnodes = 1;
-  c.trainer.n_gpus_per_node = 2;  // two DP workers (threads) on the CPU
-  c.trainer.save_freq = -1;
-  c.trainer.project_name = "rlflow";
-  c.trainer.resume_mode = "disable";
-  c.seed = 1;
-  return c;
-}
+//! Settings shared by both examples: the task's lengths (BOS + up to 3 letters + '='; up to 3
+//! letters + EOS), a 2-layer GPT, two DP workers (rlflow/presets.hpp).
+inline TrainerConfig reverse_base_config() { return presets::tiny_gpt_cpu(5, 4); }
 
 //! The demo: GRPO, 32 prompts x 8 samples per step, one actor update per step.
 inline TrainerConfig grpo_reverse_config() {
-  TrainerConfig c = reverse_base_config();
-  c.data.train_batch_size = 32;
-  c.actor_rollout_ref.actor.ppo_mini_batch_size = 32;
-  c.actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu = 128;
-  c.actor_rollout_ref.actor.optim.lr = 3e-3;
-  c.actor_rollout_ref.rollout.n = 8;
-  c.actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu = 128;
-  c.trainer.total_training_steps = 200;
+  TrainerConfig c = presets::grpo_tiny_cpu(5, 4);
   c.trainer.experiment_name = "grpo_reverse";
   c.trainer.default_local_dir = "runs/grpo_reverse";
   return c;
@@ -75,6 +53,7 @@ inline TrainerConfig ppo_reverse_config() {
 #include <exception>
 #include <string>
 
+#include <rlflow/run_main.hpp>  // run_main, help_requested
 #include <rlflow/trainer.hpp>  // Trainer, describe
 
 namespace rlflow::examples {
@@ -83,15 +62,13 @@ namespace rlflow::examples {
 //! then train on the reverse task and print where the metrics went. Returns the exit code.
 template <class TrainerType>
 int run_reverse_example(int argc, char** argv, const char* title, TrainerConfig const& defaults) {
-  try {
-    auto cl = parse_command_line(argc, argv);
-    if (cl.help) {
-      std::printf("%s\n\nusage: %s [--config FILE] [key=value ...]\n\n%s", title, argv[0], config_help().c_str());
-      return 0;
+  return run_main([&] {
+    TrainerConfig cfg;
+    try {
+      cfg = TrainerConfig::from_args(argc, argv, defaults);
+    } catch (help_requested const& h) {
+      throw help_requested(msg(title, "\n\n", h.text()));
     }
-    TrainerConfig cfg = defaults;
-    for (auto const& f : cl.config_files) cfg.apply_file(f);
-    cfg.apply_overrides(cl.overrides);
     tasks::StringTask task;  // reverse, alphabet "abcd", lengths 2-3
     auto dataset = task.make_dataset(/*count=*/4096, /*seed=*/static_cast<std::uint64_t>(cfg.seed));
     std::printf("%s\n", describe<TrainerType>().c_str());
@@ -100,11 +77,7 @@ int run_reverse_example(int argc, char** argv, const char* title, TrainerConfig 
     std::printf("done: %lld steps, final critic/score/mean %.3f; metrics in %s/metrics.jsonl\n",
                 static_cast<long long>(trainer.global_step()), last["critic/score/mean"],
                 std::string(trainer.config().trainer.default_local_dir.view()).c_str());
-    return 0;
-  } catch (std::exception const& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return 1;
-  }
+  });
 }
 
 }  // namespace rlflow::examples

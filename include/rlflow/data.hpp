@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <numeric>    // std::iota
 #include <random>     // std::mt19937_64
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,10 @@ class PromptDataset {
   PromptDataset() = default;
   explicit PromptDataset(std::vector<PromptItem> items, bool shuffle = true, std::uint64_t seed = 1)
       : items_(std::move(items)), shuffle_(shuffle), seed_(seed) {}
+  //! PromptDataset({{"abc=", "cba"}, {"ab=", "ba"}}): items as a braced list of {prompt, ground_truth}
+  //! (without it the braces would also match std::vector's two-iterator constructor).
+  PromptDataset(std::initializer_list<PromptItem> items, bool shuffle = true, std::uint64_t seed = 1)
+      : PromptDataset(std::vector<PromptItem>(items), shuffle, seed) {}
 
   std::int64_t size() const { return static_cast<std::int64_t>(items_.size()); }
   PromptItem const& operator[](std::int64_t i) const { return items_.at(static_cast<std::size_t>(i)); }

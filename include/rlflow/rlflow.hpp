@@ -24,10 +24,13 @@
 #include <rlflow/engine/rollout_engine.hpp>
 #include <rlflow/engine/checkpoint.hpp>
 #include <rlflow/trainer_config.hpp>
+#include <rlflow/presets.hpp>
+#include <rlflow/run_main.hpp>
 #include <rlflow/planner.hpp>
 #include <rlflow/data.hpp>
 #include <rlflow/tasks/string_tasks.hpp>
 #include <rlflow/metrics.hpp>
+#include <rlflow/advantage_step.hpp>
 #include <rlflow/checkpoint.hpp>
 #include <rlflow/roles/actor_rollout_ref.hpp>
 #include <rlflow/roles/critic.hpp>

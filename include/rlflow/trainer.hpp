@@ -23,6 +23,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <rlflow/advantage_step.hpp>            // apply_kl_penalty, compute_advantage
 #include <rlflow/algorithm.hpp>                 // GRPO, PPO, ...
 #include <rlflow/checkpoint.hpp>                // CheckpointWriter, verify_checkpoint
 #include <rlflow/data.hpp>                      // PromptDataset, DataPosition
@@ -179,6 +180,11 @@ class Trainer {
     check(cfg_);
     for (auto const& w : warnings(cfg_))
       if (opts_.console) std::fprintf(stderr, "rlflow: warning: %s\n", w.c_str());
+#if !defined(__OPTIMIZE__)
+    if (opts_.console)
+      std::fprintf(stderr, "rlflow: warning: this program was compiled without optimisation (-O0), so every step runs "
+                           "several times slower; build it with -O2 or CMAKE_BUILD_TYPE=Release\n");
+#endif
     if (train_.size() < cfg_.data.train_batch_size)
       throw config_error(msg("rlflow::Trainer: the dataset holds ", train_.size(), " prompts, fewer than one batch of data.train_batch_size=",
                              cfg_.data.train_batch_size, "; lower data.train_batch_size or provide more prompts"));
@@ -302,6 +308,12 @@ class Trainer {
 
     // 9: old log-probs (+ entropy, reported as actor/entropy).
     timed("old_log_prob", [&] {
+      if (cfg_.algorithm.rollout_correction.bypass_mode) {
+        // verl: apply_bypass_mode: old_log_probs := rollout_log_probs (no actor forward; the actor's
+        // loss becomes bypass_mode and computes the rollout correction itself)
+        batch.set_tensor("old_log_probs", batch.tensor("rollout_log_probs").clone());
+        return;
+      }
       DataProto old = actor_rollout_wg().template call<&actor_role::compute_log_prob>(batch);
       auto fmask = roles::detail::float_mask(rmask);
       m["actor/entropy"] = kernels::agg_loss(cpu::par, kernels::Dims{rows, R}, old.tensor("entropys").span<float>(),
@@ -363,6 +375,7 @@ class Trainer {
     // The step's line is written before its checkpoint, so a checkpoint never exists without the
     // metrics of the steps it contains. The save time is in the returned metrics only.
     logger().log(global_step_, m);
+    if (cfg_.trainer.log_train_generations > 0 && logger().prints(global_step_)) print_samples(batch);
     bool const last = global_step_ == total_steps_;
     if (cfg_.trainer.save_freq > 0 && (last || global_step_ % cfg_.trainer.save_freq == 0))
       timed("save_checkpoint", [&] { save_checkpoint(); });
@@ -484,61 +497,23 @@ class Trainer {
     d.set_tensor("rollout_seed", Tensor::from(s));
   }
 
+  //! KL in the reward with the trainer's controller, then the public advantage step (dispatch by
+  //! algorithm.adv_estimator, which prepare() set from the algorithm option).
   void compute_advantage(DataProto& batch, std::optional<Tensor> const& remax_baselines, Metrics& m) {
-    Tensor const& rmask = batch.tensor("response_mask");
-    std::int64_t const rows = rmask.dim(0), R = rmask.dim(1);
-    kernels::Dims const d{rows, R};
-    auto fmask = roles::detail::float_mask(rmask);
-    std::span<float const> mask(fmask);
-    Tensor const& scores = batch.tensor("token_level_scores");
-    Tensor rewards = Tensor::empty(DType::float32, Shape{rows, R});
     if (cfg_.algorithm.use_kl_in_reward) {
-      auto kind = kernels::parse_kl_penalty(cfg_.algorithm.kl_penalty.view());
-      kernels::KLPenaltyResult r;
-      if (adaptive_kl_)
-        r = kernels::apply_kl_penalty(cpu::par, d, scores.span<float>(), batch.tensor("old_log_probs").span<float>(),
-                                      batch.tensor("ref_log_prob").span<float>(), mask, kind, *adaptive_kl_, rewards.span<float>());
-      else
-        r = kernels::apply_kl_penalty(cpu::par, d, scores.span<float>(), batch.tensor("old_log_probs").span<float>(),
-                                      batch.tensor("ref_log_prob").span<float>(), mask, kind, fixed_kl_, rewards.span<float>());
-      m["actor/reward_kl_penalty"] = r.current_kl;
-      m["actor/reward_kl_penalty_coeff"] = r.beta;
+      auto const km = adaptive_kl_ ? rlflow::apply_kl_penalty(batch, *adaptive_kl_, cfg_.algorithm.kl_penalty.view())
+                                   : rlflow::apply_kl_penalty(batch, fixed_kl_, cfg_.algorithm.kl_penalty.view());
+      for (auto const& [k, v] : km) m[k] = v;
     } else {
-      std::copy(scores.span<float>().begin(), scores.span<float>().end(), rewards.span<float>().begin());
+      batch.set_tensor("token_level_rewards", batch.tensor("token_level_scores").clone());
     }
-    batch.set_tensor("token_level_rewards", rewards);
-    Tensor adv = Tensor::zeros(DType::float32, Shape{rows, R});
-    Tensor ret = Tensor::zeros(DType::float32, Shape{rows, R});
-    auto group_ids = [&] {
-      std::vector<std::string> labels;
-      for (auto const& v : batch.non_tensor("uid")) labels.push_back(v.as_string());
-      return kernels::group_index(labels);
-    };
-    if constexpr (std::is_same_v<algorithm, GRPO> || std::is_same_v<algorithm, RLOO>) {
-      std::vector<float> seq(static_cast<std::size_t>(rows));
-      kernels::sequence_scores(cpu::par, d, rewards.span<float>(), std::span<float>(seq));
-      auto idx = group_ids();
-      if constexpr (std::is_same_v<algorithm, GRPO>) {
-        kernels::GRPOOptions o;
-        o.norm_adv_by_std_in_grpo = cfg_.algorithm.norm_adv_by_std_in_grpo;
-        kernels::grpo_outcome_advantage(cpu::par, d, std::span<float const>(seq), mask, std::span<std::int64_t const>(idx),
-                                        adv.span<float>(), ret.span<float>(), o);
-      } else {
-        kernels::rloo_outcome_advantage(cpu::par, d, std::span<float const>(seq), mask, std::span<std::int64_t const>(idx),
-                                        adv.span<float>(), ret.span<float>());
-      }
-    } else if constexpr (std::is_same_v<algorithm, PPO>) {
-      kernels::gae_advantage_return(cpu::par, d, rewards.span<float>(), batch.tensor("values").span<float>(), mask,
-                                    cfg_.algorithm.gamma, cfg_.algorithm.lam, adv.span<float>(), ret.span<float>());
-    } else if constexpr (std::is_same_v<algorithm, ReinforcePlusPlus>) {
-      kernels::reinforce_plus_plus_outcome_advantage(cpu::par, d, rewards.span<float>(), mask, cfg_.algorithm.gamma,
-                                                     adv.span<float>(), ret.span<float>());
-    } else if constexpr (std::is_same_v<algorithm, ReMax>) {
-      kernels::remax_outcome_advantage(cpu::par, d, rewards.span<float>(), remax_baselines->span<float>(), mask,
-                                       adv.span<float>(), ret.span<float>());
-    }
-    batch.set_tensor("advantages", adv);
-    batch.set_tensor("returns", ret);
+    // decoupled rollout correction (verl: compute_rollout_correction_and_add_to_batch; not in bypass mode)
+    auto const& rc = cfg_.algorithm.rollout_correction;
+    if ((!rc.rollout_is.empty() || !rc.rollout_rs.empty()) && !rc.bypass_mode && batch.has_tensor("rollout_log_probs"))
+      for (auto const& [k, v] : rlflow::compute_rollout_correction_and_add_to_batch(batch, rc)) m[k] = v;
+    if (remax_baselines) batch.set_tensor("reward_baselines", *remax_baselines);
+    rlflow::compute_advantage(batch, cfg_.algorithm,
+                              detail::mix64(static_cast<std::uint64_t>(cfg_.seed) ^ static_cast<std::uint64_t>(global_step_ + 1)));
   }
 
   void merge_metric_lists(Metrics& m, std::vector<roles::MetricLists> const& per_rank) const {
@@ -590,6 +565,30 @@ class Trainer {
     detail::put_stat(m, "prompt_length", plens);
   }
 
+  //! Prints trainer.log_train_generations rows of this step's batch, spread evenly over it:
+  //! prompt, response (decoded, special tokens dropped) and score (the row's summed
+  //! token_level_scores). rlflow's own (verl logs only validation generations).
+  void print_samples(DataProto const& batch) const {
+    Tensor const& p = batch.tensor("prompts");
+    Tensor const& r = batch.tensor("responses");
+    auto const scores = detail::row_sums(batch.tensor("token_level_scores"));
+    std::int64_t const rows = batch.size(), k = std::min<std::int64_t>(cfg_.trainer.log_train_generations, rows);
+    auto const P = p.dim(1), R = r.dim(1);
+    for (std::int64_t i = 0; i < k; ++i) {
+      std::int64_t const row = i * rows / k;
+      auto const pr = p.span<std::int32_t>().subspan(static_cast<std::size_t>(row * P), static_cast<std::size_t>(P));
+      auto const re = r.span<std::int32_t>().subspan(static_cast<std::size_t>(row * R), static_cast<std::size_t>(R));
+      std::printf("  sample %lld/%lld: %s -> %s (score %.4g)\n", static_cast<long long>(i + 1), static_cast<long long>(k),
+                  quoted(tok_.decode(pr)).c_str(), quoted(tok_.decode(re)).c_str(), scores[static_cast<std::size_t>(row)]);
+    }
+    std::fflush(stdout);
+  }
+  static std::string quoted(std::string const& s) {
+    std::string out = "'";
+    for (char c : s) out += c == '\n' ? std::string("\\n") : std::string(1, c);
+    return out + "'";
+  }
+
   //! The metrics writer, opened on first use: appends after a resume (dropping lines of steps
   //! after the checkpoint, which are about to be redone), truncates otherwise.
   MetricsLogger& logger() {
@@ -608,7 +607,9 @@ class Trainer {
         in.close();
         rlflow::detail::write_file_atomic(path, kept);
       }
-      logger_.emplace(path, total_steps_, opts_.console, /*append=*/global_step_ > 0);
+      ConsoleOptions co;
+      co.log_freq = cfg_.trainer.log_freq;
+      logger_.emplace(path, total_steps_, opts_.console, /*append=*/global_step_ > 0, co);
     }
     return *logger_;
   }

@@ -25,6 +25,7 @@
 
 #include <rlflow/detail/yaml.hpp>  // parse_yaml_flat, flat_entry
 #include <rlflow/error.hpp>        // config_error, format_error, io_error, msg
+#include <rlflow/run_main.hpp>     // help_requested (from_args on --help)
 
 namespace rlflow {
 
@@ -292,6 +293,24 @@ struct KLControlConfig {
   double target_kl = 0.1;
 };
 
+//! verl: algorithm.pf_ppo.* (ppo_trainer.yaml).
+struct PFPPOConfig {
+  config_string reweight_method = "pow";
+  double weight_pow = 2.0;
+};
+
+//! verl: algorithm.rollout_correction.* (config/algorithm/rollout_correction.yaml). Empty strings are
+//! verl's nulls: rollout_is off, no rejection sampling.
+struct RolloutCorrectionConfig {
+  config_string rollout_is = "";
+  config_string rollout_is_threshold = "2.0";
+  bool rollout_is_batch_normalize = false;
+  config_string rollout_rs = "";
+  config_string rollout_rs_threshold = "";
+  bool bypass_mode = false;
+  config_string loss_type = "ppo_clip";
+};
+
 //! verl: algorithm.* (verl/trainer/config/ppo_trainer.yaml).
 struct AlgorithmConfig {
   double gamma = 1.0;
@@ -301,6 +320,11 @@ struct AlgorithmConfig {
   bool use_kl_in_reward = false;
   config_string kl_penalty = "kl";
   KLControlConfig kl_ctrl{};
+  bool use_pf_ppo = false;
+  PFPPOConfig pf_ppo{};
+  RolloutCorrectionConfig rollout_correction{};
+  string_list gdpo_reward_keys{};     //!< null: GDPO falls back to token_level_rewards
+  string_list gdpo_reward_weights{};  //!< null: all 1
 };
 
 //! verl: trainer.v1.colocate_async.*.
@@ -343,6 +367,8 @@ struct TrainerSection {
   bool balance_batch = true;
   bool val_before_train = true;
   std::int64_t log_val_generations = 0;
+  std::int64_t log_freq = 1;               // rlflow: a console line every this many steps
+  std::int64_t log_train_generations = 0;  // rlflow: samples printed with each console line
   nullable<std::int64_t> max_actor_ckpt_to_keep{};
   nullable<std::int64_t> max_critic_ckpt_to_keep{};
   config_string device = "cuda";
@@ -449,8 +475,12 @@ struct TrainerConfig {
   nlohmann::json to_json() const;
   //! Loads a config file on top of the defaults.
   static TrainerConfig from_file(std::string const& path);
-  //! Parses argv: '--config FILE' (repeatable, applied first), 'key=value' overrides (in order).
-  //! Flags --help and --json are accepted and ignored here; use rlflow::parse_command_line to see them.
+  //! Parses argv on top of 'defaults' (verl's defaults when omitted): '--config FILE'
+  //! (repeatable, applied first), then 'key=value' overrides (in order). '--help' / '-h' throws
+  //! rlflow::help_requested carrying the usage and every key with its default (from 'defaults');
+  //! rlflow::run_main prints it and returns 0. '--json' is accepted and ignored here
+  //! (rlflow::parse_command_line reports it).
+  static TrainerConfig from_args(int argc, char const* const* argv, TrainerConfig const& defaults);
   static TrainerConfig from_args(int argc, char const* const* argv);
 };
 
@@ -587,6 +617,18 @@ struct TrainerConfig {
   X(algorithm.kl_ctrl.kl_coef, "", "initial β of the in-reward KL")                                                 \
   X(algorithm.kl_ctrl.horizon, "", "adaptive controller horizon (> 0)")                                             \
   X(algorithm.kl_ctrl.target_kl, "", "adaptive controller target KL (> 0)")                                         \
+  X(algorithm.use_pf_ppo, "", "PF-PPO: resample the batch by score weights after GAE")                              \
+  X(algorithm.pf_ppo.reweight_method, "pow|max_min|max_random", "PF-PPO sample weights")                            \
+  X(algorithm.pf_ppo.weight_pow, "", "PF-PPO exponent p of the pow weights abs(score)^p")                                \
+  X(algorithm.gdpo_reward_keys, "", "GDPO: per-sample reward components (non-tensor keys), each GRPO-normalised")   \
+  X(algorithm.gdpo_reward_weights, "", "GDPO: one weight per reward key; null: all 1")                              \
+  X(algorithm.rollout_correction.rollout_is, "null|token|sequence", "rollout IS weights π_train/π_rollout; null: off") \
+  X(algorithm.rollout_correction.rollout_is_threshold, "", "IS truncation: upper (TIS) or lower_upper (IcePop)")    \
+  X(algorithm.rollout_correction.rollout_is_batch_normalize, "", "normalise the IS weights to mean 1")              \
+  X(algorithm.rollout_correction.rollout_rs, "", "rejection sampling, e.g. token_k1,seq_mean_k3; null: off")        \
+  X(algorithm.rollout_correction.rollout_rs_threshold, "", "rejection thresholds: one, or one per option")          \
+  X(algorithm.rollout_correction.bypass_mode, "", "old_log_probs := rollout_log_probs; loss bypass_mode")           \
+  X(algorithm.rollout_correction.loss_type, "ppo_clip|reinforce", "bypass-mode loss")                               \
   X(trainer.project_name, "", "project name (logs, checkpoint path)")                                               \
   X(trainer.experiment_name, "", "experiment name (logs, checkpoint path)")                                         \
   X(trainer.logger, "console|jsonl", "metric sinks, e.g. [console,jsonl]")                                          \
@@ -603,6 +645,8 @@ struct TrainerConfig {
   X(trainer.balance_batch, "", "balance sequence lengths across DP ranks")                                          \
   X(trainer.val_before_train, "", "validate before the first step")                                                 \
   X(trainer.log_val_generations, "", "validation generations logged per validation")                               \
+  X(trainer.log_freq, "", "rlflow: print a progress line every this many steps (the first and last always)")     \
+  X(trainer.log_train_generations, "", "rlflow: (prompt, response, score) samples printed with each progress line")  \
   X(trainer.max_actor_ckpt_to_keep, "", "actor checkpoints kept; null: all")                                        \
   X(trainer.max_critic_ckpt_to_keep, "", "critic checkpoints kept; null: all")                                      \
   X(trainer.device, "cuda|cpu", "device kind of the workers")                                                       \
@@ -779,7 +823,11 @@ inline bool is_null_text(std::string_view v) {
   return l == "null" || l == "none" || l == "~";
 }
 
-inline std::string_view trim(std::string_view s) { return yaml_trim(s); }
+inline std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\r')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) s.remove_suffix(1);
+  return s;
+}
 
 inline std::int64_t parse_integer(key_info const& k, std::string_view v, std::string_view where) {
   v = trim(v);
@@ -1121,8 +1169,10 @@ struct CommandLine {
 
 //! Parses '--config FILE' / '--config=FILE' (applied first, in order), 'key=value' overrides
 //! (then, in order), '--help', '--json'. Anything else throws config_error with the fix.
-inline CommandLine parse_command_line(int argc, char const* const* argv) {
+//! 'defaults' is the configuration the files and overrides are applied to.
+inline CommandLine parse_command_line(int argc, char const* const* argv, TrainerConfig const& defaults = TrainerConfig{}) {
   CommandLine cl;
+  cl.config = defaults;
   for (int i = 1; i < argc; ++i) {
     std::string_view const a = argv[i];
     if (a == "--help" || a == "-h") {
@@ -1147,8 +1197,18 @@ inline CommandLine parse_command_line(int argc, char const* const* argv) {
   return cl;
 }
 
+inline std::string config_help(TrainerConfig const& defaults);
+
+inline TrainerConfig TrainerConfig::from_args(int argc, char const* const* argv, TrainerConfig const& defaults) {
+  CommandLine cl = parse_command_line(argc, argv, defaults);
+  if (cl.help)
+    throw help_requested(msg("usage: ", argc > 0 && argv[0] ? argv[0] : "trainer", " [--config FILE] [key=value ...]\n\n",
+                             config_help(defaults)));
+  return std::move(cl.config);
+}
+
 inline TrainerConfig TrainerConfig::from_args(int argc, char const* const* argv) {
-  return parse_command_line(argc, argv).config;
+  return from_args(argc, argv, TrainerConfig{});
 }
 
 //! Replaces '${dotted.key}' in 'text' by that key's value (verl's interpolation, e.g. in
@@ -1185,9 +1245,8 @@ inline std::string config_reference_markdown() {
   return os.str();
 }
 
-//! Every key with its type, default, choices and help: the text of --help.
-inline std::string config_help() {
-  TrainerConfig const defaults{};
+//! Every key with its type, default (taken from 'defaults') choices and help: the text of --help.
+inline std::string config_help(TrainerConfig const& defaults) {
   std::ostringstream os;
   os << "rlflow configuration keys (override with key=value; load files with --config FILE.{yaml,json}):\n";
   for (auto const& k : detail::config_keys) {
@@ -1197,6 +1256,9 @@ inline std::string config_help() {
   }
   return os.str();
 }
+
+//! config_help of verl's defaults.
+inline std::string config_help() { return config_help(TrainerConfig{}); }
 
 // ---- start-up validation (verl_algorithms.md §11) ---------------------------------------------
 
@@ -1412,6 +1474,7 @@ constexpr bool model_shape(cfg_t const& c) {
   auto const& m = c.actor_rollout_ref.model;
   return m.n_layer >= 1 && m.n_head >= 1 && m.n_embd >= 1 && m.n_embd % m.n_head == 0 && m.vocab_size >= 0;
 }
+constexpr bool logging_ranges(cfg_t const& c) { return c.trainer.log_freq >= 1 && c.trainer.log_train_generations >= 0; }
 constexpr bool training_length(cfg_t const& c) {
   return c.trainer.total_epochs >= 1 && c.trainer.total_training_steps.value_or(1) >= 1;
 }
@@ -1476,6 +1539,7 @@ constexpr bool optimizer_ranges(cfg_t const& c) {
   X(hybrid_engine_on, "actor_rollout_ref.hybrid_engine must be true (actor and rollout share workers); set it to true") \
   X(model_shape, "actor_rollout_ref.model needs n_layer, n_head, n_embd >= 1 with n_embd divisible by n_head; fix the model shape") \
   X(training_length, "trainer.total_epochs must be at least 1 and trainer.total_training_steps null or at least 1; set positive values") \
+  X(logging_ranges, "trainer.log_freq must be at least 1 and trainer.log_train_generations at least 0; set e.g. log_freq=10") \
   X(optimizer_ranges, "optim.lr and weight_decay must be >= 0, betas in [0, 1), warm-up and min_lr ratios in [0, 1], grad_clip > 0; fix the optimizer keys")
 
 namespace detail {
@@ -1743,6 +1807,9 @@ inline std::string explain(config_check_id id, TrainerConfig const& c) {
     case config_check_id::training_length:
       return msg("trainer.total_epochs=", c.trainer.total_epochs, " must be at least 1 and trainer.total_training_steps=",
                  opt_text(c.trainer.total_training_steps), " null or at least 1; set positive values");
+    case config_check_id::logging_ranges:
+      return msg("trainer.log_freq=", c.trainer.log_freq, " must be at least 1 and trainer.log_train_generations=",
+                 c.trainer.log_train_generations, " at least 0; set e.g. trainer.log_freq=10 trainer.log_train_generations=2");
     case config_check_id::optimizer_ranges: {
       auto const o = [](std::string_view p, OptimConfig const& x) {
         return msg(p, ".optim.lr=", num(x.lr), " weight_decay=", num(x.weight_decay), " betas=[", num(x.betas[0]), ", ",

@@ -96,7 +96,12 @@ TEST_CASE("DPComputeProto without auto-padding rejects a non-multiple with the f
   auto d = make_rows(10, 7);
   REQUIRE_THROWS_WITH(dispatch::DPComputeProto::split<DataProto>(d, ctx),
                       Catch::Contains("Actor::compute_log_prob") && Catch::Contains("10 rows") &&
-                          Catch::Contains("DP size 4") && Catch::Contains("set_auto_padding(true)"));
+                          Catch::Contains("DP size 4") && Catch::Contains("set_auto_padding(true)") &&
+                          Catch::Contains("(DPComputeProto)"));
+  // each mode names itself, not the mode it is built from
+  REQUIRE_THROWS_WITH(dispatch::DPComputeMetric::split<DataProto>(d, ctx), Catch::Contains("(DPComputeMetric)"));
+  REQUIRE_THROWS_WITH((dispatch::NDComputeProto<dispatch::GroupMesh>::split<DataProto>(d, ctx)),
+                      Catch::Contains("(NDComputeProto)") && !Catch::Contains("DPComputeProto"));
   // two auto-padded arguments of different lengths
   auto a = make_rows(5, 1), b = make_rows(6, 2);
   a.set_auto_padding(true);

@@ -7,6 +7,8 @@
 #include <map>
 #include <random>
 #include <stdexcept>
+#include <string>
+#include <utility>
 #include <vector>
 
 namespace ref {
@@ -19,12 +21,15 @@ inline double msum(vec const& x, vec const& m) {
   return s;
 }
 inline double mcount(vec const& m) { double s = 0; for (double v : m) s += v != 0; return s; }
-inline double mmean(vec const& x, vec const& m) { return msum(x, m) / (mcount(m) + 1e-8); }
+// verl's masks are integer/bool tensors: mask.sum() + 1e-8 is evaluated in float32, so the 1e-8
+// only survives for an empty mask.
+inline double fden(double n) { return static_cast<double>(static_cast<float>(n) + 1e-8f); }
+inline double mmean(vec const& x, vec const& m) { return msum(x, m) / fden(mcount(m)); }
 inline double mvar(vec const& x, vec const& m) {
   double mu = mmean(x, m), n = mcount(m), ss = 0;
   for (std::size_t i = 0; i < x.size(); ++i) if (m[i] != 0) ss += (x[i] - mu) * (x[i] - mu);
   if (n < 2) throw std::runtime_error("masked_var needs >= 2");
-  return ss / (n + 1e-8) * n / (n - 1);
+  return ss / fden(n) * n / (n - 1);
 }
 inline vec whiten(vec const& x, vec const& m) {
   double mu = mmean(x, m), v = mvar(x, m);
@@ -133,7 +138,7 @@ inline double agg(vec const& L, vec const& m, int B, int T, int mode, agg_info c
     }
     default: {
       double s = 0;
-      for (int i = 0; i < B; ++i) if (rowlen[i] > 0) s += rowsum[i] / (rowlen[i] + 1e-8);
+      for (int i = 0; i < B; ++i) if (rowlen[i] > 0) s += rowsum[i] / fden(rowlen[i]);
       return s / nseq * gi.dp;
     }
   }
@@ -173,7 +178,7 @@ inline double geo_mean_loss(vec const& x, vec const& o, vec const& A, vec const&
       sa += A[k];
       n += 1;
     }
-    tot += -(sa / (n + 1e-8)) * std::exp(s / (n + 1e-8));
+    tot += -(sa / fden(n)) * std::exp(s / fden(n));
   }
   return tot / B;
 }
@@ -204,7 +209,8 @@ inline double entropy(std::vector<double> const& z) {
 
 // Policy-loss surrogate: stop-gradient parts are evaluated at xf (frozen), the rest at x, so that
 // d/dx at x == xf is the autograd gradient. mode: PolicyLossMode order (0 vanilla, 1 gspo, 2 sapo,
-// 3 gpg, 4 clip_cov, 5 kl_cov, 6 geo_mean, 7 cispo, 8 dro). Returns the loss; metrics via 'met'.
+// 3 gpg, 4 clip_cov, 5 kl_cov, 6 geo_mean, 7 cispo, 8 dro, 9 dppo_tv, 10 dppo_kl; 11 = REINFORCE, whose
+// 'o' is the rollout log-prob). Returns the loss; metrics via 'met'.
 struct pl_in { vec x, xf, o, A, m, w; int B, T; };
 struct pl_full { double lo = 0.2, hi = 0.2, c = 3.0, tau_pos = 1.0, tau_neg = 1.05, beta = 1.0,
                  cc_ratio = 2e-4, cc_lb = 1.0, cc_ub = 5.0, kc_ratio = 2e-4, kc_coef = 0.1; };
@@ -289,6 +295,20 @@ inline double policy_loss(int mode, pl_in const& in, pl_full const& c, int agg_m
           L[k] = -rc * a * x[k]; clip[k] = rf != rc; klv[k] = -clampd(xf[k] - o[k], -20, 20); break;
         }
         case 8: L[k] = -(x[k] * a - 0.5 * c.beta * (x[k] - o[k]) * (x[k] - o[k])); klv[k] = -(x[k] - o[k]); break;
+        case 9:
+        case 10: {  // dppo_tv / dppo_kl: valid mask and truncated ratio from the frozen log-prob
+          double df = clampd(xf[k] - o[k], -20, 20), rf = std::exp(df), rt = std::min(rf, c.c);
+          double p = std::exp(xf[k]), po = std::exp(o[k]);
+          bool valid;
+          if (mode == 9) valid = a > 0 ? p - po <= c.hi : p - po >= -c.lo;
+          else {
+            double bkl = po * (o[k] - xf[k]) + (1 - po) * std::log((1 - po + 1e-8) / (1 - p + 1e-8));
+            valid = a > 0 ? (bkl <= c.hi || p <= po) : (bkl <= c.lo || p >= po);
+          }
+          L[k] = -a * rt * x[k] * (valid ? 1.0 : 0.0);
+          clip[k] = !valid; lower[k] = (rf > c.c) && valid; klv[k] = -df; break;
+        }
+        case 11: L[k] = -a * x[k]; klv[k] = o[k] - xf[k]; break;  // compute_policy_loss_reinforce (o = rollout)
       }
       if (!in.w.empty()) L[k] *= in.w[k];
     }
@@ -296,6 +316,146 @@ inline double policy_loss(int mode, pl_in const& in, pl_full const& c, int agg_m
   if (met) *met = {mmean(clip, m), mmean(klv, m), mmean(lower, m)};
   int am = (mode == 1 || mode == 2) ? 3 : agg_mode;
   return agg(L, m, B, T, am, gi);
+}
+
+// Rollout correction (verl rollout_corr_helper.py), a plain re-derivation of the IS weights, the
+// rejection mask and a selection of the metrics. lp = training, rp = rollout log-probs.
+struct rc_out { vec w, mask; std::map<std::string, double> met; };
+inline rc_out rollout_corr(vec const& lp, vec const& rp, vec const& m, int B, int T, int is_level /*0 off,1 token,2 seq*/,
+                           double up, double lo /*<0: TIS*/, bool batch_norm, std::vector<std::pair<std::string, double>> const& rs
+                           /*option, upper (k1: ratio upper, lower = 1/upper)*/) {
+  rc_out o;
+  int n = B * T;
+  auto lr = [&](int k) { return lp[k] - rp[k]; };
+  vec len(B, 0);
+  for (int k = 0; k < n; ++k) len[k / T] += m[k] != 0;
+  auto rmean = [&](int i, vec const& x) { double s = 0; for (int t = 0; t < T; ++t) if (m[i * T + t] != 0) s += x[i * T + t]; return s / fden(len[i]); };
+  if (is_level) {
+    o.w.assign(n, 0.0);
+    vec raw(n, 0.0);
+    for (int i = 0; i < B; ++i) {
+      double ls = 0;
+      for (int t = 0; t < T; ++t) if (m[i * T + t] != 0) ls += lr(i * T + t);
+      for (int t = 0; t < T; ++t) {
+        int k = i * T + t;
+        if (m[k] == 0) continue;
+        raw[k] = std::exp(clampd(is_level == 1 ? lr(k) : ls, -20, 20));
+        o.w[k] = lo < 0 ? std::min(raw[k], up) : (raw[k] >= lo && raw[k] <= up ? raw[k] : 0.0);
+      }
+    }
+    o.met["rollout_is_mean"] = mmean(o.w, m);
+    vec wc(n), q(n);
+    for (int k = 0; k < n; ++k) wc[k] = clampd(o.w[k], 0, up);
+    double mc = mmean(wc, m);
+    for (int k = 0; k < n; ++k) q[k] = (wc[k] / (mc + 1e-8)) * (wc[k] / (mc + 1e-8));
+    o.met["rollout_is_eff_sample_size"] = 1.0 / mmean(q, m);
+    double sm = 0;
+    for (int i = 0; i < B; ++i) sm += rmean(i, o.w);
+    o.met["rollout_is_seq_mean"] = sm / B;
+    if (batch_norm) {
+      double wm;
+      if (is_level == 1) wm = mmean(o.w, m);
+      else {
+        double a = 0, c = 0;
+        for (int i = 0; i < B; ++i) if (len[i] > 0) a += rmean(i, o.w), c += 1;
+        wm = a / std::max(c, 1e-8);
+      }
+      if (wm > 1e-8) for (auto& x : o.w) x /= wm;
+    }
+  }
+  o.mask = m;
+  for (auto const& [name, upper] : rs) {
+    int kind = name.back() - '0';
+    bool tok = name.rfind("token", 0) == 0;
+    auto stat = [&](int k) { double l = clampd(lr(k), -20, 20); return kind == 1 ? -l : kind == 2 ? 0.5 * l * l : std::exp(l) - 1 - l; };
+    double hi = kind == 1 ? std::log(upper) : upper, low = kind == 1 ? std::log(1.0 / upper) : 0.0;
+    for (int i = 0; i < B; ++i) {
+      double sv = 0;
+      if (!tok) {
+        vec st(n, 0.0);
+        for (int t = 0; t < T; ++t) st[i * T + t] = m[i * T + t] != 0 ? stat(i * T + t) : 0.0;
+        if (name.rfind("seq_sum", 0) == 0) { for (int t = 0; t < T; ++t) sv += st[i * T + t]; }
+        else if (name.rfind("seq_mean", 0) == 0) sv = rmean(i, st);
+        else { double mx = -INFINITY; for (int t = 0; t < T; ++t) if (m[i * T + t] != 0) mx = std::max(mx, st[i * T + t]); sv = len[i] > 0 ? mx : 0; }
+      }
+      for (int t = 0; t < T; ++t) {
+        int k = i * T + t;
+        double v = tok ? stat(k) : sv;
+        bool keep = kind == 1 ? (v >= low && v <= hi) : v <= hi;
+        if (!keep) o.mask[k] = 0;
+      }
+    }
+  }
+  if (!rs.empty()) {
+    vec rej(n);
+    for (int k = 0; k < n; ++k) rej[k] = (m[k] != 0 && o.mask[k] == 0) ? 1.0 : 0.0;
+    o.met["rollout_rs_masked_fraction"] = mmean(rej, m);
+  }
+  vec d(n), k3(n), r2(n);
+  for (int k = 0; k < n; ++k) {
+    d[k] = rp[k] - lp[k];
+    k3[k] = std::exp(lr(k)) - lr(k) - 1;
+    r2[k] = std::exp(2 * clampd(lr(k), -20, 20));
+  }
+  o.met["kl"] = mmean(d, m);
+  o.met["k3_kl"] = mmean(k3, m);
+  o.met["chi2_token"] = mmean(r2, m) - 1;
+  double ppl = 0, diff = 0, chi = 0;
+  for (int i = 0; i < B; ++i) {
+    double a = rmean(i, lp), b = rmean(i, rp), ls = 0;
+    for (int t = 0; t < T; ++t) if (m[i * T + t] != 0) ls += lr(i * T + t);
+    ppl += std::exp(-a), diff += b - a, chi += std::exp(2 * clampd(ls, -20, 20));
+  }
+  o.met["training_ppl"] = ppl / B;
+  o.met["log_ppl_diff"] = diff / B;
+  o.met["chi2_seq"] = chi / B - 1;
+  return o;
+}
+
+// Optimal token baseline (verl compute_optimal_token_baseline_advantage and the multi-turn variant),
+// written the way verl does it: explicit compaction for tir, groups as lists of rows.
+inline std::pair<vec, vec> otb(vec const& r, vec const& m, std::vector<std::int64_t> const& g, vec const& lp, vec const& sp,
+                               vec const& isw, int B, int T, bool tir, bool zero_tail) {
+  vec G(B * T), W(B * T), adv(B * T, 0.0);
+  std::vector<int> len(B, 0);
+  for (int i = 0; i < B; ++i) {
+    double run = 0, cw = 0;
+    for (int t = T - 1; t >= 0; --t) { run += r[i * T + t] * m[i * T + t]; G[i * T + t] = run; }
+    for (int t = 0; t < T; ++t) {
+      int k = i * T + t;
+      double w = 1 - 2 * std::exp(lp[k]) + sp[k];
+      if (!isw.empty()) w *= isw[k] * isw[k];
+      cw += w * m[k];
+      W[k] = cw;
+      len[i] += m[k] != 0;
+    }
+  }
+  // per row: (column, token) pairs
+  std::vector<std::vector<std::pair<int, int>>> cols(B);
+  for (int i = 0; i < B; ++i) {
+    int j = 0;
+    for (int t = 0; t < T; ++t)
+      if (m[i * T + t] != 0) cols[i].push_back({tir ? j++ : t, t});
+  }
+  std::map<std::int64_t, std::vector<int>> grp;
+  for (int i = 0; i < B; ++i) if (!tir || len[i] > 0) grp[g[i]].push_back(i);
+  for (auto& [id, rows] : grp) {
+    int N = rows.size();
+    std::map<int, double> num, den;
+    for (int i : rows) for (auto [c, t] : cols[i]) num[c] += G[i * T + t] * W[i * T + t], den[c] += W[i * T + t];
+    std::vector<int> L;
+    for (int i : rows) L.push_back(len[i]);
+    std::sort(L.begin(), L.end());
+    int longest = -1;
+    if (N > 1 && L[N - 1] > L[N - 2]) for (int i : rows) if (len[i] == L[N - 1]) longest = i;
+    for (int i : rows)
+      for (auto [c, t] : cols[i]) {
+        double b = N > 1 ? num[c] / (den[c] + 1e-8) : 0.0;
+        if (zero_tail && i == longest && c >= L[N - 2]) b = 0;
+        adv[i * T + t] = G[i * T + t] - b;
+      }
+  }
+  return {adv, G};
 }
 
 }  // namespace ref

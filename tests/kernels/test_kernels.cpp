@@ -420,6 +420,175 @@ TEST_CASE("gae, reinforce++ and remax match the references", "[kernels][advantag
   }
 }
 
+TEST_CASE("constant batches whiten to exact zeros, as verl's float32 mask count gives", "[kernels][masked][advantage]") {
+  // verl: mask.sum() + 1e-8 is a float32 value, so the mean of a constant batch is exact and
+  // x - mean is 0 (a double 1e-8 would leave x 1e-8 / N, whitened to about x 1e-4 / N).
+  fvec x{2, 2, 2, 2, 2, 0}, m{1, 1, 1, 1, 1, 0}, out(6);
+  k::Dims const d{2, 3};
+  CHECK(k::masked_mean(par, d, cs(x), cs(m)) == 2.0);
+  CHECK(k::masked_var(par, d, cs(x), cs(m)) == 0.0);
+  k::masked_whiten(par, d, cs(x), cs(m), ms(out));
+  for (int q = 0; q < 5; ++q) CHECK(out[q] == 0.0f);
+  CHECK(out[5] == Approx(-2e4).epsilon(1e-6));  // masked positions are whitened too (verl)
+  // An empty mask: 0 / float32(1e-8) = 0, not NaN.
+  fvec none(6, 0.0f);
+  CHECK(k::masked_mean(par, d, cs(x), cs(none)) == 0.0);
+  CHECK(k::masked_mean(par, d, cs(x), cs(m)) * 5 == k::masked_sum(par, d, cs(x), cs(m)));
+
+  // GAE: one valid token per row with the same reward and value -> the same raw advantage.
+  std::mt19937 g(77);
+  for (int trial = 0; trial < 4; ++trial) {
+    int B = 2 + static_cast<int>(g() % 20), T = 1 + static_cast<int>(g() % 9);
+    float const rv = static_cast<float>(g() % 7) * 0.37f + 0.1f, vv = 0.25f * static_cast<float>(g() % 5);
+    fvec r(B * T, 0.0f), v(B * T, vv), mk(B * T, 0.0f), adv(B * T), ret(B * T);
+    for (int i = 0; i < B; ++i) {
+      int t = static_cast<int>(g() % T);
+      r[i * T + t] = rv;
+      for (int u = 0; u <= t; ++u) mk[i * T + u] = 0.0f;
+      mk[i * T + t] = 1.0f;  // one valid token, rewards elsewhere 0
+    }
+    k::gae_advantage_return(par, k::Dims{B, T}, cs(r), cs(v), cs(mk), 1.0, 1.0, ms(adv), ms(ret));
+    for (int q = 0; q < B * T; ++q)
+      if (mk[q] != 0) REQUIRE(adv[q] == 0.0f);
+
+    // REINFORCE++: every row's return at its valid token is rv.
+    k::reinforce_plus_plus_outcome_advantage(par, k::Dims{B, T}, cs(r), cs(mk), 0.99, ms(adv), ms(ret));
+    for (int q = 0; q < B * T; ++q) REQUIRE(adv[q] == 0.0f);
+
+    // REINFORCE++-baseline: groups of one (mean 0) with equal scores -> a constant batch.
+    fvec sc(B, rv);
+    ivec ids(B);
+    std::iota(ids.begin(), ids.end(), 0);
+    auto mfull = random_mask(g, B, T, 1, false);
+    k::reinforce_plus_plus_baseline_outcome_advantage(par, k::Dims{B, T}, cs(sc), cs(mfull), cs(ids), ms(adv), ms(ret));
+    for (int q = 0; q < B * T; ++q) REQUIRE(adv[q] == 0.0f);
+  }
+}
+
+TEST_CASE("gdpo: per-dimension grpo, weighted sum, whitened and masked", "[kernels][advantage]") {
+  std::mt19937 g(41);
+  for (int trial = 0; trial < 6; ++trial) {
+    int B = 6 + static_cast<int>(g() % 40), T = 1 + static_cast<int>(g() % 12), K = 1 + trial % 3;
+    auto ids = random_groups(g, B);
+    auto m = random_mask(g, B, T, 1);
+    fvec sc(K * B);
+    for (int q = 0; q < K * B; ++q) sc[q] = static_cast<float>(g() % 4) * 0.5f - (q % 3 == 0 ? 0.25f : 0.0f);
+    std::vector<double> w;
+    if (trial % 2) for (int q = 0; q < K; ++q) w.push_back(0.5 + q);
+    bool norm = trial != 4;
+    k::GRPOOptions o;
+    o.norm_adv_by_std_in_grpo = norm;
+    fvec adv(B * T), ret(B * T);
+    k::gdpo_outcome_advantage(par, k::Dims{B, T}, K, cs(sc), std::span<double const>(w), cs(m), cs(ids), ms(adv), ms(ret), o);
+    auto md = dbl(m);
+    ref::vec sum(B * T, 0.0);
+    for (int q = 0; q < K; ++q) {
+      ref::vec s(B);
+      for (int i = 0; i < B; ++i) s[i] = sc[q * B + i];
+      auto a = ref::broadcast(ref::grpo(s, ids, 1e-6, norm), md, T);
+      for (int z = 0; z < B * T; ++z) sum[z] += (w.empty() ? 1.0 : w[q]) * a[z];
+    }
+    auto want = ref::whiten(sum, md);
+    for (int z = 0; z < B * T; ++z) want[z] *= md[z];
+    REQUIRE(max_rel(adv, want) < 2e-4);
+    REQUIRE(adv == ret);
+  }
+  // one dimension, all rows equal within groups: every A_k is 0, so is the whitened sum
+  fvec s1{1, 1, 2, 2}, m1{1, 1, 1, 1, 1, 1, 1, 0}, a1(8);
+  ivec id1{0, 0, 1, 1};
+  k::gdpo_outcome_advantage(par, k::Dims{4, 2}, 1, cs(s1), {}, cs(m1), cs(id1), ms(a1));
+  for (float v : a1) CHECK(v == 0.0f);
+  std::vector<double> bad{1, 2};
+  CHECK_THROWS_AS(k::gdpo_outcome_advantage(par, k::Dims{4, 2}, 1, cs(s1), std::span<double const>(bad), cs(m1), cs(id1), ms(a1)),
+                  rlflow::config_error);
+  CHECK_THROWS_AS(k::gdpo_outcome_advantage(par, k::Dims{4, 2}, 0, std::span<float const>{}, {}, cs(m1), cs(id1), ms(a1)),
+                  rlflow::config_error);
+}
+
+TEST_CASE("optimal token baseline and its multi-turn variant match the reference", "[kernels][advantage]") {
+  std::mt19937 g(43);
+  for (int trial = 0; trial < 16; ++trial) {
+    int B = 2 + static_cast<int>(g() % 30), T = 1 + static_cast<int>(g() % 15);
+    auto ids = random_groups(g, B);
+    auto m = random_mask(g, B, T, trial % 4 == 0 ? 0 : 1, true);  // holes: multi-turn observation tokens
+    auto r = uniform(g, B * T, -1, 1);
+    auto lp = uniform(g, B * T, -5, -0.01f);
+    auto sp = uniform(g, B * T, 0.05f, 1.0f);
+    auto w = uniform(g, B * T, 0.5f, 1.5f);
+    bool const use_w = trial % 3 == 1, tail = trial % 5 != 2;
+    k::OTBOptions o;
+    o.handle_zero_tail = tail;
+    for (bool tir : {false, true}) {
+      INFO("trial " << trial << " tir " << tir);
+      fvec adv(B * T, 7.0f), ret(B * T, 7.0f);
+      std::span<float const> ws = use_w ? cs(w) : std::span<float const>{};
+      if (tir)
+        k::tir_optimal_token_baseline_advantage(par, k::Dims{B, T}, cs(r), cs(m), cs(ids), cs(lp), cs(sp), ws, ms(adv), ms(ret), o);
+      else
+        k::optimal_token_baseline_advantage(par, k::Dims{B, T}, cs(r), cs(m), cs(ids), cs(lp), cs(sp), ws, ms(adv), ms(ret), o);
+      auto [wa, wr] = ref::otb(dbl(r), dbl(m), ids, dbl(lp), dbl(sp), use_w ? dbl(w) : ref::vec{}, B, T, tir, tail);
+      REQUIRE(max_rel(ret, wr) < 1e-5);
+      REQUIRE(max_rel(adv, wa) < 1e-4);
+    }
+  }
+  // verl's edge cases: a group of one keeps A = G; the strictly longest row's tail has baseline 0.
+  // Rows 0, 1 in group 0 (lengths 3 and 1), row 2 alone; reward 1 at the last valid token.
+  fvec r{0, 0, 1, 1, 0, 0, 0, 1, 0}, m{1, 1, 1, 1, 0, 0, 1, 1, 0}, lp(9, -1.0f), sp(9, 0.5f), adv(9), ret(9);
+  ivec ids{0, 0, 1};
+  k::optimal_token_baseline_advantage(par, k::Dims{3, 3}, cs(r), cs(m), cs(ids), cs(lp), cs(sp), {}, ms(adv), ms(ret));
+  // column 0: both rows valid, G = 1 for each -> B_0 = 1, A = 0; columns 1, 2 of row 0 lie past the
+  // second-longest length 1 -> baseline 0, A = G = 1.
+  CHECK(adv[0] == Approx(0.0).margin(1e-6));
+  CHECK(adv[1] == 1.0f);
+  CHECK(adv[2] == 1.0f);
+  CHECK(adv[3] == Approx(0.0).margin(1e-6));
+  CHECK(adv[6] == 1.0f);  // group of one: A = G
+  CHECK(adv[7] == 1.0f);
+  CHECK(adv[8] == 0.0f);
+  CHECK(ret[6] == 1.0f);
+  ivec badg{0, 0, 5};
+  CHECK_THROWS_AS(k::optimal_token_baseline_advantage(par, k::Dims{3, 3}, cs(r), cs(m), cs(badg), cs(lp), cs(sp), {}, ms(adv), ms(ret)),
+                  rlflow::value_error);
+}
+
+TEST_CASE("masked sum and mean along an axis, and compute_entropy_loss", "[kernels][masked][entropy]") {
+  std::mt19937 g(47);
+  int B = 7, T = 9;
+  auto x = uniform(g, B * T, -2, 2);
+  auto m = random_mask(g, B, T, 0);
+  x[3] = NAN;
+  m[3] = 0;
+  fvec rs(B), rm(B), cs_(T), cm(T);
+  k::masked_sum(par, k::Dims{B, T}, cs(x), cs(m), -1, ms(rs));
+  k::masked_mean(par, k::Dims{B, T}, cs(x), cs(m), 1, ms(rm));
+  k::masked_sum(par, k::Dims{B, T}, cs(x), cs(m), 0, ms(cs_));
+  k::masked_mean(par, k::Dims{B, T}, cs(x), cs(m), 0, ms(cm));
+  for (int i = 0; i < B; ++i) {
+    double s = 0, c = 0;
+    for (int t = 0; t < T; ++t) if (m[i * T + t] != 0) s += x[i * T + t], c += 1;
+    REQUIRE(rs[i] == Approx(s).margin(1e-6));
+    REQUIRE(rm[i] == Approx(s / ref::fden(c)).margin(1e-6));
+    if (c == 0) REQUIRE(rm[i] == 0.0f);
+  }
+  for (int t = 0; t < T; ++t) {
+    double s = 0, c = 0;
+    for (int i = 0; i < B; ++i) if (m[i * T + t] != 0) s += x[i * T + t], c += 1;
+    REQUIRE(cs_[t] == Approx(s).margin(1e-6));
+    REQUIRE(cm[t] == Approx(s / ref::fden(c)).margin(1e-6));
+  }
+  CHECK_THROWS_AS(k::masked_sum(par, k::Dims{B, T}, cs(x), cs(m), 2, ms(rs)), rlflow::shape_error);
+  CHECK_THROWS_AS(k::masked_sum(par, k::Dims{B, T}, cs(x), cs(m), 0, ms(rs)), rlflow::shape_error);  // needs T outputs
+
+  int V = 11;
+  auto z = uniform(g, B * T * V, -3, 3);
+  for (int agg : {0, 1, 2, 3, 4}) {
+    double got = k::compute_entropy_loss(par, k::Dims{B, T}, V, cs(z), cs(m), static_cast<k::AggMode>(agg));
+    ref::vec h(B * T);
+    for (int q = 0; q < B * T; ++q) h[q] = ref::entropy(ref::vec(z.begin() + q * V, z.begin() + (q + 1) * V));
+    REQUIRE(got == Approx(ref::agg(h, dbl(m), B, T, agg, ref::agg_info{})).epsilon(1e-5));
+  }
+}
+
 TEST_CASE("gae rejects batches that cannot be whitened and NaN values", "[kernels][advantage]") {
   fvec r{1, 2, 3}, v{0, 0, 0}, m{0, 1, 0}, a(3), rt(3);
   CHECK_THROWS_WITH(k::gae_advantage_return(par, k::Dims{1, 3}, cs(r), cs(v), cs(m), 1.0, 1.0, ms(a), ms(rt)),
@@ -505,9 +674,10 @@ pl_case make_pl_case(std::mt19937& g, int B, int T, bool wide) {
 TEST_CASE("policy losses match the reference, metrics included, and the gradient matches finite differences",
           "[kernels][policy_loss]") {
   std::mt19937 g(13);
-  for (int mode = 0; mode < 9; ++mode) {
+  for (int mode = 0; mode < 12; ++mode) {  // 0..10: PolicyLossMode order; 11: compute_policy_loss_reinforce
     for (bool wide : {false, true}) {
-      DYNAMIC_SECTION("mode " << k::policy_loss_mode_name(static_cast<k::PolicyLossMode>(mode)) << (wide ? " wide" : "")) {
+      DYNAMIC_SECTION("mode " << (mode == 11 ? "reinforce" : k::policy_loss_mode_name(static_cast<k::PolicyLossMode>(mode)))
+                              << (wide ? " wide" : "")) {
         int B = 12, T = 17;
         auto c = make_pl_case(g, B, T, wide);
         k::PolicyLossConfig cfg;
@@ -529,16 +699,24 @@ TEST_CASE("policy losses match the reference, metrics included, and the gradient
           k::AggInfo ki = info(1, std::nullopt, 20.0);
           ref::agg_info ri{1, -1, 20.0, -1};
           fvec grad(B * T, 0.0f);
-          auto res = k::compute_policy_loss(par, k::Dims{B, T}, cfg, cs(c.o), cs(c.x), cs(c.a), cs(c.m), am, ki,
-                                            k::Grad{ms(grad)}, use_w ? cs(c.w) : std::span<float const>{});
+          auto loss_fn = [&](k::Grad gr) {
+            if (mode == 11)
+              return k::compute_policy_loss_reinforce(par, k::Dims{B, T}, cs(c.o), cs(c.x), cs(c.a), cs(c.m), am, ki, gr,
+                                                      use_w ? cs(c.w) : std::span<float const>{});
+            return k::compute_policy_loss(par, k::Dims{B, T}, cfg, cs(c.o), cs(c.x), cs(c.a), cs(c.m), am, ki, gr,
+                                          use_w ? cs(c.w) : std::span<float const>{});
+          };
+          auto res = loss_fn(k::Grad{ms(grad)});
           ref::pl_in in{dbl(c.x), dbl(c.x), dbl(c.o), dbl(c.a), dbl(c.m), use_w ? dbl(c.w) : ref::vec{}, B, T};
           ref::pl_met met;
           double want = ref::policy_loss(mode, in, rc, agg, ri, &met);
           REQUIRE(res.loss == Approx(want).epsilon(1e-6).margin(1e-9));
           if (res.metrics.has_pg_clipfrac) REQUIRE(res.metrics.pg_clipfrac == Approx(met.clip).margin(1e-9));
           if (res.metrics.has_ppo_kl) REQUIRE(res.metrics.ppo_kl == Approx(met.kl).epsilon(1e-6).margin(1e-9));
-          if (res.metrics.has_pg_clipfrac_lower && mode == 0) REQUIRE(res.metrics.pg_clipfrac_lower == Approx(met.lower).margin(1e-9));
+          if (res.metrics.has_pg_clipfrac_lower && (mode == 0 || mode == 9 || mode == 10))
+            REQUIRE(res.metrics.pg_clipfrac_lower == Approx(met.lower).margin(1e-9));
           CHECK(res.metrics.has_ppo_kl == (mode != 3));
+          CHECK(res.metrics.has_pg_clipfrac == (mode != 3 && mode != 5 && mode != 8 && mode != 11));
           // finite differences in double on the reference surrogate (stop-gradients frozen)
           double const h = 1e-6;
           for (int q = 0; q < 25; ++q) {
@@ -552,8 +730,7 @@ TEST_CASE("policy losses match the reference, metrics included, and the gradient
           }
           // accumulate adds scale * grad
           fvec acc(B * T, 1.0f);
-          k::compute_policy_loss(par, k::Dims{B, T}, cfg, cs(c.o), cs(c.x), cs(c.a), cs(c.m), am, ki, k::Grad{ms(acc), 2.0, true},
-                                 use_w ? cs(c.w) : std::span<float const>{});
+          loss_fn(k::Grad{ms(acc), 2.0, true});
           for (int q = 0; q < B * T; q += 7) REQUIRE(acc[q] == Approx(1.0f + 2.0f * grad[q]).epsilon(1e-5).margin(1e-6));
         }
       }
@@ -588,6 +765,137 @@ TEST_CASE("policy loss configuration errors and NaN inputs", "[kernels][policy_l
   auto r = k::compute_policy_loss(par, k::Dims{0, 4}, cfg, cs(none), cs(none), cs(none), cs(none), k::AggMode::token_mean,
                                   info(1, 100.0));
   CHECK(r.loss == 0.0);
+}
+
+namespace {
+double metric(std::vector<std::pair<std::string, double>> const& ms_, std::string const& name) {
+  for (auto const& [k2, v] : ms_)
+    if (k2 == name) return v;
+  FAIL("metric " << name << " missing");
+  return 0;
+}
+}  // namespace
+
+TEST_CASE("rollout correction: IS weights, rejection masks and metrics match the reference", "[kernels][rollout_corr]") {
+  std::mt19937 g(23);
+  int B = 9, T = 13;
+  for (int trial = 0; trial < 24; ++trial) {
+    auto c = make_pl_case(g, B, T, trial % 5 == 4);
+    int const level = trial % 3;            // off, token, sequence
+    bool const icepop = (trial / 3) % 2 == 1;
+    bool const bn = (trial / 6) % 2 == 1;
+    std::vector<std::pair<std::string, double>> rs;
+    k::RolloutCorrectionOptions o;
+    o.rollout_is = level == 0 ? std::nullopt : std::optional<std::string>(level == 1 ? "token" : "sequence");
+    o.rollout_is_threshold = icepop ? "0.5_1.5" : "1.2";
+    o.rollout_is_batch_normalize = bn;
+    const char* opts[] = {"token_k1", "seq_mean_k3", "seq_sum_k2", "seq_max_k3", "token_k3,seq_sum_k1"};
+    if (trial % 4 != 0) {
+      std::string name = opts[trial % 5];
+      o.rollout_rs = name;
+      o.rollout_rs_threshold = trial % 5 == 4 ? "0.05,1.3" : (name.back() == '1' ? "1.3" : "0.02");
+      if (trial % 5 == 4) rs = {{"token_k3", 0.05}, {"seq_sum_k1", 1.3}};
+      else rs = {{name, name.back() == '1' ? 1.3 : 0.02}};
+    }
+    INFO("trial " << trial << " level " << level << " icepop " << icepop << " rs " << (o.rollout_rs ? *o.rollout_rs : "-"));
+    auto got = k::compute_rollout_correction_and_rejection_mask(par, k::Dims{B, T}, cs(c.x), cs(c.o), cs(c.m), o);
+    auto want = ref::rollout_corr(dbl(c.x), dbl(c.o), dbl(c.m), B, T, level, icepop ? 1.5 : 1.2, icepop ? 0.5 : -1.0, bn, rs);
+    REQUIRE(got.rollout_is_weights.size() == (level ? std::size_t(B * T) : 0u));
+    if (level) REQUIRE(max_rel(got.rollout_is_weights, want.w) < 1e-5);
+    for (int q = 0; q < B * T; ++q) REQUIRE(got.response_mask[q] == want.mask[q]);
+    for (auto const& [name, v] : want.met) {
+      INFO(name);
+      REQUIRE(metric(got.metrics, "rollout_corr/" + name) == Approx(v).epsilon(1e-6).margin(1e-9));
+    }
+  }
+}
+
+TEST_CASE("rollout correction edge cases: identical policies, empty masks, bad options", "[kernels][rollout_corr]") {
+  std::mt19937 g(29);
+  int B = 4, T = 5;
+  auto c = make_pl_case(g, B, T, false);
+  k::RolloutCorrectionOptions o;  // verl defaults: sequence-level TIS at 2.0
+  o.rollout_rs = "token_k1,seq_max_k2";
+  o.rollout_rs_threshold = "2.0,0.1";
+  auto r = k::compute_rollout_correction_and_rejection_mask(par, k::Dims{B, T}, cs(c.o), cs(c.o), cs(c.m), o);
+  for (int q = 0; q < B * T; ++q) {
+    CHECK(r.response_mask[q] == c.m[q]);
+    CHECK(r.rollout_is_weights[q] == c.m[q]);  // pi_train == pi_rollout: weight exactly 1
+  }
+  CHECK(metric(r.metrics, "rollout_corr/kl") == 0.0);
+  CHECK(metric(r.metrics, "rollout_corr/k3_kl") == 0.0);
+  CHECK(metric(r.metrics, "rollout_corr/chi2_token") == 0.0);
+  CHECK(metric(r.metrics, "rollout_corr/rollout_rs_masked_fraction") == 0.0);
+  CHECK(metric(r.metrics, "rollout_corr/rollout_is_mean") == 1.0);
+  fvec zero(B * T, 0.0f);
+  CHECK_THROWS_WITH(k::compute_rollout_correction_and_rejection_mask(par, k::Dims{B, T}, cs(c.x), cs(c.o), cs(zero), o),
+                    Catch::Contains("no valid token"));
+  auto bad = o;
+  bad.rollout_rs = "token_k4";
+  CHECK_THROWS_AS(k::compute_rollout_correction_and_rejection_mask(par, k::Dims{B, T}, cs(c.x), cs(c.o), cs(c.m), bad),
+                  rlflow::config_error);
+  bad = o;
+  bad.rollout_rs_threshold.reset();
+  CHECK_THROWS_WITH(k::compute_rollout_correction_and_rejection_mask(par, k::Dims{B, T}, cs(c.x), cs(c.o), cs(c.m), bad),
+                    Catch::Contains("rollout_rs_threshold"));
+  bad = o;
+  bad.rollout_rs_threshold = "1,2,3";
+  CHECK_THROWS_AS(k::compute_rollout_correction_and_rejection_mask(par, k::Dims{B, T}, cs(c.x), cs(c.o), cs(c.m), bad),
+                  rlflow::config_error);
+  bad = o;
+  bad.rollout_is_threshold = "2_1";
+  CHECK_THROWS_WITH(k::compute_rollout_correction_and_rejection_mask(par, k::Dims{B, T}, cs(c.x), cs(c.o), cs(c.m), bad),
+                    Catch::Contains("exceeds the upper bound"));
+  bad = o;
+  bad.rollout_is = "batch";
+  CHECK_THROWS_AS(k::compute_rollout_correction_and_rejection_mask(par, k::Dims{B, T}, cs(c.x), cs(c.o), cs(c.m), bad),
+                  rlflow::config_error);
+  bad = o;
+  bad.rollout_rs = "seq_max_k2";
+  bad.rollout_rs_threshold = "0.1_0.2";  // non-k1 options take one upper bound
+  CHECK_THROWS_AS(k::compute_rollout_correction_and_rejection_mask(par, k::Dims{B, T}, cs(c.x), cs(c.o), cs(c.m), bad),
+                  rlflow::config_error);
+}
+
+TEST_CASE("bypass_mode: ppo_clip on the rejected mask, reinforce with the IS weights", "[kernels][policy_loss][rollout_corr]") {
+  std::mt19937 g(31);
+  int B = 8, T = 11;
+  auto c = make_pl_case(g, B, T, false);  // c.o plays the rollout log-probs
+  k::PolicyLossConfig cfg;
+  cfg.mode = k::PolicyLossMode::bypass_mode;
+  cfg.rollout_correction.rollout_is = "token";
+  cfg.rollout_correction.rollout_rs = "token_k2";
+  cfg.rollout_correction.rollout_rs_threshold = "0.004";
+  auto corr = k::compute_rollout_correction_and_rejection_mask(par, k::Dims{B, T}, cs(c.x), cs(c.o), cs(c.m), cfg.rollout_correction);
+  double rejected = 0;
+  for (int q = 0; q < B * T; ++q) rejected += c.m[q] != corr.response_mask[q];
+  REQUIRE(rejected > 0);  // the threshold bites
+  for (auto agg : {k::AggMode::token_mean, k::AggMode::seq_mean_token_sum}) {
+    fvec g1(B * T), g2(B * T);
+    auto by = k::compute_policy_loss(par, k::Dims{B, T}, cfg, cs(c.o), cs(c.x), cs(c.a), cs(c.m), agg, {}, k::Grad{ms(g1)});
+    k::PolicyLossConfig v = cfg;
+    v.mode = k::PolicyLossMode::vanilla;
+    auto va = k::compute_policy_loss(par, k::Dims{B, T}, v, cs(c.o), cs(c.x), cs(c.a), cs(corr.response_mask), agg, {},
+                                     k::Grad{ms(g2)});
+    CHECK(by.loss == va.loss);
+    CHECK(by.metrics.pg_clipfrac == va.metrics.pg_clipfrac);
+    for (int q = 0; q < B * T; ++q) REQUIRE(g1[q] == g2[q]);
+    CHECK(metric(by.extra_metrics, "rollout_corr/rollout_rs_token_k2_masked_fraction") == Approx(rejected / ref::mcount(dbl(c.m))));
+    cfg.rollout_correction.loss_type = "reinforce";
+    auto rf = k::compute_policy_loss(par, k::Dims{B, T}, cfg, cs(c.o), cs(c.x), cs(c.a), cs(c.m), agg, {}, k::Grad{ms(g1)});
+    auto want = k::compute_policy_loss_reinforce(par, k::Dims{B, T}, cs(c.o), cs(c.x), cs(c.a), cs(corr.response_mask), agg, {},
+                                                 k::Grad{ms(g2)}, cs(corr.rollout_is_weights));
+    CHECK(rf.loss == want.loss);
+    CHECK(rf.metrics.ppo_kl == want.metrics.ppo_kl);
+    CHECK(!rf.metrics.has_pg_clipfrac);
+    for (int q = 0; q < B * T; ++q) REQUIRE(g1[q] == g2[q]);
+    cfg.rollout_correction.loss_type = "ppo_clip";
+  }
+  cfg.rollout_correction.loss_type = "pg";
+  CHECK_THROWS_AS(k::compute_policy_loss(par, k::Dims{B, T}, cfg, cs(c.o), cs(c.x), cs(c.a), cs(c.m), k::AggMode::token_mean),
+                  rlflow::config_error);
+  CHECK(k::parse_policy_loss_mode("dppo_kl") == k::PolicyLossMode::dppo_kl);
+  CHECK(k::parse_policy_loss_mode("bypass_mode") == k::PolicyLossMode::bypass_mode);
 }
 
 TEST_CASE("geo_mean with rollout IS weights uses the per-row geometric mean", "[kernels][policy_loss]") {
@@ -701,7 +1009,7 @@ TEST_CASE("apply_kl_penalty uses the pre-update coefficient and updates the adap
       a += kld;
       c += m[q] != 0;
     }
-    tot += a / (c + 1e-8);
+    tot += a / ref::fden(c);  // verl: float32 denominator (exactly c for c >= 1)
   }
   double kl = tot / B;
   CHECK(res.current_kl == Approx(kl).epsilon(1e-9));

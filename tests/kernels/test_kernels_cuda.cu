@@ -109,7 +109,7 @@ TEST_CASE("cuda: policy losses, value loss, kl and entropy equal the cpu path", 
   std::vector<float> hg(B * T), zero(B * T, 0.0f);
   dev<float> dg(zero);
   k::Dims d{B, T};
-  for (int mode = 0; mode < 9; ++mode) {
+  for (int mode = 0; mode < 11; ++mode) {  // through dppo_kl; bypass_mode is cpu::par only
     k::PolicyLossConfig cfg;
     cfg.mode = static_cast<k::PolicyLossMode>(mode);
     cfg.clip_cov_ratio = cfg.kl_cov_ratio = 0.01;
@@ -141,4 +141,82 @@ TEST_CASE("cuda: policy losses, value loss, kl and entropy equal the cpu path", 
   k::entropy_from_logits(rlflow::cpu::par, N, V, std::span<float const>(z), std::span<float>(hh));
   k::entropy_from_logits(rlflow::cuda::par, N, V, dz.c(), dh.m());
   close(dh.host(), hh, 1e-6);
+}
+
+TEST_CASE("cuda: gdpo, optimal token baselines, reinforce, bypass, masked axes and entropy loss equal the cpu path",
+          "[kernels][cuda]") {
+  if (!have_gpu()) {
+    WARN("no CUDA device: skipping");
+    return;
+  }
+  using rlflow::cpu::par;
+  std::mt19937 g(7);
+  int B = 400, T = 23, K = 2;
+  std::vector<std::int64_t> ids(B);
+  for (int i = 0; i < B; ++i) ids[i] = (i * 13) % 100;
+  std::vector<float> m(B * T);
+  for (int i = 0; i < B; ++i)
+    for (int t = 0; t < T; ++t) m[i * T + t] = (t < 1 + (i * 3) % T && (t + i) % 7 != 3) ? 1.0f : 0.0f;
+  auto sc = uniform(g, K * B, -1, 1), r = uniform(g, B * T, -1, 1), lp = uniform(g, B * T, -4, -0.01f),
+       sp = uniform(g, B * T, 0.1f, 1.0f), x = lp;
+  for (auto& v : x) v += std::normal_distribution<float>(0, 0.2f)(g);
+  std::vector<float> ha(B * T), hr(B * T);
+  dev<float> dsc(sc), dm(m), dr(r), dlp(lp), dsp(sp), dx(x), da(ha), dret(hr);
+  dev<std::int64_t> di(ids);
+  k::Dims d{B, T};
+  std::vector<double> w{1.0, 0.5};
+  k::gdpo_outcome_advantage(par, d, K, std::span<float const>(sc), std::span<double const>(w), std::span<float const>(m),
+                            std::span<std::int64_t const>(ids), std::span<float>(ha), std::span<float>(hr));
+  k::gdpo_outcome_advantage(rlflow::cuda::par, d, K, dsc.c(), std::span<double const>(w), dm.c(), di.c(), da.m(), dret.m());
+  close(da.host(), ha, 1e-5);
+  for (bool tir : {false, true}) {
+    if (tir)
+      k::tir_optimal_token_baseline_advantage(par, d, std::span<float const>(r), std::span<float const>(m),
+                                              std::span<std::int64_t const>(ids), std::span<float const>(lp),
+                                              std::span<float const>(sp), {}, std::span<float>(ha), std::span<float>(hr));
+    else
+      k::optimal_token_baseline_advantage(par, d, std::span<float const>(r), std::span<float const>(m),
+                                          std::span<std::int64_t const>(ids), std::span<float const>(lp),
+                                          std::span<float const>(sp), {}, std::span<float>(ha), std::span<float>(hr));
+    if (tir)
+      k::tir_optimal_token_baseline_advantage(rlflow::cuda::par, d, dr.c(), dm.c(), di.c(), dlp.c(), dsp.c(), {}, da.m(), dret.m());
+    else
+      k::optimal_token_baseline_advantage(rlflow::cuda::par, d, dr.c(), dm.c(), di.c(), dlp.c(), dsp.c(), {}, da.m(), dret.m());
+    close(da.host(), ha, 1e-5);
+    close(dret.host(), hr, 1e-5);
+  }
+  std::vector<float> hg(B * T), zero(B * T, 0.0f);
+  dev<float> dg(zero);
+  auto hc = k::compute_policy_loss_reinforce(par, d, std::span<float const>(lp), std::span<float const>(x), std::span<float const>(r),
+                                             std::span<float const>(m), k::AggMode::seq_mean_token_sum, {},
+                                             k::Grad{std::span<float>(hg)});
+  auto gc = k::compute_policy_loss_reinforce(rlflow::cuda::par, d, dlp.c(), dx.c(), dr.c(), dm.c(), k::AggMode::seq_mean_token_sum, {},
+                                             k::Grad{dg.m()});
+  REQUIRE(gc.loss == Approx(hc.loss).epsilon(1e-9));
+  REQUIRE(gc.metrics.ppo_kl == Approx(hc.metrics.ppo_kl).epsilon(1e-9));
+  close(dg.host(), hg, 1e-6);
+  k::PolicyLossConfig by;
+  by.mode = k::PolicyLossMode::bypass_mode;
+  CHECK_THROWS_AS(k::compute_policy_loss(rlflow::cuda::par, d, by, dlp.c(), dx.c(), dr.c(), dm.c(), k::AggMode::token_mean),
+                  rlflow::config_error);
+  for (int axis : {0, -1}) {
+    std::size_t const n = axis == 0 ? T : B;
+    std::vector<float> hs(n), hm(n);
+    dev<float> ds(hs), dmn(hm);
+    k::masked_sum(par, d, std::span<float const>(x), std::span<float const>(m), axis, std::span<float>(hs));
+    k::masked_mean(par, d, std::span<float const>(x), std::span<float const>(m), axis, std::span<float>(hm));
+    k::masked_sum(rlflow::cuda::par, d, dx.c(), dm.c(), axis, ds.m());
+    k::masked_mean(rlflow::cuda::par, d, dx.c(), dm.c(), axis, dmn.m());
+    close(ds.host(), hs, 1e-5);
+    close(dmn.host(), hm, 1e-6);
+  }
+  int V = 300;
+  k::Dims de{8, 5};
+  auto z = uniform(g, 8 * 5 * V, -4, 4);
+  std::vector<float> me(40, 1.0f);
+  me[3] = 0.0f;
+  dev<float> dz(z), dme(me);
+  double const he = k::compute_entropy_loss(par, de, V, std::span<float const>(z), std::span<float const>(me));
+  double const ge = k::compute_entropy_loss(rlflow::cuda::par, de, V, dz.c(), dme.c());
+  REQUIRE(ge == Approx(he).epsilon(1e-6));
 }

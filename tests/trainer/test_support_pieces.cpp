@@ -157,3 +157,31 @@ TEST_CASE("MetricsLogger writes one JSON object per step and reduce_metrics aver
   REQUIRE(quiet.progress_line(3, {{"critic/score/mean", 0.25}}).find("score 0.25") != std::string::npos);
   fs::remove_all(dir);
 }
+
+TEST_CASE("MetricsLogger prints every log_freq steps, the first and the last, with elapsed time and ETA",
+          "[trainer][metrics]") {
+  for (std::int64_t freq : {1, 3, 7, 10, 50}) {
+    MetricsLogger log({}, /*total_steps=*/10, /*console=*/true, /*append=*/false, ConsoleOptions{freq, 0});
+    std::vector<std::int64_t> printed;
+    for (std::int64_t s = 1; s <= 10; ++s) {
+      log.log(s, {{"critic/score/mean", 0.5}});
+      if (log.prints(s)) printed.push_back(s);
+    }
+    std::vector<std::int64_t> expect;
+    for (std::int64_t s = 1; s <= 10; ++s)
+      if (s == 1 || s == 10 || s % freq == 0) expect.push_back(s);
+    REQUIRE(printed == expect);
+  }
+  // a resumed run (first step 6) counts its pace from its own first step
+  MetricsLogger resumed({}, 10, /*console=*/true, false, ConsoleOptions{5, 0});
+  resumed.log(6, {});
+  REQUIRE(resumed.prints(6));
+  REQUIRE_FALSE(resumed.prints(7));
+  REQUIRE(resumed.timing_text(8, /*elapsed=*/3.0) == "elapsed 3.0s | eta 2.0s");  // 3 steps in 3 s, 2 left
+  REQUIRE(resumed.timing_text(10, 4.0) == "elapsed 4.0s | eta 0.0s");
+  REQUIRE(MetricsLogger::duration_text(125) == "2m05s");
+  REQUIRE(MetricsLogger::duration_text(3725) == "1h02m");
+  auto const bar = resumed.progress_bar(5, {{"critic/score/mean", 0.25}}, 1.0);
+  REQUIRE(bar.rfind("[############............] 5/10  50% | score 0.25 | elapsed 1.0s | eta", 0) == 0);
+  REQUIRE_THROWS_WITH(MetricsLogger({}, 10, true, false, ConsoleOptions{0, 0}), Catch::Contains("trainer.log_freq=0"));
+}

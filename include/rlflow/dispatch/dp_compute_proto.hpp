@@ -162,24 +162,33 @@ T collect_rows(std::vector<T>&& outs, CollectContext const& ctx, const char* mod
 // ---------------------------------------------------------------------------------------------
 // modes
 
+namespace detail {
+//! The split/collect pair shared by the auto-padding row modes. 'Mode' names itself in errors
+//! (its 'mode_name'), so a DPComputeProto method's message says DPComputeProto.
+template <class Layout, class Mode>
+struct padded_row_mode {
+  using dispatch_tag = dispatch_mode_tag;
+
+  template <class P, class A>
+  static Dist<P> split(A&& a, SplitContext& ctx) {
+    if constexpr (row_container<P>) return split_rows<Layout, P>(a, ctx, true, Mode::mode_name);
+    else return ctx.template broadcast<P>(std::forward<A>(a));
+  }
+  template <class R>
+  static R collect(std::vector<R>&& outs, CollectContext const& ctx) {
+    return collect_rows<Layout>(std::move(outs), ctx, Mode::mode_name);
+  }
+};
+}  // namespace detail
+
 //! verl: make_nd_compute_dataproto_dispatch_fn(mesh_name). Every row-container argument is
 //! chunked by the layout's DP size; all ranks of a DP group receive the same chunk; results are
 //! taken from the one collector of each DP group, in DP order, and concatenated. Non-row
 //! arguments are broadcast. Auto-padding as DPComputeProto.
 template <class Layout = GroupMesh>
-struct NDComputeProto {
-  using dispatch_tag = dispatch_mode_tag;
+struct NDComputeProto : detail::padded_row_mode<Layout, NDComputeProto<Layout>> {
   static constexpr const char* verl_name = "make_nd_compute_dataproto_dispatch_fn";
-
-  template <class P, class A>
-  static Dist<P> split(A&& a, SplitContext& ctx) {
-    if constexpr (row_container<P>) return detail::split_rows<Layout, P>(a, ctx, true, "NDComputeProto");
-    else return ctx.template broadcast<P>(std::forward<A>(a));
-  }
-  template <class R>
-  static R collect(std::vector<R>&& outs, CollectContext const& ctx) {
-    return detail::collect_rows<Layout>(std::move(outs), ctx, "NDComputeProto");
-  }
+  static constexpr const char* mode_name = "NDComputeProto";
 };
 
 //! verl: Dispatch.DP_COMPUTE_PROTO. Chunks every row-container argument by the group's DP size
@@ -187,8 +196,9 @@ struct NDComputeProto {
 //! padded with its last row to a multiple of the DP size and the result is trimmed back to the
 //! input length (blocking and non-blocking). Results are concatenated in DP order. Non-row
 //! arguments are broadcast (verl allows only DataProto arguments).
-struct DPComputeProto : NDComputeProto<GroupMesh> {
+struct DPComputeProto : detail::padded_row_mode<GroupMesh, DPComputeProto> {
   static constexpr const char* verl_name = "DP_COMPUTE_PROTO";
+  static constexpr const char* mode_name = "DPComputeProto";
 };
 
 //! verl: Dispatch.DP_COMPUTE_PROTO_WITH_FUNC. The first argument (a function) is broadcast,
@@ -216,9 +226,11 @@ struct DPComputeMetric {
   using dispatch_tag = dispatch_mode_tag;
   static constexpr const char* verl_name = "DP_COMPUTE_METRIC";
 
+  static constexpr const char* mode_name = "DPComputeMetric";
+
   template <class P, class A>
   static Dist<P> split(A&& a, SplitContext& ctx) {
-    return DPComputeProto::split<P>(std::forward<A>(a), ctx);
+    return detail::padded_row_mode<GroupMesh, DPComputeMetric>::template split<P>(std::forward<A>(a), ctx);
   }
   template <class R>
   static std::vector<R> collect(std::vector<R>&& outs, CollectContext const&) {

@@ -1,9 +1,10 @@
 // rlflow/kernels/advantage.hpp: advantage estimators with verl's names and semantics
-// (verl: core_algos.ADV_ESTIMATOR_REGISTRY): GAE, GRPO (and Dr.GRPO), GRPO pass@k, RLOO and
-// rloo_vectorized, REINFORCE++, REINFORCE++-baseline, ReMax, OPO, GPG; plus sequence_scores and
-// group_index (uid -> dense group id). Rows of one group may sit anywhere in the batch and groups
-// may differ in size. Each writes advantages (B, T) and optionally returns (B, T).
-// Does not implement GDPO or the optimal-token-baseline estimators (see docs/kernels.md).
+// (verl: core_algos.ADV_ESTIMATOR_REGISTRY): GAE, GRPO (and Dr.GRPO), GDPO, GRPO pass@k, RLOO and
+// rloo_vectorized, REINFORCE++, REINFORCE++-baseline, ReMax, OPO, GPG, the optimal token baseline
+// and its multi-turn (TIR) variant; plus sequence_scores and group_index (uid -> dense group id).
+// Rows of one group may sit anywhere in the batch and groups may differ in size. Each writes
+// advantages (B, T) and optionally returns (B, T). The batch-level dispatch by name lives in
+// rlflow/advantage_step.hpp.
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -528,6 +529,218 @@ void remax_outcome_advantage(Policy const& policy, Dims d, std::span<float const
       adv[k] = static_cast<float>(acc - (v ? static_cast<double>(b[i]) : 0.0));
     }
   });
+}
+
+// ---------------------------------------------------------------------------------------------
+// GDPO (reward-decoupled GRPO)
+
+//! GDPO: GRPO (same epsilon and std flag) on each reward dimension k separately, A_sum = sum_k w_k A_k
+//! (float32 products and sums, as verl), then A = returns = masked_whiten(A_sum, m) m over the batch.
+//! With one dimension (the trainer's fallback when no gdpo_reward_keys are configured: the row scores
+//! of token_level_rewards) it is the whitened GRPO advantage. Throws for fewer than two valid tokens.
+//! verl: compute_gdpo_outcome_advantage ("gdpo")
+//! dimension_scores: (K, B) backend memory, dimension k's row i at k*B + i; weights: (K) host values
+//! (empty: all 1 = gdpo_reward_weights unset); response_mask, advantages, returns: (B, T); index: (B)
+template <class Policy, class Mask>
+void gdpo_outcome_advantage(Policy const& policy, Dims d, std::int64_t num_dims, std::span<float const> dimension_scores,
+                            std::span<double const> weights, std::span<Mask const> response_mask,
+                            std::span<std::int64_t const> index, std::span<float> advantages, std::span<float> returns = {},
+                            GRPOOptions opt = {}) {
+  detail::check_policy<Policy>();
+  detail::check_mask<Mask>();
+  const char* fn = "gdpo_outcome_advantage";
+  detail::expect_dims(fn, d);
+  if (num_dims < 1)
+    throw config_error(msg("rlflow::kernels::", fn, ": GDPO needs at least one reward dimension, got ", num_dims,
+                           "; set algorithm.gdpo_reward_keys (verl asserts it is non-empty)"));
+  detail::expect_size(fn, "dimension_scores", dimension_scores.size(), num_dims * d.rows, "K*B");
+  if (!weights.empty() && static_cast<std::int64_t>(weights.size()) != num_dims)
+    throw config_error(msg("rlflow::kernels::", fn, ": ", weights.size(), " gdpo_reward_weights for ", num_dims,
+                           " reward dimensions; give one weight per gdpo_reward_keys entry"));
+  detail::expect_size(fn, "response_mask", response_mask.size(), d.numel(), "B*T");
+  detail::expect_size(fn, "advantages", advantages.size(), d.numel(), "B*T");
+  if (!returns.empty()) detail::expect_size(fn, "returns", returns.size(), d.numel(), "B*T");
+  auto ex = detail::make_exec(policy);
+  std::int64_t const n = d.numel();
+  auto tmp = ex.template alloc<float>(n);
+  float* tp = tmp.data();
+  float* acc = advantages.data();
+  for (std::int64_t k = 0; k < num_dims; ++k) {
+    grpo_outcome_advantage(policy, d, dimension_scores.subspan(static_cast<std::size_t>(k * d.rows), static_cast<std::size_t>(d.rows)),
+                           response_mask, index, std::span<float>(tp, static_cast<std::size_t>(n)), std::span<float>{}, opt);
+    float const wk = static_cast<float>(weights.empty() ? 1.0 : weights[static_cast<std::size_t>(k)]);
+    bool const first = k == 0;
+    ex.for_each(n, [=] RLFLOW_HD(std::int64_t q) {
+      float const v = wk * tp[q];
+      acc[q] = first ? v : acc[q] + v;
+    });
+  }
+  Mask const* m = response_mask.data();
+  auto const mom = detail::masked_moments(ex, fn, d, acc, m, true);
+  double const mean = mom.mean, rs = 1.0 / std::sqrt(mom.var + 1e-8);
+  float* ret = detail::opt_ptr(returns);
+  ex.for_each(n, [=] RLFLOW_HD(std::int64_t q) {
+    float const v = detail::on(m[q]) ? static_cast<float>((static_cast<double>(acc[q]) - mean) * rs) : 0.0f;
+    acc[q] = v;
+    if (ret) ret[q] = v;
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Optimal token baseline (OTB) and its multi-turn (TIR) variant
+
+//! verl's keyword defaults of the two OTB estimators.
+struct OTBOptions {
+  bool handle_zero_tail = true;  //!< zero the longest row's baseline past the second-longest length
+  double epsilon = 1e-8;         //!< added to the baseline's denominator
+};
+
+namespace detail {
+
+//! OTB core. G = reverse cumsum of r m (the returns), W = cumsum of w m with w = 1 - 2 e^old +
+//! sum_pi^2 (times isw^2). Per group of N > 1 and column c: B_c = sum_i G W m / (sum_i W m + eps),
+//! with c the token index (otb) or the token's rank among the row's valid tokens (tir: multi-turn
+//! rows compacted). Empty rows count as members in otb and are left out in tir (verl).
+template <class Ex, class M>
+void otb_impl(Ex const& ex, const char* fn, Dims d, bool tir, std::span<float const> token_level_rewards,
+              std::span<M const> response_mask, std::span<std::int64_t const> index, std::span<float const> old_log_probs,
+              std::span<float const> sum_pi_squared, std::span<float const> rollout_is_weights, std::span<float> advantages,
+              std::span<float> returns, OTBOptions opt) {
+  expect_dims(fn, d);
+  expect_token_spans(fn, d,
+                     {{"token_level_rewards", token_level_rewards.size()}, {"response_mask", response_mask.size()},
+                      {"old_log_probs", old_log_probs.size()}, {"sum_pi_squared", sum_pi_squared.size()},
+                      {"advantages", advantages.size()}, {"returns", returns.size()}});
+  expect_size(fn, "index", index.size(), d.rows, "B");
+  if (!rollout_is_weights.empty()) expect_size(fn, "rollout_is_weights", rollout_is_weights.size(), d.numel(), "B*T");
+  M const* m = response_mask.data();
+  float const* r = token_level_rewards.data();
+  float const* lp = old_log_probs.data();
+  float const* sp = sum_pi_squared.data();
+  float const* isw = rollout_is_weights.empty() ? nullptr : rollout_is_weights.data();
+  std::int64_t const* g = index.data();
+  check_finite_tokens(ex, fn, "token_level_rewards", d, r, m);
+  check_finite_tokens(ex, fn, "old_log_probs", d, lp, m);
+  check_finite_tokens(ex, fn, "sum_pi_squared", d, sp, m);
+  check_finite_tokens(ex, fn, "rollout_is_weights", d, isw, m);
+  check_groups(ex, fn, d.rows, g);
+  std::int64_t const B = d.rows, T = d.cols, n = d.numel();
+  if (n == 0) return;
+  float* ret = returns.data();
+  float* adv = advantages.data();
+  auto wbuf = ex.template alloc<double>(n);
+  auto col = ex.template alloc<std::int64_t>(n);  // tir: compact column -> token index (first len entries of a row)
+  auto pos = ex.template alloc<std::int64_t>(n);  // the column of each valid token
+  auto len = ex.template alloc<double>(B);
+  double* W = wbuf.data();
+  std::int64_t* cp = col.data();
+  std::int64_t* pp = pos.data();
+  double* lenp = len.data();
+  ex.for_each(B, [=] RLFLOW_HD(std::int64_t i) {
+    double run = 0.0, cw = 0.0;
+    std::int64_t j = 0;
+    for (std::int64_t t = T - 1; t >= 0; --t) {
+      std::int64_t const k = i * T + t;
+      if (detail::on(m[k])) run += static_cast<double>(r[k]);
+      ret[k] = static_cast<float>(run);
+    }
+    for (std::int64_t t = 0; t < T; ++t) {
+      std::int64_t const k = i * T + t;
+      if (detail::on(m[k])) {
+        double w = 1.0 - 2.0 * exp(static_cast<double>(lp[k])) + static_cast<double>(sp[k]);
+        if (isw) w *= static_cast<double>(isw[k]) * static_cast<double>(isw[k]);
+        cw += w;
+        cp[i * T + j] = t;
+        pp[k] = tir ? j : t;
+        ++j;
+      }
+      W[k] = cw;
+    }
+    lenp[i] = static_cast<double>(j);
+  });
+  // Group membership, size and the two longest rows (top2: lowest row on ties).
+  auto top = ex.template alloc<math::top2>(B);
+  ex.group_reduce(B, g, B, math::top2{},
+                  [=] RLFLOW_HD(std::int64_t i) -> math::top2 {
+                    return (tir && lenp[i] == 0) ? math::top2{} : math::top2::of(lenp[i], i);
+                  },
+                  math::top2_merge{}, top.data());
+  math::top2 const* tp = top.data();
+  // Column sums per group: one thread per column owns that column of every group (no races).
+  auto num = ex.template alloc<double>(n);
+  auto den = ex.template alloc<double>(n);
+  double* np = num.data();
+  double* dp = den.data();
+  ex.for_each(n, [=] RLFLOW_HD(std::int64_t q) { np[q] = 0.0, dp[q] = 0.0; });
+  ex.for_each(T, [=] RLFLOW_HD(std::int64_t c) {
+    for (std::int64_t i = 0; i < B; ++i) {
+      std::int64_t k;
+      if (tir) {
+        if (static_cast<double>(c) >= lenp[i]) continue;
+        k = i * T + cp[i * T + c];
+      } else {
+        k = i * T + c;
+        if (!detail::on(m[k])) continue;
+      }
+      std::int64_t const q = g[i] * T + c;
+      np[q] += static_cast<double>(ret[k]) * W[k];
+      dp[q] += W[k];
+    }
+  });
+  double const eps = opt.epsilon;
+  bool const zero_tail = opt.handle_zero_tail;
+  ex.for_each_2d(B, T, [=] RLFLOW_HD(std::int64_t i, std::int64_t, std::int64_t k) {
+    if (!detail::on(m[k])) {
+      adv[k] = 0.0f;
+      return;
+    }
+    math::top2 const q = tp[g[i]];
+    double b = 0.0;
+    if (q.n > 1) {
+      std::int64_t const c = pp[k];
+      b = np[g[i] * T + c] / (dp[g[i] * T + c] + eps);
+      if (zero_tail && q.i1 == i && q.v1 > q.v2 && static_cast<double>(c) >= q.v2) b = 0.0;
+    }
+    adv[k] = static_cast<float>(static_cast<double>(ret[k]) - static_cast<double>(static_cast<float>(b)));
+  });
+}
+
+}  // namespace detail
+
+//! Optimal Token Baseline: A = (G - B) m with the per-token, per-group baseline
+//! B_t = sum_i G_it W_it m_it / (sum_i W_it m_it + eps); W = cumsum(w m), w = 1 - 2 e^old_log_prob +
+//! sum_pi_squared (times rollout_is_weights^2 when given); returns = G (reverse cumsum of r m).
+//! Groups of one: B = 0. handle_zero_tail: if one row of a group is strictly the longest, its
+//! baseline from column 'second-longest length' on is 0.
+//! verl: compute_optimal_token_baseline_advantage ("optimal_token_baseline")
+//! token_level_rewards, response_mask, old_log_probs, sum_pi_squared, rollout_is_weights (optional),
+//! advantages, returns: (B, T); index: (B) dense group ids
+template <class Policy, class Mask>
+void optimal_token_baseline_advantage(Policy const& policy, Dims d, std::span<float const> token_level_rewards,
+                                      std::span<Mask const> response_mask, std::span<std::int64_t const> index,
+                                      std::span<float const> old_log_probs, std::span<float const> sum_pi_squared,
+                                      std::span<float const> rollout_is_weights, std::span<float> advantages,
+                                      std::span<float> returns, OTBOptions opt = {}) {
+  detail::check_policy<Policy>();
+  detail::check_mask<Mask>();
+  detail::otb_impl(detail::make_exec(policy), "optimal_token_baseline_advantage", d, false, token_level_rewards, response_mask,
+                   index, old_log_probs, sum_pi_squared, rollout_is_weights, advantages, returns, opt);
+}
+
+//! The multi-turn OTB: as optimal_token_baseline_advantage after squeezing each row to its valid
+//! tokens (tool/observation tokens inside a response drop out), so column c is a row's c-th valid
+//! token; rows without a valid token are in no group and get A = 0.
+//! verl: compute_multi_turn_optimal_token_baseline_advantage ("tir_optimal_token_baseline")
+template <class Policy, class Mask>
+void tir_optimal_token_baseline_advantage(Policy const& policy, Dims d, std::span<float const> token_level_rewards,
+                                          std::span<Mask const> response_mask, std::span<std::int64_t const> index,
+                                          std::span<float const> old_log_probs, std::span<float const> sum_pi_squared,
+                                          std::span<float const> rollout_is_weights, std::span<float> advantages,
+                                          std::span<float> returns, OTBOptions opt = {}) {
+  detail::check_policy<Policy>();
+  detail::check_mask<Mask>();
+  detail::otb_impl(detail::make_exec(policy), "tir_optimal_token_baseline_advantage", d, true, token_level_rewards, response_mask,
+                   index, old_log_probs, sum_pi_squared, rollout_is_weights, advantages, returns, opt);
 }
 
 }  // namespace rlflow::kernels

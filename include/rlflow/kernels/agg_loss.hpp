@@ -32,7 +32,7 @@ typename Ex::template buffer<double> agg_row_coef(Ex const& ex, const char* fn, 
   });
   double const n_tok = tot.v[0], n_seq = tot.v[1];
   double const dp = info.dp_size;
-  double scale = 1.0;      // c_i = scale, or scale / (L_i + 1e-8) for seq-mean-token-mean
+  double scale = 1.0;      // c_i = scale, or scale / (L_i + 1e-8) for seq-mean-token-mean (float32 denominator: math::mask_den)
   bool per_len = false;
   auto const need = [&](std::optional<double> const& g, double local, const char* key, const char* what) {
     if (!g && info.dp_size > 1)
@@ -64,7 +64,7 @@ typename Ex::template buffer<double> agg_row_coef(Ex const& ex, const char* fn, 
       per_len = true;
       break;
   }
-  ex.for_each(d.rows, [=] RLFLOW_HD(std::int64_t i) { lp[i] = per_len ? scale / (lp[i] + 1e-8) : scale; });
+  ex.for_each(d.rows, [=] RLFLOW_HD(std::int64_t i) { lp[i] = per_len ? scale / math::mask_den(lp[i]) : scale; });
   return len;
 }
 

@@ -1,7 +1,7 @@
 // rlflow/kernels/entropy.hpp: categorical entropy from logits and its gradient
 // (verl: verl_F.entropy_from_logits). One fused online log-sum-exp pass per row keeps three
 // doubles of state; nothing of size V is materialised. Defines entropy_from_logits and
-// entropy_from_logits_backward. Does not aggregate (use agg_loss / agg_loss_weights).
+// entropy_from_logits_backward, and compute_entropy_loss (the aggregated entropy).
 #pragma once
 #include <cmath>
 #include <cstdint>
@@ -9,7 +9,8 @@
 
 #include <rlflow/kernels/detail/checks.hpp>
 #include <rlflow/kernels/detail/exec.hpp>
-#include <rlflow/kernels/math.hpp>  // lse_state
+#include <rlflow/kernels/agg_loss.hpp>  // agg_loss (compute_entropy_loss)
+#include <rlflow/kernels/math.hpp>      // lse_state
 
 // Letters: N rows of logits (B*T token positions), V vocabulary.
 
@@ -89,6 +90,27 @@ void entropy_from_logits_backward(Policy const& policy, std::int64_t rows, std::
     }
     gz[k] = accumulate ? gz[k] + static_cast<float>(g) : static_cast<float>(g);
   });
+}
+
+//! Entropy loss of (B, T) response positions: agg_loss(entropy_from_logits(logits), mask, mode)
+//! (verl passes no global batch info here; 'info' is for callers that want it). The actor's
+//! entropy bonus, loss -= entropy_coeff * this, is applied in roles::ActorRolloutRef::update_actor.
+//! verl: core_algos.compute_entropy_loss       logits: (B, T, V); response_mask: (B, T)
+template <class Policy, class Mask>
+double compute_entropy_loss(Policy const& policy, Dims d, std::int64_t vocab, std::span<float const> logits,
+                            std::span<Mask const> response_mask, AggMode loss_agg_mode = AggMode::token_mean,
+                            AggInfo const& info = {}) {
+  detail::check_policy<Policy>();
+  detail::check_mask<Mask>();
+  const char* fn = "compute_entropy_loss";
+  detail::expect_dims(fn, d);
+  detail::expect_size(fn, "logits", logits.size(), d.numel() * vocab, "B*T*V");
+  detail::expect_size(fn, "response_mask", response_mask.size(), d.numel(), "B*T");
+  auto ex = detail::make_exec(policy);
+  auto h = ex.template alloc<float>(d.numel());
+  std::span<float> hs(h.data(), static_cast<std::size_t>(d.numel()));
+  entropy_from_logits(policy, d.numel(), vocab, logits, hs);
+  return agg_loss(policy, d, std::span<float const>(hs), response_mask, loss_agg_mode, info);
 }
 
 }  // namespace rlflow::kernels

@@ -6,6 +6,7 @@
 #include <rlflow/kernels/masked.hpp>
 #include <rlflow/kernels/agg_loss.hpp>
 #include <rlflow/kernels/advantage.hpp>
+#include <rlflow/kernels/rollout_corr.hpp>
 #include <rlflow/kernels/policy_loss.hpp>
 #include <rlflow/kernels/value_loss.hpp>
 #include <rlflow/kernels/kl.hpp>

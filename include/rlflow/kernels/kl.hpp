@@ -154,7 +154,7 @@ KLPenaltyResult apply_kl_penalty(Policy const& policy, Dims d, std::span<float c
         out[j] = static_cast<float>(static_cast<double>(s[j]) - beta * kld);
         return math::dvec<2>{{kld, v ? 1.0 : 0.0}};
       },
-      [=] RLFLOW_HD(std::int64_t i, math::dvec<2> q) { rm[i] = q.v[0] / (q.v[1] + 1e-8); });
+      [=] RLFLOW_HD(std::int64_t i, math::dvec<2> q) { rm[i] = q.v[0] / math::mask_den(q.v[1]); });
   double const tot = ex.reduce(d.rows, 0.0, [=] RLFLOW_HD(std::int64_t i) -> double { return rm[i]; });
   KLPenaltyResult res;
   res.beta = beta;

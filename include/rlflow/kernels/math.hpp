@@ -41,6 +41,14 @@ RLFLOW_HD inline bool finite(double x) { return x - x == 0.0; }  // false for Na
 
 RLFLOW_HD inline double clampd(double x, double lo, double hi) { return x < lo ? lo : (x > hi ? hi : x); }
 
+//! verl's masked-mean denominator mask.sum() + 1e-8 as torch evaluates it: the mask is an integer
+//! or bool tensor, so its sum is an integer tensor and adding the Python float promotes to float32.
+//! The 1e-8 therefore vanishes for every count >= 1 (a constant batch has an exact mean and an
+//! exact zero variance) and only keeps a fully masked batch from dividing by zero.
+RLFLOW_HD inline double mask_den(double count) {
+  return count >= 1.0 ? static_cast<double>(static_cast<float>(count)) : static_cast<double>(1e-8f);
+}
+
 // ---------------------------------------------------------------------------------------------
 // torch autograd tie rules (derivatives.yaml): maximum/minimum split the gradient in half on
 // ties; clamp passes the gradient where lo <= x <= hi.
@@ -269,6 +277,49 @@ struct cispo_token {
     t.dloss = -rc * adv;
     t.clip = r != rc ? 1.0 : 0.0;
     t.kl = -d;
+    return t;
+  }
+};
+
+//! verl: compute_policy_loss_dppo_tv / compute_policy_loss_dppo_kl (DPPO-Binary): clip_ratio_low/high
+//! are divergence thresholds; a token is 'valid' unless the move from old to new probability exceeds
+//! them in the advantage's direction (TV: p - p_old; KL: the binary KL between Bernoulli(p_old) and
+//! Bernoulli(p)). Loss -A sg(min(r, c)) x valid with r = e^clamp(x - old, +-20), c = clip_ratio_c.
+//! 'clip' = 1 - valid (pg_clipfrac), 'clip_lower' = [r > c] valid (pg_clipfrac_lower).
+struct dppo_token {
+  double lo, hi, c;
+  bool kl;  //!< false: dppo_tv, true: dppo_kl
+  RLFLOW_HD token_loss operator()(double x, double old, double adv) const {
+    token_loss t;
+    double const d = clampd(x - old, -20.0, 20.0);
+    double const r = exp(d);
+    double const rt = r < c ? r : c;  // torch.clamp(ratio, max=c), detached
+    double const p = exp(x), po = exp(old);
+    bool valid;
+    if (kl) {
+      double const bkl = po * (old - x) + (1.0 - po) * log((1.0 - po + 1e-8) / (1.0 - p + 1e-8));
+      valid = adv > 0 ? (bkl <= hi || p <= po) : (bkl <= lo || p >= po);
+    } else {
+      valid = adv > 0 ? (p - po <= hi) : (p - po >= -lo);
+    }
+    double const v = valid ? 1.0 : 0.0;
+    t.loss = -adv * rt * x * v;
+    t.dloss = -adv * rt * v;
+    t.clip = 1.0 - v;
+    t.clip_lower = (r > c ? 1.0 : 0.0) * v;
+    t.kl = -d;
+    return t;
+  }
+};
+
+//! verl: compute_policy_loss_reinforce (-A x; IS weights, if any, multiply outside). 'old' is the
+//! rollout log-prob: ppo_kl = mmean(rollout - x).
+struct reinforce_token {
+  RLFLOW_HD token_loss operator()(double x, double old, double adv) const {
+    token_loss t;
+    t.loss = -adv * x;
+    t.dloss = -adv;
+    t.kl = old - x;
     return t;
   }
 };

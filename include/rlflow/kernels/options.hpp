@@ -8,6 +8,8 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include <rlflow/config.hpp>  // RLFLOW_HD
 #include <rlflow/error.hpp>  // config_error, msg
@@ -105,7 +107,7 @@ inline KLPenalty parse_kl_penalty(std::string_view s) {
 // ---------------------------------------------------------------------------------------------
 // Policy losses (verl: core_algos.POLICY_LOSS_REGISTRY, actor.policy_loss.loss_mode)
 
-enum class PolicyLossMode : std::uint8_t { vanilla, gspo, sapo, gpg, clip_cov, kl_cov, geo_mean, cispo, dro };
+enum class PolicyLossMode : std::uint8_t { vanilla, gspo, sapo, gpg, clip_cov, kl_cov, geo_mean, cispo, dro, dppo_tv, dppo_kl, bypass_mode };
 
 inline constexpr const char* policy_loss_mode_name(PolicyLossMode m) {
   switch (m) {
@@ -118,6 +120,9 @@ inline constexpr const char* policy_loss_mode_name(PolicyLossMode m) {
     case PolicyLossMode::geo_mean: return "geo_mean";
     case PolicyLossMode::cispo: return "cispo";
     case PolicyLossMode::dro: return "dro";
+    case PolicyLossMode::dppo_tv: return "dppo_tv";
+    case PolicyLossMode::dppo_kl: return "dppo_kl";
+    case PolicyLossMode::bypass_mode: return "bypass_mode";
   }
   return "unknown";
 }
@@ -125,11 +130,27 @@ inline constexpr const char* policy_loss_mode_name(PolicyLossMode m) {
 inline PolicyLossMode parse_policy_loss_mode(std::string_view s) {
   for (PolicyLossMode m : {PolicyLossMode::vanilla, PolicyLossMode::gspo, PolicyLossMode::sapo, PolicyLossMode::gpg,
                            PolicyLossMode::clip_cov, PolicyLossMode::kl_cov, PolicyLossMode::geo_mean, PolicyLossMode::cispo,
-                           PolicyLossMode::dro})
+                           PolicyLossMode::dro, PolicyLossMode::dppo_tv, PolicyLossMode::dppo_kl, PolicyLossMode::bypass_mode})
     if (s == policy_loss_mode_name(m)) return m;
   throw config_error(msg("rlflow::kernels::parse_policy_loss_mode: unknown loss_mode '", s,
-                         "'; use vanilla, gspo, sapo, gpg, clip_cov, kl_cov, geo_mean, cispo or dro"));
+                         "'; use vanilla, gspo, sapo, gpg, clip_cov, kl_cov, geo_mean, cispo, dro, dppo_tv, dppo_kl or bypass_mode"));
 }
+
+//! verl: algorithm.rollout_correction (RolloutCorrectionConfig, verl/trainer/config/algorithm.py) and
+//! rollout_corr_helper.py. IS weights pi_train / pi_rollout per token or per sequence, truncated
+//! (a single threshold: TIS) or zeroed outside [lower, upper] ("lower_upper": IcePop); rejection
+//! sampling (rollout_rs, comma-separated options) masks tokens or sequences whose divergence exceeds
+//! rollout_rs_threshold. bypass_mode uses the rollout's log-probs as old_log_probs and the loss
+//! 'bypass_mode' (loss_type ppo_clip or reinforce).
+struct RolloutCorrectionOptions {
+  std::optional<std::string> rollout_is = std::string("sequence");  //!< token | sequence | none (nullopt)
+  std::string rollout_is_threshold = "2";            //!< "upper" or "lower_upper"
+  bool rollout_is_batch_normalize = false;
+  std::optional<std::string> rollout_rs;             //!< e.g. "token_k1,seq_mean_k3"; nullopt: off
+  std::optional<std::string> rollout_rs_threshold;   //!< one spec, or one per rollout_rs option
+  bool bypass_mode = false;
+  std::string loss_type = "ppo_clip";                //!< bypass_mode loss: ppo_clip | reinforce
+};
 
 //! The actor-config knobs the policy losses read (verl ActorConfig / policy_loss defaults).
 struct PolicyLossConfig {
@@ -142,6 +163,7 @@ struct PolicyLossConfig {
   double clip_cov_ratio = 2e-4, clip_cov_lb = 1.0, clip_cov_ub = 5.0;
   double kl_cov_ratio = 2e-4, ppo_kl_coef = 0.1;
   double dro_beta = 1.0;                      //!< DRO quadratic coefficient; must be > 0
+  RolloutCorrectionOptions rollout_correction{};  //!< read by bypass_mode only
   double low() const { return clip_ratio_low.value_or(clip_ratio); }
   double high() const { return clip_ratio_high.value_or(clip_ratio); }
 };
@@ -156,6 +178,8 @@ struct PolicyLossMetrics {
 struct PolicyLossResult {
   double loss = 0;  //!< actor/pg_loss contribution of this micro-batch
   PolicyLossMetrics metrics;
+  //! Further metrics under verl's full names (bypass_mode: the "rollout_corr/..." ones).
+  std::vector<std::pair<std::string, double>> extra_metrics;
 };
 
 struct ValueLossResult {

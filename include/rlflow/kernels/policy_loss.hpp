@@ -1,17 +1,21 @@
 // rlflow/kernels/policy_loss.hpp: the actor's policy losses with verl's metrics and the
 // analytic gradient d(loss)/d(log_prob) (verl: core_algos.POLICY_LOSS_REGISTRY): vanilla PPO
-// clip + dual clip, GSPO, SAPO, GPG, clip_cov, kl_cov, geo_mean (GMPO), CISPO, DRO.
-// Defines compute_policy_loss. Does not implement dppo_tv / dppo_kl or bypass-mode REINFORCE.
+// clip + dual clip, GSPO, SAPO, GPG, clip_cov, kl_cov, geo_mean (GMPO), CISPO, DRO, DPPO (TV, KL),
+// bypass_mode (rollout correction + PPO clip or REINFORCE). Defines compute_policy_loss and
+// compute_policy_loss_reinforce.
 #pragma once
 #include <cmath>
 #include <cstdint>
 #include <span>
+#include <type_traits>
+#include <utility>
 
 #include <rlflow/kernels/agg_loss.hpp>  // detail::agg_row_coef
 #include <rlflow/kernels/detail/checks.hpp>
 #include <rlflow/kernels/detail/exec.hpp>
 #include <rlflow/kernels/math.hpp>      // per-token loss functors
 #include <rlflow/kernels/options.hpp>   // PolicyLossConfig, PolicyLossResult, Grad
+#include <rlflow/kernels/rollout_corr.hpp>  // bypass_mode
 
 // Letters: B rows, T response tokens. x = log_prob, o = old_log_prob, A = advantages.
 
@@ -76,7 +80,7 @@ math::dvec<5> policy_token_pass(Ex const& ex, Dims d, M const* m, float const* i
 inline PolicyLossResult finish(math::dvec<5> const& s, bool clip, bool kl, bool lower) {
   PolicyLossResult r;
   r.loss = s.v[0];
-  double const den = s.v[4] + 1e-8;
+  double const den = math::mask_den(s.v[4]);
   r.metrics.has_pg_clipfrac = clip;
   r.metrics.has_ppo_kl = kl;
   r.metrics.has_pg_clipfrac_lower = lower;
@@ -116,6 +120,72 @@ typename Ex::template buffer<std::uint8_t> cov_select(Ex const& ex, Dims d, M co
 
 }  // namespace detail
 
+//! REINFORCE loss -A x (times rollout_is_weights when given), aggregated with 'agg' (verl's default
+//! here is seq-mean-token-sum); metric ppo_kl = mmean(rollout_log_prob - log_prob). No clipping.
+//! verl: compute_policy_loss_reinforce          all spans: (B, T)
+template <class Policy, class Mask>
+PolicyLossResult compute_policy_loss_reinforce(Policy const& policy, Dims d, std::span<float const> rollout_log_prob,
+                                               std::span<float const> log_prob, std::span<float const> advantages,
+                                               std::span<Mask const> response_mask, AggMode agg = AggMode::seq_mean_token_sum,
+                                               AggInfo const& info = {}, Grad grad = {},
+                                               std::span<float const> rollout_is_weights = {}) {
+  detail::check_policy<Policy>();
+  detail::check_mask<Mask>();
+  const char* fn = "compute_policy_loss_reinforce";
+  detail::expect_token_spans(fn, d,
+                             {{"rollout_log_prob", rollout_log_prob.size()}, {"log_prob", log_prob.size()},
+                              {"advantages", advantages.size()}, {"response_mask", response_mask.size()}});
+  if (!grad.out.empty()) detail::expect_size(fn, "grad.out", grad.out.size(), d.numel(), "B*T");
+  if (!rollout_is_weights.empty()) detail::expect_size(fn, "rollout_is_weights", rollout_is_weights.size(), d.numel(), "B*T");
+  auto ex = detail::make_exec(policy);
+  Mask const* m = response_mask.data();
+  float const* x = log_prob.data();
+  float const* o = rollout_log_prob.data();
+  float const* a = advantages.data();
+  float const* w = rollout_is_weights.empty() ? nullptr : rollout_is_weights.data();
+  detail::check_finite_tokens(ex, fn, "log_prob", d, x, m);
+  detail::check_finite_tokens(ex, fn, "rollout_log_prob", d, o, m);
+  detail::check_finite_tokens(ex, fn, "advantages", d, a, m);
+  detail::check_finite_tokens(ex, fn, "rollout_is_weights", d, w, m);
+  auto coef = detail::agg_row_coef(ex, fn, d, m, agg, info);
+  detail::tok_xoa<math::reinforce_token> tok{{}, x, o, a};
+  return detail::finish(detail::policy_token_pass(ex, d, m, w, coef.data(), tok, grad), false, true, false);
+}
+
+template <class Policy, class Mask>
+PolicyLossResult compute_policy_loss(Policy const& policy, Dims d, PolicyLossConfig const& cfg,
+                                     std::span<float const> old_log_prob, std::span<float const> log_prob,
+                                     std::span<float const> advantages, std::span<Mask const> response_mask, AggMode agg,
+                                     AggInfo const& info = {}, Grad grad = {}, std::span<float const> rollout_is_weights = {});
+
+namespace detail {
+//! verl: compute_policy_loss_bypass_mode. old_log_prob is the rollout's; IS weights and the rejection
+//! mask come from rollout_corr.hpp (training = the current log_prob); then vanilla PPO on the
+//! rejected mask without IS weights (loss_type ppo_clip) or REINFORCE with them (reinforce).
+template <class Mask>
+PolicyLossResult bypass_mode_loss(Dims d, PolicyLossConfig const& cfg, std::span<float const> old_log_prob,
+                                  std::span<float const> log_prob, std::span<float const> advantages,
+                                  std::span<Mask const> response_mask, AggMode agg, AggInfo const& info, Grad grad) {
+  auto const& rc = cfg.rollout_correction;
+  if (rc.loss_type != "ppo_clip" && rc.loss_type != "reinforce")
+    throw config_error(msg("rlflow::kernels::compute_policy_loss: rollout_correction.loss_type='", rc.loss_type,
+                           "'; use ppo_clip or reinforce (verl raises ValueError)"));
+  auto corr = compute_rollout_correction_and_rejection_mask(cpu::par, d, log_prob, old_log_prob, response_mask, rc);
+  std::span<float const> mask(corr.response_mask);
+  PolicyLossResult r;
+  if (rc.loss_type == "reinforce") {
+    r = compute_policy_loss_reinforce(cpu::par, d, old_log_prob, log_prob, advantages, mask, agg, info, grad,
+                                      std::span<float const>(corr.rollout_is_weights));
+  } else {
+    PolicyLossConfig v = cfg;
+    v.mode = PolicyLossMode::vanilla;
+    r = compute_policy_loss(cpu::par, d, v, old_log_prob, log_prob, advantages, mask, agg, info, grad);
+  }
+  r.extra_metrics = std::move(corr.metrics);
+  return r;
+}
+}  // namespace detail
+
 //! Policy loss, metrics and d(loss)/d(log_prob) for cfg.mode.  verl: get_policy_loss_fn(mode)
 //! old_log_prob, log_prob, advantages, response_mask, rollout_is_weights (optional), grad: (B, T)
 //! Per mode (Delta = x - o, r = e^clamp(Delta, +-20) unless noted, eps_lo/hi = clip ratios):
@@ -129,12 +199,18 @@ typename Ex::template buffer<std::uint8_t> cov_select(Ex const& ex, Dims d, M co
 //!  geo_mean mean over rows of -mean_t(A) exp(mean_t sign-clipped Delta) (ignores agg mode and AggInfo)
 //!  cispo    -sg(clip(r)) A x
 //!  dro      -(x A - beta/2 Delta^2)
+//!  dppo_tv  -A sg(min(r, c)) x valid; valid: A > 0 ? e^x - e^o <= hi : e^x - e^o >= -lo (c = clip_ratio_c)
+//!  dppo_kl  as dppo_tv with valid: A > 0 ? (bkl <= hi or e^x <= e^o) : (bkl <= lo or e^x >= e^o), bkl the
+//!           binary KL p_o (o - x) + (1 - p_o) log((1 - p_o + 1e-8) / (1 - p + 1e-8))
+//!  bypass_mode  old_log_prob = the rollout's: rollout correction (IS weights, rejection mask, metrics
+//!           in extra_metrics) then vanilla on the rejected mask (loss_type ppo_clip, no IS weights) or
+//!           compute_policy_loss_reinforce with the IS weights (reinforce); cpu::par only
 //! NaN/inf in any input at a valid token raises value_error naming the row and token.
 template <class Policy, class Mask>
 PolicyLossResult compute_policy_loss(Policy const& policy, Dims d, PolicyLossConfig const& cfg,
                                      std::span<float const> old_log_prob, std::span<float const> log_prob,
                                      std::span<float const> advantages, std::span<Mask const> response_mask, AggMode agg,
-                                     AggInfo const& info = {}, Grad grad = {}, std::span<float const> rollout_is_weights = {}) {
+                                     AggInfo const& info, Grad grad, std::span<float const> rollout_is_weights) {
   detail::check_policy<Policy>();
   detail::check_mask<Mask>();
   const char* fn = "compute_policy_loss";
@@ -200,6 +276,20 @@ PolicyLossResult compute_policy_loss(Policy const& policy, Dims d, PolicyLossCon
       r.metrics.pg_clipfrac_lower = 0.0;
       return r;
     }
+    case PolicyLossMode::dppo_tv:
+    case PolicyLossMode::dppo_kl: {
+      auto coef = detail::agg_row_coef(ex, fn, d, m, agg, info);
+      detail::tok_xoa<math::dppo_token> tok{{lo, hi, cfg.clip_ratio_c, cfg.mode == PolicyLossMode::dppo_kl}, x, o, a};
+      return detail::finish(detail::policy_token_pass(ex, d, m, w, coef.data(), tok, grad), true, true, true);
+    }
+    case PolicyLossMode::bypass_mode: {
+      if constexpr (std::is_same_v<system_of_t<Policy>, cpu::tag>) {
+        return detail::bypass_mode_loss(d, cfg, old_log_prob, log_prob, advantages, response_mask, agg, info, grad);
+      } else {
+        throw config_error(msg("rlflow::kernels::", fn, ": loss_mode bypass_mode (rollout correction) runs on cpu::par only; "
+                               "compute the rollout correction on the host or use loss_mode vanilla"));
+      }
+    }
     case PolicyLossMode::dro: {
       if (!(cfg.dro_beta > 0))
         throw config_error(msg("rlflow::kernels::", fn, ": dro_beta = ", cfg.dro_beta, " must be > 0 (verl raises ValueError)"));
@@ -215,7 +305,7 @@ PolicyLossResult compute_policy_loss(Policy const& policy, Dims d, PolicyLossCon
       auto const s = ex.reduce(n, math::dvec<3>::zero(), [=] RLFLOW_HD(std::int64_t k) -> math::dvec<3> {
         return detail::on(m[k]) ? math::dvec<3>{{static_cast<double>(a[k]), static_cast<double>(x[k]), 1.0}} : math::dvec<3>::zero();
       });
-      double const mean_a = s.v[0] / (s.v[2] + 1e-8), mean_x = s.v[1] / (s.v[2] + 1e-8);
+      double const mean_a = s.v[0] / math::mask_den(s.v[2]), mean_x = s.v[1] / math::mask_den(s.v[2]);
       auto clipped = ex.template alloc<std::uint8_t>(n);
       std::uint8_t* cp = clipped.data();
       math::clip_cov_token const f{lo, hi};
@@ -260,7 +350,7 @@ PolicyLossResult compute_policy_loss(Policy const& policy, Dims d, PolicyLossCon
             return V4{{f(x[k], o[k], a[k]).dstar, static_cast<double>(a[k]), 1.0, lw}};
           },
           [=] RLFLOW_HD(std::int64_t i, V4 s) {
-            double const l = s.v[2] + 1e-8;
+            double const l = math::mask_den(s.v[2]);
             double const ratio = exp(s.v[0] / l), abar = s.v[1] / l, isw = exp(s.v[3] / l);
             rp[i] = V4{{-abar * ratio * isw, ratio, abar * isw, l}};  // loss_i, ratio_i, Abar_i * seq_is_i, L_i + 1e-8
           });
@@ -280,7 +370,7 @@ PolicyLossResult compute_policy_loss(Policy const& policy, Dims d, PolicyLossCon
       });
       PolicyLossResult r;
       r.loss = loss;
-      double const den = s.v[3] + 1e-8;
+      double const den = math::mask_den(s.v[3]);
       r.metrics = PolicyLossMetrics{s.v[0] / den, s.v[2] / den, s.v[1] / den, true, true, true};
       return r;
     }

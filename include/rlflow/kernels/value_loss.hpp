@@ -52,7 +52,7 @@ ValueLossResult compute_value_loss(Policy const& policy, Dims d, std::span<float
     gout.put(k, gout.scale * 0.5 * ci * q.dloss);
     return math::dvec<4>{{ci * q.loss, q.clipped, static_cast<double>(v[k]), 1.0}};
   });
-  double const den = s.v[3] + 1e-8;
+  double const den = math::mask_den(s.v[3]);
   return ValueLossResult{0.5 * s.v[0], s.v[1] / den, s.v[2] / den};
 }
 

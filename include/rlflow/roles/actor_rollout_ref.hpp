@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include <rlflow/advantage_step.hpp>         // rollout_correction_options
 #include <rlflow/backend.hpp>                // cpu::par
 #include <rlflow/dispatch/dispatch.hpp>      // DPComputeProto, DPComputeMetric, OneToAll
 #include <rlflow/engine/checkpoint.hpp>      // save_checkpoint, load_checkpoint
@@ -207,6 +208,10 @@ class BasicActorRolloutRef {
     pcfg.kl_cov_ratio = a.policy_loss.kl_cov_ratio;
     pcfg.ppo_kl_coef = a.policy_loss.ppo_kl_coef;
     if (a.policy_loss.dro_beta) pcfg.dro_beta = *a.policy_loss.dro_beta;
+    if (cfg.algorithm.rollout_correction.bypass_mode) {  // verl: apply_bypass_mode sets loss_mode = bypass_mode
+      pcfg.mode = kernels::PolicyLossMode::bypass_mode;
+      pcfg.rollout_correction = rollout_correction_options(cfg.algorithm.rollout_correction);
+    }
     kernels::AggMode const agg = kernels::parse_agg_mode(a.loss_agg_mode.view());
     bool const use_entropy = a.entropy_coeff != 0.0;
     bool const use_kl = a.use_kl_loss;
@@ -240,8 +245,11 @@ class BasicActorRolloutRef {
           Tensor dlogp = Tensor::zeros(DType::float32, Shape{micro, R});
           auto res = kernels::compute_policy_loss(cpu::par, d, pcfg, mc.tensor("old_log_probs").span<float>(),
                                                   fwd.log_probs.span<float>(), mc.tensor("advantages").span<float>(), mask, agg,
-                                                  info, kernels::Grad{dlogp.span<float>(), 1.0, false});
+                                                  info, kernels::Grad{dlogp.span<float>(), 1.0, false},
+                                                  mc.has_tensor("rollout_is_weights") ? mc.tensor("rollout_is_weights").span<float>()
+                                                                                      : std::span<float const>{});
           pg_loss += res.loss;
+          for (auto const& [key, value] : res.extra_metrics) m[key].push_back(value);  // bypass_mode: rollout_corr/*
           if (res.metrics.has_pg_clipfrac) m["actor/pg_clipfrac"].push_back(res.metrics.pg_clipfrac);
           if (res.metrics.has_ppo_kl) m["actor/ppo_kl"].push_back(res.metrics.ppo_kl);
           if (res.metrics.has_pg_clipfrac_lower) m["actor/pg_clipfrac_lower"].push_back(res.metrics.pg_clipfrac_lower);
