@@ -50,7 +50,7 @@ inline std::int64_t train_activation_floats(model::GPTConfig const& m, std::int6
   std::int64_t f = static_cast<std::int64_t>(model::ActivationLayout(m, static_cast<int>(B), static_cast<int>(T)).size());
   f += 2 * BR * C + 2 * BR + BR * V + 4 * BR;  // head_in, lnf, lnf_stats, logits, head_out
   f += 2 * N + BR;                             // ints (ids, positions, targets) and valid flags (rounded up)
-  if (backward) f += 2 * BR + BR * V + N * C * 10 + B * NH * T * T + 6 * BR;  // dhead, grad_ws, the loss columns
+  if (backward) f += 2 * BR + BR * V + N * C * 10 + B * NH * T * T + 7 * BR;  // dhead, grad_ws, the loss columns
   return f;
 }
 }  // namespace detail

@@ -76,7 +76,7 @@ struct engines<::rlflow::cuda::tag> {
   static constexpr bool device_losses = true;
 
   //! One micro-batch of update_actor on the device: forward (log-probs and entropy stay on the
-  //! device), old_log_probs / advantages / mask / ref_log_prob staged once into device columns
+  //! device), old_log_probs / advantages / mask / ref_log_prob / rollout_is_weights staged into device columns
   //! through a pinned host buffer, compute_policy_loss / agg_loss / kl_loss on
   //! cuda::par.on(stream) writing d loss / d log_prob on the device, backward_device (no host
   //! round trip of the gradients). Same math and order as the CPU branch in update_actor.
@@ -92,8 +92,9 @@ struct engines<::rlflow::cuda::tag> {
     // device columns: old, adv, mask, ref | dlogp, dent ; host staging (pinned): old, adv, mask, ref
     thread_local kernels::cuda::model::layers::device_buffer cols;
     thread_local detail::PinnedFloats host;
-    float* dev = cols.ensure<float>(6 * BR);
-    float* h = host.ensure(4 * BR);
+    bool const is_w = mc.has_tensor("rollout_is_weights");  // rollout correction (IS weights)
+    float* dev = cols.ensure<float>(7 * BR);
+    float* h = host.ensure(5 * BR);
     auto put = [&](Tensor const& t, std::size_t slot) {
       auto sp = t.span<float>();
       std::copy(sp.begin(), sp.end(), h + slot * BR);
@@ -103,16 +104,19 @@ struct engines<::rlflow::cuda::tag> {
     auto rm = mc.tensor("response_mask").span<std::int32_t>();
     for (std::size_t k = 0; k < BR; ++k) h[2 * BR + k] = rm[k] ? 1.0f : 0.0f;
     if (use_kl) put(mc.tensor("ref_log_prob"), 3);
-    RLFLOW_CUDA_CHECK(cudaMemcpyAsync(dev, h, (use_kl ? 4 : 3) * BR * sizeof(float), cudaMemcpyHostToDevice, st));
-    float* dlogp = dev + 4 * BR;
-    float* dent = dev + 5 * BR;
+    if (is_w) put(mc.tensor("rollout_is_weights"), 4);
+    RLFLOW_CUDA_CHECK(cudaMemcpyAsync(dev, h, 5 * BR * sizeof(float), cudaMemcpyHostToDevice, st));
+    float* dlogp = dev + 5 * BR;
+    float* dent = dev + 6 * BR;
     RLFLOW_CUDA_CHECK(cudaMemsetAsync(dlogp, 0, BR * sizeof(float), st));
     auto cspan = [&](float const* p) { return std::span<float const>(p, BR); };
     std::span<float const> const mask = cspan(dev + 2 * BR);
     std::span<float const> const logp = cspan(eng.device_log_probs());
     auto res = kernels::compute_policy_loss(par, d, pcfg, cspan(dev), logp, cspan(dev + BR), mask, agg, info,
-                                            kernels::Grad{std::span<float>(dlogp, BR), 1.0, false});
+                                            kernels::Grad{std::span<float>(dlogp, BR), 1.0, false},
+                                            is_w ? cspan(dev + 4 * BR) : std::span<float const>{});
     pg_loss += res.loss;
+    for (auto const& [key, value] : res.extra_metrics) m[key].push_back(value);  // bypass_mode: rollout_corr/*
     if (res.metrics.has_pg_clipfrac) m["actor/pg_clipfrac"].push_back(res.metrics.pg_clipfrac);
     if (res.metrics.has_ppo_kl) m["actor/ppo_kl"].push_back(res.metrics.ppo_kl);
     if (res.metrics.has_pg_clipfrac_lower) m["actor/pg_clipfrac_lower"].push_back(res.metrics.pg_clipfrac_lower);
