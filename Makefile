@@ -5,6 +5,7 @@
 #   make plan-page  the planner as a page (build/planner/index.html; opens from disk)
 #   make report RUN=runs/<name>     an HTML report of one or more runs' metrics.jsonl
 #   make fuzz   libFuzzer (clang) on every boundary, FUZZ_TIME seconds per target (default 60)
+#   make gpu-check  on a GPU machine: build + run the CUDA tests, benchmarks and demo, print one table
 SHELL := /bin/bash
 BUILD ?= build
 ASAN_BUILD ?= build-asan
@@ -44,7 +45,7 @@ FUZZ_CXX ?= clang++
 FUZZ_FLAGS := -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined,float-cast-overflow \
   -fno-sanitize-recover=undefined,float-cast-overflow -Iinclude -Itests
 
-.PHONY: all deps deps-browser configure build test test-sanitize test-long demo bench plan plan-page report clean fuzz
+.PHONY: all deps deps-browser configure build test test-sanitize test-long demo bench plan plan-page report gpu-check clean fuzz
 
 all: build
 
@@ -130,6 +131,10 @@ fuzz: deps
 	  grep -E "^(fuzz |stat::number_of_executed_units|Done|==[0-9]+==ERROR|SUMMARY)" $(FUZZ_BUILD)/fuzz_$$t.log || true; \
 	  if [ $$rc -ne 0 ]; then echo "fuzz_$$t failed (exit $$rc); see $(FUZZ_BUILD)/fuzz_$$t.log"; exit $$rc; fi; \
 	done
+
+# One run (<= 8 min) on a GPU machine: tools/gpu_check.sh (docs/development.md). GPU_CHECK_ARGS: --steps N ...
+gpu-check: deps
+	tools/gpu_check.sh $(GPU_CHECK_ARGS)
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)

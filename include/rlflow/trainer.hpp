@@ -6,8 +6,10 @@
 // The roles run fused on one pool (one worker thread per device, DP over the workers); the
 // driver's step() is verl's step written as plain calls. TP<N> runs the rollout as replicas of
 // N tensor-parallel ranks (world size / N of them) while the actor trains data-parallel on every
-// worker; each weight sync reshards the actor's weights into the replicas. SeparateAsync and the
-// CUDA trainer are milestone 2 and are rejected at compile time with that message.
+// worker; each weight sync reshards the actor's weights into the replicas. Backend<cuda::tag> runs
+// the actor, rollout and reference engines on one device per worker; it needs
+// rlflow/trainer_cuda.cuh in a .cu file. SeparateAsync is milestone 2 and is rejected at compile
+// time with that message.
 //
 // Letters: B prompts per step, n samples per prompt, P prompt tokens, R response tokens.
 #pragma once
@@ -35,6 +37,7 @@
 #include <rlflow/model/bpe_tokenizer.hpp>       // BPETokenizer
 #include <rlflow/model/hf_gpt2.hpp>             // read_gpt2_config, load_gpt2_weights
 #include <rlflow/data_proto.hpp>                // DataProto
+#include <rlflow/device_memory.hpp>             // gib
 #include <rlflow/detail/options.hpp>            // option sorting
 #include <rlflow/kernels/kernels.hpp>           // advantages, apply_kl_penalty, agg_loss
 #include <rlflow/metrics.hpp>                   // Metrics, MetricsLogger
@@ -165,7 +168,8 @@ class Trainer {
   using backend = detail::pick_kind_t<backend_kind, Backend<cpu::tag>, Options...>;
   using reward_role = detail::pick_role_t<reward_tag, roles::DefaultReward, Options...>;
   using critic_role = detail::pick_role_t<critic_tag, void, Options...>;
-  using actor_role = roles::BasicActorRolloutRef<parallel::size>;
+  using actor_role = roles::BasicActorRolloutRef<typename backend::system, parallel::size>;
+  static constexpr bool on_cuda = !std::is_same_v<typename backend::system, cpu::tag>;
   static constexpr bool has_critic = !std::is_void_v<critic_role>;
 
  private:
@@ -175,9 +179,9 @@ class Trainer {
   static_assert(!placement::is_async,
                 "rlflow::Trainer<..., SeparateAsync, ...>: the separate-async placement is milestone 2; use "
                 "rlflow::Colocate<N> for now");
-  static_assert(std::is_same_v<typename backend::system, cpu::tag>,
-                "rlflow::Trainer<..., Backend<cuda::tag>, ...>: the CUDA trainer is milestone 2; use "
-                "rlflow::Backend<rlflow::cpu::tag>");
+  static_assert(roles::has_engines<typename backend::system>,
+                "rlflow::Trainer<..., Backend<cuda::tag>, ...>: the CUDA engines are not visible; include "
+                "<rlflow/trainer_cuda.cuh> in a .cu file compiled by nvcc, or use rlflow::Backend<rlflow::cpu::tag>");
 
   static constexpr int role_count = 2 + (has_critic ? 1 : 0);
   static_assert(placement::max_colocate_count >= role_count,
@@ -269,6 +273,8 @@ class Trainer {
                                  cfg_.actor_rollout_ref.actor.ppo_epochs;
     std::int64_t const critic_updates =
         cfg_.data.train_batch_size / cfg_.critic_ppo_mini_batch_size() * cfg_.critic_ppo_epochs();
+    // CUDA: one worker per device and the memory estimate against each device, before any work.
+    if constexpr (on_cuda) roles::engines<typename backend::system>::check_devices(cfg_, setup.policy_model);
     pool_.emplace("global_pool",
                   std::vector<int>(static_cast<std::size_t>(cfg_.trainer.nnodes), static_cast<int>(cfg_.trainer.n_gpus_per_node)),
                   placement::max_colocate_count);
@@ -468,6 +474,17 @@ class Trainer {
     m["training/global_step"] = static_cast<double>(global_step_);
     m["training/epoch"] = static_cast<double>(epoch);
     m["data/truncated_prompts"] = static_cast<double>(truncated_prompts_);
+    if constexpr (on_cuda) {
+      // verl: perf/max_memory_allocated_gb, perf/max_memory_reserved_gb (max over the workers' devices
+      // of this step's peaks; the peaks restart after each step)
+      double alloc = 0, reserved = 0;
+      for (auto const& s : actor_rollout_wg().template call<&actor_role::memory_stats>(1)) {
+        alloc = std::max(alloc, static_cast<double>(s[1]) / gib);
+        reserved = std::max(reserved, static_cast<double>(s[3]) / gib);
+      }
+      m["perf/max_memory_allocated_gb"] = alloc;
+      m["perf/max_memory_reserved_gb"] = reserved;
+    }
 
     // The step's line is written before its checkpoint, so a checkpoint never exists without the
     // metrics of the steps it contains. The save time is in the returned metrics only.
@@ -1082,7 +1099,7 @@ class Trainer {
 template <class T>
 std::string describe() {
   return msg("Trainer<", T::algorithm::name, ", Colocate<", T::placement::max_colocate_count, ">, TP<", T::parallel::size,
-             ">> backend=cpu roles=actor_rollout_ref", T::has_critic ? ",critic" : "", ",reward");
+             ">> backend=", T::on_cuda ? "cuda" : "cpu", " roles=actor_rollout_ref", T::has_critic ? ",critic" : "", ",reward");
 }
 
 }  // namespace rlflow

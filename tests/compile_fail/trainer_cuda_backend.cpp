@@ -1,4 +1,6 @@
-// build error: the CUDA trainer is milestone 2
+// build error: the CUDA engines are not visible; include <rlflow/trainer_cuda.cuh>
+// Backend<cuda::tag> in a g++ translation unit: the CUDA engines (engine/cuda/*.cuh) need nvcc, so
+// the trainer says to include rlflow/trainer_cuda.cuh in a .cu file.
 #include <rlflow/trainer.hpp>
 struct Score {
   static double score(std::string_view, std::string_view) { return 0.0; }

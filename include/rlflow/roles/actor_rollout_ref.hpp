@@ -1,4 +1,4 @@
-// rlflow/roles/actor_rollout_ref.hpp: roles::ActorRolloutRef (= BasicActorRolloutRef<1>; <TP> runs
+// rlflow/roles/actor_rollout_ref.hpp: roles::ActorRolloutRef (= BasicActorRolloutRef<cpu::tag>; <System, TP> runs
 // the rollout as tensor-parallel replicas), the hybrid policy role (verl's
 // ActorRolloutRefWorker with hybrid_engine=true): one worker holds the actor's training engine,
 // the rollout engine and the frozen reference, so weights move in place (no copy across
@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <random>
 #include <string>
+#include <tuple>        // std::make_from_tuple (engine construction)
 #include <type_traits>  // std::conditional_t
 #include <vector>
 
@@ -52,15 +53,60 @@ inline engine::OptimizerConfig optimizer_config(OptimConfig const& o, double gra
   return c;
 }
 
-//! verl: ActorRolloutRefWorker (hybrid engine). Methods keep verl's names. RolloutTP > 1: the
-//! rollout runs as replicas of RolloutTP ranks (rank = replica * RolloutTP + tp_rank), each rank
-//! holding its tensor-parallel shard; generate_sequences gives a replica's ranks the same chunk
-//! (verl: make_nd_compute_dataproto_dispatch_fn over the rollout mesh) and returns one result per
-//! replica, while the actor still trains data-parallel on every rank.
-template <int RolloutTP = 1>
+//! The engines of the built-in roles on execution system 'System' (cpu::tag here; the cuda::tag
+//! specialization is in rlflow/trainer_cuda.cuh, nvcc only) and what differs between them:
+//! binding the worker's thread to its device, moving weights from the actor into the rollout,
+//! averaging gradients across ranks, checkpoints and device memory counters.
+template <class System>
+struct engines {};
+
+template <>
+struct engines<cpu::tag> {
+  using training = engine::TrainingEngine;
+  using rollout = engine::RolloutEngine;
+  //! false: the actor's losses run on cpu::par over host tensors in update_actor; true (CUDA):
+  //! engines::actor_micro_step runs forward, the loss kernels and backward on the device.
+  static constexpr bool device_losses = false;
+  //! Nothing to bind on the CPU (the CUDA twin calls cudaSetDevice(local_rank) on the worker's thread).
+  struct device_binding {
+    explicit device_binding(WorkerContext const&) {}
+  };
+  static void load_rollout(rollout& r, training const& t) { r.load_weights(t.params()); }
+  //! The rollout engine's constructor arguments: the CPU engine holds one tensor-parallel shard.
+  static std::tuple<model::GPTConfig const&, model::TPRank> rollout_args(model::GPTConfig const& c, model::TPRank tp) {
+    return {c, tp};
+  }
+  //! Sets the training engine's weights from a full flat copy (weights from model.path).
+  static void set_weights(training& t, std::vector<float> const& w) { std::copy(w.begin(), w.end(), t.params().begin()); }
+  static void allreduce_grads(WorkerContext const& ctx, training& t) { detail::allreduce_mean(ctx, t.grads()); }
+  static std::vector<float> weights(training const& t) { return {t.params().begin(), t.params().end()}; }
+  static void save(std::string const& path, training const& t) { engine::save_checkpoint(path, t); }
+  static void load(std::string const& path, training& t) { engine::load_checkpoint(path, t); }
+  //! Device memory counters of this worker's device (allocated, peak, reserved, peak reserved);
+  //! all zero on the CPU.
+  static std::vector<std::int64_t> memory_stats(bool /*reset_peak*/) { return {0, 0, 0, 0}; }
+};
+
+//! true when the engines of 'System' are visible in this translation unit.
+template <class System>
+concept has_engines = requires { typename engines<System>::training; };
+
+//! verl: ActorRolloutRefWorker (hybrid engine). Methods keep verl's names. 'System' picks the
+//! engines (engines<System>): cpu::tag, or cuda::tag with rlflow/trainer_cuda.cuh in a .cu file.
+//! RolloutTP > 1: the rollout runs as replicas of RolloutTP ranks (rank = replica * RolloutTP +
+//! tp_rank), each rank holding its tensor-parallel shard; generate_sequences gives a replica's
+//! ranks the same chunk (verl: make_nd_compute_dataproto_dispatch_fn over the rollout mesh) and
+//! returns one result per replica, while the actor still trains data-parallel on every rank.
+template <class System, int RolloutTP = 1>
 class BasicActorRolloutRef {
-  static_assert(RolloutTP >= 1, "rlflow::roles::BasicActorRolloutRef<TP>: TP must be at least 1");
-  using ActorRolloutRef = BasicActorRolloutRef;  // the methods below name the class so
+  static_assert(has_engines<System>,
+                "rlflow::roles::BasicActorRolloutRef<cuda::tag>: the CUDA engines are not visible; include "
+                "<rlflow/trainer_cuda.cuh> in a .cu file compiled by nvcc");
+  static_assert(RolloutTP >= 1, "rlflow::roles::BasicActorRolloutRef<System, TP>: TP must be at least 1");
+  static_assert(RolloutTP == 1 || std::is_same_v<System, cpu::tag>,
+                "rlflow::Trainer<..., TP<N>, Backend<cuda::tag>>: tensor-parallel rollout replicas run on the CPU "
+                "engines only (the CUDA engines have no sharded layout yet); use TP<1> with the CUDA backend");
+  using E = engines<System>;
 
  public:
   static constexpr int rollout_tp = RolloutTP;
@@ -69,22 +115,26 @@ class BasicActorRolloutRef {
                                               dispatch::NDComputeProto<dispatch::MeshLayout<RolloutTP>>>;
   using role_tag = actor_tag;
   static constexpr std::string_view role_name = "actor_rollout_ref";
+  using system = System;
 
   BasicActorRolloutRef(WorkerContext const& ctx, RoleSetup setup, std::int64_t total_optimizer_steps = 1)
       : ctx_(&ctx),
+        bind_(ctx),
         setup_(std::move(setup)),
         tok_(role_tokenizer(setup_)),
         actor_(setup_.policy_model, optimizer_config(setup_.cfg.actor_rollout_ref.actor.optim,
                                                      setup_.cfg.actor_rollout_ref.actor.grad_clip, total_optimizer_steps)),
-        rollout_(setup_.policy_model, model::TPRank{ctx.rank % RolloutTP, RolloutTP}),
+        rollout_(std::make_from_tuple<typename E::rollout>(
+            E::rollout_args(setup_.policy_model, model::TPRank{ctx.rank % RolloutTP, RolloutTP}))),
         ref_(setup_.policy_model) {
     if (setup_.policy_init) {  // weights from model.path
-      if (setup_.policy_init->size() != actor_.params().size())
+      std::size_t const have = E::weights(actor_).size();
+      if (setup_.policy_init->size() != have)
         throw shape_error(msg("rlflow::roles::ActorRolloutRef: the initial weights hold ", setup_.policy_init->size(),
-                              " floats but the model has ", actor_.params().size()));
-      std::copy(setup_.policy_init->begin(), setup_.policy_init->end(), actor_.params().begin());
+                              " floats but the model has ", have));
+      E::set_weights(actor_, *setup_.policy_init);
     }
-    rollout_.load_weights(actor_.params());
+    E::load_rollout(rollout_, actor_);
     ref_.load_weights(actor_.params());
   }
 
@@ -155,7 +205,7 @@ class BasicActorRolloutRef {
   //! > 1 each rank reshards: it copies only its TP slice (and the replicated tensors) of its own
   //! DP actor's full weights, so a replica copies one model's worth of sharded bytes in total.
   void update_weights() {
-    rollout_.load_weights(actor_.params());
+    E::load_rollout(rollout_, actor_);
     rollout_.wake();
   }
 
@@ -221,14 +271,19 @@ class BasicActorRolloutRef {
     detail::for_each_mini_batch(
         *ctx_, data, mini, micro, a.ppo_epochs, a.shuffle,
         static_cast<std::uint64_t>(a.data_loader_seed + ctx_->rank),  // verl: data_loader_seed + dp_rank
-        info0, [&] { return actor_.grads(); },
+        info0, [&](WorkerContext const& c) { E::allreduce_grads(c, actor_); },
         [&] {
           actor_.zero_grad();
           pg_loss = entropy_loss = kl_value = 0;
         },
         [&](DataProto const& mc, kernels::AggInfo const& info) {
           kernels::Dims const d{micro, R};
-          auto fwd = actor_.forward(mc.tensor("input_ids"), mc.tensor("attention_mask"), R, temperature, use_entropy);
+          if constexpr (E::device_losses) {
+            E::actor_micro_step(actor_, mc, d, pcfg, agg, info, temperature, use_entropy, a.entropy_coeff, use_kl, kl_kind,
+                                a.kl_loss_coef, m, pg_loss, entropy_loss, kl_value);
+            return;
+          }
+          engine::LogProbResult fwd = actor_.forward(mc.tensor("input_ids"), mc.tensor("attention_mask"), R, temperature, use_entropy);
           auto fmask = detail::float_mask(mc.tensor("response_mask"));
           std::span<float const> mask(fmask);
           Tensor dlogp = Tensor::zeros(DType::float32, Shape{micro, R});
@@ -273,36 +328,44 @@ class BasicActorRolloutRef {
 
   //! Writes the actor's weights and AdamW state to 'path' (a safetensors file). Rank 0 only:
   //! the DP replicas are identical. verl: save_checkpoint
-  void save_checkpoint(std::string path) const { engine::save_checkpoint(path, actor_); }
+  void save_checkpoint(std::string path) const { E::save(path, actor_); }
 
   //! Restores the actor from 'path' on every rank and syncs the rollout. verl: load_checkpoint
   void load_checkpoint(std::string path) {
-    engine::load_checkpoint(path, actor_);
+    E::load(path, actor_);
     update_weights();
   }
 
   //! The actor's flat parameters (rank 0), for tests and tools.
-  std::vector<float> actor_weights() const { return {actor_.params().begin(), actor_.params().end()}; }
-  //! This rank's rollout weights (its TP shard, in ShardLayout order), for tests and tools.
-  std::vector<float> rollout_weights() const { return {rollout_.weights().begin(), rollout_.weights().end()}; }
+  std::vector<float> actor_weights() const { return E::weights(actor_); }
+  //! This rank's rollout weights (its TP shard, in ShardLayout order), for tests and tools (CPU engines).
+  std::vector<float> rollout_weights() const {
+    if constexpr (requires { rollout_.weights(); }) return {rollout_.weights().begin(), rollout_.weights().end()};
+    else throw config_error("rlflow::roles::ActorRolloutRef::rollout_weights: available with the CPU engines only");
+  }
   //! Bytes held by the rollout's cache and activations (0 while asleep).
   std::int64_t rollout_memory_bytes() const { return static_cast<std::int64_t>(rollout_.memory_bytes()); }
+  //! This worker's device memory counters {allocated, peak allocated, reserved, peak reserved}
+  //! in bytes (zeros on the CPU); 'reset_peak' != 0 restarts the peaks afterwards (once per step).
+  //! (An int, not a bool: dispatch's Dist<bool> would hold a std::vector<bool>.)
+  std::vector<std::int64_t> memory_stats(int reset_peak) const { return E::memory_stats(reset_peak != 0); }
 
   using methods = rlflow::methods<
-      rlflow::method<&ActorRolloutRef::generate_sequences, rollout_dispatch>,
-      rlflow::method<&ActorRolloutRef::update_weights, dispatch::OneToAll>,
-      rlflow::method<&ActorRolloutRef::compute_log_prob, dispatch::DPComputeProto>,
-      rlflow::method<&ActorRolloutRef::compute_ref_log_prob, dispatch::DPComputeProto>,
-      rlflow::method<&ActorRolloutRef::update_actor, dispatch::DPComputeMetric>,
-      rlflow::method<&ActorRolloutRef::save_checkpoint, dispatch::OneToAll, execute::RankZero>,
-      rlflow::method<&ActorRolloutRef::load_checkpoint, dispatch::OneToAll>,
-      rlflow::method<&ActorRolloutRef::actor_weights, dispatch::OneToAll, execute::RankZero>,
-      rlflow::method<&ActorRolloutRef::rollout_memory_bytes, dispatch::OneToAll>,
-      rlflow::method<&ActorRolloutRef::rollout_weights, dispatch::OneToAll>>;
+      rlflow::method<&BasicActorRolloutRef::generate_sequences, rollout_dispatch>,
+      rlflow::method<&BasicActorRolloutRef::update_weights, dispatch::OneToAll>,
+      rlflow::method<&BasicActorRolloutRef::compute_log_prob, dispatch::DPComputeProto>,
+      rlflow::method<&BasicActorRolloutRef::compute_ref_log_prob, dispatch::DPComputeProto>,
+      rlflow::method<&BasicActorRolloutRef::update_actor, dispatch::DPComputeMetric>,
+      rlflow::method<&BasicActorRolloutRef::save_checkpoint, dispatch::OneToAll, execute::RankZero>,
+      rlflow::method<&BasicActorRolloutRef::load_checkpoint, dispatch::OneToAll>,
+      rlflow::method<&BasicActorRolloutRef::actor_weights, dispatch::OneToAll, execute::RankZero>,
+      rlflow::method<&BasicActorRolloutRef::rollout_memory_bytes, dispatch::OneToAll>,
+      rlflow::method<&BasicActorRolloutRef::rollout_weights, dispatch::OneToAll>,
+      rlflow::method<&BasicActorRolloutRef::memory_stats, dispatch::OneToAll>>;
 
  private:
   //! Log-probs (and entropy) of 'responses' in micro-batches of log_prob_micro_batch_size_per_gpu.
-  std::pair<Tensor, Tensor> log_probs_of(engine::TrainingEngine& eng, DataProto const& data, bool entropy) {
+  std::pair<Tensor, Tensor> log_probs_of(typename E::training& eng, DataProto const& data, bool entropy) {
     auto const& rc = setup_.cfg.actor_rollout_ref.rollout;
     std::int64_t const rows = data.size();
     int const R = static_cast<int>(data.tensor("responses").dim(1));
@@ -313,7 +376,7 @@ class BasicActorRolloutRef {
     for (std::int64_t s = 0; s < rows; s += micro) {
       std::int64_t const e = std::min(rows, s + micro);
       DataProto mc = data.slice(s, e);
-      auto r = eng.compute_log_prob(mc.tensor("input_ids"), mc.tensor("attention_mask"), R, temperature, entropy);
+      engine::LogProbResult r = eng.compute_log_prob(mc.tensor("input_ids"), mc.tensor("attention_mask"), R, temperature, entropy);
       auto dst = lp.slice_rows(s, e);
       std::copy(r.log_probs.span<float>().begin(), r.log_probs.span<float>().end(), dst.span<float>().begin());
       if (entropy) {
@@ -325,15 +388,16 @@ class BasicActorRolloutRef {
   }
 
   WorkerContext const* ctx_;
+  typename E::device_binding bind_;  // before the engines: they allocate on the bound device
   RoleSetup setup_;
   std::shared_ptr<model::Tokenizer const> tok_;
-  engine::TrainingEngine actor_;
-  engine::RolloutEngine rollout_;
-  engine::TrainingEngine ref_;
+  typename E::training actor_;
+  typename E::rollout rollout_;
+  typename E::training ref_;
   comm::MeshCommunicators mesh_;  //!< the rollout mesh's TP and DP groups (RolloutTP > 1)
 };
 
-//! The hybrid policy role with an unsharded rollout (TP = 1).
-using ActorRolloutRef = BasicActorRolloutRef<1>;
+//! The CPU hybrid role with an unsharded rollout (the trainer's default). verl: ActorRolloutRefWorker
+using ActorRolloutRef = BasicActorRolloutRef<cpu::tag>;
 
 }  // namespace rlflow::roles

@@ -8,6 +8,7 @@
 #include <random>   // std::mt19937_64
 #include <span>
 #include <string>
+#include <type_traits>  // std::is_invocable_v
 #include <vector>
 
 #include <rlflow/data_proto.hpp>        // DataProto
@@ -110,8 +111,9 @@ namespace rlflow::roles::detail {
 //! (shuffled per epoch from 'seed' when 'shuffle'), each cut into micro-batches of 'micro' rows.
 //! For every mini-batch: 'info' gets the DP size, the response-token count of the whole
 //! mini-batch on all ranks (all-reduced) and 'global_batch_size'; 'zero' clears the gradients;
-//! 'micro_step(mc, info)' runs forward + backward of one micro-batch; the gradients 'grads' are
-//! averaged across ranks; 'apply()' steps the optimizer and records metrics.
+//! 'micro_step(mc, info)' runs forward + backward of one micro-batch; the gradients 'grads()' (a
+//! span) are averaged across ranks, or 'grads(ctx)' averages them itself; 'apply()' steps the
+//! optimizer and records metrics.
 template <class Grads, class Zero, class MicroStep, class Apply>
 void for_each_mini_batch(WorkerContext const& ctx, DataProto const& data, std::int64_t mini, std::int64_t micro,
                          std::int64_t epochs, bool shuffle, std::uint64_t seed, kernels::AggInfo info, Grads&& grads,
@@ -126,7 +128,8 @@ void for_each_mini_batch(WorkerContext const& ctx, DataProto const& data, std::i
       info.batch_num_tokens = allreduce_scalar(ctx, mask_sum(mb.tensor("response_mask")));
       zero();
       for (std::int64_t u = 0; u < mini; u += micro) micro_step(mb.slice(u, u + micro), static_cast<kernels::AggInfo const&>(info));
-      allreduce_mean(ctx, grads());
+      if constexpr (std::is_invocable_v<Grads&, WorkerContext const&>) grads(ctx);  // averages in place (device engines)
+      else allreduce_mean(ctx, grads());
       apply();
     }
   }

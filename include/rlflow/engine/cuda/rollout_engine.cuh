@@ -64,6 +64,18 @@ class RolloutEngine {
     RLFLOW_CUDA_CHECK(cudaMemcpyAsync(w, flat.data(), flat.size_bytes(), cudaMemcpyHostToDevice, stream_));
     RLFLOW_CUDA_CHECK(cudaStreamSynchronize(stream_));
   }
+  //! Copies 'count' device floats (ParamLayout order, e.g. the colocated actor's parameters on the
+  //! same device) into the weights, after 'producer' (the stream that wrote them) is idle. verl:
+  //! update_weights with the naive checkpoint engine (same device, no host round trip).
+  void load_weights_device(float const* src, std::size_t count, cudaStream_t producer) {
+    if (count != lay_.size())
+      throw shape_error(msg("rlflow::engine::cuda::RolloutEngine::load_weights_device: ", count, " floats for a model of ",
+                            lay_.size(), " parameters; the trainer and the rollout must share one GPTConfig"));
+    RLFLOW_CUDA_CHECK(cudaStreamSynchronize(producer));
+    float* w = weights_.ensure<float>(lay_.size());
+    RLFLOW_CUDA_CHECK(cudaMemcpyAsync(w, src, count * sizeof(float), cudaMemcpyDeviceToDevice, stream_));
+    RLFLOW_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
   //! Copies the device weights back to the host (tests, checkpoints).
   std::vector<float> weights() const {
     std::vector<float> out(lay_.size());

@@ -164,20 +164,45 @@ class TrainingEngine {
   //! grads += gradient of sum(dlogp * log_probs + dentropy * entropy) for the last forward();
   //! dlogp, dentropy (B, R) float32 host tensors, dentropy may be undefined.
   void backward(Tensor const& dlogp, Tensor const& dentropy = {}) {
-    namespace K = kernels::cuda::model::layers;
-    namespace TK = kernels::cuda::model::train;
     if (!pending_)
       throw value_error("rlflow::engine::cuda::TrainingEngine::backward: no pending forward(); call forward() first");
     engine::detail::check_grad("backward", "dlogp", dlogp, B_, R_);
     if (dentropy.defined()) engine::detail::check_grad("backward", "dentropy", dentropy, B_, R_);
-    int const B = B_, T = T_, R = R_, C = cfg_.n_embd, NH = cfg_.n_head, V = cfg_.vocab_size;
-    std::size_t const N = std::size_t(B) * T, BR = std::size_t(B) * R;
+    std::size_t const BR = std::size_t(B_) * R_;
     cudaStream_t const st = stream_;
-    float* head_out = head_out_.get<float>();
     float* dl = dhead_.ensure<float>(2 * BR);
     RLFLOW_CUDA_CHECK(cudaMemcpyAsync(dl, dlogp.data<float>(), BR * sizeof(float), cudaMemcpyHostToDevice, st));
     if (dentropy.defined())
       RLFLOW_CUDA_CHECK(cudaMemcpyAsync(dl + BR, dentropy.data<float>(), BR * sizeof(float), cudaMemcpyHostToDevice, st));
+    backward_from_head(dentropy.defined());
+  }
+
+  //! As backward() with the loss gradients already on the device: dlogp and (when not null)
+  //! dentropy point to (B, R) device floats written on any stream that is idle now (the RL loss
+  //! kernels on cuda::par.on(stream()) are). No host round trip.
+  void backward_device(float const* dlogp, float const* dentropy = nullptr) {
+    if (!pending_)
+      throw value_error("rlflow::engine::cuda::TrainingEngine::backward_device: no pending forward(); call forward() first");
+    std::size_t const BR = std::size_t(B_) * R_;
+    float* dl = dhead_.ensure<float>(2 * BR);
+    RLFLOW_CUDA_CHECK(cudaMemcpyAsync(dl, dlogp, BR * sizeof(float), cudaMemcpyDeviceToDevice, stream_));
+    if (dentropy) RLFLOW_CUDA_CHECK(cudaMemcpyAsync(dl + BR, dentropy, BR * sizeof(float), cudaMemcpyDeviceToDevice, stream_));
+    backward_from_head(dentropy != nullptr);
+  }
+  //! The last forward's (B, R) log-probs and entropy on the device (valid until the next forward).
+  float const* device_log_probs() const { return head_out_.get<float>(); }
+  float const* device_entropy() const { return head_out_.get<float>() + std::size_t(B_) * R_; }
+
+ private:
+  // the backward once dhead_ holds d loss / d log_prob (and d loss / d entropy when has_dent)
+  void backward_from_head(bool has_dent) {
+    namespace K = kernels::cuda::model::layers;
+    namespace TK = kernels::cuda::model::train;
+    int const B = B_, T = T_, R = R_, C = cfg_.n_embd, NH = cfg_.n_head, V = cfg_.vocab_size;
+    std::size_t const N = std::size_t(B) * T, BR = std::size_t(B) * R;
+    cudaStream_t const st = stream_;
+    float* head_out = head_out_.get<float>();
+    float* dl = dhead_.get<float>();
     float const* P = params_.get<float>();
     float* G = grads_.get<float>();
     float* a = acts_.get<float>();
@@ -192,7 +217,7 @@ class TrainingEngine {
     float* dfch = datty + N * C;
     float* dsc = dfch + N * 4 * C;
     TK::logprob_head_backward_kernel<<<unsigned(BR), 256, 0, st>>>(dlg, logits_.get<float>(), d_i + 2 * N, head_out + 2 * BR,
-                                                                   head_out + BR, dl, dentropy.defined() ? dl + BR : nullptr, V, inv_t_);
+                                                                   head_out + BR, dl, has_dent ? dl + BR : nullptr, V, inv_t_);
     float* dlnf = datty;  // (BR, C) fits in (N, C)
     TK::linear_nt_backward(blas_, dlnf, G + lay_.wte, dlg, lnf_.get<float>(), P + lay_.wte, int(BR), C, V);
     // final LayerNorm on the head rows, scattered into the residual gradient g (zero elsewhere)
@@ -237,6 +262,7 @@ class TrainingEngine {
     pending_ = false;
   }
 
+ public:
   LogProbResult forward_backward(Tensor const& input_ids, Tensor const& attention_mask, int response_length,
                                  Tensor const& dlogp, Tensor const& dentropy = {}, float temperature = 1.0f) {
     LogProbResult r = forward(input_ids, attention_mask, response_length, temperature, dentropy.defined());
@@ -279,6 +305,12 @@ class TrainingEngine {
   }
   float lr() const { return lr_at(opt_, step_); }
   std::int64_t step() const { return step_; }
+  //! Restores AdamW's moments and step counter (checkpoint resume); sizes as params().
+  void set_optimizer_state(std::span<float const> exp_avg, std::span<float const> exp_avg_sq, std::int64_t step) {
+    upload(m_.get<float>(), exp_avg, "set_optimizer_state");
+    upload(v_.get<float>(), exp_avg_sq, "set_optimizer_state");
+    step_ = step;
+  }
   //! Host copies of AdamW's moments.
   std::vector<float> exp_avg() const { return download(m_.get<float>()); }
   std::vector<float> exp_avg_sq() const { return download(v_.get<float>()); }

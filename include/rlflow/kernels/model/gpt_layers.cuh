@@ -19,6 +19,7 @@
 #include <utility>                     // std::exchange
 
 #include <rlflow/config.hpp>  // RLFLOW_KERNEL
+#include <rlflow/device_memory.hpp>  // device_memory_counter, device_memory_fix, gib
 #include <rlflow/error.hpp>   // error, msg
 
 namespace rlflow::kernels::cuda::model::layers {
@@ -67,15 +68,34 @@ class device_buffer {
     std::size_t const bytes = std::max<std::size_t>(count * sizeof(T), 16);
     if (bytes > bytes_) {
       release();
-      RLFLOW_CUDA_CHECK(cudaMalloc(&p_, bytes));
+      RLFLOW_CUDA_CHECK(cudaGetDevice(&device_));
+      cudaError_t const e = cudaMalloc(&p_, bytes);
+      if (e != cudaSuccess) {
+        p_ = nullptr;
+        cudaGetLastError();  // clear the sticky-free allocation error so the caller can recover
+        std::size_t free_b = 0, total_b = 0;
+        cudaMemGetInfo(&free_b, &total_b);
+        throw ::rlflow::error(msg("rlflow (cuda): allocating a device buffer of ", bytes, " bytes (",
+                                  double(bytes) / ::rlflow::gib, " GiB) on device ", device_, " failed: ", cudaGetErrorName(e),
+                                  " (", double(free_b) / ::rlflow::gib, " GiB free of ", double(total_b) / ::rlflow::gib,
+                                  " GiB); ", ::rlflow::device_memory_fix));
+      }
       bytes_ = bytes;
+      auto& c = ::rlflow::device_memory_counter(device_);
+      c.reserve(std::int64_t(bytes));
+      c.use(std::int64_t(bytes));
     }
     return static_cast<T*>(p_);
   }
   template <class T>
   T* get() const { return static_cast<T*>(p_); }
   void release() noexcept {
-    if (p_) cudaFree(p_);
+    if (p_) {
+      cudaFree(p_);
+      auto& c = ::rlflow::device_memory_counter(device_);
+      c.unuse(std::int64_t(bytes_));
+      c.unreserve(std::int64_t(bytes_));
+    }
     p_ = nullptr;
     bytes_ = 0;
   }
@@ -84,6 +104,7 @@ class device_buffer {
  private:
   void* p_ = nullptr;
   std::size_t bytes_ = 0;
+  int device_ = 0;
 };
 
 //! Grid size for a grid-stride loop over n elements.

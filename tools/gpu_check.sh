@@ -1,0 +1,153 @@
+#!/usr/bin/env bash
+# tools/gpu_check.sh: the one command a short stay on a GPU machine needs (make gpu-check).
+# In one run (target: at most 8 minutes on a 16-core GPU host) it configures build-gpu/ for the
+# device's architecture, builds only what the check needs (the 'cuda'-labelled tests, the CUDA
+# benchmarks, the CUDA demo), runs `ctest -L 'cuda|gpu_check'` (the cuda-labelled tests and the
+# CUDA trainer's pre-work rejections), bench_kernels_cuda, bench_engine_cuda and
+# 00_grpo_reverse_cuda for a fixed number of steps, and prints one table:
+#   tests passed / failed, GRPO-advantage bandwidth as a fraction of device copy bandwidth
+#   (target >= 70%), decode tokens/s with and without the KV cache, forward FLOP/s against cuBLAS
+#   sgemm of the same shapes (target >= 50%), the demo's score before / after and seconds per step,
+#   and nvidia-smi's device name.
+# It exits non-zero when any test fails or any stage cannot run. The raw outputs stay in
+# <build>/gpu_check/ (ctest.log, bench_kernels.csv, bench_engine.csv, demo/metrics.jsonl, device.txt).
+#
+# usage: tools/gpu_check.sh [--build DIR] [--steps N] [--jobs N]
+#        tools/gpu_check.sh --parse DIR   # only read DIR's saved outputs and print the table
+#                                         # (no GPU needed; the CPU tests use it)
+set -uo pipefail
+
+BUILD=build-gpu
+STEPS=20
+JOBS=$(nproc 2>/dev/null || echo 4)
+PARSE=""
+while (($#)); do
+  case "$1" in
+    --build) BUILD="$2"; shift 2 ;;
+    --steps) STEPS="$2"; shift 2 ;;
+    --jobs) JOBS="$2"; shift 2 ;;
+    --parse) PARSE="$2"; shift 2 ;;
+    -h|--help) sed -n '2,/^set /{/^#/p}' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "gpu_check: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+  esac
+done
+
+# ---- parsing (pure text; tested on the CPU) ---------------------------------------------------
+
+# csv_value FILE NAME_REGEX COLUMN: the named column of the first benchmark row whose name matches.
+csv_value() {
+  awk -F, -v pat="$2" -v col="$3" '
+    NR == 1 || /^name,/ { for (i = 1; i <= NF; i++) { h = $i; gsub(/"/, "", h); idx[h] = i }; next }
+    { n = $1; gsub(/"/, "", n); if (n ~ pat && (col in idx)) { v = $(idx[col]); gsub(/"/, "", v); if (v != "") { print v; exit } } }
+  ' "$1" 2>/dev/null
+}
+
+# json_series FILE KEY: the values of KEY, one per JSON line, in order.
+json_series() {
+  sed -n "s|.*\"$2\": *\\([-0-9.eE+]*\\).*|\\1|p" "$1" 2>/dev/null
+}
+
+ratio() {  # ratio A B -> "A/B" as a percentage with one decimal, or "n/a"
+  awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || b + 0 == 0) print "n/a"; else printf "%.1f%%", 100 * a / b }'
+}
+human() {  # human X UNIT -> 1.23e+09 UNIT, or n/a
+  awk -v x="$1" -v u="$2" 'BEGIN { if (x == "") print "n/a"; else printf "%.3g %s", x, u }'
+}
+
+# report DIR: prints the table from DIR's outputs; returns 0 only when everything passed.
+report() {
+  local dir="$1" status=0
+  local device passed failed total
+  device=$(head -n1 "$dir/device.txt" 2>/dev/null)
+  [[ -n "$device" ]] || { device="(no nvidia-smi output)"; status=1; }
+  # ctest's summary line: "100% tests passed, 0 tests failed out of 7"
+  local summary
+  summary=$(grep -E "tests passed, [0-9]+ tests? failed out of [0-9]+" "$dir/ctest.log" 2>/dev/null | tail -n1)
+  if [[ -n "$summary" ]]; then
+    failed=$(sed -E 's/.* ([0-9]+) tests? failed out of ([0-9]+).*/\1/' <<<"$summary")
+    total=$(sed -E 's/.* failed out of ([0-9]+).*/\1/' <<<"$summary")
+    passed=$((total - failed))
+    ((failed == 0 && total > 0)) || status=1
+  else
+    passed="?"; failed="?"; total="?"; status=1
+  fi
+  # bandwidth: the largest GRPO case (rows 1M, group 8, len 256) against a copy of the same bytes
+  local grpo copy
+  grpo=$(csv_value "$dir/bench_kernels.csv" '^BM_GRPOAdvantage/rows:1048576/group:8/len:256' 'GB/s')
+  copy=$(csv_value "$dir/bench_kernels.csv" '^BM_Memcpy/rows:1048576/group:8/len:256' 'GB/s')
+  [[ -n "$grpo" && -n "$copy" ]] || status=1
+  local kv1 kv0 fwd gemm
+  kv1=$(csv_value "$dir/bench_engine.csv" '^BM_Decode/kv:1' 'tokens/s')
+  kv0=$(csv_value "$dir/bench_engine.csv" '^BM_Decode/kv:0' 'tokens/s')
+  fwd=$(csv_value "$dir/bench_engine.csv" '^BM_Forward' 'FLOP/s')
+  gemm=$(csv_value "$dir/bench_engine.csv" '^BM_Sgemm' 'FLOP/s')
+  [[ -n "$kv1" && -n "$kv0" && -n "$fwd" && -n "$gemm" ]] || status=1
+  local scores first last steps sps
+  scores=$(json_series "$dir/demo/metrics.jsonl" "critic/score/mean")
+  first=$(head -n1 <<<"$scores"); last=$(tail -n1 <<<"$scores")
+  steps=$(grep -c . <<<"$scores")
+  sps=$(json_series "$dir/demo/metrics.jsonl" "timing_s/step" | awk '{ s += $1; n++ } END { if (n) printf "%.3f", s / n }')
+  [[ -n "$first" && -n "$sps" ]] || { status=1; steps=0; }
+  [[ -f "$dir/demo.failed" ]] && status=1
+
+  printf '%-44s %s\n' "check" "result"
+  printf '%-44s %s\n' "--------------------------------------------" "------------------------------"
+  printf '%-44s %s\n' "device (nvidia-smi)" "$device"
+  printf '%-44s %s\n' "ctest -L cuda: passed / failed (of total)" "$passed / $failed (of $total)"
+  printf '%-44s %s\n' "GRPO advantage GB/s / device copy GB/s" "$(human "$grpo" GB/s) / $(human "$copy" GB/s) = $(ratio "$grpo" "$copy") (target >= 70%)"
+  printf '%-44s %s\n' "decode tokens/s, KV cache on / off" "$(human "$kv1" tok/s) / $(human "$kv0" tok/s) (x$(awk -v a="$kv1" -v b="$kv0" 'BEGIN { if (a == "" || b + 0 == 0) print "n/a"; else printf "%.1f", a / b }'))"
+  printf '%-44s %s\n' "forward FLOP/s / cuBLAS sgemm FLOP/s" "$(human "$fwd" FLOP/s) / $(human "$gemm" FLOP/s) = $(ratio "$fwd" "$gemm") (target >= 50%)"
+  printf '%-44s %s\n' "demo critic/score/mean first -> last step" "${first:-n/a} -> ${last:-n/a} ($steps steps)"
+  printf '%-44s %s\n' "demo seconds per step (mean)" "${sps:-n/a}"
+  printf '%-44s %s\n' "overall" "$([[ $status == 0 ]] && echo PASS || echo FAIL)"
+  return $status
+}
+
+if [[ -n "$PARSE" ]]; then
+  report "$PARSE"
+  exit $?
+fi
+
+# ---- the run (GPU machine) --------------------------------------------------------------------
+cd "$(dirname "$0")/.." || exit 2
+if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
+  echo "gpu_check: no GPU answers nvidia-smi; run this on a GPU machine (CPU checks: make test)" >&2
+  exit 2
+fi
+OUT="$BUILD/gpu_check"
+rm -rf "$OUT"
+mkdir -p "$OUT/demo"
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | head -n1 >"$OUT/device.txt"
+CAP=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -n1 | tr -d ' .')
+[[ "$CAP" =~ ^[0-9]+$ ]] || CAP=90
+NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+LAUNCH=()
+command -v ccache >/dev/null 2>&1 && LAUNCH=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
+export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
+fail() { echo "gpu_check: $1" >&2; report "$OUT"; exit 1; }
+
+echo "== configure $BUILD (sm_$CAP)"
+cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$NVCC" -DCMAKE_CUDA_ARCHITECTURES="$CAP" \
+  "${LAUNCH[@]}" >"$OUT/configure.log" 2>&1 || fail "configure failed (see $OUT/configure.log)"
+# the targets of the cuda-labelled tests (a test 'x' or 'x.case' is built by target 'x')
+mapfile -t TESTS < <(cd "$BUILD" && ctest -N -L "cuda|gpu_check" | sed -n 's/^ *Test *#[0-9]*: *\([^ .]*\).*/\1/p' | sort -u)
+TARGETS=("${TESTS[@]}" bench_kernels_cuda bench_engine_cuda 00_grpo_reverse_cuda)
+echo "== build ${TARGETS[*]}"
+cmake --build "$BUILD" -j"$JOBS" --target "${TARGETS[@]}" >"$OUT/build.log" 2>&1 || fail "build failed (see $OUT/build.log)"
+
+echo "== ctest -L 'cuda|gpu_check'"
+(cd "$BUILD" && ctest -L "cuda|gpu_check" --output-on-failure --timeout 300) >"$OUT/ctest.log" 2>&1
+tail -n 3 "$OUT/ctest.log"
+
+echo "== benchmarks"
+"$BUILD/benchmarks/kernels/bench_kernels_cuda" --benchmark_format=csv --benchmark_min_time=0.2 \
+  --benchmark_filter='rows:1048576/group:8/len:256' >"$OUT/bench_kernels.csv" 2>"$OUT/bench_kernels.err"
+"$BUILD/benchmarks/engine_cuda/bench_engine_cuda" --benchmark_format=csv --benchmark_min_time=0.5 \
+  >"$OUT/bench_engine.csv" 2>"$OUT/bench_engine.err"
+
+echo "== demo: 00_grpo_reverse_cuda for $STEPS steps"
+"$BUILD/examples/00_grpo_reverse_cuda" trainer.total_training_steps="$STEPS" trainer.default_local_dir="$OUT/demo" \
+  >"$OUT/demo.log" 2>&1 || touch "$OUT/demo.failed"
+
+echo
+report "$OUT"
