@@ -10,7 +10,9 @@
 #include <string_view>
 #include <vector>
 
+#if !defined(__EMSCRIPTEN__)
 #include <yaml-cpp/yaml.h>  // YAML::LoadAll, YAML::Node, YAML::Exception
+#endif
 
 #include <rlflow/error.hpp>  // format_error, msg
 
@@ -81,6 +83,13 @@ inline void yaml_precheck(std::string_view text, std::string_view source) {
   }
 }
 
+#if defined(__EMSCRIPTEN__)
+//! The planner page (WebAssembly) takes key=value text only: there is no yaml-cpp in that build.
+inline std::vector<flat_entry> parse_yaml_flat(std::string_view text, std::string_view source = "<yaml>") {
+  yaml_precheck(text, source);
+  throw format_error(msg(source, ": YAML config files are not read in the WebAssembly planner; use key=value lines"));
+}
+#else
 inline int yaml_line(YAML::Node const& n) { return n.Mark().line >= 0 ? n.Mark().line + 1 : 0; }
 
 //! Appends the leaves of map 'm' under 'prefix' to 'out'.
@@ -147,5 +156,7 @@ inline std::vector<flat_entry> parse_yaml_flat(std::string_view text, std::strin
   }
   return out;
 }
+
+#endif  // __EMSCRIPTEN__
 
 }  // namespace rlflow::detail
