@@ -1,18 +1,13 @@
-// rlflow/detail/yaml.hpp: reads a YAML config document with yaml-cpp and flattens it into dotted
-// keys (the entries TrainerConfig applies). Everything YAML 1.2 has that yaml-cpp reads works
-// (anchors and aliases, flow maps, multi-line scalars, several documents); what a config cannot
-// hold (lists of maps, nested lists, keys that are not scalars) and what the parser cannot read
-// raise rlflow::format_error naming the file and line. Guards before yaml-cpp sees the text: tab
-// indentation, nesting deeper than yaml_max_depth, and alias expansion past yaml_max_entries.
+// rlflow/detail/yaml.hpp: a small YAML subset reader that flattens a config file into dotted keys.
+// Supports block maps by indentation, scalars (plain, 'single' and "double" quoted), comments,
+// flow lists '[a, b]', block lists '- item', null/~ and document markers. Does not support
+// anchors, flow maps, multi-line scalars (| >), tabs for indentation or hydra 'defaults' lists;
+// those raise rlflow::format_error naming the file and line.
 #pragma once
-#include <cstddef>  // std::size_t
+#include <cstddef>      // std::size_t
 #include <string>
 #include <string_view>
 #include <vector>
-
-#if !defined(__EMSCRIPTEN__)
-#include <yaml-cpp/yaml.h>  // YAML::LoadAll, YAML::Node, YAML::Exception
-#endif
 
 #include <rlflow/error.hpp>  // format_error, msg
 
@@ -29,134 +24,223 @@ struct flat_entry {
   int line = 0;                    //!< 1-based source line (0 for JSON)
 };
 
-//! Deepest map nesting a config document may have (verl's deepest key has 6 levels).
-inline constexpr int yaml_max_depth = 64;
-//! Most leaves a document may flatten to (aliases can multiply them; rlflow has a few hundred keys).
-inline constexpr std::size_t yaml_max_entries = 100000;
-
-//! Rejects, before parsing, what YAML forbids or what could make yaml-cpp's recursive parser
-//! exhaust the stack (it recurses once per nesting level): a tab in indentation, indentation past
-//! 2 * yaml_max_depth spaces, and more than yaml_max_flow '[' / '{' in the whole text (counted
-//! everywhere, quotes and comments included, so no quoting trick hides one; a real config has a
-//! handful).
-inline constexpr int yaml_max_flow = 256;
-inline void yaml_precheck(std::string_view text, std::string_view source) {
-  // compact nested block sequences ("- - - x") nest without indentation: bound them per line
-  for (std::size_t pos = 0, no = 1; pos < text.size(); ++no) {
-    std::size_t const nl = text.find('\n', pos);
-    std::string_view ln = text.substr(pos, nl == std::string_view::npos ? std::string_view::npos : nl - pos);
-    pos = nl == std::string_view::npos ? text.size() : nl + 1;
-    int marks = 0;
-    while (true) {
-      while (!ln.empty() && ln.front() == ' ') ln.remove_prefix(1);
-      if (ln.size() >= 2 && (ln[0] == '-' || ln[0] == '?' || ln[0] == ':') && ln[1] == ' ') {
-        ln.remove_prefix(2);
-        if (++marks > yaml_max_depth)
-          throw format_error(msg(source, ":", no, ": more than ", yaml_max_depth, " nested block indicators on one line"));
-      } else {
-        break;
-      }
-    }
-  }
-  int line = 1, indent = 0, flow = 0;
-  bool at_line_start = true;
-  for (char const c : text) {
-    if (c == '\n') {
-      ++line;
-      at_line_start = true;
-      indent = 0;
-      continue;
-    }
-    if (at_line_start) {
-      if (c == ' ') {
-        if (++indent > 2 * yaml_max_depth)
-          throw format_error(msg(source, ":", line, ": indentation deeper than ", 2 * yaml_max_depth,
-                                 " spaces; a config nests at most ", yaml_max_depth, " levels"));
-        continue;
-      }
-      if (c == '\t') throw format_error(msg(source, ":", line, ": tab used for indentation; indent with spaces"));
-      at_line_start = false;
-    }
-    if ((c == '[' || c == '{') && ++flow > yaml_max_flow)
-      throw format_error(msg(source, ":", line, ": more than ", yaml_max_flow,
-                             " '[' or '{' in one config file; a config holds a few flow lists at most"));
-  }
+inline std::string_view yaml_trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\r')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) s.remove_suffix(1);
+  return s;
 }
 
-#if defined(__EMSCRIPTEN__)
-//! The planner page (WebAssembly) takes key=value text only: there is no yaml-cpp in that build.
+//! Removes a trailing '# comment' that is outside quotes (a '#' must follow a space or start the line).
+inline std::string_view yaml_strip_comment(std::string_view s) {
+  char quote = 0;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    char const c = s[i];
+    if (quote) {
+      if (c == quote) quote = 0;
+      continue;
+    }
+    if (c == '"' || c == '\'') {
+      quote = c;
+    } else if (c == '#' && (i == 0 || s[i - 1] == ' ' || s[i - 1] == '\t')) {
+      return s.substr(0, i);
+    }
+  }
+  return s;
+}
+
+//! Parses one scalar: strips quotes, recognises null. Sets text/quoted/is_null of 'e'.
+inline void yaml_scalar(std::string_view raw, flat_entry& e, std::string_view source) {
+  raw = yaml_trim(raw);
+  if (raw.size() >= 2 && (raw.front() == '"' || raw.front() == '\'') && raw.back() == raw.front()) {
+    std::string out;
+    for (std::size_t i = 1; i + 1 < raw.size(); ++i) {
+      char c = raw[i];
+      if (raw.front() == '"' && c == '\\' && i + 2 < raw.size()) {
+        char const n = raw[++i];
+        c = n == 'n' ? '\n' : n == 't' ? '\t' : n;
+      } else if (raw.front() == '\'' && c == '\'' && i + 2 < raw.size() && raw[i + 1] == '\'') {
+        ++i;  // '' inside single quotes is one quote
+      }
+      out.push_back(c);
+    }
+    e.text = std::move(out);
+    e.quoted = true;
+    return;
+  }
+  if (!raw.empty() && (raw.front() == '"' || raw.front() == '\''))
+    throw format_error(msg(source, ":", e.line, ": unterminated quoted string ", std::string(raw),
+                           "; close the quote"));
+  if (!raw.empty() && (raw.front() == '|' || raw.front() == '>'))
+    throw format_error(msg(source, ":", e.line, ": multi-line scalars ('|' or '>') are not supported for key '", e.key,
+                           "'; write the value on one line"));
+  if (!raw.empty() && (raw.front() == '&' || raw.front() == '*' || raw.front() == '{'))
+    throw format_error(msg(source, ":", e.line, ": anchors, aliases and flow maps are not supported (key '", e.key,
+                           "'); write nested keys as an indented block"));
+  if (raw.empty() || raw == "~" || raw == "null" || raw == "Null" || raw == "NULL") {
+    e.is_null = true;
+    e.text.clear();
+    return;
+  }
+  e.text = std::string(raw);
+}
+
+//! Parses a flow list '[a, "b", 3]' into e.items.
+inline void yaml_flow_list(std::string_view raw, flat_entry& e, std::string_view source) {
+  raw = yaml_trim(raw);
+  if (raw.size() < 2 || raw.back() != ']')
+    throw format_error(msg(source, ":", e.line, ": flow list for key '", e.key, "' is not closed with ']'"));
+  std::string_view body = raw.substr(1, raw.size() - 2);
+  e.is_list = true;
+  std::size_t start = 0;
+  char quote = 0;
+  auto push = [&](std::string_view piece) {
+    piece = yaml_trim(piece);
+    if (piece.empty()) return;
+    flat_entry item;
+    item.line = e.line;
+    item.key = e.key;
+    yaml_scalar(piece, item, source);
+    e.items.push_back(item.text);
+  };
+  for (std::size_t i = 0; i < body.size(); ++i) {
+    char const c = body[i];
+    if (quote) {
+      if (c == quote) quote = 0;
+    } else if (c == '"' || c == '\'') {
+      quote = c;
+    } else if (c == '[' || c == '{') {
+      throw format_error(msg(source, ":", e.line, ": nested lists or maps inside '", e.key, "' are not supported"));
+    } else if (c == ',') {
+      push(body.substr(start, i - start));
+      start = i + 1;
+    }
+  }
+  push(body.substr(start));
+}
+
+//! Flattens a YAML document (the subset above) into dotted keys in file order. 'source' names
+//! the file in error messages.
 inline std::vector<flat_entry> parse_yaml_flat(std::string_view text, std::string_view source = "<yaml>") {
-  yaml_precheck(text, source);
-  throw format_error(msg(source, ": YAML config files are not read in the WebAssembly planner; use key=value lines"));
-}
-#else
-inline int yaml_line(YAML::Node const& n) { return n.Mark().line >= 0 ? n.Mark().line + 1 : 0; }
+  std::vector<flat_entry> out;
+  struct frame {
+    int indent;
+    std::string prefix;  // dotted prefix including the trailing '.'
+  };
+  std::vector<frame> stack{{-1, ""}};
+  // A key with no value opens either a nested map or a block list; decided by the next line.
+  std::string pending_key;
+  int pending_indent = -1, pending_line = 0;
+  flat_entry* open_list = nullptr;
+  int open_list_indent = -1;
 
-//! Appends the leaves of map 'm' under 'prefix' to 'out'.
-inline void yaml_flatten(YAML::Node const& m, std::string const& prefix, std::vector<flat_entry>& out,
-                         std::string_view source, int depth) {
-  if (depth > yaml_max_depth)
-    throw format_error(msg(source, ":", yaml_line(m), ": maps nested deeper than ", yaml_max_depth, " levels (through aliases?) under '",
-                           prefix, "'"));
-  for (auto const& kv : m) {
-    YAML::Node const& k = kv.first;
-    YAML::Node const& v = kv.second;
-    if (!k.IsScalar())
-      throw format_error(msg(source, ":", yaml_line(k), ": a key must be a plain name, not a list or map (under '",
-                             prefix.empty() ? "<root>" : prefix, "')"));
-    std::string const key = prefix.empty() ? k.Scalar() : prefix + "." + k.Scalar();
-    if (k.Scalar().empty()) throw format_error(msg(source, ":", yaml_line(k), ": empty key under '", prefix, "'"));
-    if (out.size() >= yaml_max_entries)
-      throw format_error(msg(source, ": more than ", yaml_max_entries, " config values (aliases expanding?); a config has a few hundred"));
+  auto flush_pending_as_null = [&] {
+    if (pending_key.empty()) return;
     flat_entry e;
-    e.key = key;
-    e.line = yaml_line(k);
-    if (v.IsMap()) {
-      yaml_flatten(v, key, out, source, depth + 1);
+    e.key = pending_key;
+    e.is_null = true;
+    e.line = pending_line;
+    out.push_back(e);
+    pending_key.clear();
+  };
+
+  int line_no = 0;
+  std::size_t pos = 0;
+  while (pos <= text.size()) {
+    std::size_t const nl = text.find('\n', pos);
+    std::string_view line = text.substr(pos, nl == std::string_view::npos ? std::string_view::npos : nl - pos);
+    pos = nl == std::string_view::npos ? text.size() + 1 : nl + 1;
+    ++line_no;
+    std::string_view body = yaml_strip_comment(line);
+    if (yaml_trim(body).empty()) continue;
+    if (yaml_trim(body) == "---" || yaml_trim(body) == "...") continue;
+    int indent = 0;
+    while (indent < static_cast<int>(body.size()) && body[indent] == ' ') ++indent;
+    if (body[indent] == '\t')
+      throw format_error(msg(source, ":", line_no, ": tab used for indentation; indent with spaces"));
+    std::string_view content = yaml_trim(body.substr(indent));
+
+    if (content.front() == '-' && (content.size() == 1 || content[1] == ' ')) {  // block list item
+      if (!pending_key.empty() && indent >= pending_indent) {
+        flat_entry e;
+        e.key = pending_key;
+        e.is_list = true;
+        e.line = pending_line;
+        out.push_back(e);
+        open_list = &out.back();
+        open_list_indent = indent;
+        pending_key.clear();
+      }
+      if (open_list == nullptr || indent != open_list_indent)
+        throw format_error(msg(source, ":", line_no, ": list item '", std::string(content),
+                               "' does not belong to a key; put it under 'key:'"));
+      flat_entry item;
+      item.key = open_list->key;
+      item.line = line_no;
+      std::string_view v = yaml_trim(content.substr(1));
+      if (v.find(": ") != std::string_view::npos || (!v.empty() && v.back() == ':'))
+        throw format_error(msg(source, ":", line_no, ": lists of maps are not supported (key '", open_list->key, "')"));
+      yaml_scalar(v, item, source);
+      open_list->items.push_back(item.text);
       continue;
     }
-    if (!v.IsDefined() || v.IsNull()) {
-      e.is_null = true;
-    } else if (v.IsScalar()) {
-      e.text = v.Scalar();
-      e.quoted = v.Tag() == "!";  // yaml-cpp tags quoted scalars with the non-specific tag '!'
-    } else if (v.IsSequence()) {
-      e.is_list = true;
-      for (auto const& item : v) {
-        if (!item.IsScalar() && !item.IsNull())
-          throw format_error(msg(source, ":", yaml_line(item), ": nested lists or maps inside '", key, "' are not supported"));
-        e.items.push_back(item.IsNull() ? std::string() : item.Scalar());
+    open_list = nullptr;
+
+    // key: value
+    std::size_t colon = std::string_view::npos;
+    {
+      char quote = 0;
+      for (std::size_t i = 0; i < content.size(); ++i) {
+        char const c = content[i];
+        if (quote) {
+          if (c == quote) quote = 0;
+        } else if (c == '"' || c == '\'') {
+          quote = c;
+        } else if (c == ':' && (i + 1 == content.size() || content[i + 1] == ' ')) {
+          colon = i;
+          break;
+        }
       }
     }
+    if (colon == std::string_view::npos)
+      throw format_error(msg(source, ":", line_no, ": expected 'key: value', got '", std::string(content), "'"));
+    std::string key(yaml_trim(content.substr(0, colon)));
+    if (key.size() >= 2 && (key.front() == '"' || key.front() == '\'') && key.back() == key.front())
+      key = key.substr(1, key.size() - 2);
+    if (key.empty()) throw format_error(msg(source, ":", line_no, ": empty key"));
+
+    if (!pending_key.empty()) {
+      if (indent > pending_indent) {
+        stack.push_back({indent, pending_key + "."});
+        pending_key.clear();
+      } else {
+        flush_pending_as_null();
+      }
+    }
+    while (stack.size() > 1 && indent < stack.back().indent) stack.pop_back();
+    if (stack.size() == 1 && stack.back().indent < 0) stack.back().indent = indent;
+    if (indent != stack.back().indent)
+      throw format_error(msg(source, ":", line_no, ": inconsistent indentation (", indent, " spaces; expected ",
+                             stack.back().indent, ") before '", key, "'"));
+
+    std::string full = stack.back().prefix + key;
+    std::string_view value = yaml_trim(content.substr(colon + 1));
+    if (value.empty()) {
+      pending_key = full;
+      pending_indent = indent;
+      pending_line = line_no;
+      continue;
+    }
+    flat_entry e;
+    e.key = full;
+    e.line = line_no;
+    if (value.front() == '[')
+      yaml_flow_list(value, e, source);
+    else
+      yaml_scalar(value, e, source);
     out.push_back(std::move(e));
   }
-}
-
-//! Parses a YAML config document (or several, separated by '---', applied in order) into dotted
-//! entries with their 1-based lines. Throws format_error "<source>:<line>: <what>" on bad input.
-inline std::vector<flat_entry> parse_yaml_flat(std::string_view text, std::string_view source = "<yaml>") {
-  yaml_precheck(text, source);
-  std::vector<YAML::Node> docs;
-  try {
-    docs = YAML::LoadAll(std::string(text));
-  } catch (YAML::Exception const& e) {
-    throw format_error(msg(source, ":", e.mark.line >= 0 ? e.mark.line + 1 : 0, ": invalid YAML: ", e.msg));
-  }
-  std::vector<flat_entry> out;
-  for (auto const& d : docs) {
-    if (!d.IsDefined() || d.IsNull()) continue;  // an empty document
-    if (!d.IsMap())
-      throw format_error(msg(source, ":", yaml_line(d), ": expected 'key: value' lines (a YAML map), got ",
-                             d.IsSequence() ? "a list" : "'" + (d.IsScalar() ? d.Scalar() : std::string()) + "'"));
-    try {
-      yaml_flatten(d, "", out, source, 1);
-    } catch (YAML::Exception const& e) {
-      throw format_error(msg(source, ":", e.mark.line >= 0 ? e.mark.line + 1 : 0, ": invalid YAML: ", e.msg));
-    }
-  }
+  flush_pending_as_null();
   return out;
 }
-
-#endif  // __EMSCRIPTEN__
 
 }  // namespace rlflow::detail
