@@ -1,11 +1,15 @@
 // Tests for tasks::AdditionTask (rlflow/tasks/addition.hpp): the generated prompts and answers
 // against integer arithmetic, and the per-digit reward against a plain reference (right-aligned
 // digit matches over the longer length) on random responses, plus its edge cases and its
-// registration as data source "addition" of the default reward.
+// registration as data source "addition" of the default reward; the example's token-level reward
+// role (examples/common/addition_task.hpp) against a plain reference.
 #include <catch2/catch.hpp>
 
 #include <rlflow/tasks/addition.hpp>
 #include <rlflow/tasks/reward_score.hpp>
+#include <rlflow/roles/concepts.hpp>  // reward_role
+
+#include "common/addition_task.hpp"  // examples::DigitTokenReward
 
 #include <random>
 #include <string>
@@ -31,7 +35,7 @@ TEST_CASE("AdditionTask prompts are 'a+b=' and answers their decimal sum", "[tas
     for (bool pad : {false, true}) {
       tasks::AdditionTask task;
       task.digits = digits;
-      task.pad_answer = pad;
+      task.fixed_width = pad;
       auto ds = task.make_dataset(500, 7, /*shuffle=*/false);
       REQUIRE(ds.size() == 500);
       for (std::int64_t i = 0; i < ds.size(); ++i) {
@@ -45,8 +49,14 @@ TEST_CASE("AdditionTask prompts are 'a+b=' and answers their decimal sum", "[tas
         for (int k = 0; k < digits; ++k) hi *= 10;
         REQUIRE((a >= 0 && a < hi && b >= 0 && b < hi));
         REQUIRE(std::stol(it.ground_truth) == a + b);
-        if (pad) REQUIRE(static_cast<int>(it.ground_truth.size()) == digits + 1);
-        else REQUIRE(it.ground_truth == std::to_string(a + b));
+        if (pad) {
+          REQUIRE(static_cast<int>(it.ground_truth.size()) == digits + 1);
+          REQUIRE(static_cast<int>(it.prompt.size()) == 2 * digits + 2);
+          REQUIRE(static_cast<long>(plus) == digits);
+        } else {
+          REQUIRE(it.prompt == std::to_string(a) + "+" + std::to_string(b) + "=");
+          REQUIRE(it.ground_truth == std::to_string(a + b));
+        }
         REQUIRE(static_cast<int>(it.prompt.size()) <= task.max_prompt_length());
         REQUIRE(static_cast<int>(it.ground_truth.size()) <= task.max_answer_length());
         REQUIRE(it.data_source == "addition");
@@ -83,4 +93,57 @@ TEST_CASE("AdditionTask::score edge cases", "[tasks]") {
   tasks::AdditionTask bad;
   bad.digits = 0;
   CHECK_THROWS_AS(bad.make_dataset(1, 1), config_error);
+}
+
+TEST_CASE("DigitTokenReward credits each answer digit and the EOS after it on its own token", "[tasks]") {
+  tasks::AdditionTask task;
+  task.fixed_width = true;
+  roles::RoleSetup setup;
+  setup.alphabet = task.charset();
+  model::CharTokenizer tok(task.charset());
+  STATIC_REQUIRE(roles::reward_role<examples::DigitTokenReward>);
+  examples::DigitTokenReward role(setup);
+  std::mt19937_64 rng(5);
+  int const B = 200, R = 4;
+  for (int trial = 0; trial < 5; ++trial) {
+    Tensor resp = Tensor::full(Shape{B, R}, tok.pad_id());
+    Tensor mask = Tensor::zeros(DType::int32, Shape{B, R});
+    NonTensorColumn rm;
+    std::vector<std::string> truths, texts;
+    std::vector<int> stops;
+    for (int i = 0; i < B; ++i) {
+      std::string const truth = task.answer(static_cast<std::int64_t>(rng() % 100), static_cast<std::int64_t>(rng() % 100));
+      std::string text = truth;  // mutate some digits, and stop early, on time or never
+      for (auto& c : text)
+        if (rng() % 3 == 0) c = static_cast<char>('0' + rng() % 10);
+      int const len = static_cast<int>(rng() % 4);  // characters before EOS (3: the right length)
+      text = text.substr(0, static_cast<std::size_t>(len));
+      auto ids = tok.encode(text);
+      bool const eos = rng() % 4 != 0;
+      if (eos) ids.push_back(tok.eos_id());
+      for (std::size_t t = 0; t < ids.size() && t < std::size_t(R); ++t) {
+        resp.at<std::int32_t>(i, std::int64_t(t)) = ids[t];
+        mask.at<std::int32_t>(i, std::int64_t(t)) = 1;
+      }
+      rm.emplace_back(Dict{{"ground_truth", truth}});
+      truths.push_back(truth);
+      texts.push_back(text);
+      stops.push_back(eos ? len : -1);
+    }
+    DataProto out = role.compute_rm_score(
+        DataProto::from_dict({{"responses", resp}, {"response_mask", mask}}, {{"reward_model", rm}}));
+    Tensor const& s = out.tensor("token_level_scores");
+    REQUIRE(s.dim(0) == B);
+    REQUIRE(s.dim(1) == R);
+    for (int i = 0; i < B; ++i) {
+      // plain reference: position t earns 1/4 when it holds the t-th answer digit, or EOS at t = 3
+      for (int t = 0; t < R; ++t) {
+        double want = 0;
+        if (t < static_cast<int>(texts[i].size()) && texts[i][t] == truths[i][t]) want = 0.25;
+        if (t == 3 && stops[i] == 3) want = 0.25;
+        INFO("row " << i << " '" << texts[i] << "' truth '" << truths[i] << "' t " << t);
+        REQUIRE(s.at<float>(i, t) == Approx(want));
+      }
+    }
+  }
 }

@@ -18,7 +18,9 @@ namespace rlflow::tasks {
 //! "a+b=" -> the decimal sum, operands drawn uniformly from [0, 10^digits).
 struct AdditionTask {
   int digits = 2;         //!< operand digits (1..4)
-  bool pad_answer = false;  //!< answers zero-padded to digits + 1 characters ("046"): a fixed length
+  //! Zero-padded operands and answer ("05+27=" -> "032"): every prompt and answer has one
+  //! length, so each digit sits at a fixed position (what a tiny model learns; see docs).
+  bool fixed_width = false;
   char separator = '=';
 
   //! Characters the tokenizer must know: the digits, '+' and the separator.
@@ -28,12 +30,14 @@ struct AdditionTask {
   //! Longest prompt in characters ("99+99=": 2 * digits + 2); max_prompt_length needs one more for BOS.
   int max_prompt_length() const { return 2 * digits + 2; }
 
-  std::string answer(std::int64_t a, std::int64_t b) const {
-    std::string s = std::to_string(a + b);
-    if (pad_answer && static_cast<int>(s.size()) < max_answer_length())
-      s.insert(0, static_cast<std::size_t>(max_answer_length()) - s.size(), '0');
+  //! The decimal text of v, zero-padded to 'width' characters when fixed_width.
+  std::string number(std::int64_t v, int width) const {
+    std::string s = std::to_string(v);
+    if (fixed_width && static_cast<int>(s.size()) < width) s.insert(0, static_cast<std::size_t>(width) - s.size(), '0');
     return s;
   }
+  std::string prompt(std::int64_t a, std::int64_t b) const { return number(a, digits) + "+" + number(b, digits) + separator; }
+  std::string answer(std::int64_t a, std::int64_t b) const { return number(a + b, max_answer_length()); }
 
   //! 'count' prompts from a seeded generator (same seed, same dataset); data source "addition".
   PromptDataset make_dataset(std::int64_t count, std::uint64_t seed, bool shuffle = true) const {
@@ -47,7 +51,7 @@ struct AdditionTask {
     items.reserve(static_cast<std::size_t>(count));
     for (std::int64_t i = 0; i < count; ++i) {
       std::int64_t const a = d(rng), b = d(rng);
-      items.push_back({std::to_string(a) + "+" + std::to_string(b) + separator, answer(a, b), "addition", ""});
+      items.push_back({prompt(a, b), answer(a, b), "addition", ""});
     }
     return PromptDataset(std::move(items), shuffle, seed);
   }
