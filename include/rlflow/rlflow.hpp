@@ -29,10 +29,12 @@
 #include <rlflow/planner.hpp>
 #include <rlflow/data.hpp>
 #include <rlflow/tasks/string_tasks.hpp>
+#include <rlflow/tasks/addition.hpp>
 #include <rlflow/metrics.hpp>
 #include <rlflow/advantage_step.hpp>
 #include <rlflow/checkpoint.hpp>
 #include <rlflow/roles/actor_rollout_ref.hpp>
 #include <rlflow/roles/critic.hpp>
 #include <rlflow/roles/reward.hpp>
+#include <rlflow/roles/concepts.hpp>
 #include <rlflow/trainer.hpp>

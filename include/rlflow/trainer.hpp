@@ -2,7 +2,8 @@
 // RayPPOTrainer.fit, v0 step order). Options, in any order: a placement (Colocate<N>), an
 // algorithm (GRPO, PPO, RLOO, ReinforcePlusPlus, ReMax), a parallel layout (TP<1>), a backend
 // (Backend<cpu::tag>) and role types (without a reward role, roles::DefaultReward scores each row
-// by its data_source; PPO also needs a critic).
+// by its data_source; PPO also needs a critic; a custom hybrid actor role replaces the built-in
+// one). Role contracts: roles/concepts.hpp (docs/roles.md); option checks: detail/trainer_checks.hpp.
 // The roles run fused on one pool (one worker thread per device, DP over the workers); the
 // driver's step() is verl's step written as plain calls. TP<N> runs the rollout as replicas of
 // N tensor-parallel ranks (world size / N of them) while the actor trains data-parallel on every
@@ -39,6 +40,7 @@
 #include <rlflow/data_proto.hpp>                // DataProto
 #include <rlflow/device_memory.hpp>             // gib
 #include <rlflow/detail/options.hpp>            // option sorting
+#include <rlflow/detail/trainer_checks.hpp>     // check_trainer_options (one message per mistake)
 #include <rlflow/kernels/kernels.hpp>           // advantages, apply_kl_penalty, agg_loss
 #include <rlflow/metrics.hpp>                   // Metrics, MetricsLogger
 #include <rlflow/policy.hpp>                    // Colocate, TP, Backend
@@ -139,55 +141,27 @@ using trainer_group_backend = dispatch::InProcess;
 //! The colocated trainer. verl: RayPPOTrainer (hybrid engine, global_pool, v0 step order).
 template <class... Options>
 class Trainer {
-  static_assert((detail::check_known_option<Options>() && ...),
-                "rlflow::Trainer<...>: unknown option; search the error output for 'unknown_trainer_option_is'");
-  static_assert(detail::count_kind<placement_kind, Options...> <= 1,
-                "rlflow::Trainer<...>: more than one placement policy (Colocate<N> / SeparateAsync); keep one");
-  static_assert(detail::count_kind<algorithm_kind, Options...> == 1,
-                "rlflow::Trainer<...>: exactly one algorithm is required; add rlflow::GRPO, rlflow::PPO, rlflow::RLOO, "
-                "rlflow::ReinforcePlusPlus or rlflow::ReMax");
-  static_assert(detail::count_kind<parallel_kind, Options...> <= 1,
-                "rlflow::Trainer<...>: more than one parallel layout (TP<N>); keep one");
-  static_assert(detail::count_kind<backend_kind, Options...> <= 1,
-                "rlflow::Trainer<...>: more than one backend (Backend<Tag>); keep one");
-  static_assert(detail::count_role<reward_tag, Options...> <= 1,
-                "rlflow::Trainer<...>: more than one reward role; keep one (without one, the Trainer uses "
-                "rlflow::roles::DefaultReward, which scores by data_source)");
-  static_assert(detail::count_role<critic_tag, Options...> <= 1,
-                "rlflow::Trainer<...>: more than one critic role; keep one");
-  static_assert(detail::count_role<actor_tag, Options...> + detail::count_role<rollout_tag, Options...> +
-                        detail::count_role<reference_tag, Options...> ==
-                    0,
-                "rlflow::Trainer<...>: custom actor / rollout / reference roles are not supported yet; the trainer uses "
-                "rlflow::roles::ActorRolloutRef (the hybrid engine)");
+  // Every compile-time check, in order; the first failure is the only message (trainer_checks.hpp).
+  // After one, the Trainer builds from the defaults so that nothing below adds errors of its own.
+  static constexpr bool options_ok = detail::check_trainer_options<Options...>();
+  template <class Picked, class Default>
+  using if_ok = std::conditional_t<options_ok, Picked, Default>;
 
  public:
-  using placement = detail::pick_kind_t<placement_kind, Colocate<3>, Options...>;
-  using algorithm = detail::pick_kind_t<algorithm_kind, GRPO, Options...>;
-  using parallel = detail::pick_kind_t<parallel_kind, TP<1>, Options...>;
-  using backend = detail::pick_kind_t<backend_kind, Backend<cpu::tag>, Options...>;
-  using reward_role = detail::pick_role_t<reward_tag, roles::DefaultReward, Options...>;
-  using critic_role = detail::pick_role_t<critic_tag, void, Options...>;
-  using actor_role = roles::BasicActorRolloutRef<typename backend::system, parallel::size>;
+  using placement = if_ok<detail::pick_kind_t<placement_kind, Colocate<3>, Options...>, Colocate<3>>;
+  using algorithm = if_ok<detail::pick_kind_t<algorithm_kind, GRPO, Options...>, GRPO>;
+  using parallel = if_ok<detail::pick_kind_t<parallel_kind, TP<1>, Options...>, TP<1>>;
+  using backend = if_ok<detail::pick_kind_t<backend_kind, Backend<cpu::tag>, Options...>, Backend<cpu::tag>>;
+  using reward_role = if_ok<detail::pick_role_t<reward_tag, roles::DefaultReward, Options...>, roles::DefaultReward>;
+  using critic_role = if_ok<detail::pick_role_t<critic_tag, void, Options...>, void>;
+  //! The hybrid role: the one given ('using role_tag = rlflow::actor_tag;'), else the built-in one.
+  using actor_role = if_ok<detail::pick_role_t<actor_tag, roles::BasicActorRolloutRef<typename backend::system, parallel::size>,
+                                               Options...>,
+                           roles::ActorRolloutRef>;
   static constexpr bool on_cuda = !std::is_same_v<typename backend::system, cpu::tag>;
   static constexpr bool has_critic = !std::is_void_v<critic_role>;
 
  private:
-  static_assert(!std::is_same_v<algorithm, PPO> || has_critic,
-                "rlflow::Trainer<..., PPO, ...>: PPO needs a critic; pass a role with 'using role_tag = "
-                "rlflow::critic_tag;' such as rlflow::roles::ValueCritic");
-  static_assert(!placement::is_async,
-                "rlflow::Trainer<..., SeparateAsync, ...>: the separate-async placement is milestone 2; use "
-                "rlflow::Colocate<N> for now");
-  static_assert(roles::has_engines<typename backend::system>,
-                "rlflow::Trainer<..., Backend<cuda::tag>, ...>: the CUDA engines are not visible; include "
-                "<rlflow/trainer_cuda.cuh> in a .cu file compiled by nvcc, or use rlflow::Backend<rlflow::cpu::tag>");
-
-  static constexpr int role_count = 2 + (has_critic ? 1 : 0);
-  static_assert(placement::max_colocate_count >= role_count,
-                "rlflow::Trainer<Colocate<N>, ...>: N is smaller than the number of colocated roles (actor_rollout_ref, "
-                "reward and, with a critic, critic); raise N");
-
   template <class Critic>
   struct fused_of {
     using type = Fused<actor_role, Critic, reward_role>;

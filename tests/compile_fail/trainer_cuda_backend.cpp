@@ -1,4 +1,5 @@
 // build error: the CUDA engines are not visible; include <rlflow/trainer_cuda.cuh>
+// error count: 1
 // Backend<cuda::tag> in a g++ translation unit: the CUDA engines (engine/cuda/*.cuh) need nvcc, so
 // the trainer says to include rlflow/trainer_cuda.cuh in a .cu file.
 #include <rlflow/trainer.hpp>

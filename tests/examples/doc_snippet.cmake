@@ -1,14 +1,18 @@
-# The C++ block under '## The trainer in your own program' in DOC must appear verbatim in SOURCE
-# (from its first #include on), so the quickstart compiles and runs as printed.
+# The C++ block under the section SECTION (default '## The trainer in your own program') in DOC
+# must appear verbatim in SOURCE (from its first #include on), so the program compiles and runs
+# as printed.
+if(NOT SECTION)
+  set(SECTION "## The trainer in your own program")
+endif()
 file(READ ${DOC} doc)
-string(FIND "${doc}" "## The trainer in your own program" at)
+string(FIND "${doc}" "${SECTION}" at)
 if(at EQUAL -1)
-  message(FATAL_ERROR "${DOC}: no section '## The trainer in your own program'")
+  message(FATAL_ERROR "${DOC}: no section '${SECTION}'")
 endif()
 string(SUBSTRING "${doc}" ${at} -1 doc)
 string(FIND "${doc}" "```cpp\n" open)
 if(open EQUAL -1)
-  message(FATAL_ERROR "${DOC}: no ```cpp block in 'The trainer in your own program'")
+  message(FATAL_ERROR "${DOC}: no ```cpp block in '${SECTION}'")
 endif()
 math(EXPR open "${open} + 7")
 string(SUBSTRING "${doc}" ${open} -1 doc)
@@ -17,7 +21,7 @@ string(SUBSTRING "${doc}" 0 ${close} snippet)
 file(READ ${SOURCE} src)
 string(FIND "${src}" "${snippet}" found)
 if(found EQUAL -1 OR NOT snippet MATCHES "#include <rlflow/rlflow.hpp>")
-  message(FATAL_ERROR "the quickstart in ${DOC} differs from ${SOURCE}; copy the program into the doc:\n${snippet}")
+  message(FATAL_ERROR "the program in ${DOC} ('${SECTION}') differs from ${SOURCE}; copy the program into the doc:\n${snippet}")
 endif()
 string(SUBSTRING "${src}" ${found} -1 tail)
 if(NOT tail STREQUAL snippet)

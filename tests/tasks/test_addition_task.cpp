@@ -1,0 +1,149 @@
+// Tests for tasks::AdditionTask (rlflow/tasks/addition.hpp): the generated prompts and answers
+// against integer arithmetic, and the per-digit reward against a plain reference (right-aligned
+// digit matches over the longer length) on random responses, plus its edge cases and its
+// registration as data source "addition" of the default reward; the example's token-level reward
+// role (examples/common/addition_task.hpp) against a plain reference.
+#include <catch2/catch.hpp>
+
+#include <rlflow/tasks/addition.hpp>
+#include <rlflow/tasks/reward_score.hpp>
+#include <rlflow/roles/concepts.hpp>  // reward_role
+
+#include "common/addition_task.hpp"  // examples::DigitTokenReward
+
+#include <random>
+#include <string>
+
+using namespace rlflow;
+
+namespace {
+//! Independent reference: pad both strings on the left to the same width with distinct fillers,
+//! count equal positions that are not filler, divide by the width.
+double reference_score(std::string const& r, std::string const& t) {
+  std::size_t const w = std::max(r.size(), t.size());
+  if (w == 0) return 1.0;
+  std::string const rp = std::string(w - r.size(), '\x01') + r;
+  std::string const tp = std::string(w - t.size(), '\x02') + t;
+  int hits = 0;
+  for (std::size_t i = 0; i < w; ++i) hits += rp[i] == tp[i];
+  return static_cast<double>(hits) / static_cast<double>(w);
+}
+}  // namespace
+
+TEST_CASE("AdditionTask prompts are 'a+b=' and answers their decimal sum", "[tasks]") {
+  for (int digits : {1, 2, 3}) {
+    for (bool pad : {false, true}) {
+      tasks::AdditionTask task;
+      task.digits = digits;
+      task.fixed_width = pad;
+      auto ds = task.make_dataset(500, 7, /*shuffle=*/false);
+      REQUIRE(ds.size() == 500);
+      for (std::int64_t i = 0; i < ds.size(); ++i) {
+        auto const& it = ds[i];
+        auto const plus = it.prompt.find('+');
+        REQUIRE(plus != std::string::npos);
+        REQUIRE(it.prompt.back() == '=');
+        long const a = std::stol(it.prompt.substr(0, plus));
+        long const b = std::stol(it.prompt.substr(plus + 1, it.prompt.size() - plus - 2));
+        long hi = 1;
+        for (int k = 0; k < digits; ++k) hi *= 10;
+        REQUIRE((a >= 0 && a < hi && b >= 0 && b < hi));
+        REQUIRE(std::stol(it.ground_truth) == a + b);
+        if (pad) {
+          REQUIRE(static_cast<int>(it.ground_truth.size()) == digits + 1);
+          REQUIRE(static_cast<int>(it.prompt.size()) == 2 * digits + 2);
+          REQUIRE(static_cast<long>(plus) == digits);
+        } else {
+          REQUIRE(it.prompt == std::to_string(a) + "+" + std::to_string(b) + "=");
+          REQUIRE(it.ground_truth == std::to_string(a + b));
+        }
+        REQUIRE(static_cast<int>(it.prompt.size()) <= task.max_prompt_length());
+        REQUIRE(static_cast<int>(it.ground_truth.size()) <= task.max_answer_length());
+        REQUIRE(it.data_source == "addition");
+        for (char c : it.prompt + it.ground_truth) REQUIRE(task.charset().find(c) != std::string::npos);
+      }
+    }
+  }
+}
+
+TEST_CASE("AdditionTask::score matches a plain per-digit reference on random responses", "[tasks]") {
+  std::mt19937_64 rng(11);
+  std::string const chars = "0123456789+=";
+  for (int trial = 0; trial < 20000; ++trial) {
+    std::string r, t = std::to_string(rng() % 199);
+    int const len = static_cast<int>(rng() % 5);
+    for (int k = 0; k < len; ++k) r += chars[rng() % (trial % 2 ? 10 : chars.size())];
+    if (trial % 7 == 0) r = t;  // exact answers too
+    INFO("response '" << r << "' truth '" << t << "'");
+    REQUIRE(tasks::AdditionTask::score(r, t) == reference_score(r, t));
+  }
+}
+
+TEST_CASE("AdditionTask::score edge cases", "[tasks]") {
+  using tasks::AdditionTask;
+  CHECK(AdditionTask::score("46", "46") == 1.0);
+  CHECK(AdditionTask::score("", "46") == 0.0);
+  CHECK(AdditionTask::score("", "") == 1.0);
+  CHECK(AdditionTask::score("56", "46") == 0.5);    // units right, tens wrong
+  CHECK(AdditionTask::score("146", "46") == Approx(2.0 / 3));  // an extra digit costs one
+  CHECK(AdditionTask::score("6", "46") == 0.5);     // a missing digit costs one
+  CHECK(AdditionTask::score("4612", "46") == 0.0);  // no EOS: the units are misaligned
+  // the default reward scores data source "addition" with it
+  CHECK(tasks::default_compute_score("addition", "56", "46") == 0.5);
+  tasks::AdditionTask bad;
+  bad.digits = 0;
+  CHECK_THROWS_AS(bad.make_dataset(1, 1), config_error);
+}
+
+TEST_CASE("DigitTokenReward credits each answer digit and the EOS after it on its own token", "[tasks]") {
+  tasks::AdditionTask task;
+  task.fixed_width = true;
+  roles::RoleSetup setup;
+  setup.alphabet = task.charset();
+  model::CharTokenizer tok(task.charset());
+  STATIC_REQUIRE(roles::reward_role<examples::DigitTokenReward>);
+  examples::DigitTokenReward role(setup);
+  std::mt19937_64 rng(5);
+  int const B = 200, R = 4;
+  for (int trial = 0; trial < 5; ++trial) {
+    Tensor resp = Tensor::full(Shape{B, R}, tok.pad_id());
+    Tensor mask = Tensor::zeros(DType::int32, Shape{B, R});
+    NonTensorColumn rm;
+    std::vector<std::string> truths, texts;
+    std::vector<int> stops;
+    for (int i = 0; i < B; ++i) {
+      std::string const truth = task.answer(static_cast<std::int64_t>(rng() % 100), static_cast<std::int64_t>(rng() % 100));
+      std::string text = truth;  // mutate some digits, and stop early, on time or never
+      for (auto& c : text)
+        if (rng() % 3 == 0) c = static_cast<char>('0' + rng() % 10);
+      int const len = static_cast<int>(rng() % 4);  // characters before EOS (3: the right length)
+      text = text.substr(0, static_cast<std::size_t>(len));
+      auto ids = tok.encode(text);
+      bool const eos = rng() % 4 != 0;
+      if (eos) ids.push_back(tok.eos_id());
+      for (std::size_t t = 0; t < ids.size() && t < std::size_t(R); ++t) {
+        resp.at<std::int32_t>(i, std::int64_t(t)) = ids[t];
+        mask.at<std::int32_t>(i, std::int64_t(t)) = 1;
+      }
+      rm.emplace_back(Dict{{"ground_truth", truth}});
+      truths.push_back(truth);
+      texts.push_back(text);
+      stops.push_back(eos ? len : -1);
+    }
+    DataProto out = role.compute_rm_score(
+        DataProto::from_dict({{"responses", resp}, {"response_mask", mask}}, {{"reward_model", rm}}));
+    Tensor const& s = out.tensor("token_level_scores");
+    REQUIRE(s.dim(0) == B);
+    REQUIRE(s.dim(1) == R);
+    for (int i = 0; i < B; ++i) {
+      // plain reference: position t earns 1/4 when it holds the t-th answer digit, or EOS at t = 3
+      for (int t = 0; t < R; ++t) {
+        double want = 0;
+        if (t < static_cast<int>(texts[i].size()) && texts[i][t] == truths[i][t]) want = 0.25;
+        if (t == 3 && stops[i] == 3) want = 0.25;
+        INFO("row " << i << " '" << texts[i] << "' truth '" << truths[i] << "' t " << t);
+        REQUIRE(s.at<float>(i, t) == Approx(want));
+      }
+    }
+  }
+}
