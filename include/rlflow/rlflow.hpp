@@ -36,3 +36,4 @@
 #include <rlflow/roles/critic.hpp>
 #include <rlflow/roles/reward.hpp>
 #include <rlflow/trainer.hpp>
+#include <rlflow/trainer_async.hpp>

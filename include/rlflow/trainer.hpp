@@ -1226,7 +1226,9 @@ class Trainer {
 //! A human-readable description of a Trainer type (placement, algorithm, layout, roles).
 template <class T>
 std::string describe() {
-  return msg("Trainer<", T::algorithm::name, ", Colocate<", T::placement::max_colocate_count, ">, TP<", T::parallel::size,
+  std::string const placement =
+      T::placement::is_async ? std::string("SeparateAsync") : msg("Colocate<", T::placement::max_colocate_count, ">");
+  return msg("Trainer<", T::algorithm::name, ", ", placement, ", TP<", T::parallel::size,
              ">> backend=", T::on_cuda ? "cuda" : "cpu", " roles=actor_rollout_ref", T::has_critic ? ",critic" : "", ",reward");
 }
 

@@ -112,6 +112,14 @@ TEST_CASE("SeparateAsync with staleness bound 0 gives the sync trainer's weights
     // after the last step the rollout pool holds the weights of the step before it (version total-1)
     REQUIRE(sep.async_rollout()->max_buffer_depth() <= 1);
   }
+  // the comparison can fail: one-step-off (K = 1, the rollout generates step 2 with version 0)
+  // trains on other samples and ends elsewhere
+  auto hooks = std::make_shared<AsyncHooks>();
+  hooks->before_train = [](std::int64_t, DataProto const&) { std::this_thread::sleep_for(std::chrono::milliseconds(20)); };
+  SepTrainer one_off(separate_config("sep1", 1, 1), dataset(), task.charset(), quiet(hooks));
+  auto const m1 = run(one_off);
+  REQUIRE(m1[1].at("training/off_policy/trajectory_staleness/max") == 1);
+  REQUIRE(one_off.actor_weights() != ws);
 }
 
 TEST_CASE("colocate_async with staleness bound 0 gives the sync trainer's weights exactly", "[trainer][async]") {
