@@ -7,6 +7,7 @@
 // errors of separate_async come before any work.
 #include <catch2/catch.hpp>
 
+#include <rlflow/planner.hpp>
 #include <rlflow/trainer.hpp>
 
 #include <chrono>
@@ -287,4 +288,33 @@ TEST_CASE("separate_async start-up errors come before any work and name the key 
   rejects(c, {"colocate_async contradicts the SeparateAsync placement"});
   c = separate_config("errors", 1, 1);
   rejects(c, {"trainer_mode=separate_async", "rlflow::SeparateAsync"}, /*separate=*/false);
+}
+
+TEST_CASE("SeparateAsync's pools follow the planner's accounting (the mission's group B shape: 8 train + 4 rollout, TP 2)",
+          "[trainer][async][planner]") {
+  // group B's pools (8 trainer devices, a standalone rollout pool of 4, TP 2) with the tiny model
+  // and a small batch; the planner's numbers for the same config are the Trainer's
+  auto c = separate_config("groupb", 4, 1, 2);
+  c.trainer.n_gpus_per_node = 8;
+  c.actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu = 4;
+  c.actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu = 4;
+  using T = Trainer<GRPO, SeparateAsync, TP<2>, Reward>;
+  T t(c, dataset(), task.charset(), quiet());
+  auto const p = plan(t.config());
+  REQUIRE(p.train_devices == 8);
+  REQUIRE(p.standalone_rollout_devices == 4);
+  REQUIRE(p.total_devices == 12);
+  REQUIRE(p.rollout_replicas == 2);
+  REQUIRE(t.rollout_replicas() == p.rollout_replicas);
+  REQUIRE(t.workers().world_size() == p.train_devices);
+  REQUIRE(t.async_rollout()->workers().world_size() == p.standalone_rollout_devices);
+  auto const m = t.step();  // the version-0 sync before the first batch
+  REQUIRE(m.at("separate_async/weight_sync_bytes") == double(t.actor_weights().size() * sizeof(float) * 4));
+  t.step();  // the last step: the producer has made its last call on the rollout group
+  // every rollout rank holds its TP shard of the weights of the version it generated with
+  auto const shards = t.async_rollout()->workers().template call<&AsyncRollout<cpu::tag, 2>::role::rollout_weights>();
+  REQUIRE(shards.size() == 4);
+  REQUIRE(shards[0] == shards[2]);  // replica 0 and replica 1, TP rank 0
+  REQUIRE(shards[1] == shards[3]);
+  REQUIRE(shards[0] != shards[1]);
 }
