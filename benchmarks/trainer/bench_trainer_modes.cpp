@@ -1,7 +1,7 @@
 // BM_TrainerStep/mode:{sync,colocate_async,separate_async}: one GRPO step of the reverse task on
-// a generation-heavy configuration (16 prompts x 16 samples, responses up to 24 tokens sampled at
-// temperature 4, one actor
-// update a step, a learning rate too small to move the policy so that every step generates the
+// a generation-heavy configuration (4 prompts x 4 samples, responses up to 24 tokens sampled at
+// temperature 4: few rows, so generation's token-by-token latency outweighs the one-pass update;
+// one actor update a step, a learning rate too small to move the policy so that every step generates the
 // same amount), two worker threads for the roles in every mode: sync and colocate_async on a
 // 2-device pool (colocate_async adds a rollout worker per device that time-shares it),
 // separate_async on a 1-device trainer pool and a 1-device standalone rollout pool. One BLAS
@@ -25,11 +25,11 @@ rlflow::TrainerConfig heavy_config(std::string const& mode) {
   rlflow::TrainerConfig c = rlflow::examples::grpo_reverse_config();
   c.data.max_response_length = 24;
   c.actor_rollout_ref.rollout.temperature = 4.0;  // a flatter policy: fewer early EOS, longer responses
-  c.data.train_batch_size = 16;
-  c.actor_rollout_ref.actor.ppo_mini_batch_size = 16;
-  c.actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu = 128;
+  c.data.train_batch_size = 4;
+  c.actor_rollout_ref.actor.ppo_mini_batch_size = 4;
+  c.actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu = 8;
   c.actor_rollout_ref.actor.optim.lr = 1e-9;
-  c.actor_rollout_ref.rollout.n = 16;
+  c.actor_rollout_ref.rollout.n = 4;
   c.trainer.total_training_steps = 1000000;
   c.trainer.default_local_dir = ("/tmp/rlflow_bench_trainer_" + mode).c_str();
   c.trainer.v1.trainer_mode = rlflow::config_string(mode);

@@ -318,3 +318,36 @@ TEST_CASE("SeparateAsync's pools follow the planner's accounting (the mission's 
   REQUIRE(shards[1] == shards[3]);
   REQUIRE(shards[0] != shards[1]);
 }
+
+TEST_CASE("separate_async resumes from a checkpoint: exact with bound 0, within the bound with bound 1", "[trainer][async][resume]") {
+  // uninterrupted: 6 steps
+  auto full_cfg = separate_config("resume_full", 1, 0, 6);
+  SepTrainer full(full_cfg, dataset(), task.charset(), quiet());
+  run(full);
+  // interrupted: 3 steps, a checkpoint at step 3, a new trainer resumes and runs to 6
+  auto cfg = separate_config("resume", 1, 0, 6);
+  cfg.trainer.save_freq = 3;
+  cfg.trainer.resume_mode = "auto";
+  {
+    SepTrainer first(cfg, dataset(), task.charset(), quiet());
+    for (int i = 0; i < 3; ++i) first.step();
+  }  // destroyed with the producer waiting for version 3
+  SepTrainer second(cfg, dataset(), task.charset(), quiet());
+  REQUIRE(second.global_step() == 3);
+  REQUIRE(second.data_position().index == 24);
+  run(second);
+  REQUIRE(second.actor_weights() == full.actor_weights());
+  // bound 1: the resumed run regenerates the batch that was in flight with the checkpoint's weights
+  auto cfg1 = separate_config("resume1", 1, 1, 6);
+  cfg1.trainer.save_freq = 3;
+  cfg1.trainer.resume_mode = "auto";
+  {
+    SepTrainer first(cfg1, dataset(), task.charset(), quiet());
+    for (int i = 0; i < 3; ++i) first.step();
+  }
+  SepTrainer second1(cfg1, dataset(), task.charset(), quiet());
+  REQUIRE(second1.global_step() == 3);
+  auto const ms = run(second1);
+  REQUIRE(ms.front().at("separate_async/policy_version") == 3);  // step 4 from the checkpoint's version
+  for (auto const& m : ms) REQUIRE(m.at("training/off_policy/trajectory_staleness/max") <= 1);
+}
