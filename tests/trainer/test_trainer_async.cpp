@@ -351,3 +351,26 @@ TEST_CASE("separate_async resumes from a checkpoint: exact with bound 0, within 
   REQUIRE(ms.front().at("separate_async/policy_version") == 3);  // step 4 from the checkpoint's version
   for (auto const& m : ms) REQUIRE(m.at("training/off_policy/trajectory_staleness/max") <= 1);
 }
+
+TEST_CASE("separate_async with parameter_sync_step 2: two actor updates per sync, old log-probs of the cycle's start",
+          "[trainer][async]") {
+  // train_batch_size = parameter_sync_step x ppo_mini_batch_size = 2 x 4: two optimizer steps per
+  // step and one weight sync; with bound 0 it is the sync trainer with two mini-batches per step
+  auto sc = base_config("pss_sync", 4);
+  sc.actor_rollout_ref.actor.ppo_mini_batch_size = 4;
+  sc.actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu = 8;
+  SyncTrainer sync(sc, dataset(), task.charset(), quiet());
+  auto const ms = run(sync);
+  auto c = separate_config("pss", 1, 0, 4);
+  c.actor_rollout_ref.actor.ppo_mini_batch_size = 4;
+  c.actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu = 8;
+  c.trainer.v1.separate_async.parameter_sync_step = 2;
+  SepTrainer sep(c, dataset(), task.charset(), quiet());
+  auto const ma = run(sep);
+  REQUIRE(sep.actor_weights() == sync.actor_weights());
+  require_same_metrics(ms, ma);
+  // the second mini-batch sees a moved policy against the cycle-start old log-probs
+  bool moved = false;
+  for (auto const& m : ma) moved = moved || m.at("actor/ppo_kl") != 0;
+  REQUIRE(moved);
+}
