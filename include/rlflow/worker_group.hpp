@@ -64,6 +64,42 @@ ConstructWith<std::decay_t<F>> construct_with(F&& f) {
 
 namespace detail {
 
+//! Every worker's context (rank, device, mesh coordinate, names, verl's env keys) for a group of
+//! n workers on pool; shared by the in-process and the MPI worker groups.
+inline std::vector<WorkerContext> make_worker_contexts(ResourcePool const& pool, GroupOptions const& opts, int n,
+                                                       GroupShape const& shape, std::string const& group_name,
+                                                       std::string_view backend_name) {
+  std::vector<WorkerContext> ctxs(static_cast<std::size_t>(n));
+  auto const lws = pool.local_world_size_list();
+  auto const lrs = pool.local_rank_list();
+  for (int r = 0; r < n; ++r) {
+    WorkerContext& c = ctxs[static_cast<std::size_t>(r)];
+    c.rank = r;
+    c.world_size = n;
+    c.device = pool.device_of(r);
+    c.node = c.device.node;
+    c.local_rank = lrs[static_cast<std::size_t>(r)];
+    c.local_world_size = lws[static_cast<std::size_t>(r)];
+    c.device_share = pool.device_share();
+    c.shape = shape;
+    c.mesh = shape.coord(r);
+    c.group_name = group_name;
+    c.pool_name = pool.name();
+    c.env = {{"WORLD_SIZE", std::to_string(n)},
+             {"RANK", std::to_string(r)},
+             {"LOCAL_WORLD_SIZE", std::to_string(c.local_world_size)},
+             {"LOCAL_RANK", std::to_string(c.local_rank)},
+             {"RAY_LOCAL_WORLD_SIZE", std::to_string(c.local_world_size)},
+             {"MASTER_ADDR", "127.0.0.1"},
+             {"MASTER_PORT", "0"},
+             {"WG_PREFIX", group_name},
+             {"WG_BACKEND", std::string(backend_name)}};
+    if (c.device.type == Device::cuda) c.env.emplace_back("CUDA_VISIBLE_DEVICES", std::to_string(c.device.index));
+    for (auto const& kv : opts.env) c.env.push_back(kv);
+  }
+  return ctxs;
+}
+
 // ---------------------------------------------------------------------------------------------
 // the host's method table: entries (owner type, method descriptor)
 
@@ -344,34 +380,7 @@ class WorkerGroup {
         if (k == p)
           throw config_error(msg(who, ": GroupOptions::env sets '", k,
                                  "', a protected system env key; remove it (rlflow sets it per worker)"));
-    std::vector<WorkerContext> ctxs(static_cast<std::size_t>(n));
-    auto const lws = pool.local_world_size_list();
-    auto const lrs = pool.local_rank_list();
-    for (int r = 0; r < n; ++r) {
-      WorkerContext& c = ctxs[static_cast<std::size_t>(r)];
-      c.rank = r;
-      c.world_size = n;
-      c.device = pool.device_of(r);
-      c.node = c.device.node;
-      c.local_rank = lrs[static_cast<std::size_t>(r)];
-      c.local_world_size = lws[static_cast<std::size_t>(r)];
-      c.device_share = pool.device_share();
-      c.shape = shape_;
-      c.mesh = shape_.coord(r);
-      c.group_name = name_;
-      c.pool_name = pool.name();
-      c.env = {{"WORLD_SIZE", std::to_string(n)},
-               {"RANK", std::to_string(r)},
-               {"LOCAL_WORLD_SIZE", std::to_string(c.local_world_size)},
-               {"LOCAL_RANK", std::to_string(c.local_rank)},
-               {"RAY_LOCAL_WORLD_SIZE", std::to_string(c.local_world_size)},
-               {"MASTER_ADDR", "127.0.0.1"},
-               {"MASTER_PORT", "0"},
-               {"WG_PREFIX", name_},
-               {"WG_BACKEND", Backend::name}};
-      if (c.device.type == Device::cuda) c.env.emplace_back("CUDA_VISIBLE_DEVICES", std::to_string(c.device.index));
-      for (auto const& kv : opts.env) c.env.push_back(kv);
-    }
+    std::vector<WorkerContext> ctxs = detail::make_worker_contexts(pool, opts, n, shape_, name_, Backend::name);
     auto args = std::tuple<std::decay_t<CtorArgs>...>(std::forward<CtorArgs>(ctor_args)...);
     auto make = [&args](std::optional<Host>& h, WorkerContext& ctx) {
       if constexpr (single_construct_with<std::decay_t<CtorArgs>...>::value) {

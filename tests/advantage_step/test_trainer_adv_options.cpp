@@ -9,17 +9,13 @@
 #include <cmath>
 #include <unistd.h>
 
-#include "common/reverse_task.hpp"
+#include "trainer/trainer_fixtures.hpp"
 
 using namespace rlflow;
 namespace fs = std::filesystem;
 
 namespace {
-TrainerOptions quiet() {
-  TrainerOptions o;
-  o.console = false;
-  return o;
-}
+using rlflow::testing::quiet;
 using Score = examples::ReverseScore;
 
 TrainerConfig tiny(fs::path const& dir) {
@@ -35,11 +31,7 @@ TrainerConfig tiny(fs::path const& dir) {
   c.trainer.default_local_dir = dir.string().c_str();
   return c;
 }
-fs::path fresh_dir(std::string const& name) {
-  auto p = fs::temp_directory_path() / ("rlflow_adv_opts_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(p);
-  return p;
-}
+using rlflow::testing::fresh_dir;
 tasks::StringTask const task{};
 }  // namespace
 

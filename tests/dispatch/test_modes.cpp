@@ -177,3 +177,20 @@ TEST_CASE("DPComputeMetric splits like DPComputeProto and returns every rank's v
   CollectContext cctx{g, "R", "f", pad};
   REQUIRE(dispatch::DPComputeMetric::collect(std::move(metrics), cctx) == std::vector<double>{1, 2, 3, 4});
 }
+
+TEST_CASE("Dist<bool>::for_rank returns each rank's value (std::vector<bool> holds no bool objects)", "[dispatch][dist]") {
+  std::mt19937 g(17);
+  for (int trial = 0; trial < 20; ++trial) {
+    int const ws = 1 + static_cast<int>(g() % 8);
+    std::vector<bool> v;
+    for (int r = 0; r < ws; ++r) v.push_back(g() % 2 == 1);
+    auto const d = Dist<bool>::scatter(v);
+    REQUIRE(d.covers(ws));
+    for (int r = 0; r < ws; ++r) CHECK(d.for_rank(r) == v[static_cast<std::size_t>(r)]);
+    std::vector<int> idx;
+    for (int r = 0; r < ws; ++r) idx.push_back(ws - 1 - r);
+    auto const p = Dist<bool>::scatter(v, idx);
+    for (int r = 0; r < ws; ++r) CHECK(p.for_rank(r) == v[static_cast<std::size_t>(ws - 1 - r)]);
+    CHECK(Dist<bool>::broadcast(v[0]).for_rank(ws - 1) == v[0]);
+  }
+}

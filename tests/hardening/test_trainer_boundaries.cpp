@@ -14,43 +14,13 @@
 #include <thread>
 #include <unistd.h>
 
-#include "common/reverse_task.hpp"
+#include "trainer/trainer_fixtures.hpp"
 
 using namespace rlflow;
 namespace fs = std::filesystem;
 
 namespace {
-TrainerOptions quiet() {
-  TrainerOptions o;
-  o.console = false;
-  return o;
-}
-using Score = examples::ReverseScore;
-using GRPOTrainer = Trainer<GRPO, Colocate<3>, roles::RuleReward<Score>>;
-using PPOTrainer = Trainer<PPO, roles::ValueCritic, roles::RuleReward<Score>, Colocate<3>>;
-
-fs::path fresh_dir(std::string const& name) {
-  auto p = fs::temp_directory_path() / ("rlflow_hardening_trainer_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(p);
-  return p;
-}
-
-//! 8 prompts x 4 samples, 2 DP workers, a 32-wide GPT: a step takes milliseconds.
-TrainerConfig tiny_config(fs::path const& dir) {
-  TrainerConfig c = examples::reverse_base_config();
-  c.data.train_batch_size = 8;
-  c.actor_rollout_ref.actor.ppo_mini_batch_size = 4;
-  c.actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu = 8;
-  c.actor_rollout_ref.actor.optim.lr = 3e-3;
-  c.actor_rollout_ref.rollout.n = 4;
-  c.actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu = 16;
-  c.actor_rollout_ref.model.n_embd = 32;
-  c.critic.ppo_micro_batch_size_per_gpu = 8;
-  c.critic.optim.lr = 1e-3;
-  c.trainer.total_training_steps = 3;
-  c.trainer.default_local_dir = dir.string().c_str();
-  return c;
-}
+using namespace rlflow::testing;
 tasks::StringTask const task{};
 PromptDataset dataset() { return task.make_dataset(64, 3); }
 

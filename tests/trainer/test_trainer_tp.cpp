@@ -12,17 +12,13 @@
 #include <filesystem>
 #include <unistd.h>
 
-#include "common/reverse_task.hpp"
+#include "trainer/trainer_fixtures.hpp"
 
 using namespace rlflow;
 namespace fs = std::filesystem;
 
 namespace {
-TrainerOptions quiet() {
-  TrainerOptions o;
-  o.console = false;
-  return o;
-}
+using rlflow::testing::quiet;
 
 TrainerConfig tp_config(char const* name, int workers) {
   TrainerConfig c = examples::reverse_base_config();

@@ -141,8 +141,8 @@ struct Dist {
     d.index = std::move(rank_to_value);
     return d;
   }
-  //! The value rank r receives.
-  T const& for_rank(int r) const {
+  //! The value rank r receives (a bool by value: std::vector<bool> has no bool objects to refer to).
+  std::conditional_t<std::is_same_v<T, bool>, bool, T const&> for_rank(int r) const {
     if (borrowed) return *borrowed;
     if (!index.empty()) return values[static_cast<std::size_t>(index[static_cast<std::size_t>(r)])];
     if (values.size() == 1) return values[0];

@@ -264,35 +264,7 @@ class WorkerGroup<Host, dispatch::Mpi> {
   };
 
   std::vector<WorkerContext> make_contexts(ResourcePool const& pool, GroupOptions const& opts, int n) const {
-    std::vector<WorkerContext> ctxs(static_cast<std::size_t>(n));
-    auto const lws = pool.local_world_size_list();
-    auto const lrs = pool.local_rank_list();
-    for (int r = 0; r < n; ++r) {
-      WorkerContext& c = ctxs[static_cast<std::size_t>(r)];
-      c.rank = r;
-      c.world_size = n;
-      c.device = pool.device_of(r);
-      c.node = c.device.node;
-      c.local_rank = lrs[static_cast<std::size_t>(r)];
-      c.local_world_size = lws[static_cast<std::size_t>(r)];
-      c.device_share = pool.device_share();
-      c.shape = shape_;
-      c.mesh = shape_.coord(r);
-      c.group_name = name_;
-      c.pool_name = pool.name();
-      c.env = {{"WORLD_SIZE", std::to_string(n)},
-               {"RANK", std::to_string(r)},
-               {"LOCAL_WORLD_SIZE", std::to_string(c.local_world_size)},
-               {"LOCAL_RANK", std::to_string(c.local_rank)},
-               {"RAY_LOCAL_WORLD_SIZE", std::to_string(c.local_world_size)},
-               {"MASTER_ADDR", "127.0.0.1"},
-               {"MASTER_PORT", "0"},
-               {"WG_PREFIX", name_},
-               {"WG_BACKEND", dispatch::Mpi::name}};
-      if (c.device.type == Device::cuda) c.env.emplace_back("CUDA_VISIBLE_DEVICES", std::to_string(c.device.index));
-      for (auto const& kv : opts.env) c.env.push_back(kv);
-    }
-    return ctxs;
+    return detail::make_worker_contexts(pool, opts, n, shape_, name_, dispatch::Mpi::name);
   }
 
   void release_local() {

@@ -4,16 +4,12 @@
 
 #include <rlflow/trainer.hpp>
 
-#include "common/reverse_task.hpp"
+#include "trainer/trainer_fixtures.hpp"
 
 using namespace rlflow;
 
 namespace {
-TrainerOptions quiet() {
-  TrainerOptions o;
-  o.console = false;
-  return o;
-}
+using rlflow::testing::quiet;
 template <class T>
 std::pair<double, double> first_and_last_mean(TrainerConfig cfg, int steps, int window) {
   cfg.trainer.total_training_steps = steps;

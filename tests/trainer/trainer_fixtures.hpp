@@ -1,0 +1,58 @@
+// Shared fixtures of the Trainer tests: a quiet TrainerOptions, a fresh temporary folder, the
+// demo task's trainers and a small, fast configuration (8 prompts x 4 samples, 2 DP workers).
+#pragma once
+#include <rlflow/trainer.hpp>
+
+#include <filesystem>
+#include <string>
+#include <unistd.h>
+
+#include "common/reverse_task.hpp"
+
+namespace rlflow::testing {
+
+inline TrainerOptions quiet() {
+  TrainerOptions o;
+  o.console = false;
+  return o;
+}
+
+using Score = examples::ReverseScore;
+using GRPOTrainer = Trainer<GRPO, Colocate<3>, roles::RuleReward<Score>>;
+using PPOTrainer = Trainer<PPO, roles::ValueCritic, roles::RuleReward<Score>, Colocate<3>>;  // any order
+
+//! An empty path under the temporary folder, unique to this process: <tmp>/rlflow_test_<name>_<pid>.
+inline std::filesystem::path fresh_dir(std::string const& name) {
+  auto p = std::filesystem::temp_directory_path() / ("rlflow_test_" + name + "_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(p);
+  return p;
+}
+
+//! 8 prompts x 4 samples, 2 DP workers, a 32-wide GPT, two actor updates per step, 3 steps: a
+//! step takes milliseconds.
+inline TrainerConfig tiny_config(std::filesystem::path const& dir) {
+  TrainerConfig c = examples::reverse_base_config();
+  c.data.train_batch_size = 8;
+  c.actor_rollout_ref.actor.ppo_mini_batch_size = 4;
+  c.actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu = 8;
+  c.actor_rollout_ref.actor.optim.lr = 3e-3;
+  c.actor_rollout_ref.rollout.n = 4;
+  c.actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu = 16;
+  c.actor_rollout_ref.model.n_embd = 32;
+  c.critic.ppo_micro_batch_size_per_gpu = 8;
+  c.critic.optim.lr = 1e-3;
+  c.trainer.total_training_steps = 3;
+  c.trainer.default_local_dir = dir.string().c_str();
+  return c;
+}
+
+//! Metrics without the wall-clock ones (they differ run to run).
+inline Metrics deterministic_part(Metrics m) {
+  for (auto it = m.begin(); it != m.end();) {
+    if (it->first.rfind("timing_s/", 0) == 0 || it->first.rfind("perf/", 0) == 0) it = m.erase(it);
+    else ++it;
+  }
+  return m;
+}
+
+}  // namespace rlflow::testing
