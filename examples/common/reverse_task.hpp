@@ -27,6 +27,34 @@ inline TrainerConfig grpo_reverse_config() {
   return c;
 }
 
+//! The demo on verl's second road: the GRPO demo with trainer.v1.trainer_mode=separate_async,
+//! the actor (+ reward) on the 2-device trainer pool, the rollout on a standalone 1-device pool,
+//! one batch generated ahead (num_warmup_batches=1: one-step-off), weights synced after every
+//! step (parameter_sync_step=1: train_batch_size = 1 x ppo_mini_batch_size).
+inline TrainerConfig grpo_separate_async_config() {
+  TrainerConfig c = grpo_reverse_config();
+  c.trainer.v1.trainer_mode = "separate_async";
+  c.trainer.v1.separate_async.parameter_sync_step = 1;
+  c.trainer.v1.separate_async.num_warmup_batches = 1;
+  c.actor_rollout_ref.rollout.nnodes = 1;
+  c.actor_rollout_ref.rollout.n_gpus_per_node = 1;
+  c.actor_rollout_ref.rollout.checkpoint_engine.backend = "nccl";  // cross-pool sync (in process here)
+  c.trainer.experiment_name = "grpo_separate_async";
+  c.trainer.default_local_dir = "runs/grpo_separate_async";
+  return c;
+}
+
+//! The demo with trainer.v1.trainer_mode=colocate_async: rollout workers on the trainer's two
+//! devices generate the next batch while the current one trains (one batch ahead).
+inline TrainerConfig grpo_colocate_async_config() {
+  TrainerConfig c = grpo_reverse_config();
+  c.trainer.v1.trainer_mode = "colocate_async";
+  c.trainer.v1.colocate_async.num_warmup_batches = 1;
+  c.trainer.experiment_name = "grpo_colocate_async";
+  c.trainer.default_local_dir = "runs/grpo_colocate_async";
+  return c;
+}
+
 //! PPO with a critic and GAE: 64 prompts x 2 samples, two actor and critic updates per step.
 inline TrainerConfig ppo_reverse_config() {
   TrainerConfig c = reverse_base_config();

@@ -24,11 +24,14 @@ struct Colocate {
   static constexpr const char* name = "Colocate";
 };
 
-//! Separate placement with one-step-off asynchronous rollout (milestone 2): rollout on its own
-//! pool, weights synced across pools every step. verl: trainer.v1.trainer_mode=separate_async.
+//! Separate placement with asynchronous rollout: the actor (+ reference, + critic, + reward) fused
+//! on the trainer pool (trainer.nnodes x n_gpus_per_node devices, up to 3 roles per device), the
+//! rollout replicas on a standalone pool (actor_rollout_ref.rollout.nnodes x n_gpus_per_node),
+//! weights synced across pools after every step, samples at most K versions behind
+//! (trainer_async.hpp). verl: trainer.v1.trainer_mode=separate_async.
 struct SeparateAsync {
   using option_kind = placement_kind;
-  static constexpr int max_colocate_count = 1;
+  static constexpr int max_colocate_count = 3;  //!< of the trainer pool
   static constexpr bool is_async = true;
   static constexpr const char* name = "SeparateAsync";
 };

@@ -38,3 +38,4 @@
 #include <rlflow/roles/reward.hpp>
 #include <rlflow/roles/concepts.hpp>
 #include <rlflow/trainer.hpp>
+#include <rlflow/trainer_async.hpp>

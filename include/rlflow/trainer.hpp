@@ -9,8 +9,9 @@
 // N tensor-parallel ranks (world size / N of them) while the actor trains data-parallel on every
 // worker; each weight sync reshards the actor's weights into the replicas. Backend<cuda::tag> runs
 // the actor, rollout and reference engines on one device per worker; it needs
-// rlflow/trainer_cuda.cuh in a .cu file. SeparateAsync is milestone 2 and is rejected at compile
-// time with that message.
+// rlflow/trainer_cuda.cuh in a .cu file. SeparateAsync (trainer.v1.trainer_mode=separate_async)
+// and trainer_mode=colocate_async generate on rollout workers of their own, ahead of the
+// trainer within a staleness bound (trainer_async.hpp; CPU backend only).
 //
 // Letters: B prompts per step, n samples per prompt, P prompt tokens, R response tokens.
 #pragma once
@@ -25,6 +26,7 @@
 #include <string>
 #include <tuple>
 #include <type_traits>
+#include <variant>  // std::monostate
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -48,6 +50,7 @@
 #include <rlflow/roles/actor_rollout_ref.hpp>   // roles::ActorRolloutRef
 #include <rlflow/roles/critic.hpp>              // roles::ValueCritic
 #include <rlflow/roles/reward.hpp>              // roles::RuleReward, roles::DefaultReward
+#include <rlflow/trainer_async.hpp>             // AsyncRollout, AsyncHooks (separate_async, colocate_async)
 #include <rlflow/trainer_config.hpp>            // TrainerConfig, check
 #include <rlflow/worker_group.hpp>              // make_colocated_group
 #if defined(RLFLOW_HAS_MPI)
@@ -61,6 +64,7 @@ struct TrainerOptions {
   std::string metrics_file;  //!< JSON-lines metrics; empty: '<default_local_dir>/metrics.jsonl'
   bool console = true;       //!< print one progress line per step
   ChatTemplate chat_template;  //!< how chat-message prompts of data files become text (data_files.hpp)
+  std::shared_ptr<AsyncHooks const> async_hooks;  //!< test hooks of the async modes (trainer_async.hpp)
 };
 
 //! One validation sample kept for trainer.log_val_generations.
@@ -271,6 +275,7 @@ class Trainer {
       else fixed_kl_.value = k.kl_coef;
     }
     maybe_resume();
+    start_async(setup);
     logger();  // a fresh run truncates an old metrics.jsonl now; a resumed one drops the lines after its step
   }
 
@@ -283,7 +288,14 @@ class Trainer {
   //! The samples of the last validation kept for trainer.log_val_generations.
   std::vector<ValGeneration> const& last_val_generations() const { return val_generations_; }
   //! Rollout replicas of TP<N> ranks each: world size / N (the planner's rollout_replicas).
-  std::int64_t rollout_replicas() const { return cfg_.world_size() / parallel::size; }
+  //! separate_async: standalone rollout devices / N.
+  std::int64_t rollout_replicas() const { return cfg_.rollout_devices() / parallel::size; }
+  //! The async modes' rollout workers and replay buffer (empty in the sync mode).
+  auto* async_rollout()
+    requires(!on_cuda)
+  {
+    return async_ ? &*async_ : nullptr;
+  }
   std::int64_t global_step() const { return global_step_; }
   std::int64_t total_steps() const { return total_steps_; }
   DataPosition data_position() const { return pos_; }
@@ -345,15 +357,17 @@ class Trainer {
     std::int64_t const n = rc.n;
 
     // 1-3: prompts, uid per prompt (before repetition), repeat n times interleaved.
-    std::int64_t const epoch = pos_.epoch;
-    auto items = train_.next_batch(pos_, cfg_.data.train_batch_size);
-    DataProto prompts = make_prompt_batch(items, step_no);
-    DataProto gen_batch = prompts.repeat(n, /*interleave=*/true);
-    add_rollout_seeds(gen_batch, step_no, /*salt=*/0);
+    std::int64_t epoch = pos_.epoch;
+    DataProto prompts, batch;
+    if (!take_async(step_no, m, batch, epoch)) {  // async modes: the batch comes from the rollout workers' buffer
+      auto items = train_.next_batch(pos_, cfg_.data.train_batch_size);
+      prompts = make_prompt_batch(items, step_no);
+      DataProto gen_batch = prompts.repeat(n, /*interleave=*/true);
+      add_rollout_seeds(gen_batch, step_no, /*salt=*/0);
 
-    // 4: generate (the rollout sleeps afterwards when free_cache_engine).
-    DataProto batch;
-    timed("gen", [&] { batch = actor_rollout_wg().template call<&actor_role::generate_sequences>(gen_batch); });
+      // 4: generate (the rollout sleeps afterwards when free_cache_engine).
+      timed("gen", [&] { batch = actor_rollout_wg().template call<&actor_role::generate_sequences>(gen_batch); });
+    }
 
     // ReMax: one greedy response per prompt; its reward is the baseline.
     std::optional<Tensor> remax_baselines;
@@ -426,7 +440,10 @@ class Trainer {
         merge_metric_lists(m, lists);
       });
     }
-    timed("update_weights", [&] { actor_rollout_wg().template call<&actor_role::update_weights>(); });
+    timed("update_weights", [&] {
+      actor_rollout_wg().template call<&actor_role::update_weights>();
+      publish_async(step_no);  // async modes: the rollout workers load these weights before their next batch
+    });
 
     global_step_ = step_no;
     position_guard.done = true;
@@ -444,7 +461,9 @@ class Trainer {
     m["timing_s/step"] = step_time;
     m["perf/total_num_tokens"] = total_tokens;
     m["perf/time_per_step"] = step_time;
-    m["perf/throughput"] = total_tokens / (step_time * static_cast<double>(cfg_.world_size()));
+    // verl: n_gpus counts every pool (separate_async: trainer + standalone rollout devices)
+    m["perf/throughput"] = total_tokens / (step_time * static_cast<double>(cfg_.world_size() +
+                                                                         (cfg_.is_separate_async() ? cfg_.rollout_devices() : 0)));
     m["training/global_step"] = static_cast<double>(global_step_);
     m["training/epoch"] = static_cast<double>(epoch);
     m["data/truncated_prompts"] = static_cast<double>(truncated_prompts_);
@@ -688,6 +707,18 @@ class Trainer {
                              " a critic role; make them agree"));
     cfg.max_colocate_count = placement::max_colocate_count;
     cfg.actor_rollout_ref.rollout.tensor_model_parallel_size = parallel::size;
+    // The placement decides the road: SeparateAsync is trainer_mode=separate_async; Colocate<N>
+    // is sync or colocate_async.
+    if constexpr (placement::is_async) {
+      if (cfg.is_colocate_async())
+        throw config_error(msg("rlflow::Trainer<SeparateAsync>: trainer.v1.trainer_mode=colocate_async contradicts the "
+                               "SeparateAsync placement; use rlflow::Colocate<N> for colocate_async, or drop the key"));
+      cfg.trainer.v1.trainer_mode = config_string("separate_async");
+    } else if (cfg.is_separate_async()) {
+      throw config_error(msg("rlflow::Trainer<Colocate<", placement::max_colocate_count, ">>: trainer.v1.trainer_mode=separate_async "
+                             "needs a standalone rollout pool; use rlflow::Trainer<rlflow::SeparateAsync, ...> or "
+                             "trainer.v1.trainer_mode=sync / colocate_async"));
+    }
     return cfg;
   }
 
@@ -728,8 +759,7 @@ class Trainer {
       throw config_error(msg("rlflow::Trainer: trainer.test_freq=", c.trainer.test_freq,
                              " asks for validation, but there is no validation set; set data.val_files (read by the "
                              "Trainer(cfg) constructor) or trainer.test_freq=-1"));
-    if (!(c.trainer.v1.trainer_mode == "sync"))
-      reject("trainer.v1.trainer_mode", c.trainer.v1.trainer_mode.str(), "set trainer.v1.trainer_mode=sync");
+    check_async_config();
     if (c.actor_rollout_ref.model.vocab_size != 0 && c.actor_rollout_ref.model.vocab_size != tok_->vocab_size())
       reject("actor_rollout_ref.model.vocab_size", std::to_string(c.actor_rollout_ref.model.vocab_size),
              msg("set it to 0 (or to the tokenizer's ", tok_->vocab_size(), ")"));
@@ -747,6 +777,101 @@ class Trainer {
       warn(msg("trainer.device=", c.trainer.device.str(), " is ignored: ", instead("trainer.device"), " (here ", device,
                "); set trainer.device=", device, " to silence this"));
     cfg_.trainer.device = config_string(device);
+  }
+
+  // ---- the async modes (trainer_async.hpp) ------------------------------------------------
+
+  bool async_mode() const { return cfg_.is_separate_async() || cfg_.is_colocate_async(); }
+  //! trainer.v1.<mode>.num_warmup_batches: batches the rollout workers may generate ahead.
+  std::int64_t warmup_batches() const {
+    return cfg_.is_separate_async() ? cfg_.trainer.v1.separate_async.num_warmup_batches
+                                    : cfg_.trainer.v1.colocate_async.num_warmup_batches;
+  }
+  //! The staleness bound K (versions behind, at most): min(max_off_policy_threshold, num_warmup_batches).
+  std::int64_t staleness_bound() const {
+    return std::min(cfg_.trainer.v1.sampler.max_off_policy_threshold, warmup_batches());
+  }
+
+  //! What the async modes support here, checked before work (verl's start-up asserts of
+  //! separate_async are in check(cfg)).
+  void check_async_config() const {
+    if (!async_mode()) return;
+    std::string const mode = cfg_.trainer.v1.trainer_mode.str();
+    if constexpr (on_cuda)
+      throw config_error(msg("rlflow::Trainer<..., Backend<cuda::tag>>: trainer.v1.trainer_mode=", mode,
+                             " runs its rollout workers on the CPU engines only; use trainer.v1.trainer_mode=sync with the "
+                             "CUDA backend, or rlflow::Backend<rlflow::cpu::tag>"));
+    if constexpr (std::is_same_v<algorithm, ReMax>)
+      throw config_error(msg("rlflow::Trainer<ReMax>: trainer.v1.trainer_mode=", mode,
+                             " does not generate ReMax's greedy baseline on the rollout workers yet; use "
+                             "trainer.v1.trainer_mode=sync with ReMax"));
+    if (warmup_batches() < 0)
+      throw config_error(msg("rlflow::Trainer: trainer.v1.", mode, ".num_warmup_batches=", warmup_batches(),
+                             " must be 0 (a synchronous schedule) or more (batches generated ahead)"));
+    if (cfg_.is_separate_async() && cfg_.rollout_devices() % parallel::size != 0)
+      throw config_error(msg("rlflow::Trainer<SeparateAsync, TP<", parallel::size, ">>: the standalone rollout pool has ",
+                             cfg_.rollout_devices(), " devices (actor_rollout_ref.rollout.nnodes * n_gpus_per_node), which "
+                             "do not split into replicas of ", parallel::size, " ranks; use a multiple of ", parallel::size));
+  }
+
+  //! Builds the rollout workers of the async modes and starts their producer with the trainer's
+  //! current weights (after a resume: the checkpoint's) as version global_step.
+  void start_async(roles::RoleSetup const& setup) {
+    if constexpr (!on_cuda) {
+      if (!async_mode() || global_step_ >= total_steps_) return;
+      bool const sep = cfg_.is_separate_async();
+      typename async_type::Plan plan;
+      plan.mode = sep ? "separate_async" : "colocate_async";
+      // separate_async: a pool of its own; colocate_async: rollout workers on the trainer's devices
+      plan.pool_name = sep ? "rollout_pool" : "global_pool/rollout";
+      plan.devices_per_node = sep ? std::vector<int>(static_cast<std::size_t>(cfg_.actor_rollout_ref.rollout.nnodes),
+                                                     static_cast<int>(cfg_.rollout_n_gpus_per_node()))
+                                  : std::vector<int>(static_cast<std::size_t>(cfg_.trainer.nnodes),
+                                                     static_cast<int>(cfg_.trainer.n_gpus_per_node));
+      plan.bound = staleness_bound();
+      plan.first_step = global_step_ + 1;
+      plan.last_step = total_steps_;
+      plan.start_pos = pos_;
+      std::int64_t const n = cfg_.actor_rollout_ref.rollout.n;
+      // runs on the producer thread: reads train_, cfg_ and tok_ only (never changed after start)
+      async_.emplace(std::move(plan), setup, opts_.async_hooks, [this, n](std::int64_t s, DataPosition& pos, std::int64_t& epoch) {
+        epoch = pos.epoch;
+        auto items = train_.next_batch(pos, cfg_.data.train_batch_size);
+        DataProto gen = make_prompt_batch(items, s).repeat(n, /*interleave=*/true);
+        add_rollout_seeds(gen, s, /*salt=*/0);
+        return gen;
+      });
+      async_->start(std::make_shared<std::vector<float> const>(actor_weights()), global_step_);
+    }
+  }
+
+  //! Async modes: the batch of step_no from the buffer (the data position moves to after its
+  //! prompts); false in the sync mode.
+  bool take_async(std::int64_t step_no, Metrics& m, DataProto& batch, std::int64_t& epoch) {
+    if constexpr (on_cuda) {
+      return false;
+    } else {
+      if (!async_) return false;
+      if (step_no > total_steps_)
+        throw config_error(msg("rlflow::Trainer::step: step ", step_no, " is past the run's ", total_steps_,
+                               " steps; the rollout workers generated for steps up to ", total_steps_));
+      auto const t0 = std::chrono::steady_clock::now();
+      RolloutBatch b = async_->take(step_no, m);
+      // verl v1: the 'gen' timer wraps replay_buffer.sample, i.e. the wait for a ready batch
+      m["timing_s/gen"] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      batch = std::move(b.batch);
+      pos_ = b.pos_after;
+      epoch = b.epoch;
+      if (opts_.async_hooks && opts_.async_hooks->before_train) opts_.async_hooks->before_train(step_no, batch);
+      return true;
+    }
+  }
+
+  //! Async modes: hands the weights of version step_no to the rollout workers' producer.
+  void publish_async(std::int64_t step_no) {
+    if constexpr (!on_cuda) {
+      if (async_) async_->publish_weights(std::make_shared<std::vector<float> const>(actor_weights()), step_no);
+    }
   }
 
   //! Prompts longer than data.max_prompt_length: an error before any work (truncation=error),
@@ -1061,6 +1186,9 @@ class Trainer {
   std::optional<kernels::AdaptiveKLController> adaptive_kl_;
   std::optional<ResourcePool> pool_;
   std::optional<group_type> group_;
+  //! The async modes' rollout workers and producer (after group_: stopped and joined first).
+  using async_type = std::conditional_t<on_cuda, std::monostate, AsyncRollout<cpu::tag, parallel::size>>;
+  std::optional<async_type> async_;
   std::optional<MetricsLogger> logger_;
   std::vector<std::string> startup_warnings_;
   bool from_files_ = false;  // built by Trainer(cfg): model and data from files
@@ -1072,7 +1200,9 @@ class Trainer {
 //! A human-readable description of a Trainer type (placement, algorithm, layout, roles).
 template <class T>
 std::string describe() {
-  return msg("Trainer<", T::algorithm::name, ", Colocate<", T::placement::max_colocate_count, ">, TP<", T::parallel::size,
+  std::string const placement =
+      T::placement::is_async ? std::string("SeparateAsync") : msg("Colocate<", T::placement::max_colocate_count, ">");
+  return msg("Trainer<", T::algorithm::name, ", ", placement, ", TP<", T::parallel::size,
              ">> backend=", T::on_cuda ? "cuda" : "cpu", " roles=actor_rollout_ref", T::has_critic ? ",critic" : "", ",reward");
 }
 

@@ -1294,7 +1294,6 @@ struct unhonoured_key {
 inline constexpr unhonoured_key trainer_unhonoured_keys[] = {
     {"actor_rollout_ref.model.vocab_size", "the built-in GPT's vocabulary is the tokenizer's"},
     {"trainer.device", "the Trainer's Backend option decides the device"},
-    {"trainer.v1.trainer_mode", "the Trainer runs verl's synchronous colocated loop (sync)"},
 };
 inline std::string_view unhonoured_note(std::string_view key) {
   for (auto const& u : trainer_unhonoured_keys)

@@ -261,7 +261,7 @@ TEST_CASE("config keys the Trainer does not honour are errors or warnings naming
   rejects("actor_rollout_ref.model.path=/models/qwen", "actor_rollout_ref.model.path", "use Trainer(cfg)");
   rejects("data.train_files=train.parquet", "data.train_files", "use the Trainer(cfg) constructor");
   rejects("trainer.test_freq=5", "trainer.test_freq", "no validation set");
-  rejects("trainer.v1.trainer_mode=colocate_async", "trainer.v1.trainer_mode", "not honoured");
+  rejects("trainer.v1.trainer_mode=separate_async", "trainer.v1.trainer_mode=separate_async", "rlflow::SeparateAsync");
   rejects("actor_rollout_ref.model.vocab_size=1000", "actor_rollout_ref.model.vocab_size", "not honoured");
   {
     auto cfg = tiny_config(dir);

@@ -84,10 +84,10 @@ constexpr bool check_trainer_options() {
   } else if constexpr (!(parallel::size >= 1 && parallel::size <= 8 && (parallel::size & (parallel::size - 1)) == 0) ||
                        placement::max_colocate_count < 1) {
     return false;  // TP<N> / Colocate<N> reported it in their own static_assert (policy.hpp)
-  } else if constexpr (placement::is_async) {
+  } else if constexpr (placement::is_async && !std::is_same_v<typename backend::system, cpu::tag>) {
     static_assert(dependent_false<Options...>,
-                  "rlflow::Trainer<..., SeparateAsync, ...>: the separate-async placement is milestone 2; use "
-                  "rlflow::Colocate<N> for now");
+                  "rlflow::Trainer<..., SeparateAsync, Backend<cuda::tag>>: the standalone rollout pool runs on the CPU "
+                  "engines only; use rlflow::Backend<rlflow::cpu::tag> or rlflow::Colocate<N>");
     return false;
   } else if constexpr (!roles::has_engines<typename backend::system>) {
     static_assert(dependent_false<Options...>,

@@ -91,6 +91,59 @@ struct engines<cpu::tag> {
 template <class System>
 concept has_engines = requires { typename engines<System>::training; };
 
+namespace detail {
+//! The body of generate_sequences shared by the hybrid role and the standalone rollout
+//! (trainer_async.hpp): wakes 'rollout', samples R = data.max_response_length tokens per row of
+//! 'prompts' and returns the generation output (see BasicActorRolloutRef::generate_sequences).
+template <class Rollout>
+DataProto generate_with(Rollout& rollout, model::Tokenizer const& tok, TrainerConfig const& cfg, DataProto const& prompts) {
+  auto const& rc = cfg.actor_rollout_ref.rollout;
+  if (rollout.is_sleeping()) rollout.wake();
+  Tensor const& ids = prompts.tensor("input_ids");
+  Tensor const& am = prompts.tensor("attention_mask");
+  auto seeds_t = prompts.tensor("rollout_seed").span<std::int64_t>();
+  std::vector<std::uint64_t> seeds(seeds_t.begin(), seeds_t.end());
+  engine::SamplingParams sp;
+  sp.temperature = static_cast<float>(rc.temperature);
+  if (auto const* v = prompts.meta_info().find("do_sample"); v && v->is_bool() && !v->as_bool()) sp.temperature = 0.0f;
+  sp.top_k = rc.top_k > 0 ? static_cast<int>(rc.top_k) : 0;
+  sp.top_p = static_cast<float>(rc.top_p);
+  sp.max_new_tokens = static_cast<int>(cfg.data.max_response_length);
+  if (auto const* v = prompts.meta_info().find("validate"); v && v->is_bool() && v->as_bool()) {
+    // verl: validation generates with rollout.val_kwargs
+    auto const& vk = rc.val_kwargs;
+    sp.temperature = vk.do_sample ? static_cast<float>(vk.temperature) : 0.0f;
+    sp.top_k = vk.top_k > 0 ? static_cast<int>(vk.top_k) : 0;
+    sp.top_p = static_cast<float>(vk.top_p);
+  }
+  sp.eos_id = tok.eos_id();
+  sp.pad_id = tok.pad_id();
+  engine::RolloutResult res = rollout.generate(ids, am, sp, seeds);
+  std::int64_t const b = ids.dim(0), P = ids.dim(1), R = sp.max_new_tokens;
+  Tensor full_ids = Tensor::empty(DType::int32, Shape{b, P + R});
+  Tensor full_am = Tensor::empty(DType::int32, Shape{b, P + R});
+  for (std::int64_t i = 0; i < b; ++i) {
+    for (std::int64_t t = 0; t < P; ++t) {
+      full_ids.at<std::int32_t>(i, t) = ids.at<std::int32_t>(i, t);
+      full_am.at<std::int32_t>(i, t) = am.at<std::int32_t>(i, t);
+    }
+    for (std::int64_t t = 0; t < R; ++t) {
+      full_ids.at<std::int32_t>(i, P + t) = res.responses.at<std::int32_t>(i, t);
+      full_am.at<std::int32_t>(i, P + t) = res.response_mask.at<std::int32_t>(i, t);
+    }
+  }
+  DataProto out = DataProto::from_dict({{"prompts", ids},
+                                        {"responses", res.responses},
+                                        {"input_ids", full_ids},
+                                        {"attention_mask", full_am},
+                                        {"response_mask", res.response_mask},
+                                        {"rollout_log_probs", res.log_probs},
+                                        {"rollout_seed", prompts.tensor("rollout_seed")}},
+                                       prompts.non_tensors());
+  return out;
+}
+}  // namespace detail
+
 //! verl: ActorRolloutRefWorker (hybrid engine). Methods keep verl's names. 'System' picks the
 //! engines (engines<System>): cpu::tag, or cuda::tag with rlflow/trainer_cuda.cuh in a .cu file.
 //! RolloutTP > 1: the rollout runs as replicas of RolloutTP ranks (rank = replica * RolloutTP +
@@ -154,48 +207,7 @@ class BasicActorRolloutRef {
         rollout_.set_tp_communicator(mesh_.tp.get());
       }
     }
-    if (rollout_.is_sleeping()) rollout_.wake();
-    Tensor const& ids = prompts.tensor("input_ids");
-    Tensor const& am = prompts.tensor("attention_mask");
-    auto seeds_t = prompts.tensor("rollout_seed").span<std::int64_t>();
-    std::vector<std::uint64_t> seeds(seeds_t.begin(), seeds_t.end());
-    engine::SamplingParams sp;
-    sp.temperature = static_cast<float>(rc.temperature);
-    if (auto const* v = prompts.meta_info().find("do_sample"); v && v->is_bool() && !v->as_bool()) sp.temperature = 0.0f;
-    sp.top_k = rc.top_k > 0 ? static_cast<int>(rc.top_k) : 0;
-    sp.top_p = static_cast<float>(rc.top_p);
-    sp.max_new_tokens = static_cast<int>(setup_.cfg.data.max_response_length);
-    if (auto const* v = prompts.meta_info().find("validate"); v && v->is_bool() && v->as_bool()) {
-      // verl: validation generates with rollout.val_kwargs
-      auto const& vk = rc.val_kwargs;
-      sp.temperature = vk.do_sample ? static_cast<float>(vk.temperature) : 0.0f;
-      sp.top_k = vk.top_k > 0 ? static_cast<int>(vk.top_k) : 0;
-      sp.top_p = static_cast<float>(vk.top_p);
-    }
-    sp.eos_id = tok_->eos_id();
-    sp.pad_id = tok_->pad_id();
-    engine::RolloutResult res = rollout_.generate(ids, am, sp, seeds);
-    std::int64_t const b = ids.dim(0), P = ids.dim(1), R = sp.max_new_tokens;
-    Tensor full_ids = Tensor::empty(DType::int32, Shape{b, P + R});
-    Tensor full_am = Tensor::empty(DType::int32, Shape{b, P + R});
-    for (std::int64_t i = 0; i < b; ++i) {
-      for (std::int64_t t = 0; t < P; ++t) {
-        full_ids.at<std::int32_t>(i, t) = ids.at<std::int32_t>(i, t);
-        full_am.at<std::int32_t>(i, t) = am.at<std::int32_t>(i, t);
-      }
-      for (std::int64_t t = 0; t < R; ++t) {
-        full_ids.at<std::int32_t>(i, P + t) = res.responses.at<std::int32_t>(i, t);
-        full_am.at<std::int32_t>(i, P + t) = res.response_mask.at<std::int32_t>(i, t);
-      }
-    }
-    DataProto out = DataProto::from_dict({{"prompts", ids},
-                                          {"responses", res.responses},
-                                          {"input_ids", full_ids},
-                                          {"attention_mask", full_am},
-                                          {"response_mask", res.response_mask},
-                                          {"rollout_log_probs", res.log_probs},
-                                          {"rollout_seed", prompts.tensor("rollout_seed")}},
-                                         prompts.non_tensors());
+    DataProto out = detail::generate_with(rollout_, *tok_, setup_.cfg, prompts);
     if (rc.free_cache_engine) rollout_.sleep();
     return out;
   }

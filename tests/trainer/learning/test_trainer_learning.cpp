@@ -49,3 +49,19 @@ TEST_CASE("the headline Trainer<Colocate<3>, GRPO, TP<2>> learns to reverse stri
   REQUIRE(first < 0.3);
   REQUIRE(last > first + 0.15);
 }
+
+TEST_CASE("GRPO with a standalone rollout pool (separate_async, one-step-off) learns to reverse strings", "[trainer][learning][async]") {
+  using T = Trainer<GRPO, SeparateAsync, roles::RuleReward<examples::ReverseScore>>;
+  auto [first, last] = first_and_last_mean<T>(examples::grpo_separate_async_config(), 60, 10);
+  INFO("mean score of steps 1-10: " << first << ", of steps 51-60: " << last);
+  REQUIRE(first < 0.3);
+  REQUIRE(last > first + 0.15);
+}
+
+TEST_CASE("GRPO with colocate_async (one batch ahead) learns to reverse strings", "[trainer][learning][async]") {
+  using T = Trainer<GRPO, Colocate<3>, roles::RuleReward<examples::ReverseScore>>;
+  auto [first, last] = first_and_last_mean<T>(examples::grpo_colocate_async_config(), 60, 10);
+  INFO("mean score of steps 1-10: " << first << ", of steps 51-60: " << last);
+  REQUIRE(first < 0.3);
+  REQUIRE(last > first + 0.15);
+}

@@ -1,0 +1,402 @@
+// rlflow/trainer_async.hpp: the machinery of the asynchronous roads of the Trainer (verl v1's
+// trainer_separate_async.py and trainer_colocate_async.py): a standalone rollout role
+// (roles::StandaloneRollout), the checkpoint-engine interface that moves the trainer's weights
+// to the rollout workers (CheckpointEngine, InProcessCheckpointEngine), a bounded replay buffer
+// of generated batches, each stamped with the policy version that produced it (ReplayBuffer),
+// and the driver-side producer that keeps the rollout workers generating ahead of the trainer
+// within a staleness bound (AsyncRollout). trainer.hpp calls it; docs/trainer.md explains it.
+//
+// Versions: version v = the policy after v training steps. The batch of step s generated with
+// version v is (s - 1) - v versions behind when step s trains on it ("staleness"); the bound is
+// K = min(trainer.v1.sampler.max_off_policy_threshold, trainer.v1.<mode>.num_warmup_batches).
+// K = 0 is a synchronous schedule on separate workers; K = 1 is one-step-off.
+#pragma once
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include <rlflow/data.hpp>                     // DataPosition
+#include <rlflow/data_proto.hpp>               // DataProto
+#include <rlflow/error.hpp>                    // error, config_error
+#include <rlflow/metrics.hpp>                  // Metrics
+#include <rlflow/resource_pool.hpp>            // ResourcePool
+#include <rlflow/roles/actor_rollout_ref.hpp>  // engines, detail::generate_with
+#include <rlflow/worker_group.hpp>             // WorkerGroup
+
+namespace rlflow {
+
+//! Test hooks of the asynchronous trainers (random delays, injected failures). Every hook is
+//! optional. rlflow's own (verl has none).
+struct AsyncHooks {
+  //! On each rollout worker's thread, before it generates its chunk of the batch of 'step'.
+  std::function<void(std::int64_t step, int rank)> in_generate;
+  //! On the driver, when step 'step' has taken its batch and before it trains on it.
+  std::function<void(std::int64_t step, DataProto const& batch)> before_train;
+  //! In the checkpoint engine, before the weights of 'version' move to the rollout workers.
+  std::function<void(std::int64_t version)> on_sync;
+};
+
+namespace roles {
+
+//! A rollout worker of its own (the standalone rollout pool of separate_async, or the rollout
+//! workers that share the trainer's devices in colocate_async): one rollout engine holding its
+//! tensor-parallel shard (rank = replica * TP + tp_rank), no actor, no reference. CPU engines
+//! only. verl: the standalone rollout replica (RolloutReplica / LLMServer on its own pool).
+template <class System, int TP = 1>
+class StandaloneRollout {
+  static_assert(std::is_same_v<System, cpu::tag>,
+                "rlflow::Trainer<..., SeparateAsync, Backend<cuda::tag>>: the standalone rollout runs on the CPU engines "
+                "only; use rlflow::Backend<rlflow::cpu::tag> or rlflow::Colocate<N>");
+  using E = engines<System>;
+
+ public:
+  using role_tag = rollout_tag;
+  static constexpr std::string_view role_name = "rollout";
+  using rollout_dispatch = std::conditional_t<TP == 1, dispatch::DPComputeProto,
+                                              dispatch::NDComputeProto<dispatch::MeshLayout<TP>>>;
+
+  StandaloneRollout(WorkerContext const& ctx, RoleSetup setup, std::shared_ptr<AsyncHooks const> hooks)
+      : ctx_(&ctx),
+        setup_(std::move(setup)),
+        tok_(role_tokenizer(setup_)),
+        rollout_(std::make_from_tuple<typename E::rollout>(E::rollout_args(setup_.policy_model, model::TPRank{ctx.rank % TP, TP}))),
+        hooks_(std::move(hooks)) {}
+
+  //! Same contract as the hybrid role's generate_sequences (the same code runs); meta_info
+  //! 'global_step' names the step for the in_generate hook. Never sleeps: the pool only generates.
+  //! verl: generate_sequences (AsyncLLMServerManager.generate on a standalone replica)
+  DataProto generate_sequences(DataProto const& prompts) {
+    if constexpr (TP > 1) {
+      if (!mesh_.tp) {
+        mesh_ = comm::split_mesh(ctx_->comm(), TP);
+        rollout_.set_tp_communicator(mesh_.tp.get());
+      }
+    }
+    if (hooks_ && hooks_->in_generate) {
+      std::int64_t step = -1;
+      if (auto const* v = prompts.meta_info().find("global_step"); v && v->is_int()) step = v->as_int();
+      hooks_->in_generate(step, ctx_->rank);
+    }
+    return detail::generate_with(rollout_, *tok_, setup_.cfg, prompts);
+  }
+
+  //! Loads a full flat copy of the policy's weights; each rank keeps its TP shard.
+  //! verl: the checkpoint engine's receive side (update_weights on the replica)
+  void update_weights(std::shared_ptr<std::vector<float> const> weights) {
+    rollout_.load_weights(std::span<float const>(*weights));
+    rollout_.wake();
+  }
+
+  //! This rank's rollout weights (its TP shard), for tests and tools.
+  std::vector<float> rollout_weights() const { return {rollout_.weights().begin(), rollout_.weights().end()}; }
+
+  using methods = rlflow::methods<rlflow::method<&StandaloneRollout::generate_sequences, rollout_dispatch>,
+                                  rlflow::method<&StandaloneRollout::update_weights, dispatch::OneToAll>,
+                                  rlflow::method<&StandaloneRollout::rollout_weights, dispatch::OneToAll>>;
+
+ private:
+  WorkerContext const* ctx_;
+  RoleSetup setup_;
+  std::shared_ptr<model::Tokenizer const> tok_;
+  typename E::rollout rollout_;
+  std::shared_ptr<AsyncHooks const> hooks_;
+  comm::MeshCommunicators mesh_;
+};
+
+}  // namespace roles
+
+//! Moves the trainer's weights to the rollout workers across pools. verl: CheckpointEngine
+//! (actor_rollout_ref.rollout.checkpoint_engine.backend: nccl, nixl, ...). The in-process
+//! implementation below hands every rollout rank one shared full copy; an MPI / NCCL engine
+//! implements the same call as a broadcast from the trainer's rank 0.
+class CheckpointEngine {
+ public:
+  virtual ~CheckpointEngine() = default;
+  virtual std::string_view name() const = 0;
+  //! Sends the full flat weights of policy 'version' to every rollout rank; returns the bytes
+  //! moved (weights bytes x receiving ranks).
+  virtual std::int64_t update_weights(std::shared_ptr<std::vector<float> const> weights, std::int64_t version) = 0;
+};
+
+//! The in-process checkpoint engine: every rollout rank loads (and reshards) one shared copy.
+template <class Group>
+class InProcessCheckpointEngine final : public CheckpointEngine {
+ public:
+  InProcessCheckpointEngine(Group& g, std::shared_ptr<AsyncHooks const> hooks) : g_(&g), hooks_(std::move(hooks)) {}
+  std::string_view name() const override { return "in_process"; }
+  std::int64_t update_weights(std::shared_ptr<std::vector<float> const> w, std::int64_t version) override {
+    if (hooks_ && hooks_->on_sync) hooks_->on_sync(version);
+    std::int64_t const bytes = static_cast<std::int64_t>(w->size() * sizeof(float)) * g_->world_size();
+    g_->template call<&Group::host_type::update_weights>(std::move(w));
+    return bytes;
+  }
+
+ private:
+  Group* g_;
+  std::shared_ptr<AsyncHooks const> hooks_;
+};
+
+//! One generated batch in the replay buffer. verl: the trajectories of one step's prompt groups
+//! in TransferQueue, tagged with global_steps (the version that produced them).
+struct RolloutBatch {
+  std::int64_t step = 0;     //!< the training step it is for (its prompts and seeds are that step's)
+  std::int64_t version = 0;  //!< the policy version that generated it
+  DataProto batch;           //!< generate_sequences' output
+  DataPosition pos_after;    //!< the data position after this batch's prompts
+  std::int64_t epoch = 0;    //!< the epoch its prompts came from
+  double generate_s = 0;     //!< seconds the rollout workers spent generating it
+};
+
+//! A bounded FIFO of generated batches between one producer and one consumer. push blocks while
+//! full, pop while empty; close() wakes both (push then drops, pop throws); fail(e) makes every
+//! later pop rethrow e. verl: ReplayBuffer (v1), strategy 'wait' (nothing is ever dropped).
+class ReplayBuffer {
+ public:
+  explicit ReplayBuffer(std::size_t capacity) : cap_(capacity) {
+    if (cap_ < 1) throw config_error("rlflow::ReplayBuffer: capacity must be at least 1");
+  }
+  //! false when the buffer was closed (the batch is dropped: the trainer is going away).
+  bool push(RolloutBatch b) {
+    std::unique_lock lk(mu_);
+    cv_.wait(lk, [&] { return closed_ || q_.size() < cap_; });
+    if (closed_) return false;
+    q_.push_back(std::move(b));
+    max_depth_ = std::max(max_depth_, q_.size());
+    cv_.notify_all();
+    return true;
+  }
+  //! The oldest batch; 'depth' receives the entries held when it was taken (itself included).
+  RolloutBatch pop(std::size_t& depth) {
+    std::unique_lock lk(mu_);
+    cv_.wait(lk, [&] { return closed_ || error_ || !q_.empty(); });
+    if (!q_.empty()) {  // batches made before a failure are still served
+      depth = q_.size();
+      RolloutBatch b = std::move(q_.front());
+      q_.pop_front();
+      cv_.notify_all();
+      return b;
+    }
+    if (error_) std::rethrow_exception(error_);
+    throw error("rlflow::ReplayBuffer: closed while the trainer waited for a batch");
+  }
+  void fail(std::exception_ptr e) {
+    std::lock_guard lk(mu_);
+    error_ = e;
+    cv_.notify_all();
+  }
+  void close() {
+    std::lock_guard lk(mu_);
+    closed_ = true;
+    cv_.notify_all();
+  }
+  std::size_t capacity() const { return cap_; }
+  std::size_t max_depth() const {
+    std::lock_guard lk(mu_);
+    return max_depth_;
+  }
+
+ private:
+  std::size_t const cap_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<RolloutBatch> q_;
+  std::exception_ptr error_;
+  bool closed_ = false;
+  std::size_t max_depth_ = 0;
+};
+
+//! The asynchronous rollout of one trainer: a group of StandaloneRollout workers on its own
+//! pool, a producer thread on the driver that generates the batches of steps first..last in
+//! order into a ReplayBuffer, applying the newest published weights before each batch, and
+//! never starting the batch of step s before version s - 1 - bound is published (so no batch is
+//! more than 'bound' versions behind when trained on). Errors of the producer (a rollout worker
+//! that throws, a failing weight sync) are rethrown by the next take(), wrapped with the pool,
+//! role and step. The destructor stops the producer and joins it.
+template <class System, int TP>
+class AsyncRollout {
+ public:
+  using role = roles::StandaloneRollout<System, TP>;
+  using group_type = WorkerGroup<role, dispatch::InProcess>;
+  //! Builds the prompts (input_ids, attention_mask, rollout_seed, non-tensors) of step 's',
+  //! advancing 'pos'; called on the producer thread, so it must only read shared state.
+  using MakePrompts = std::function<DataProto(std::int64_t s, DataPosition& pos, std::int64_t& epoch)>;
+
+  struct Plan {
+    std::string mode;       //!< "separate_async" or "colocate_async" (metric prefix)
+    std::string pool_name;  //!< the rollout workers' pool ("rollout_pool" / "global_pool")
+    std::vector<int> devices_per_node;
+    std::int64_t bound = 1;        //!< staleness bound K
+    std::int64_t first_step = 1;   //!< the first step to generate for
+    std::int64_t last_step = 1;    //!< the last
+    DataPosition start_pos;        //!< the data position before first_step's prompts
+  };
+
+  AsyncRollout(Plan plan, roles::RoleSetup setup, std::shared_ptr<AsyncHooks const> hooks, MakePrompts make)
+      : plan_(std::move(plan)),
+        hooks_(std::move(hooks)),
+        make_(std::move(make)),
+        pool_(plan_.pool_name, plan_.devices_per_node, 1),
+        buffer_(static_cast<std::size_t>(plan_.bound + 1)) {
+    GroupOptions go;
+    go.name = plan_.pool_name;
+    group_.emplace(pool_, go, std::move(setup), hooks_);
+    engine_.emplace(*group_, hooks_);
+  }
+  AsyncRollout(AsyncRollout const&) = delete;
+  AsyncRollout& operator=(AsyncRollout const&) = delete;
+  ~AsyncRollout() { stop(); }
+
+  //! Publishes the initial weights (the trainer's, 'version' = its global step) and starts the producer.
+  void start(std::shared_ptr<std::vector<float> const> weights, std::int64_t version) {
+    publish_weights(std::move(weights), version);
+    producer_ = std::thread([this] { produce(); });
+  }
+
+  //! Publishes the weights of 'version' (called after each training step); the producer loads
+  //! them before its next batch.
+  void publish_weights(std::shared_ptr<std::vector<float> const> weights, std::int64_t version) {
+    std::lock_guard lk(mu_);
+    staged_ = std::move(weights);
+    staged_version_ = version;
+    cv_.notify_all();
+  }
+
+  //! Takes the batch of step 'step' (waiting if it is not ready) and writes the async metrics.
+  RolloutBatch take(std::int64_t step, Metrics& m) {
+    using clock = std::chrono::steady_clock;
+    auto const t0 = clock::now();
+    std::size_t depth = 0;
+    RolloutBatch b;
+    try {
+      b = buffer_.pop(depth);
+    } catch (std::exception const& e) {
+      throw worker_error(msg("rlflow::Trainer: step ", step, ": the rollout workers on pool '", plan_.pool_name,
+                             "' (role rollout, ", plan_.mode, ") failed: ", e.what()));
+    }
+    double const waited = std::chrono::duration<double>(clock::now() - t0).count();
+    if (b.step != step)
+      throw error(msg("rlflow::Trainer: step ", step, " received the batch generated for step ", b.step,
+                      " from pool '", plan_.pool_name, "'; batches must arrive in order (internal error)"));
+    std::int64_t const staleness = (step - 1) - b.version;
+    if (staleness < 0 || staleness > plan_.bound)
+      throw error(msg("rlflow::Trainer: step ", step, " received a batch of policy version ", b.version, ", ", staleness,
+                      " versions behind, outside the staleness bound 0..", plan_.bound, " (internal error)"));
+    std::string const p = plan_.mode + "/";
+    // verl: training/off_policy/trajectory_staleness (one version per batch here: mean = max = min)
+    m["training/off_policy/trajectory_staleness/mean"] = static_cast<double>(staleness);
+    m["training/off_policy/trajectory_staleness/max"] = static_cast<double>(staleness);
+    m["training/off_policy/trajectory_staleness/min"] = static_cast<double>(staleness);
+    m[p + "staleness_bound"] = static_cast<double>(plan_.bound);
+    m[p + "buffer_depth"] = static_cast<double>(depth);
+    m[p + "buffer_capacity"] = static_cast<double>(buffer_.capacity());
+    m[p + "trainer_idle_s"] = waited;
+    m[p + "generate_s"] = b.generate_s;
+    m[p + "policy_version"] = static_cast<double>(b.version);
+    {
+      std::lock_guard lk(mu_);
+      m[p + "rollout_idle_s"] = rollout_idle_s_;
+      m[p + "weight_sync_s"] = sync_s_;
+      m[p + "weight_sync_bytes"] = static_cast<double>(sync_bytes_);
+      rollout_idle_s_ = sync_s_ = 0;
+      sync_bytes_ = 0;
+    }
+    return b;
+  }
+
+  //! Stops the producer (it finishes the chunk it is generating) and joins it. Idempotent.
+  void stop() {
+    {
+      std::lock_guard lk(mu_);
+      stopping_ = true;
+      cv_.notify_all();
+    }
+    buffer_.close();
+    if (producer_.joinable()) producer_.join();
+  }
+
+  group_type& workers() { return *group_; }
+  std::int64_t bound() const { return plan_.bound; }
+  std::size_t max_buffer_depth() const { return buffer_.max_depth(); }
+  std::string_view checkpoint_engine_name() const { return engine_->name(); }
+
+ private:
+  void produce() {
+    using clock = std::chrono::steady_clock;
+    try {
+      DataPosition pos = plan_.start_pos;
+      std::int64_t applied = -1;
+      for (std::int64_t s = plan_.first_step; s <= plan_.last_step; ++s) {
+        std::shared_ptr<std::vector<float> const> w;
+        std::int64_t v = -1;
+        {
+          auto const t0 = clock::now();
+          std::unique_lock lk(mu_);
+          cv_.wait(lk, [&] { return stopping_ || staged_version_ >= s - 1 - plan_.bound; });
+          rollout_idle_s_ += std::chrono::duration<double>(clock::now() - t0).count();
+          if (stopping_) return;
+          if (staged_version_ > applied) {
+            w = staged_;
+            v = staged_version_;
+          }
+        }
+        if (w) {
+          auto const t0 = clock::now();
+          std::int64_t bytes = 0;
+          try {
+            bytes = engine_->update_weights(std::move(w), v);
+          } catch (std::exception const& e) {
+            throw worker_error(msg("the weight sync of policy version ", v, " through the '", engine_->name(),
+                                   "' checkpoint engine failed: ", e.what()));
+          }
+          applied = v;
+          std::lock_guard lk(mu_);
+          sync_s_ += std::chrono::duration<double>(clock::now() - t0).count();
+          sync_bytes_ += bytes;
+        }
+        RolloutBatch b;
+        b.step = s;
+        b.version = applied;
+        DataProto prompts = make_(s, pos, b.epoch);
+        prompts.meta_info().set("global_step", s);
+        auto const t0 = clock::now();
+        b.batch = group_->template call<&role::generate_sequences>(prompts);
+        b.generate_s = std::chrono::duration<double>(clock::now() - t0).count();
+        b.pos_after = pos;
+        auto const t1 = clock::now();
+        if (!buffer_.push(std::move(b))) return;
+        std::lock_guard lk(mu_);
+        rollout_idle_s_ += std::chrono::duration<double>(clock::now() - t1).count();
+      }
+    } catch (...) {
+      buffer_.fail(std::current_exception());
+    }
+  }
+
+  Plan plan_;
+  std::shared_ptr<AsyncHooks const> hooks_;
+  MakePrompts make_;
+  ResourcePool pool_;
+  std::optional<group_type> group_;
+  std::optional<InProcessCheckpointEngine<group_type>> engine_;
+  ReplayBuffer buffer_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::shared_ptr<std::vector<float> const> staged_;
+  std::int64_t staged_version_ = -1;
+  bool stopping_ = false;
+  double rollout_idle_s_ = 0, sync_s_ = 0;
+  std::int64_t sync_bytes_ = 0;
+  std::thread producer_;  // last: joined (by stop) before the members it uses go
+};
+
+}  // namespace rlflow

@@ -1,0 +1,376 @@
+// Tests for the async roads of the Trainer (trainer_async.hpp): SeparateAsync and
+// trainer_mode=colocate_async with staleness bound 0 give exactly the colocated sync trainer's
+// weights and metrics on the same seeds and trainer-pool size; under random delays injected
+// into generation and training the staleness bound holds, every batch is used once and in
+// order, and the buffer stays bounded; a rollout worker that throws or a failing weight sync
+// fails the step with an error naming the pool, the role and the rank (no hang); the start-up
+// errors of separate_async come before any work.
+#include <catch2/catch.hpp>
+
+#include <rlflow/planner.hpp>
+#include <rlflow/trainer.hpp>
+
+#include <chrono>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <random>
+#include <set>
+#include <thread>
+#include <unistd.h>
+
+#include "common/reverse_task.hpp"
+
+using namespace rlflow;
+namespace fs = std::filesystem;
+
+namespace {
+using Reward = roles::RuleReward<examples::ReverseScore>;
+using SyncTrainer = Trainer<GRPO, Colocate<3>, Reward>;
+using SepTrainer = Trainer<GRPO, SeparateAsync, Reward>;
+
+tasks::StringTask const task{};
+
+PromptDataset dataset() { return task.make_dataset(256, 7); }
+
+TrainerOptions quiet(std::shared_ptr<AsyncHooks const> hooks = nullptr) {
+  TrainerOptions o;
+  o.console = false;
+  o.async_hooks = std::move(hooks);
+  return o;
+}
+
+//! 8 prompts x 4 samples a step, one actor update a step (parameter_sync_step 1), 2 trainer workers.
+TrainerConfig base_config(char const* name, std::int64_t steps = 6) {
+  TrainerConfig c = examples::reverse_base_config();
+  c.data.train_batch_size = 8;
+  c.actor_rollout_ref.actor.ppo_mini_batch_size = 8;
+  c.actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu = 16;
+  c.actor_rollout_ref.actor.optim.lr = 3e-3;
+  c.actor_rollout_ref.rollout.n = 4;
+  c.actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu = 16;
+  c.actor_rollout_ref.model.n_embd = 32;
+  c.trainer.total_training_steps = steps;
+  auto dir = fs::temp_directory_path() / (std::string("rlflow_async_") + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  c.trainer.default_local_dir = dir.string().c_str();
+  return c;
+}
+
+//! separate_async on a standalone rollout pool of 'rollout_devices' devices, bound K.
+TrainerConfig separate_config(char const* name, int rollout_devices, std::int64_t k, std::int64_t steps = 6) {
+  TrainerConfig c = base_config(name, steps);
+  c.trainer.v1.trainer_mode = "separate_async";
+  c.trainer.v1.separate_async.parameter_sync_step = 1;
+  c.trainer.v1.separate_async.num_warmup_batches = k;
+  c.actor_rollout_ref.rollout.nnodes = 1;
+  c.actor_rollout_ref.rollout.n_gpus_per_node = rollout_devices;
+  c.actor_rollout_ref.rollout.checkpoint_engine.backend = "nccl";
+  return c;
+}
+
+std::vector<Metrics> run(auto& t) {
+  std::vector<Metrics> ms;
+  while (t.global_step() < t.total_steps()) ms.push_back(t.step());
+  return ms;
+}
+
+//! Every metric that is not a timing, a throughput or an async bookkeeping value is equal.
+void require_same_metrics(std::vector<Metrics> const& a, std::vector<Metrics> const& b) {
+  REQUIRE(a.size() == b.size());
+  for (std::size_t s = 0; s < a.size(); ++s)
+    for (auto const& [k, v] : a[s]) {
+      if (k.starts_with("timing_s/") || k.starts_with("perf/") || k.starts_with("separate_async/") ||
+          k.starts_with("colocate_async/") || k.starts_with("training/off_policy/"))
+        continue;
+      INFO("step " << s + 1 << " metric " << k);
+      REQUIRE(b[s].count(k) == 1);
+      REQUIRE(b[s].at(k) == v);
+    }
+}
+}  // namespace
+
+TEST_CASE("SeparateAsync with staleness bound 0 gives the sync trainer's weights exactly", "[trainer][async]") {
+  auto const sc = base_config("sync");
+  SyncTrainer sync(sc, dataset(), task.charset(), quiet());
+  auto const ms = run(sync);
+  auto const ws = sync.actor_weights();
+  for (int rollout_devices : {2, 1}) {
+    INFO("rollout devices " << rollout_devices);
+    SepTrainer sep(separate_config("sep0", rollout_devices, 0), dataset(), task.charset(), quiet());
+    REQUIRE(sep.config().is_separate_async());
+    REQUIRE(sep.rollout_replicas() == rollout_devices);
+    REQUIRE(sep.async_rollout() != nullptr);
+    REQUIRE(sep.async_rollout()->workers().world_size() == rollout_devices);
+    auto const ma = run(sep);
+    REQUIRE(sep.actor_weights() == ws);
+    require_same_metrics(ms, ma);
+    for (auto const& m : ma) {
+      REQUIRE(m.at("training/off_policy/trajectory_staleness/max") == 0);
+      REQUIRE(m.at("separate_async/weight_sync_bytes") == double(ws.size() * sizeof(float) * rollout_devices));
+      REQUIRE(m.count("timing_s/update_weights") == 1);
+    }
+    // after the last step the rollout pool holds the weights of the step before it (version total-1)
+    REQUIRE(sep.async_rollout()->max_buffer_depth() <= 1);
+  }
+  // the comparison can fail: one-step-off (K = 1, the rollout generates step 2 with version 0)
+  // trains on other samples and ends elsewhere
+  auto hooks = std::make_shared<AsyncHooks>();
+  hooks->before_train = [](std::int64_t, DataProto const&) { std::this_thread::sleep_for(std::chrono::milliseconds(20)); };
+  SepTrainer one_off(separate_config("sep1", 1, 1), dataset(), task.charset(), quiet(hooks));
+  auto const m1 = run(one_off);
+  REQUIRE(m1[1].at("training/off_policy/trajectory_staleness/max") == 1);
+  REQUIRE(one_off.actor_weights() != ws);
+}
+
+TEST_CASE("colocate_async with staleness bound 0 gives the sync trainer's weights exactly", "[trainer][async]") {
+  auto const sc = base_config("sync_c");
+  SyncTrainer sync(sc, dataset(), task.charset(), quiet());
+  auto const ms = run(sync);
+  auto c = base_config("coloc0");
+  c.trainer.v1.trainer_mode = "colocate_async";
+  c.trainer.v1.colocate_async.num_warmup_batches = 0;
+  SyncTrainer co(c, dataset(), task.charset(), quiet());
+  REQUIRE(co.async_rollout() != nullptr);
+  auto const ma = run(co);
+  REQUIRE(co.actor_weights() == sync.actor_weights());
+  require_same_metrics(ms, ma);
+  REQUIRE(ma.back().count("colocate_async/staleness_bound") == 1);
+}
+
+TEST_CASE("the staleness bound holds under random delays; every batch is used once, in order; the buffer is bounded",
+          "[trainer][async]") {
+  for (std::int64_t k : {1, 2}) {
+    for (bool separate : {true, false}) {
+      INFO("K=" << k << (separate ? " separate_async" : " colocate_async"));
+      auto hooks = std::make_shared<AsyncHooks>();
+      std::mutex mu;
+      std::mt19937 rng(static_cast<unsigned>(k * 10 + separate));
+      auto delay = [&](int max_ms) {
+        int ms;
+        {
+          std::lock_guard lk(mu);
+          ms = std::uniform_int_distribution<int>(0, max_ms)(rng);
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+      };
+      std::vector<std::int64_t> steps_seen;
+      std::vector<std::vector<std::string>> prompts_seen;
+      hooks->in_generate = [&](std::int64_t, int) { delay(15); };
+      hooks->before_train = [&](std::int64_t step, DataProto const& b) {
+        steps_seen.push_back(step);
+        std::vector<std::string> p;
+        for (std::int64_t i = 0; i < b.size(); ++i) {
+          REQUIRE(b.non_tensor("uid")[static_cast<std::size_t>(i)].as_string() ==
+                  "step" + std::to_string(step) + "-prompt" + std::to_string(i / 4));
+          p.push_back(b.non_tensor("raw_prompt")[static_cast<std::size_t>(i)].as_string());
+        }
+        prompts_seen.push_back(p);
+        delay(25);
+      };
+      std::int64_t const steps = 10;
+      TrainerConfig c;
+      if (separate) {
+        c = separate_config("delays", 1, k, steps);
+      } else {
+        c = base_config("delays_c", steps);
+        c.trainer.v1.trainer_mode = "colocate_async";
+        c.trainer.v1.colocate_async.num_warmup_batches = k;
+      }
+      auto check = [&](auto& t) {
+        auto const ms = run(t);
+        std::string const p = separate ? "separate_async/" : "colocate_async/";
+        double worst = 0;
+        for (auto const& m : ms) {
+          double const st = m.at("training/off_policy/trajectory_staleness/max");
+          REQUIRE(st >= 0);
+          REQUIRE(st <= double(k));
+          worst = std::max(worst, st);
+          REQUIRE(m.at(p + "buffer_depth") <= double(k + 1));
+          REQUIRE(m.at(p + "buffer_capacity") == double(k + 1));
+          REQUIRE(m.at(p + "policy_version") == m.at("training/global_step") - 1 - st);
+        }
+        REQUIRE(worst >= 1);  // training is slower than generation here: the workers ran ahead
+        REQUIRE(t.async_rollout()->max_buffer_depth() <= std::size_t(k + 1));
+      };
+      if (separate) {
+        SepTrainer t(c, dataset(), task.charset(), quiet(hooks));
+        check(t);
+      } else {
+        SyncTrainer t(c, dataset(), task.charset(), quiet(hooks));
+        check(t);
+      }
+      // every step once, in order, with the dataset's prompts in order (none lost, none twice)
+      REQUIRE(steps_seen.size() == std::size_t(steps));
+      for (std::size_t i = 0; i < steps_seen.size(); ++i) REQUIRE(steps_seen[i] == std::int64_t(i + 1));
+      PromptDataset d = dataset();
+      DataPosition pos;
+      for (auto const& p : prompts_seen) {
+        auto items = d.next_batch(pos, 8);
+        REQUIRE(p.size() == 32);
+        for (std::size_t r = 0; r < p.size(); ++r) REQUIRE(p[r] == items[r / 4].prompt);
+      }
+    }
+  }
+}
+
+TEST_CASE("a rollout worker that throws fails the step with the pool, role and rank; no hang", "[trainer][async]") {
+  auto hooks = std::make_shared<AsyncHooks>();
+  hooks->in_generate = [](std::int64_t step, int rank) {
+    if (step == 3 && rank == 1) throw std::runtime_error("injected generation failure");
+  };
+  SepTrainer t(separate_config("throw", 2, 1), dataset(), task.charset(), quiet(hooks));
+  t.step();
+  t.step();
+  try {
+    t.step();
+    FAIL("step 3 did not fail");
+  } catch (worker_error const& e) {
+    std::string const w = e.what();
+    INFO(w);
+    REQUIRE_THAT(w, Catch::Contains("step 3") && Catch::Contains("rollout_pool") && Catch::Contains("rollout::generate_sequences") &&
+                        Catch::Contains("rank 1") && Catch::Contains("injected generation failure"));
+  }
+  REQUIRE(t.global_step() == 2);
+}  // the destructor joins the producer (it stopped at the failure)
+
+TEST_CASE("a failing weight sync fails a step with the pool and the version; no hang", "[trainer][async]") {
+  auto hooks = std::make_shared<AsyncHooks>();
+  hooks->on_sync = [](std::int64_t version) {
+    if (version == 2) throw std::runtime_error("injected sync failure");
+  };
+  SepTrainer t(separate_config("syncfail", 1, 1), dataset(), task.charset(), quiet(hooks));
+  try {
+    t.fit();
+    FAIL("no step failed");
+  } catch (worker_error const& e) {
+    std::string const w = e.what();
+    INFO(w);
+    REQUIRE_THAT(w, Catch::Contains("rollout_pool") && Catch::Contains("role rollout") &&
+                        Catch::Contains("weight sync of policy version 2") && Catch::Contains("injected sync failure"));
+  }
+  // the batch of step 3 may have been generated with version 1 (K = 1) before version 2 arrived
+  REQUIRE((t.global_step() == 2 || t.global_step() == 3));
+}
+
+TEST_CASE("a trainer destroyed with the buffer full and the producer waiting joins it", "[trainer][async]") {
+  auto hooks = std::make_shared<AsyncHooks>();
+  SepTrainer t(separate_config("early", 1, 2, 8), dataset(), task.charset(), quiet(hooks));
+  t.step();
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the producer fills the buffer and waits
+  REQUIRE(t.async_rollout()->max_buffer_depth() >= 1);
+}
+
+TEST_CASE("separate_async start-up errors come before any work and name the key and the fix", "[trainer][async][config]") {
+  auto const rejects = [](TrainerConfig const& c, std::vector<std::string> const& parts, bool separate = true) {
+    try {
+      if (separate) SepTrainer t(c, dataset(), task.charset(), quiet());
+      else SyncTrainer t(c, dataset(), task.charset(), quiet());
+      FAIL("accepted");
+    } catch (config_error const& e) {
+      for (auto const& p : parts) REQUIRE_THAT(e.what(), Catch::Contains(p));
+    }
+  };
+  auto c = separate_config("errors", 1, 1);
+  c.actor_rollout_ref.rollout.checkpoint_engine.backend = "naive";
+  rejects(c, {"checkpoint_engine.backend=naive", "backend=nccl"});
+  c = separate_config("errors", 1, 1);
+  c.actor_rollout_ref.rollout.nnodes = 0;
+  rejects(c, {"standalone rollout pool", "nnodes"});
+  c = separate_config("errors", 1, 1);
+  c.trainer.v1.separate_async.parameter_sync_step = 2;
+  rejects(c, {"parameter_sync_step", "train_batch_size"});
+  c = separate_config("errors", 1, 1);
+  c.trainer.v1.separate_async.num_warmup_batches = -1;
+  rejects(c, {"num_warmup_batches=-1"});
+  c = separate_config("errors", 1, 1);
+  c.trainer.v1.trainer_mode = "colocate_async";
+  rejects(c, {"colocate_async contradicts the SeparateAsync placement"});
+  c = separate_config("errors", 1, 1);
+  rejects(c, {"trainer_mode=separate_async", "rlflow::SeparateAsync"}, /*separate=*/false);
+}
+
+TEST_CASE("SeparateAsync's pools follow the planner's accounting (the mission's group B shape: 8 train + 4 rollout, TP 2)",
+          "[trainer][async][planner]") {
+  // group B's pools (8 trainer devices, a standalone rollout pool of 4, TP 2) with the tiny model
+  // and a small batch; the planner's numbers for the same config are the Trainer's
+  auto c = separate_config("groupb", 4, 1, 2);
+  c.trainer.n_gpus_per_node = 8;
+  c.actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu = 4;
+  c.actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu = 4;
+  using T = Trainer<GRPO, SeparateAsync, TP<2>, Reward>;
+  T t(c, dataset(), task.charset(), quiet());
+  auto const p = plan(t.config());
+  REQUIRE(p.train_devices == 8);
+  REQUIRE(p.standalone_rollout_devices == 4);
+  REQUIRE(p.total_devices == 12);
+  REQUIRE(p.rollout_replicas == 2);
+  REQUIRE(t.rollout_replicas() == p.rollout_replicas);
+  REQUIRE(t.workers().world_size() == p.train_devices);
+  REQUIRE(t.async_rollout()->workers().world_size() == p.standalone_rollout_devices);
+  auto const m = t.step();  // the version-0 sync before the first batch
+  REQUIRE(m.at("separate_async/weight_sync_bytes") == double(t.actor_weights().size() * sizeof(float) * 4));
+  t.step();  // the last step: the producer has made its last call on the rollout group
+  // every rollout rank holds its TP shard of the weights of the version it generated with
+  auto const shards = t.async_rollout()->workers().template call<&AsyncRollout<cpu::tag, 2>::role::rollout_weights>();
+  REQUIRE(shards.size() == 4);
+  REQUIRE(shards[0] == shards[2]);  // replica 0 and replica 1, TP rank 0
+  REQUIRE(shards[1] == shards[3]);
+  REQUIRE(shards[0] != shards[1]);
+}
+
+TEST_CASE("separate_async resumes from a checkpoint: exact with bound 0, within the bound with bound 1", "[trainer][async][resume]") {
+  // uninterrupted: 6 steps
+  auto full_cfg = separate_config("resume_full", 1, 0, 6);
+  SepTrainer full(full_cfg, dataset(), task.charset(), quiet());
+  run(full);
+  // interrupted: 3 steps, a checkpoint at step 3, a new trainer resumes and runs to 6
+  auto cfg = separate_config("resume", 1, 0, 6);
+  cfg.trainer.save_freq = 3;
+  cfg.trainer.resume_mode = "auto";
+  {
+    SepTrainer first(cfg, dataset(), task.charset(), quiet());
+    for (int i = 0; i < 3; ++i) first.step();
+  }  // destroyed with the producer waiting for version 3
+  SepTrainer second(cfg, dataset(), task.charset(), quiet());
+  REQUIRE(second.global_step() == 3);
+  REQUIRE(second.data_position().index == 24);
+  run(second);
+  REQUIRE(second.actor_weights() == full.actor_weights());
+  // bound 1: the resumed run regenerates the batch that was in flight with the checkpoint's weights
+  auto cfg1 = separate_config("resume1", 1, 1, 6);
+  cfg1.trainer.save_freq = 3;
+  cfg1.trainer.resume_mode = "auto";
+  {
+    SepTrainer first(cfg1, dataset(), task.charset(), quiet());
+    for (int i = 0; i < 3; ++i) first.step();
+  }
+  SepTrainer second1(cfg1, dataset(), task.charset(), quiet());
+  REQUIRE(second1.global_step() == 3);
+  auto const ms = run(second1);
+  REQUIRE(ms.front().at("separate_async/policy_version") == 3);  // step 4 from the checkpoint's version
+  for (auto const& m : ms) REQUIRE(m.at("training/off_policy/trajectory_staleness/max") <= 1);
+}
+
+TEST_CASE("separate_async with parameter_sync_step 2: two actor updates per sync, old log-probs of the cycle's start",
+          "[trainer][async]") {
+  // train_batch_size = parameter_sync_step x ppo_mini_batch_size = 2 x 4: two optimizer steps per
+  // step and one weight sync; with bound 0 it is the sync trainer with two mini-batches per step
+  auto sc = base_config("pss_sync", 4);
+  sc.actor_rollout_ref.actor.ppo_mini_batch_size = 4;
+  sc.actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu = 8;
+  SyncTrainer sync(sc, dataset(), task.charset(), quiet());
+  auto const ms = run(sync);
+  auto c = separate_config("pss", 1, 0, 4);
+  c.actor_rollout_ref.actor.ppo_mini_batch_size = 4;
+  c.actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu = 8;
+  c.trainer.v1.separate_async.parameter_sync_step = 2;
+  SepTrainer sep(c, dataset(), task.charset(), quiet());
+  auto const ma = run(sep);
+  REQUIRE(sep.actor_weights() == sync.actor_weights());
+  require_same_metrics(ms, ma);
+  // the second mini-batch sees a moved policy against the cycle-start old log-probs
+  bool moved = false;
+  for (auto const& m : ma) moved = moved || m.at("actor/ppo_kl") != 0;
+  REQUIRE(moved);
+}
