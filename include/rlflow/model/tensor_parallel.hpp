@@ -17,7 +17,7 @@
 #include <vector>
 
 #include <rlflow/error.hpp>      // config_error, shape_error
-#include <rlflow/model/gpt.hpp>  // GPTConfig, ParamLayout
+#include <rlflow/model/param_layout.hpp>  // GPTConfig, ParamLayout
 
 namespace rlflow::model {
 
