@@ -344,6 +344,35 @@ TEST_CASE("vocabulary-parallel LM head: logit slices, tokens and log-probs equal
       require_close(got.logp, want.logp);
     }
   }
+  // the default head: replicated below vocab_parallel_min_vocab, vocabulary-parallel from it on
+  {
+    auto c2 = rlflow::comm::LocalCommunicator::make_group(2);
+    RolloutEngine small(cfg, TPRank{0, 2}, c2[0].get());
+    REQUIRE(small.lm_head() == rlflow::engine::LMHead::replicated);
+    REQUIRE(small.vocab_end() - small.vocab_begin() == cfg.vocab_size);
+    GPTConfig big = cfg;
+    big.vocab_size = rlflow::engine::vocab_parallel_min_vocab;
+    RolloutEngine large(big, TPRank{1, 2}, c2[1].get());
+    REQUIRE(large.lm_head() == rlflow::engine::LMHead::vocab_parallel);
+    REQUIRE(large.vocab_begin() == big.vocab_size / 2);
+    RolloutEngine one(big);
+    REQUIRE(one.lm_head() == rlflow::engine::LMHead::replicated);
+    // and the default (vocabulary-parallel) head samples the TP = 1 tokens on that vocabulary
+    auto const wbig = random_weights(big, 77);
+    Batch const bb = random_batch(8, 6, big.vocab_size, 21);
+    SamplingParams sp;
+    sp.max_new_tokens = 8;
+    sp.temperature = 1.0f;
+    RolloutEngine r1(big);
+    r1.load_weights(wbig);
+    Gen const want = generate(r1, bb, sp);
+    for (int N : {2, 4}) {
+      INFO("V " << big.vocab_size << " tp " << N);
+      Gen const got = on_replica(big, N, wbig, [&](RolloutEngine& e) { return generate(e, bb, sp); });
+      REQUIRE(got.tokens == want.tokens);
+      require_close(got.logp, want.logp);
+    }
+  }
   // a vocabulary smaller than the TP group cannot be split
   GPTConfig tiny = model_cfg(8, 64, 5);
   tiny.vocab_size = 4;
