@@ -381,3 +381,50 @@ TEST_CASE("vocabulary-parallel LM head: logit slices, tokens and log-probs equal
   REQUIRE_THROWS_WITH(e.set_lm_head(rlflow::engine::LMHead::vocab_parallel),
                       Catch::Contains("vocab_size (4)") && Catch::Contains("TP size (8)"));
 }
+
+TEST_CASE("share_replicated: a replica keeps one copy of the replicated tensors, read in place", "[model][tp][share]") {
+  GPTConfig const cfg = model_cfg(8, 64, 8);
+  auto const w1 = random_weights(cfg, 1001), w2 = random_weights(cfg, 1002);
+  Batch const b = random_batch(6, 6, cfg.vocab_size, 3);
+  SamplingParams sp;
+  sp.max_new_tokens = 8;
+  RolloutEngine ref(cfg);
+  ref.load_weights(w2);
+  Gen const want = generate(ref, b, sp);
+  for (int N : {2, 4}) {
+    INFO("tp " << N);
+    struct Out {
+      std::uintptr_t shared = 0;
+      int wrong = 0;
+      Gen gen;
+      bool operator==(Out const&) const = default;
+    };
+    // each rank: load w1 privately, share (the copy starts from the ranks' own replicated
+    // tensors), then a collective load of w2; every rank must see the same shared address, its
+    // shard_weights() must be its slice of w2, and generation must match TP = 1 on w2
+    Out const o = on_replica(cfg, N, w1, [&](RolloutEngine& e) {
+      Out r;
+      int wrong = 0;
+      if (!e.share_replicated()) wrong += 1000;
+      std::vector<float> slice1(e.shard_layout().size());
+      e.shard_layout().load(w1, slice1);
+      wrong += e.shard_weights() != slice1;  // sharing kept the weights
+      e.load_weights(w2);
+      std::vector<float> slice2(e.shard_layout().size());
+      e.shard_layout().load(w2, slice2);
+      wrong += e.shard_weights() != slice2;
+      r.shared = reinterpret_cast<std::uintptr_t>(e.shared_replicated_data());
+      r.wrong = wrong;
+      r.gen = generate(e, b, sp);
+      return r;
+    });
+    REQUIRE(o.shared != 0);  // (on_replica checked every rank returned the same address)
+    REQUIRE(o.wrong == 0);
+    REQUIRE(o.gen.tokens == want.tokens);
+    require_close(o.gen.logp, want.logp);
+  }
+  // TP = 1, or no communicator that shares memory: nothing to share
+  RolloutEngine one(cfg);
+  REQUIRE(!one.share_replicated());
+  REQUIRE(one.shared_replicated_data() == nullptr);
+}

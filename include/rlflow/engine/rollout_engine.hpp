@@ -13,6 +13,7 @@
 #include <cmath>      // std::exp, std::log
 #include <cstdint>
 #include <cstring>    // std::memcpy
+#include <memory>     // std::shared_ptr (the replica's shared replicated tensors)
 #include <span>
 #include <vector>
 
@@ -230,17 +231,67 @@ class RolloutEngine {
     return vocab_parallel() ? int(std::int64_t(cfg_.vocab_size) * (tp().rank + 1) / tp().size) : cfg_.vocab_size;
   }
 
-  //! This rank's weights (ShardLayout order; the full model when not tensor-parallel).
+  //! This rank's own weight buffer (ShardLayout order; the full model when not tensor-parallel).
+  //! After share_replicated() its replicated tensors are no longer updated: see shard_weights().
   std::span<float const> weights() const { return weights_.span<float const>(); }
 
   //! Copies this rank's slice of a full flat parameter buffer (ParamLayout order) into the
   //! engine's weights, in place: one memcpy per contiguous run (ShardLayout::segments), so a TP
-  //! rank copies its shard and the replicated tensors only. verl: update_weights (resharding).
+  //! rank copies its shard and the replicated tensors only. After share_replicated(), a collective
+  //! of the TP group: each rank copies its split tensors and 1/N of the replicated ones into the
+  //! replica's one shared copy, so the replica copies the model once. verl: update_weights (resharding).
   void load_weights(std::span<float const> flat) {
     if (flat.size() != lay_.size())
       throw shape_error(msg("rlflow::engine::RolloutEngine::load_weights: ", flat.size(), " floats for a model of ",
                             lay_.size(), " parameters; the trainer and the rollout must share one GPTConfig"));
-    shard_.load(flat, weights_.span<float>());
+    if (!shared_) {
+      shard_.load(flat, weights_.span<float>());
+      return;
+    }
+    comm_->barrier();  // no rank still reads the shared copy (a generate that has not returned)
+    float* own = weights_.data<float>();
+    for (auto const& sg : shard_.split_segments()) std::memcpy(own + sg.dst, flat.data() + sg.src, sizeof(float) * sg.count);
+    fill_replicated(flat.data(), true);
+    comm_->barrier();  // every rank's part of the shared copy written
+  }
+
+  //! Collective of the TP group: the replica's ranks keep one copy of the replicated tensors
+  //! (wte, wpe, layer norms, row-parallel biases) instead of one each, read in place by every
+  //! rank (zero-copy). Needs a communicator whose ranks share memory (comm::LocalCommunicator);
+  //! returns false and changes nothing otherwise (or at TP = 1).
+  bool share_replicated() {
+    if (shard_.shard().size == 1 || !comm_) return false;
+    std::shared_ptr<void> mine;
+    if (shard_.shard().rank == 0)
+      mine = std::make_shared<Tensor>(
+          Tensor::empty(DType::float32, Shape{static_cast<std::int64_t>(std::max<std::size_t>(shard_.replicated_size(), 1))}));
+    std::shared_ptr<void> got = comm_->share(mine, 0);
+    if (!got) return false;
+    shared_ = std::static_pointer_cast<Tensor>(got);
+    rep_base_.clear();
+    std::size_t c = 0;
+    for (auto const& sg : shard_.replicated_segments()) {
+      rep_base_.push_back(c);
+      c += sg.count;
+    }
+    fill_replicated(weights_.data<float>(), false);  // the ranks' replicated tensors are identical
+    comm_->barrier();
+    return true;
+  }
+  bool shares_replicated() const { return shared_ != nullptr; }
+  //! Where the replica's shared replicated tensors live (null unless share_replicated()).
+  float const* shared_replicated_data() const { return shared_ ? shared_->data<float>() : nullptr; }
+  //! This rank's weights in ShardLayout order as the engine uses them (the replicated tensors
+  //! from the shared copy after share_replicated()).
+  std::vector<float> shard_weights() const {
+    auto w = weights_.span<float const>();
+    std::vector<float> out(w.begin(), w.end());
+    if (shared_) {
+      auto const rs = shard_.replicated_segments();
+      for (std::size_t k = 0; k < rs.size(); ++k)
+        std::memcpy(out.data() + rs[k].dst, shared_->data<float>() + rep_base_[k], sizeof(float) * rs[k].count);
+    }
+    return out;
   }
 
   //! Releases the KV cache and all activations (colocation: give the memory to the trainer).
@@ -376,7 +427,6 @@ class RolloutEngine {
     auto const& active = book_.active;
     int const nr = static_cast<int>(active.size()), S = book_.S, B = book_.B;
     std::size_t const N = std::size_t(nr) * n;
-    float const* W = weights_.data<float>();
     auto const& lay = shard_;
     tok_.resize(N);
     pos_.resize(N);
@@ -403,13 +453,13 @@ class RolloutEngine {
       for (std::size_t i = 0; i < N; ++i)
         for (int c = 0; c < C; ++c) x[i * C + c] = (x[i * C + c] + b[c]) + part[i * C + c];
     };
-    model::layers::encoder_forward(x, tok_.data(), pos_.data(), W + lay.wte, W + lay.wpe, int(N), C);
+    model::layers::encoder_forward(x, tok_.data(), pos_.data(), at(lay.wte), at(lay.wpe), int(N), C);
     for (int l = 0; l < L; ++l) {
       auto const& P = lay.layers[std::size_t(l)];
       float* kc = kv + std::size_t(l) * layer_stride;  // (B, NH, S, hs), this rank's heads
       float* vc = kc + std::size_t(B) * row_stride;
-      model::layers::layernorm_forward(ln, nullptr, nullptr, x, W + P.ln1_w, W + P.ln1_b, int(N), C);
-      model::layers::linear_nt_forward(qkv, ln, W + P.qkv_w, W + P.qkv_b, int(N), C, 3 * Cl);
+      model::layers::layernorm_forward(ln, nullptr, nullptr, x, at(P.ln1_w), at(P.ln1_b), int(N), C);
+      model::layers::linear_nt_forward(qkv, ln, at(P.qkv_w), at(P.qkv_b), int(N), C, 3 * Cl);
       for (int i = 0; i < nr; ++i)  // scatter the new keys and values into the cache
         for (int k = 0; k < n; ++k)
           for (int h = 0; h < NH; ++h) {
@@ -429,22 +479,47 @@ class RolloutEngine {
                                   qkv + tokn * 3 * Cl + std::size_t(h) * 3 * hs, kc + base, hs, vc + base, hs,
                                   book_.seq_valid.data() + std::size_t(r) * S, s0 + k + 1, hs, scale);
       }
-      row_parallel(atty, W + P.proj_w, W + P.proj_b, Cl);
-      model::layers::layernorm_forward(ln, nullptr, nullptr, x, W + P.ln2_w, W + P.ln2_b, int(N), C);
-      model::layers::linear_nt_forward(fch, ln, W + P.fc_w, W + P.fc_b, int(N), C, F);
+      row_parallel(atty, at(P.proj_w), at(P.proj_b), Cl);
+      model::layers::layernorm_forward(ln, nullptr, nullptr, x, at(P.ln2_w), at(P.ln2_b), int(N), C);
+      model::layers::linear_nt_forward(fch, ln, at(P.fc_w), at(P.fc_b), int(N), C, F);
       model::layers::gelu_forward(fch, fch, std::int64_t(N) * F);
-      row_parallel(fch, W + P.fcproj_w, W + P.fcproj_b, F);
+      row_parallel(fch, at(P.fcproj_w), at(P.fcproj_b), F);
     }
     // final LayerNorm and the tied LM head (replicated) on the last slot of each row only
     float* last = lnf_.ensure(std::size_t(nr) * C);
     for (int i = 0; i < nr; ++i) std::memcpy(ln + std::size_t(i) * C, x + (std::size_t(i) * n + n - 1) * C, sizeof(float) * C);
-    model::layers::layernorm_forward(last, nullptr, nullptr, ln, W + lay.lnf_w, W + lay.lnf_b, nr, C);
+    model::layers::layernorm_forward(last, nullptr, nullptr, ln, at(lay.lnf_w), at(lay.lnf_b), nr, C);
     int const v0 = vocab_begin(), Vl = vocab_end() - v0;  // vocabulary-parallel: this rank's rows of wte
-    model::layers::linear_nt_forward(logits_.ensure(std::size_t(nr) * Vl), last, W + lay.wte + std::size_t(v0) * C, nullptr, nr, C,
+    model::layers::linear_nt_forward(logits_.ensure(std::size_t(nr) * Vl), last, at(lay.wte) + std::size_t(v0) * C, nullptr, nr, C,
                                      vocab_parallel() ? Vl : V);
   }
 
   bool vocab_parallel() const { return head_ == LMHead::vocab_parallel && shard_.shard().size > 1; }
+
+  // The weights of the tensor at shard offset 'off': the rank's own buffer, or the replica's
+  // shared copy for a replicated tensor after share_replicated().
+  float const* at(std::size_t off) const {
+    if (shared_) {
+      auto const rs = shard_.replicated_segments();
+      for (std::size_t k = 0; k < rs.size(); ++k)
+        if (off >= rs[k].dst && off < rs[k].dst + rs[k].count) return shared_->data<float>() + rep_base_[k] + (off - rs[k].dst);
+    }
+    return weights_.data<float>() + off;
+  }
+  // Writes this rank's part [R r / N, R (r + 1) / N) of the shared replicated copy (R floats in
+  // replicated_segments() order) from 'base': a full buffer (from_full) or a shard buffer.
+  void fill_replicated(float const* base, bool from_full) {
+    std::size_t const R = shard_.replicated_size(), N = std::size_t(shard_.shard().size), r = std::size_t(shard_.shard().rank);
+    std::size_t const a = R * r / N, b = R * (r + 1) / N;
+    auto const rs = shard_.replicated_segments();
+    float* dst = shared_->data<float>();
+    for (std::size_t k = 0; k < rs.size(); ++k) {
+      std::size_t const c0 = rep_base_[k], c1 = c0 + rs[k].count;
+      std::size_t const lo = std::max(a, c0), hi = std::min(b, c1);
+      if (lo >= hi) continue;
+      std::memcpy(dst + lo, base + (from_full ? rs[k].src : rs[k].dst) + (lo - c0), sizeof(float) * (hi - lo));
+    }
+  }
 
   // Vocabulary-parallel sampling of the n running rows from this rank's logit slice (n, Vl):
   // writes book_.next[i] and vp_lp_[i] (the log-prob under softmax(logits / T), T = 1 when greedy),
@@ -641,6 +716,8 @@ class RolloutEngine {
   detail::DecodeBook book_;
   bool sleeping_ = false, use_cache_ = true;
   LMHead head_ = LMHead::replicated;
+  std::shared_ptr<Tensor> shared_;      //!< the replica's one copy of the replicated tensors (share_replicated)
+  std::vector<std::size_t> rep_base_;   //!< where each replicated segment starts in it
   // vocabulary-parallel sampling scratch (reused across steps)
   std::vector<float> vp_f_, vp_g_, vp_max_, vp_lp_, cand_logit_;
   std::vector<double> vp_d_, vp_tok_, cand_w_;
