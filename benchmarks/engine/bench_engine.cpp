@@ -8,10 +8,15 @@
 //   BM_RolloutDecode/tp:N (N = 1, 2, 4): tokens/s of generate on a model with 8 heads and the
 //     same total threads (4): 4 / N replicas of N tensor-parallel ranks, one thread per rank,
 //     each replica on its share of the B = 64 prompts (so tp:1 is 4 data-parallel engines).
-//   BM_WeightSync/tp:N: bytes/s of the resharding weight sync (every rank of one replica copies
-//     its shard from the full weights; ranks 1..N-1 on persistent threads, released by a barrier)
+//   BM_WeightSync/tp:N: bytes/s of the resharding weight sync (the ranks of one replica copy their
+//     split tensors and 1/N each of the replica's one shared copy of the replicated tensors;
+//     ranks 1..N-1 on persistent threads, released by a barrier; BM_WeightSyncPrivate/tp:N: every
+//     rank copies its whole shard, replicated tensors included)
 //     and, timed in the same iterations,
 //     a memcpy of the same number of bytes: counter 'vs_memcpy' = memcpy time / sync time.
+//   BM_LMHead/tp:N/vocab:V: one replica's generate with the vocabulary-parallel LM head (manual
+//     time) and, in the same iterations, with the replicated head: counter 'vs_replicated' =
+//     replicated time / vocabulary-parallel time (> 1: vocabulary-parallel is faster).
 // Run: ./build/benchmarks/engine/bench_engine --benchmark_min_time=0.2
 #include <benchmark/benchmark.h>
 
@@ -217,18 +222,25 @@ GPTConfig sync_config() {
 }
 
 //! One replica's N ranks load their shards from the full weights; a memcpy of the same bytes is
-//! timed in the same iterations.
-void BM_WeightSync(benchmark::State& state) {
+//! timed in the same iterations. shared (BM_WeightSync, what the Trainer does): the replica keeps
+//! one copy of the replicated tensors (RolloutEngine::share_replicated), each rank copies its
+//! split tensors and 1/N of the replicated ones, then the TP group's barrier; private
+//! (BM_WeightSyncPrivate): every rank copies its split tensors and all replicated ones.
+void weight_sync(benchmark::State& state, bool shared) {
   int const N = int(state.range(0));
   GPTConfig const cfg = sync_config();
   std::vector<float> full(rlflow::model::param_count(cfg));
   rlflow::model::init_params(cfg, full);
+  auto comms = rlflow::comm::LocalCommunicator::make_group(N);
   std::vector<std::unique_ptr<RolloutEngine>> engines;
-  std::size_t floats = 0;
+  for (int r = 0; r < N; ++r)
+    engines.push_back(std::make_unique<RolloutEngine>(cfg, rlflow::model::TPRank{r, N}, N > 1 ? comms[std::size_t(r)].get() : nullptr));
+  std::size_t floats = 0;  // the bytes the replica copies per sync
   for (int r = 0; r < N; ++r) {
-    engines.push_back(std::make_unique<RolloutEngine>(cfg, rlflow::model::TPRank{r, N}));
-    floats += engines.back()->shard_layout().size();
+    auto const& sl = engines[std::size_t(r)]->shard_layout();
+    floats += sl.size() - ((shared && N > 1) ? sl.replicated_size() : 0);
   }
+  if (shared && N > 1) floats += engines[0]->shard_layout().replicated_size();
   std::vector<float> src(floats, 1.0f), dst(floats, 0.0f);
   double sync_s = 0, memcpy_s = 0;
   using clock = std::chrono::steady_clock;
@@ -238,6 +250,7 @@ void BM_WeightSync(benchmark::State& state) {
   std::vector<std::thread> th;
   for (int r = 1; r < N; ++r)
     th.emplace_back([&, r] {
+      if (shared) engines[std::size_t(r)]->share_replicated();
       for (;;) {
         start.arrive_and_wait();
         if (stop.load()) return;
@@ -245,6 +258,9 @@ void BM_WeightSync(benchmark::State& state) {
         done.arrive_and_wait();
       }
     });
+  if (shared && N > 1 && !engines[0]->share_replicated()) {
+    state.SkipWithError("share_replicated failed");
+  }
   for (auto _ : state) {
     auto const t0 = clock::now();
     start.arrive_and_wait();
@@ -265,10 +281,68 @@ void BM_WeightSync(benchmark::State& state) {
   state.counters["bytes/s"] = benchmark::Counter(double(floats) * 4, benchmark::Counter::kIsIterationInvariantRate);
   state.counters["memcpy_bytes/s"] = double(floats) * 4 * double(state.iterations()) / memcpy_s;
   state.counters["vs_memcpy"] = memcpy_s / sync_s;
-  state.SetLabel("L=4 C=256 V=256 T=256, " + std::to_string(floats * 4 / 1024) + " KiB over " + std::to_string(N) + " rank(s)");
+  state.SetLabel("L=4 C=256 V=256 T=256, " + std::to_string(floats * 4 / 1024) + " KiB over " + std::to_string(N) + " rank(s)" +
+                 (shared && N > 1 ? ", replicated tensors shared" : ""));
+}
+void BM_WeightSync(benchmark::State& state) { weight_sync(state, true); }
+void BM_WeightSyncPrivate(benchmark::State& state) { weight_sync(state, false); }
+
+//! One replica of N ranks generates with the replicated LM head and with the vocabulary-parallel
+//! one, alternately in the same iterations (same prompts, same seeds, same tokens checked first):
+//! manual time = the vocabulary-parallel generate; counter vs_replicated = replicated time /
+//! vocabulary-parallel time (> 1: the vocabulary-parallel head is faster).
+void BM_LMHead(benchmark::State& state) {
+  int const N = int(state.range(0)), V = int(state.range(1));
+  GPTConfig cfg = tp_config();
+  cfg.vocab_size = V;
+  int const B = 64, P = 8, R = 16;
+  std::vector<float> full(rlflow::model::param_count(cfg));
+  rlflow::model::init_params(cfg, full);
+  Prompts const p = make_prompts(B, P, cfg.vocab_size);
+  auto comms_rep = rlflow::comm::LocalCommunicator::make_group(N), comms_vp = rlflow::comm::LocalCommunicator::make_group(N);
+  std::vector<std::unique_ptr<RolloutEngine>> rep, vp;
+  for (int r = 0; r < N; ++r) {
+    rep.push_back(std::make_unique<RolloutEngine>(cfg, rlflow::model::TPRank{r, N}, comms_rep[std::size_t(r)].get()));
+    vp.push_back(std::make_unique<RolloutEngine>(cfg, rlflow::model::TPRank{r, N}, comms_vp[std::size_t(r)].get()));
+    rep.back()->load_weights(full);
+    vp.back()->load_weights(full);
+    vp.back()->set_lm_head(LMHead::vocab_parallel);
+  }
+  SamplingParams sp;
+  sp.max_new_tokens = R;
+  std::vector<RolloutResult> out(static_cast<std::size_t>(N));
+  auto run = [&](std::vector<std::unique_ptr<RolloutEngine>>& engines) {
+    std::vector<std::thread> th;
+    for (int r = 0; r < N; ++r)
+      th.emplace_back([&, r] { out[std::size_t(r)] = engines[std::size_t(r)]->generate(p.ids, p.mask, sp, p.seeds); });
+    for (auto& t : th) t.join();
+    return out[0].responses;
+  };
+  if (!bit_equal(run(rep), run(vp))) {
+    state.SkipWithError("the vocabulary-parallel head sampled other tokens than the replicated one");
+    return;
+  }
+  using clock = std::chrono::steady_clock;
+  double rep_s = 0, vp_s = 0;
+  for (auto _ : state) {
+    auto const t0 = clock::now();
+    run(rep);
+    auto const t1 = clock::now();
+    run(vp);
+    auto const t2 = clock::now();
+    double const s = std::chrono::duration<double>(t2 - t1).count();
+    rep_s += std::chrono::duration<double>(t1 - t0).count();
+    vp_s += s;
+    state.SetIterationTime(s);
+  }
+  state.counters["tokens/s"] = benchmark::Counter(double(B) * R, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["vs_replicated"] = rep_s / vp_s;
+  state.SetLabel("B=64 P=8 R=16 L=2 NH=8 C=64 V=" + std::to_string(V) + ", one replica of tp=" + std::to_string(N));
 }
 
 }  // namespace
 
+BENCHMARK(BM_LMHead)->ArgNames({"tp", "vocab"})->Args({2, 64})->Args({4, 64})->Args({2, 256})->Args({4, 256})->Args({2, 1024})->Args({4, 1024})->Args({2, 8192})->Args({4, 8192})->Unit(benchmark::kMillisecond)->UseManualTime();
 BENCHMARK(BM_RolloutDecodeTP)->Name("BM_RolloutDecode")->ArgName("tp")->Arg(1)->Arg(2)->Arg(4)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_WeightSync)->ArgName("tp")->Arg(1)->Arg(2)->Arg(4)->Unit(benchmark::kMillisecond)->UseManualTime();
+BENCHMARK(BM_WeightSyncPrivate)->ArgName("tp")->Arg(2)->Arg(4)->Unit(benchmark::kMillisecond)->UseManualTime();

@@ -760,6 +760,9 @@ class Trainer {
                              " asks for validation, but there is no validation set; set data.val_files (read by the "
                              "Trainer(cfg) constructor) or trainer.test_freq=-1"));
     check_async_config();
+    if (auto const tp = c.actor_rollout_ref.actor.megatron.tensor_model_parallel_size; tp != 1)
+      reject("actor_rollout_ref.actor.megatron.tensor_model_parallel_size", std::to_string(tp),
+             "set it to 1 (the rollout's TP<N> option shards the rollout replicas)");
     if (c.actor_rollout_ref.model.vocab_size != 0 && c.actor_rollout_ref.model.vocab_size != tok_->vocab_size())
       reject("actor_rollout_ref.model.vocab_size", std::to_string(c.actor_rollout_ref.model.vocab_size),
              msg("set it to 0 (or to the tokenizer's ", tok_->vocab_size(), ")"));

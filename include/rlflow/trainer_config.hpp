@@ -165,6 +165,12 @@ struct PolicyLossConfig {
   nullable<double> dro_beta{};
 };
 
+//! verl: actor_rollout_ref.actor.megatron.* (verl/trainer/config/actor/megatron_actor.yaml; only the
+//! tensor-parallel degree: engine::TrainingEngine's Megatron-style training TP).
+struct MegatronConfig {
+  std::int64_t tensor_model_parallel_size = 1;
+};
+
 //! verl: actor_rollout_ref.actor.* (verl/trainer/config/actor/actor.yaml, verl/workers/config/actor.py).
 struct ActorConfig {
   config_string strategy = "fsdp";
@@ -194,6 +200,7 @@ struct ActorConfig {
   std::int64_t ulysses_sequence_parallel_size = 1;
   PolicyLossConfig policy_loss{};
   OptimConfig optim{};
+  MegatronConfig megatron{};
 };
 
 //! verl: actor_rollout_ref.rollout.val_kwargs.*.
@@ -550,6 +557,7 @@ struct TrainerConfig {
     "KL estimator of the KL loss ('+': straight-through k2 gradient)")                                             \
   X(actor_rollout_ref.actor.grad_clip, "", "global gradient-norm clip of the actor")                               \
   X(actor_rollout_ref.actor.ulysses_sequence_parallel_size, "", "sequence-parallel degree (DP = devices / this)")   \
+  X(actor_rollout_ref.actor.megatron.tensor_model_parallel_size, "", "training TP degree (Megatron-style; divides n_head and the devices)") \
   X(actor_rollout_ref.actor.policy_loss.loss_mode,                                                                 \
     "vanilla|gspo|sapo|gpg|clip_cov|kl_cov|geo_mean|dro|cispo|dppo_tv|dppo_kl", "policy loss function")            \
   X(actor_rollout_ref.actor.policy_loss.clip_cov_ratio, "", "clip_cov: fraction of tokens clipped (> 0)")          \
@@ -1294,6 +1302,9 @@ struct unhonoured_key {
 inline constexpr unhonoured_key trainer_unhonoured_keys[] = {
     {"actor_rollout_ref.model.vocab_size", "the built-in GPT's vocabulary is the tokenizer's"},
     {"trainer.device", "the Trainer's Backend option decides the device"},
+    {"actor_rollout_ref.actor.megatron.tensor_model_parallel_size",
+     "the Trainer's actor trains data-parallel; training TP runs in engine::TrainingEngine(cfg, opt, TPRank, comm) but the "
+     "roles do not build TP groups yet"},
 };
 inline std::string_view unhonoured_note(std::string_view key) {
   for (auto const& u : trainer_unhonoured_keys)
@@ -1338,6 +1349,14 @@ constexpr bool sequence_parallel_divides_world(cfg_t const& c) {
   auto const sa = c.actor_rollout_ref.actor.ulysses_sequence_parallel_size, sc = c.critic.ulysses_sequence_parallel_size;
   if (sa < 1 || sc < 1) return false;
   return c.world_size() < 1 || (c.world_size() % sa == 0 && (!c.uses_critic() || c.world_size() % sc == 0));
+}
+// verl/workers/megatron_workers.py (mpu.initialize_model_parallel): TP groups tile the devices;
+// rlflow splits attention by heads, so TP also divides the model's n_head.
+constexpr bool actor_tensor_parallel_divides(cfg_t const& c) {
+  auto const tp = c.actor_rollout_ref.actor.megatron.tensor_model_parallel_size;
+  if (tp < 1) return false;
+  return (c.world_size() < 1 || c.world_size() % tp == 0) &&
+         (c.actor_rollout_ref.model.n_head < 1 || c.actor_rollout_ref.model.n_head % tp == 0);
 }
 // verl/utils/config.py:86-113 (FSDP: divisible by the device count)
 constexpr bool real_batch_divisible_by_world(cfg_t const& c) {
@@ -1556,6 +1575,7 @@ constexpr bool optimizer_ranges(cfg_t const& c) {
   X(batch_sizes_positive, "data.train_batch_size, actor_rollout_ref.actor.ppo_mini_batch_size, actor_rollout_ref.rollout.n and actor_rollout_ref.actor.ppo_epochs must be at least 1; set positive values") \
   X(lengths_positive, "data.max_prompt_length and data.max_response_length must be at least 1; set positive lengths") \
   X(sequence_parallel_divides_world, "the device count trainer.nnodes * trainer.n_gpus_per_node must be divisible by ulysses_sequence_parallel_size; change one of them") \
+  X(actor_tensor_parallel_divides, "actor_rollout_ref.actor.megatron.tensor_model_parallel_size must be at least 1 and divide both the device count and actor_rollout_ref.model.n_head; pick a common divisor") \
   X(real_batch_divisible_by_world, "data.train_batch_size * actor_rollout_ref.rollout.n must be divisible by trainer.nnodes * trainer.n_gpus_per_node; change data.train_batch_size or the device count") \
   X(actor_micro_exclusive, "actor_rollout_ref.actor.ppo_micro_batch_size and ppo_micro_batch_size_per_gpu are both set; set only ppo_micro_batch_size_per_gpu") \
   X(actor_micro_required, "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu is not set and use_dynamic_bsz is false; set ppo_micro_batch_size_per_gpu") \
@@ -1653,6 +1673,16 @@ inline std::string explain(config_check_id id, TrainerConfig const& c) {
     case config_check_id::lengths_positive:
       return msg("data.max_prompt_length=", c.data.max_prompt_length, " and data.max_response_length=",
                  c.data.max_response_length, " must be at least 1; set positive lengths (default 512)");
+    case config_check_id::actor_tensor_parallel_divides: {
+      auto const tp = a.megatron.tensor_model_parallel_size;
+      auto const nh = c.actor_rollout_ref.model.n_head;
+      std::int64_t common = 1;  // the largest TP that divides both
+      for (std::int64_t d = 1; d <= std::min<std::int64_t>(W, nh); ++d)
+        if (W % d == 0 && nh % d == 0) common = d;
+      return msg("actor_rollout_ref.actor.megatron.tensor_model_parallel_size=", tp, " must be at least 1 and divide both ",
+                 world_txt, " and actor_rollout_ref.model.n_head=", nh,
+                 " (training TP tiles the devices and splits attention by heads); set it to a common divisor, e.g. ", common);
+    }
     case config_check_id::sequence_parallel_divides_world:
       return msg(world_txt, " must be divisible by actor_rollout_ref.actor.ulysses_sequence_parallel_size=",
                  a.ulysses_sequence_parallel_size,

@@ -505,6 +505,7 @@ TEST_CASE("each start-up check fires alone with the keys, values and a fix", "[c
       // only reachable alone with sequence parallelism: DP = 6 / 2 = 3 divides M*n = 3, the 6 devices do not divide B*n = 3
       {"real_batch_divisible_by_world", {"trainer.n_gpus_per_node=6", "actor_rollout_ref.actor.ulysses_sequence_parallel_size=2", "data.train_batch_size=3", "actor_rollout_ref.actor.ppo_mini_batch_size=3", "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=1", "algorithm.adv_estimator=grpo"}, {"= 3 rows", "= 6 devices"}},
       {"sequence_parallel_divides_world", {"algorithm.adv_estimator=grpo", "actor_rollout_ref.actor.ulysses_sequence_parallel_size=3"}, {"= 8 devices", "ulysses_sequence_parallel_size=3"}},
+      {"actor_tensor_parallel_divides", {"actor_rollout_ref.actor.megatron.tensor_model_parallel_size=8"}, {"tensor_model_parallel_size=8", "= 8 devices", "n_head=4", "e.g. 4"}},
       {"actor_micro_exclusive", {"actor_rollout_ref.actor.ppo_micro_batch_size=64"}, {"ppo_micro_batch_size=64", "ppo_micro_batch_size_per_gpu=8", "both set"}},
       {"actor_micro_required", {"actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=null"}, {"use_dynamic_bsz=false", "set actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu"}},
       {"actor_micro_positive", {"actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=0"}, {"ppo_micro_batch_size_per_gpu=0"}},
@@ -572,6 +573,29 @@ TEST_CASE("each start-up check fires alone with the keys, values and a fix", "[c
     INFO(row.name);
     CHECK(covered.count(std::string(row.name)) == 1);
   }
+}
+
+TEST_CASE("training TP: the degree divides the devices and the heads", "[config][validate]") {
+  auto ok = valid_config();  // 8 devices, n_head 4
+  for (int tp : {1, 2, 4}) {
+    ok.actor_rollout_ref.actor.megatron.tensor_model_parallel_size = tp;
+    CHECK(rlflow::validate(ok).empty());
+  }
+  for (int tp : {0, -1, 3, 8, 16}) {
+    INFO("TP " << tp);
+    auto c = valid_config();
+    c.actor_rollout_ref.actor.megatron.tensor_model_parallel_size = tp;
+    auto const fails = rlflow::failed_checks(c);
+    REQUIRE(fails.size() == 1);
+    CHECK(fails[0] == "actor_tensor_parallel_divides");
+  }
+  auto c = valid_config();
+  c.trainer.n_gpus_per_node = 6;  // 6 devices, 4 heads: the largest common divisor is 2
+  c.data.train_batch_size = 1200;
+  c.actor_rollout_ref.actor.megatron.tensor_model_parallel_size = 4;
+  auto const v = rlflow::validate(c);
+  REQUIRE(!v.empty());
+  CHECK_THAT(v[0], Catch::Contains("tensor_model_parallel_size=4") && Catch::Contains("= 6 devices") && Catch::Contains("e.g. 2"));
 }
 
 TEST_CASE("string keys are checked against their choices", "[config][validate]") {

@@ -290,3 +290,141 @@ TEST_CASE("a TP rank's weights are its slice of the full weights after load_weig
     REQUIRE(w == 1);
   }
 }
+
+TEST_CASE("vocabulary-parallel LM head: logit slices, tokens and log-probs equal the replicated head", "[model][tp][vocab_parallel]") {
+  // V = 13 does not divide by 2, 4 or 8: the slices are uneven (V r / N boundaries)
+  GPTConfig const cfg = model_cfg(8, 64, 5);
+  auto const full = random_weights(cfg, 123);
+  Batch const b = random_batch(12, 6, cfg.vocab_size, 9);
+  RolloutEngine ref(cfg);
+  ref.load_weights(full);
+  auto const lg = ref.prefill(b.ids, b.mask, 4);
+  std::vector<float> const want_logits(lg.begin(), lg.end());
+  int const B = int(b.ids.dim(0)), V = cfg.vocab_size;
+  for (int N : {2, 4, 8}) {
+    INFO("tp " << N);
+    // each rank's prefill logits are its slice [V r / N, V (r + 1) / N) of the full logits
+    // (no REQUIRE inside the rank threads: each rank returns its count of mismatches)
+    int const bad = on_replica(cfg, N, full, [&](RolloutEngine& e) {
+      e.set_lm_head(rlflow::engine::LMHead::vocab_parallel);
+      int const r = e.tp().rank, v0 = e.vocab_begin(), v1 = e.vocab_end();
+      int wrong = (v0 != V * r / N) + (v1 != V * (r + 1) / N);
+      auto const got = e.prefill(b.ids, b.mask, 4);
+      if (got.size() != std::size_t(B) * std::size_t(v1 - v0)) return wrong + 1;
+      for (int i = 0; i < B; ++i)
+        for (int v = v0; v < v1; ++v) {
+          float const w = want_logits[std::size_t(i) * V + v], g = got[std::size_t(i) * (v1 - v0) + (v - v0)];
+          wrong += !(std::abs(double(g) - w) <= 1e-5 * std::max(1.0, std::abs(double(w))));
+        }
+      return wrong;
+    });
+    REQUIRE(bad == 0);
+  }
+  for (int mode = 0; mode < 5; ++mode) {
+    SamplingParams sp;
+    sp.max_new_tokens = 10;
+    sp.eos_id = 1;
+    sp.pad_id = 0;
+    if (mode == 0) sp.temperature = 0.0f;                                  // greedy
+    if (mode == 1) sp.temperature = 1.0f;                                  // plain sampling
+    if (mode == 2) { sp.temperature = 0.7f; sp.top_k = 5; sp.top_p = 0.9f; }  // top-k then top-p
+    if (mode == 3) { sp.temperature = 1.3f; sp.top_k = 9; }                // top-k wider than a slice
+    if (mode == 4) { sp.temperature = 0.9f; sp.top_p = 0.8f; }              // top-p alone
+    RolloutEngine r1(cfg);
+    r1.load_weights(full);
+    Gen const want = generate(r1, b, sp);
+    for (int N : {2, 4, 8}) {
+      INFO("mode " << mode << " tp " << N);
+      Gen const got = on_replica(cfg, N, full, [&](RolloutEngine& e) {
+        e.set_lm_head(rlflow::engine::LMHead::vocab_parallel);
+        return generate(e, b, sp);
+      });
+      REQUIRE(got.tokens == want.tokens);
+      REQUIRE(got.mask == want.mask);
+      require_close(got.logp, want.logp);
+    }
+  }
+  // the default head: replicated below vocab_parallel_min_vocab, vocabulary-parallel from it on
+  {
+    auto c2 = rlflow::comm::LocalCommunicator::make_group(2);
+    RolloutEngine small(cfg, TPRank{0, 2}, c2[0].get());
+    REQUIRE(small.lm_head() == rlflow::engine::LMHead::replicated);
+    REQUIRE(small.vocab_end() - small.vocab_begin() == cfg.vocab_size);
+    GPTConfig big = cfg;
+    big.vocab_size = rlflow::engine::vocab_parallel_min_vocab;
+    RolloutEngine large(big, TPRank{1, 2}, c2[1].get());
+    REQUIRE(large.lm_head() == rlflow::engine::LMHead::vocab_parallel);
+    REQUIRE(large.vocab_begin() == big.vocab_size / 2);
+    RolloutEngine one(big);
+    REQUIRE(one.lm_head() == rlflow::engine::LMHead::replicated);
+    // and the default (vocabulary-parallel) head samples the TP = 1 tokens on that vocabulary
+    auto const wbig = random_weights(big, 77);
+    Batch const bb = random_batch(8, 6, big.vocab_size, 21);
+    SamplingParams sp;
+    sp.max_new_tokens = 8;
+    sp.temperature = 1.0f;
+    RolloutEngine r1(big);
+    r1.load_weights(wbig);
+    Gen const want = generate(r1, bb, sp);
+    for (int N : {2, 4}) {
+      INFO("V " << big.vocab_size << " tp " << N);
+      Gen const got = on_replica(big, N, wbig, [&](RolloutEngine& e) { return generate(e, bb, sp); });
+      REQUIRE(got.tokens == want.tokens);
+      require_close(got.logp, want.logp);
+    }
+  }
+  // a vocabulary smaller than the TP group cannot be split
+  GPTConfig tiny = model_cfg(8, 64, 5);
+  tiny.vocab_size = 4;
+  auto comms = rlflow::comm::LocalCommunicator::make_group(8);
+  RolloutEngine e(tiny, TPRank{0, 8}, comms[0].get());
+  REQUIRE_THROWS_WITH(e.set_lm_head(rlflow::engine::LMHead::vocab_parallel),
+                      Catch::Contains("vocab_size (4)") && Catch::Contains("TP size (8)"));
+}
+
+TEST_CASE("share_replicated: a replica keeps one copy of the replicated tensors, read in place", "[model][tp][share]") {
+  GPTConfig const cfg = model_cfg(8, 64, 8);
+  auto const w1 = random_weights(cfg, 1001), w2 = random_weights(cfg, 1002);
+  Batch const b = random_batch(6, 6, cfg.vocab_size, 3);
+  SamplingParams sp;
+  sp.max_new_tokens = 8;
+  RolloutEngine ref(cfg);
+  ref.load_weights(w2);
+  Gen const want = generate(ref, b, sp);
+  for (int N : {2, 4}) {
+    INFO("tp " << N);
+    struct Out {
+      std::uintptr_t shared = 0;
+      int wrong = 0;
+      Gen gen;
+      bool operator==(Out const&) const = default;
+    };
+    // each rank: load w1 privately, share (the copy starts from the ranks' own replicated
+    // tensors), then a collective load of w2; every rank must see the same shared address, its
+    // shard_weights() must be its slice of w2, and generation must match TP = 1 on w2
+    Out const o = on_replica(cfg, N, w1, [&](RolloutEngine& e) {
+      Out r;
+      int wrong = 0;
+      if (!e.share_replicated()) wrong += 1000;
+      std::vector<float> slice1(e.shard_layout().size());
+      e.shard_layout().load(w1, slice1);
+      wrong += e.shard_weights() != slice1;  // sharing kept the weights
+      e.load_weights(w2);
+      std::vector<float> slice2(e.shard_layout().size());
+      e.shard_layout().load(w2, slice2);
+      wrong += e.shard_weights() != slice2;
+      r.shared = reinterpret_cast<std::uintptr_t>(e.shared_replicated_data());
+      r.wrong = wrong;
+      r.gen = generate(e, b, sp);
+      return r;
+    });
+    REQUIRE(o.shared != 0);  // (on_replica checked every rank returned the same address)
+    REQUIRE(o.wrong == 0);
+    REQUIRE(o.gen.tokens == want.tokens);
+    require_close(o.gen.logp, want.logp);
+  }
+  // TP = 1, or no communicator that shares memory: nothing to share
+  RolloutEngine one(cfg);
+  REQUIRE(!one.share_replicated());
+  REQUIRE(one.shared_replicated_data() == nullptr);
+}

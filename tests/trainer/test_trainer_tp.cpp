@@ -162,4 +162,14 @@ TEST_CASE("TP<N> the devices or the heads cannot take is an error before work", 
     REQUIRE_THROWS_WITH((Trainer<GRPO, TP<4>>(c, data, task.charset(), quiet())),
                         Catch::Contains("2 workers") && Catch::Contains("replicas of 4"));
   }
+  SECTION("training TP (actor_rollout_ref.actor.megatron.tensor_model_parallel_size) is not run by the Trainer yet") {
+    auto c = tp_config("train_tp", 2);
+    c.actor_rollout_ref.actor.megatron.tensor_model_parallel_size = 2;  // valid: divides 2 devices and 4 heads
+    for (auto const& m : validate(c)) REQUIRE_THAT(m, !Catch::Contains("tensor_model_parallel_size"));
+    REQUIRE_THROWS_WITH((Trainer<GRPO, TP<2>>(c, data, task.charset(), quiet())),
+                        Catch::Contains("tensor_model_parallel_size=2 is not honoured") && Catch::Contains("set it to 1"));
+    c.actor_rollout_ref.actor.megatron.tensor_model_parallel_size = 3;  // invalid: the check names the numbers
+    REQUIRE_THROWS_WITH((Trainer<GRPO, TP<2>>(c, data, task.charset(), quiet())),
+                        Catch::Contains("tensor_model_parallel_size=3") && Catch::Contains("n_head=4"));
+  }
 }

@@ -37,6 +37,14 @@ class Communicator {
   //! A sub-communicator of the ranks that pass the same 'color', ranked by (key, rank); every
   //! rank of this communicator must call it (a collective). verl / torch: new_group, MPI_Comm_split.
   //! The default throws: a communicator without sub-groups cannot host a TP or DP sub-group.
+  //! Collective: every rank gets root's object, when the ranks share one address space (the
+  //! in-process communicator); null otherwise (MPI), so callers fall back to private copies.
+  //! Used to share one buffer of replicated weights between a TP replica's ranks.
+  virtual std::shared_ptr<void> share(std::shared_ptr<void> obj, int root) {
+    (void)obj;
+    (void)root;
+    return nullptr;
+  }
   virtual std::unique_ptr<Communicator> split(int color, int key) {
     (void)color;
     (void)key;
@@ -147,6 +155,16 @@ class LocalCommunicator final : public Communicator {
   void barrier() override { st_->barrier(rank_); }
   void allreduce_sum(std::span<float> data) override { allreduce_impl(data); }
   void allreduce_sum(std::span<double> data) override { allreduce_impl(data); }
+
+  std::shared_ptr<void> share(std::shared_ptr<void> obj, int root) override {
+    if (root < 0 || root >= st_->size)
+      throw value_error(msg("rlflow::comm::LocalCommunicator::share: root ", root, " is outside [0, ", st_->size, ")"));
+    publish(&obj, 1);
+    check_counts("share", 1);
+    std::shared_ptr<void> out = rank_ == root ? obj : *static_cast<std::shared_ptr<void> const*>(st_->slots[std::size_t(root)]);
+    st_->barrier(rank_);  // root's object is copied everywhere before root returns
+    return out;
+  }
 
   void broadcast(std::span<float> data, int root) override {
     if (root < 0 || root >= st_->size)

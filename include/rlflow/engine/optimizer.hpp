@@ -81,11 +81,13 @@ class AdamW {
 
   //! Clips grads to max_grad_norm, then one AdamW update; returns the pre-clip norm. A non-finite
   //! norm skips the update (verl does the same) but still advances the step and the schedule.
-  float step(std::span<float> params, std::span<float> grads) {
+  float step(std::span<float> params, std::span<float> grads) { return step(params, grads, grad_norm(grads)); }
+  //! As step(params, grads), clipping by a norm computed by the caller (tensor parallelism: the
+  //! full model's norm, which one rank's shard cannot compute alone).
+  float step(std::span<float> params, std::span<float> grads, double norm) {
     if (params.size() != size() || grads.size() != size())
       throw shape_error(msg("rlflow::engine::AdamW::step: params (", params.size(), ") and grads (", grads.size(),
                             ") must both hold ", size(), " floats"));
-    double const norm = grad_norm(grads);
     float const lr = lr_at(cfg_, step_);
     ++step_;
     if (!std::isfinite(norm)) return static_cast<float>(norm);

@@ -9,9 +9,11 @@
 // N ranks of a replica call it together and get identical logits and tokens. Does not train. Letters: B sequences, P prompt width, R = max_new_tokens, S = P + R cache
 // slots, C width, NH heads, hs = C / NH, V vocabulary, L layers.
 #pragma once
-#include <algorithm>  // std::copy, std::fill, std::max
+#include <algorithm>  // std::copy, std::fill, std::max, std::partial_sort
+#include <cmath>      // std::exp, std::log
 #include <cstdint>
 #include <cstring>    // std::memcpy
+#include <memory>     // std::shared_ptr (the replica's shared replicated tensors)
 #include <span>
 #include <vector>
 
@@ -25,6 +27,19 @@
 #include <rlflow/engine/sampling.hpp>   // SamplingParams, sample_token
 
 namespace rlflow::engine {
+
+//! How a tensor-parallel rollout computes the LM head (tied to wte). verl / Megatron: the output
+//! layer of a TP model is vocabulary-parallel (VocabParallelEmbedding + vocab_parallel_cross_entropy).
+enum class LMHead {
+  replicated,      //!< every rank computes all V logits (the default below vocab_parallel_min_vocab)
+  vocab_parallel,  //!< rank r computes the logits of its vocabulary rows [V r / N, V (r + 1) / N);
+                   //!< softmax statistics, entropy-free log-prob and sampling via all-reduces
+};
+
+//! The vocabulary size from which a tensor-parallel RolloutEngine defaults to the
+//! vocabulary-parallel head: measured faster at V = 256, 1024 and 8192 for TP = 2 and 4, and a
+//! wash within noise at V = 64 (BM_LMHead, docs/model.md).
+inline constexpr int vocab_parallel_min_vocab = 256;
 
 //! What generate() returns; all (B, R) with R = max_new_tokens.
 struct RolloutResult {
@@ -179,6 +194,7 @@ class RolloutEngine {
       shard_.load(full.span<float const>(), weights_.span<float>());
     }
     for (auto* b : buffers()) b->mr = &mr_;
+    if (tp.size > 1 && cfg_.vocab_size >= vocab_parallel_min_vocab) head_ = LMHead::vocab_parallel;
   }
   RolloutEngine(RolloutEngine const&) = delete;
   RolloutEngine& operator=(RolloutEngine const&) = delete;
@@ -197,17 +213,85 @@ class RolloutEngine {
                              ", rank ", tp.rank, "); got ", c ? msg("size ", c->size(), ", rank ", c->rank()) : "none"));
     comm_ = c;
   }
-  //! This rank's weights (ShardLayout order; the full model when not tensor-parallel).
+  //! Chooses the LM head of a tensor-parallel engine (no effect at TP = 1). Every rank of the
+  //! group must choose the same. Default: vocab_parallel when vocab_size >= vocab_parallel_min_vocab. vocab_parallel: prefill() and decode() return this rank's
+  //! vocabulary slice (B, vocab_end() - vocab_begin()) of the logits; generate() gives the same
+  //! tokens and log-probs (to rounding) as the replicated head and never gathers full logits
+  //! (except top_p < 1 without top_k, whose nucleus needs every logit's rank: that case gathers).
+  void set_lm_head(LMHead h) {
+    if (h == LMHead::vocab_parallel && cfg_.vocab_size < shard_.shard().size)
+      throw config_error(msg(who, "::set_lm_head: a vocabulary-parallel head needs vocab_size (", cfg_.vocab_size,
+                             ") >= the TP size (", shard_.shard().size, "); use LMHead::replicated"));
+    head_ = h;
+  }
+  LMHead lm_head() const { return head_; }
+  //! This rank's vocabulary rows [vocab_begin(), vocab_end()) (all of them unless vocabulary-parallel).
+  int vocab_begin() const { return vocab_parallel() ? int(std::int64_t(cfg_.vocab_size) * tp().rank / tp().size) : 0; }
+  int vocab_end() const {
+    return vocab_parallel() ? int(std::int64_t(cfg_.vocab_size) * (tp().rank + 1) / tp().size) : cfg_.vocab_size;
+  }
+
+  //! This rank's own weight buffer (ShardLayout order; the full model when not tensor-parallel).
+  //! After share_replicated() its replicated tensors are no longer updated: see shard_weights().
   std::span<float const> weights() const { return weights_.span<float const>(); }
 
   //! Copies this rank's slice of a full flat parameter buffer (ParamLayout order) into the
   //! engine's weights, in place: one memcpy per contiguous run (ShardLayout::segments), so a TP
-  //! rank copies its shard and the replicated tensors only. verl: update_weights (resharding).
+  //! rank copies its shard and the replicated tensors only. After share_replicated(), a collective
+  //! of the TP group: each rank copies its split tensors and 1/N of the replicated ones into the
+  //! replica's one shared copy, so the replica copies the model once. verl: update_weights (resharding).
   void load_weights(std::span<float const> flat) {
     if (flat.size() != lay_.size())
       throw shape_error(msg("rlflow::engine::RolloutEngine::load_weights: ", flat.size(), " floats for a model of ",
                             lay_.size(), " parameters; the trainer and the rollout must share one GPTConfig"));
-    shard_.load(flat, weights_.span<float>());
+    if (!shared_) {
+      shard_.load(flat, weights_.span<float>());
+      return;
+    }
+    comm_->barrier();  // no rank still reads the shared copy (a generate that has not returned)
+    float* own = weights_.data<float>();
+    for (auto const& sg : shard_.split_segments()) std::memcpy(own + sg.dst, flat.data() + sg.src, sizeof(float) * sg.count);
+    fill_replicated(flat.data(), true);
+    comm_->barrier();  // every rank's part of the shared copy written
+  }
+
+  //! Collective of the TP group: the replica's ranks keep one copy of the replicated tensors
+  //! (wte, wpe, layer norms, row-parallel biases) instead of one each, read in place by every
+  //! rank (zero-copy). Needs a communicator whose ranks share memory (comm::LocalCommunicator);
+  //! returns false and changes nothing otherwise (or at TP = 1).
+  bool share_replicated() {
+    if (shard_.shard().size == 1 || !comm_) return false;
+    std::shared_ptr<void> mine;
+    if (shard_.shard().rank == 0)
+      mine = std::make_shared<Tensor>(
+          Tensor::empty(DType::float32, Shape{static_cast<std::int64_t>(std::max<std::size_t>(shard_.replicated_size(), 1))}));
+    std::shared_ptr<void> got = comm_->share(mine, 0);
+    if (!got) return false;
+    shared_ = std::static_pointer_cast<Tensor>(got);
+    rep_base_.clear();
+    std::size_t c = 0;
+    for (auto const& sg : shard_.replicated_segments()) {
+      rep_base_.push_back(c);
+      c += sg.count;
+    }
+    fill_replicated(weights_.data<float>(), false);  // the ranks' replicated tensors are identical
+    comm_->barrier();
+    return true;
+  }
+  bool shares_replicated() const { return shared_ != nullptr; }
+  //! Where the replica's shared replicated tensors live (null unless share_replicated()).
+  float const* shared_replicated_data() const { return shared_ ? shared_->data<float>() : nullptr; }
+  //! This rank's weights in ShardLayout order as the engine uses them (the replicated tensors
+  //! from the shared copy after share_replicated()).
+  std::vector<float> shard_weights() const {
+    auto w = weights_.span<float const>();
+    std::vector<float> out(w.begin(), w.end());
+    if (shared_) {
+      auto const rs = shard_.replicated_segments();
+      for (std::size_t k = 0; k < rs.size(); ++k)
+        std::memcpy(out.data() + rs[k].dst, shared_->data<float>() + rep_base_[k], sizeof(float) * rs[k].count);
+    }
+    return out;
   }
 
   //! Releases the KV cache and all activations (colocation: give the memory to the trainer).
@@ -257,6 +341,19 @@ class RolloutEngine {
     for (int j = 0; j < R; ++j) {
       int const n = static_cast<int>(active.size());
       float const* lg = logits_.t.data<float>();
+      if (vocab_parallel()) {
+        sample_vocab_parallel(n, sp, seeds, std::uint64_t(j));
+        for (int i = 0; i < n; ++i) {
+          int const r = active[std::size_t(i)];
+          resp[std::size_t(r) * R + j] = next[std::size_t(i)];
+          rmask[std::size_t(r) * R + j] = 1;
+          lp[std::size_t(r) * R + j] = vp_lp_[std::size_t(i)];
+        }
+        if (j == R - 1) break;
+        if (book_.drop_finished(sp.eos_id) == 0) break;
+        step_rows(next);
+        continue;
+      }
       RLFLOW_MODEL_OMP_FOR_IF(std::int64_t{n} * V > model::layers::parallel_threshold)
       for (int i = 0; i < n; ++i) {
         int const r = active[std::size_t(i)];
@@ -292,7 +389,7 @@ class RolloutEngine {
     kv_.ensure(std::size_t(cfg_.n_layer) * 2 * B * std::size_t(shard_.local_heads()) * book_.S * hs);
     run(0, P);
     book_.filled = P;
-    return {logits_.t.data<float>(), std::size_t(B) * cfg_.vocab_size};
+    return {logits_.t.data<float>(), std::size_t(B) * std::size_t(vocab_end() - vocab_begin())};
   }
 
   //! Appends one token per row (B) and returns the next logits (B, V).
@@ -300,7 +397,7 @@ class RolloutEngine {
     book_.check_decode(who, tokens.size());
     book_.run_all_rows();
     step_rows(tokens);
-    return {logits_.t.data<float>(), std::size_t(book_.B) * cfg_.vocab_size};
+    return {logits_.t.data<float>(), std::size_t(book_.B) * std::size_t(vocab_end() - vocab_begin())};
   }
 
  private:
@@ -330,7 +427,6 @@ class RolloutEngine {
     auto const& active = book_.active;
     int const nr = static_cast<int>(active.size()), S = book_.S, B = book_.B;
     std::size_t const N = std::size_t(nr) * n;
-    float const* W = weights_.data<float>();
     auto const& lay = shard_;
     tok_.resize(N);
     pos_.resize(N);
@@ -357,13 +453,13 @@ class RolloutEngine {
       for (std::size_t i = 0; i < N; ++i)
         for (int c = 0; c < C; ++c) x[i * C + c] = (x[i * C + c] + b[c]) + part[i * C + c];
     };
-    model::layers::encoder_forward(x, tok_.data(), pos_.data(), W + lay.wte, W + lay.wpe, int(N), C);
+    model::layers::encoder_forward(x, tok_.data(), pos_.data(), at(lay.wte), at(lay.wpe), int(N), C);
     for (int l = 0; l < L; ++l) {
       auto const& P = lay.layers[std::size_t(l)];
       float* kc = kv + std::size_t(l) * layer_stride;  // (B, NH, S, hs), this rank's heads
       float* vc = kc + std::size_t(B) * row_stride;
-      model::layers::layernorm_forward(ln, nullptr, nullptr, x, W + P.ln1_w, W + P.ln1_b, int(N), C);
-      model::layers::linear_nt_forward(qkv, ln, W + P.qkv_w, W + P.qkv_b, int(N), C, 3 * Cl);
+      model::layers::layernorm_forward(ln, nullptr, nullptr, x, at(P.ln1_w), at(P.ln1_b), int(N), C);
+      model::layers::linear_nt_forward(qkv, ln, at(P.qkv_w), at(P.qkv_b), int(N), C, 3 * Cl);
       for (int i = 0; i < nr; ++i)  // scatter the new keys and values into the cache
         for (int k = 0; k < n; ++k)
           for (int h = 0; h < NH; ++h) {
@@ -383,17 +479,230 @@ class RolloutEngine {
                                   qkv + tokn * 3 * Cl + std::size_t(h) * 3 * hs, kc + base, hs, vc + base, hs,
                                   book_.seq_valid.data() + std::size_t(r) * S, s0 + k + 1, hs, scale);
       }
-      row_parallel(atty, W + P.proj_w, W + P.proj_b, Cl);
-      model::layers::layernorm_forward(ln, nullptr, nullptr, x, W + P.ln2_w, W + P.ln2_b, int(N), C);
-      model::layers::linear_nt_forward(fch, ln, W + P.fc_w, W + P.fc_b, int(N), C, F);
+      row_parallel(atty, at(P.proj_w), at(P.proj_b), Cl);
+      model::layers::layernorm_forward(ln, nullptr, nullptr, x, at(P.ln2_w), at(P.ln2_b), int(N), C);
+      model::layers::linear_nt_forward(fch, ln, at(P.fc_w), at(P.fc_b), int(N), C, F);
       model::layers::gelu_forward(fch, fch, std::int64_t(N) * F);
-      row_parallel(fch, W + P.fcproj_w, W + P.fcproj_b, F);
+      row_parallel(fch, at(P.fcproj_w), at(P.fcproj_b), F);
     }
     // final LayerNorm and the tied LM head (replicated) on the last slot of each row only
     float* last = lnf_.ensure(std::size_t(nr) * C);
     for (int i = 0; i < nr; ++i) std::memcpy(ln + std::size_t(i) * C, x + (std::size_t(i) * n + n - 1) * C, sizeof(float) * C);
-    model::layers::layernorm_forward(last, nullptr, nullptr, ln, W + lay.lnf_w, W + lay.lnf_b, nr, C);
-    model::layers::linear_nt_forward(logits_.ensure(std::size_t(nr) * V), last, W + lay.wte, nullptr, nr, C, V);
+    model::layers::layernorm_forward(last, nullptr, nullptr, ln, at(lay.lnf_w), at(lay.lnf_b), nr, C);
+    int const v0 = vocab_begin(), Vl = vocab_end() - v0;  // vocabulary-parallel: this rank's rows of wte
+    model::layers::linear_nt_forward(logits_.ensure(std::size_t(nr) * Vl), last, at(lay.wte) + std::size_t(v0) * C, nullptr, nr, C,
+                                     vocab_parallel() ? Vl : V);
+  }
+
+  bool vocab_parallel() const { return head_ == LMHead::vocab_parallel && shard_.shard().size > 1; }
+
+  // The weights of the tensor at shard offset 'off': the rank's own buffer, or the replica's
+  // shared copy for a replicated tensor after share_replicated().
+  float const* at(std::size_t off) const {
+    if (shared_) {
+      auto const rs = shard_.replicated_segments();
+      for (std::size_t k = 0; k < rs.size(); ++k)
+        if (off >= rs[k].dst && off < rs[k].dst + rs[k].count) return shared_->data<float>() + rep_base_[k] + (off - rs[k].dst);
+    }
+    return weights_.data<float>() + off;
+  }
+  // Writes this rank's part [R r / N, R (r + 1) / N) of the shared replicated copy (R floats in
+  // replicated_segments() order) from 'base': a full buffer (from_full) or a shard buffer.
+  void fill_replicated(float const* base, bool from_full) {
+    std::size_t const R = shard_.replicated_size(), N = std::size_t(shard_.shard().size), r = std::size_t(shard_.shard().rank);
+    std::size_t const a = R * r / N, b = R * (r + 1) / N;
+    auto const rs = shard_.replicated_segments();
+    float* dst = shared_->data<float>();
+    for (std::size_t k = 0; k < rs.size(); ++k) {
+      std::size_t const c0 = rep_base_[k], c1 = c0 + rs[k].count;
+      std::size_t const lo = std::max(a, c0), hi = std::min(b, c1);
+      if (lo >= hi) continue;
+      std::memcpy(dst + lo, base + (from_full ? rs[k].src : rs[k].dst) + (lo - c0), sizeof(float) * (hi - lo));
+    }
+  }
+
+  // Vocabulary-parallel sampling of the n running rows from this rank's logit slice (n, Vl):
+  // writes book_.next[i] and vp_lp_[i] (the log-prob under softmax(logits / T), T = 1 when greedy),
+  // as generate() does with the replicated head. Collectives (batched over the rows):
+  //  1. all-gather of each rank's (max logit, its first id): the global max and the greedy token;
+  //  2. all-reduce of each rank's partial sums exp(z - m) (and z exp(z - m)) in its own slot, so
+  //     every rank sees every rank's partial: the log-sum-exp, and the inverse-CDF search over
+  //     ranks in vocabulary order;
+  //  3. unfiltered sampling: all-reduce of (token, its logit) from the rank whose range holds the
+  //     draw; top-k: all-gather of each rank's k best (logit, id), then every rank draws from the
+  //     merged top k exactly as sample_token does (top-p only: all-gather of every logit).
+  void sample_vocab_parallel(int n, SamplingParams const& sp, std::span<std::uint64_t const> seeds, std::uint64_t step) {
+    int const N = tp().size, me = tp().rank, v0 = vocab_begin(), Vl = vocab_end() - v0, V = cfg_.vocab_size;
+    auto const& active = book_.active;
+    auto& next = book_.next;
+    float const* lg = logits_.t.data<float>();
+    bool const greedy = sp.temperature == 0.0f;
+    float const inv_t_lp = greedy ? 1.0f : 1.0f / sp.temperature;  // generate()'s log-prob temperature
+    double const inv_t = greedy ? 1.0 : 1.0 / double(sp.temperature);  // sample_token's
+    std::size_t const un = std::size_t(n), uN = std::size_t(N);
+    // 1. local (max, first argmax) -> global
+    vp_f_.assign(2 * un, 0.0f);
+    for (int i = 0; i < n; ++i) {
+      float const* row = lg + std::size_t(i) * Vl;
+      int best = 0;
+      for (int v = 1; v < Vl; ++v)
+        if (row[v] > row[best]) best = v;
+      vp_f_[2 * i] = row[best];
+      vp_f_[2 * i + 1] = float(v0 + best);  // exact: ids < 2^24
+    }
+    vp_g_.resize(2 * un * uN);
+    comm_->allgather(std::span<float const>(vp_f_), std::span<float>(vp_g_));
+    vp_max_.resize(un);
+    std::vector<std::int32_t>& argmax = vp_arg_;
+    argmax.resize(un);
+    for (int i = 0; i < n; ++i) {
+      float bv = vp_g_[2 * std::size_t(i)];
+      std::int32_t bi = std::int32_t(vp_g_[2 * std::size_t(i) + 1]);
+      for (int r = 1; r < N; ++r) {  // ranks hold ascending ids: strict > keeps the first maximal id
+        float const v = vp_g_[(std::size_t(r) * un + std::size_t(i)) * 2];
+        if (v > bv) {
+          bv = v;
+          bi = std::int32_t(vp_g_[(std::size_t(r) * un + std::size_t(i)) * 2 + 1]);
+        }
+      }
+      vp_max_[std::size_t(i)] = bv;
+      argmax[std::size_t(i)] = bi;
+    }
+    // 2. partial sums in this rank's slot: {sample weights, log-prob weights, log-prob z-weights}
+    vp_d_.assign(un * uN * 3, 0.0);
+    for (int i = 0; i < n; ++i) {
+      float const* row = lg + std::size_t(i) * Vl;
+      double const ms = double(vp_max_[std::size_t(i)]) * inv_t, ml = double(vp_max_[std::size_t(i)]) * inv_t_lp;
+      double ss = 0, sl = 0, sz = 0;
+      for (int v = 0; v < Vl; ++v) {
+        ss += std::exp(double(row[v]) * inv_t - ms);
+        double const z = double(row[v]) * inv_t_lp, e = std::exp(z - ml);
+        sl += e;
+        sz += e * z;
+      }
+      double* slot = vp_d_.data() + (std::size_t(i) * uN + std::size_t(me)) * 3;
+      slot[0] = ss;
+      slot[1] = sl;
+      slot[2] = sz;
+    }
+    comm_->allreduce_sum(std::span<double>(vp_d_));
+    // 3. the token and its logit
+    vp_tok_.assign(2 * un, 0.0);  // {token, logit} from the owning rank, 0 elsewhere
+    bool const filtered = !greedy && ((sp.top_k > 0 && sp.top_k < V) || sp.top_p < 1.0f);
+    if (greedy) {
+      for (int i = 0; i < n; ++i) {
+        vp_tok_[2 * std::size_t(i)] = argmax[std::size_t(i)];
+        vp_tok_[2 * std::size_t(i) + 1] = vp_max_[std::size_t(i)];
+      }
+    } else if (!filtered) {
+      for (int i = 0; i < n; ++i) {
+        double const* parts = vp_d_.data() + std::size_t(i) * uN * 3;
+        double total = 0;
+        for (int r = 0; r < N; ++r) total += parts[std::size_t(r) * 3];
+        double const u = detail::sampling_uniform(seeds[std::size_t(active[std::size_t(i)])], step);
+        double const target = u * total;
+        int owner = -1;
+        double start = 0;
+        for (int r = 0; r < N; ++r) {
+          if (target < start + parts[std::size_t(r) * 3]) {
+            owner = r;
+            break;
+          }
+          start += parts[std::size_t(r) * 3];
+        }
+        bool const past_end = owner < 0;  // rounding left target == total: the last rank with mass,
+        if (past_end)                      // its last nonzero token (as sample_token does)
+          for (int r = N - 1; r >= 0 && owner < 0; --r)
+            if (parts[std::size_t(r) * 3] > 0) owner = r;
+        if (owner != me) continue;
+        float const* row = lg + std::size_t(i) * Vl;
+        double const ms = double(vp_max_[std::size_t(i)]) * inv_t;
+        double cum = start;
+        int pick = -1, last_nz = 0;
+        for (int v = 0; v < Vl; ++v) {
+          double const w = std::exp(double(row[v]) * inv_t - ms);
+          if (w > 0) last_nz = v;
+          cum += w;
+          if (!past_end && target < cum) {
+            pick = v;
+            break;
+          }
+        }
+        if (pick < 0) pick = last_nz;
+        vp_tok_[2 * std::size_t(i)] = v0 + pick;
+        vp_tok_[2 * std::size_t(i) + 1] = row[pick];
+      }
+      comm_->allreduce_sum(std::span<double>(vp_tok_));
+    } else {
+      // candidates: each rank's k best by (logit desc, id asc), or all of its logits (top-p only)
+      int const Vmax = (V + N - 1) / N;  // the widest rank's slice
+      int const K = (sp.top_k > 0 && sp.top_k < V) ? std::min(sp.top_k, Vmax) : Vmax;
+      vp_f_.assign(un * std::size_t(K) * 2, 0.0f);
+      idx_.resize(std::size_t(std::max(Vl, 1)));
+      for (int i = 0; i < n; ++i) {
+        float const* row = lg + std::size_t(i) * Vl;
+        for (int v = 0; v < Vl; ++v) idx_[std::size_t(v)] = v;
+        auto by_logit = [row](std::int32_t a, std::int32_t b) { return row[a] > row[b] || (row[a] == row[b] && a < b); };
+        int const k = std::min(K, Vl);
+        std::partial_sort(idx_.begin(), idx_.begin() + k, idx_.begin() + Vl, by_logit);
+        for (int c = 0; c < K; ++c) {
+          float* o = vp_f_.data() + (std::size_t(i) * K + std::size_t(c)) * 2;
+          o[0] = c < k ? row[idx_[std::size_t(c)]] : -INFINITY;
+          o[1] = c < k ? float(v0 + idx_[std::size_t(c)]) : -1.0f;
+        }
+      }
+      vp_g_.resize(vp_f_.size() * uN);
+      comm_->allgather(std::span<float const>(vp_f_), std::span<float>(vp_g_));
+      std::size_t const per_rank = un * std::size_t(K) * 2;
+      int const kept = (sp.top_k > 0 && sp.top_k < V) ? sp.top_k : V;
+      cand_logit_.resize(std::size_t(N) * K);
+      cand_id_.resize(std::size_t(N) * K);
+      cand_w_.resize(std::size_t(N) * K);
+      for (int i = 0; i < n; ++i) {
+        int nc = 0;
+        for (int r = 0; r < N; ++r)
+          for (int c = 0; c < K; ++c) {
+            float const* o = vp_g_.data() + std::size_t(r) * per_rank + (std::size_t(i) * K + std::size_t(c)) * 2;
+            if (o[1] < 0) continue;  // padding
+            cand_logit_[std::size_t(nc)] = o[0];
+            cand_id_[std::size_t(nc)] = std::int32_t(o[1]);
+            ++nc;
+          }
+        // order the merged candidates as sample_token does: (logit desc, id asc); keep the top 'kept'
+        std::vector<int>& ord = cand_ord_;
+        ord.resize(std::size_t(nc));
+        for (int c = 0; c < nc; ++c) ord[std::size_t(c)] = c;
+        std::sort(ord.begin(), ord.end(), [&](int a, int b) {
+          float const la = cand_logit_[std::size_t(a)], lb = cand_logit_[std::size_t(b)];
+          return la > lb || (la == lb && cand_id_[std::size_t(a)] < cand_id_[std::size_t(b)]);
+        });
+        int const nk = std::min(kept, nc);
+        double const ms = double(vp_max_[std::size_t(i)]) * inv_t;
+        vp_ids_.resize(std::size_t(nk));
+        for (int c = 0; c < nk; ++c) {
+          vp_ids_[std::size_t(c)] = cand_id_[std::size_t(ord[std::size_t(c)])];
+          cand_w_[std::size_t(c)] = std::exp(double(cand_logit_[std::size_t(ord[std::size_t(c)])]) * inv_t - ms);
+        }
+        double const u = detail::sampling_uniform(seeds[std::size_t(active[std::size_t(i)])], step);
+        std::int32_t const tok = detail::draw_candidates(vp_ids_.data(), cand_w_.data(), nk, sp.top_p, u);
+        float logit = 0;
+        for (int c = 0; c < nk; ++c)
+          if (vp_ids_[std::size_t(c)] == tok) logit = cand_logit_[std::size_t(ord[std::size_t(c)])];
+        vp_tok_[2 * std::size_t(i)] = tok;
+        vp_tok_[2 * std::size_t(i) + 1] = logit;
+      }
+    }
+    // log-prob of the token: z_tok - (m + log sum exp(z - m)), as layers::logprob_forward_row
+    vp_lp_.resize(un);
+    for (int i = 0; i < n; ++i) {
+      double const* parts = vp_d_.data() + std::size_t(i) * uN * 3;
+      double sl = 0;
+      for (int r = 0; r < N; ++r) sl += parts[std::size_t(r) * 3 + 1];
+      double const lse = double(vp_max_[std::size_t(i)]) * inv_t_lp + std::log(sl);
+      float const logit = float(vp_tok_[2 * std::size_t(i) + 1]);
+      next[std::size_t(i)] = std::int32_t(vp_tok_[2 * std::size_t(i)]);
+      vp_lp_[std::size_t(i)] = float(double(logit) * inv_t_lp - lse);
+    }
   }
 
   model::GPTConfig cfg_;
@@ -406,6 +715,14 @@ class RolloutEngine {
   static constexpr char const* who = "rlflow::engine::RolloutEngine";
   detail::DecodeBook book_;
   bool sleeping_ = false, use_cache_ = true;
+  LMHead head_ = LMHead::replicated;
+  std::shared_ptr<Tensor> shared_;      //!< the replica's one copy of the replicated tensors (share_replicated)
+  std::vector<std::size_t> rep_base_;   //!< where each replicated segment starts in it
+  // vocabulary-parallel sampling scratch (reused across steps)
+  std::vector<float> vp_f_, vp_g_, vp_max_, vp_lp_, cand_logit_;
+  std::vector<double> vp_d_, vp_tok_, cand_w_;
+  std::vector<std::int32_t> vp_arg_, vp_ids_, cand_id_;
+  std::vector<int> cand_ord_;
   std::vector<std::int32_t> tok_, pos_, idx_;
   std::vector<double> w_;
 };

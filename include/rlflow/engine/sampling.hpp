@@ -35,6 +35,42 @@ struct SamplingParams {
   }
 };
 
+namespace detail {
+//! The tail of sample_token: w[0..kept) are the candidates' weights exp(z - max z) in their draw
+//! order (idx: their token ids); with top_p < 1 keeps the smallest prefix whose mass reaches
+//! top_p of the total, then draws by inverse CDF with the uniform u. Shared by the replicated
+//! and the vocabulary-parallel LM head (rollout_engine.hpp), so both draw alike.
+inline std::int32_t draw_candidates(std::int32_t const* idx, double const* w, int kept, float top_p, double u) {
+  if (top_p < 1.0f) {  // smallest prefix whose mass reaches top_p of the (top-k) distribution
+    double total = 0.0;
+    for (int i = 0; i < kept; ++i) total += w[i];
+    double const need = double(top_p) * total;
+    double cum = 0.0;
+    int i = 0;
+    while (i < kept) {
+      cum += w[i++];
+      if (cum >= need) break;
+    }
+    kept = i;
+  }
+  double total = 0.0;
+  for (int i = 0; i < kept; ++i) total += w[i];
+  double const target = u * total;
+  double cum = 0.0;
+  for (int i = 0; i < kept; ++i) {
+    cum += w[i];
+    if (target < cum) return idx[i];
+  }
+  for (int i = kept - 1; i >= 0; --i)  // rounding left target == total: take the last nonzero one
+    if (w[i] > 0.0) return idx[i];
+  return idx[0];
+}
+//! The uniform draw of (seed, counter).
+inline double sampling_uniform(std::uint64_t seed, std::uint64_t counter) {
+  return model::uniform01(model::philox4x32(seed, counter, 0x73616d70u /* "samp" */));
+}
+}  // namespace detail
+
 //! Samples one token from logits (V). idx (V ints) and w (V doubles) are scratch. The uniform
 //! draw is uniform01(philox4x32(seed, counter)); the rollout passes the step index as counter.
 //! Candidates are ordered by (logit descending, id ascending) when a filter is on, by id otherwise.
@@ -49,16 +85,11 @@ inline std::int32_t sample_token(float const* logits, int V, SamplingParams cons
   double const inv_t = 1.0 / double(sp.temperature);
   double m = -INFINITY;
   for (int v = 0; v < V; ++v) m = std::max(m, double(logits[v]) * inv_t);
-  double const u = model::uniform01(model::philox4x32(seed, counter, 0x73616d70u /* "samp" */));
+  double const u = detail::sampling_uniform(seed, counter);
   bool const filtered = (sp.top_k > 0 && sp.top_k < V) || sp.top_p < 1.0f;
   int kept = V;
-  if (!filtered) {
-    for (int v = 0; v < V; ++v) {
-      idx[v] = v;
-      w[v] = std::exp(double(logits[v]) * inv_t - m);
-    }
-  } else {
-    for (int v = 0; v < V; ++v) idx[v] = v;
+  for (int v = 0; v < V; ++v) idx[v] = v;
+  if (filtered) {
     auto by_logit = [logits](std::int32_t a, std::int32_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); };
     if (sp.top_k > 0 && sp.top_k < V) {
       kept = sp.top_k;
@@ -66,30 +97,9 @@ inline std::int32_t sample_token(float const* logits, int V, SamplingParams cons
     } else {
       std::sort(idx, idx + V, by_logit);
     }
-    double total = 0.0;
-    for (int i = 0; i < kept; ++i) total += (w[i] = std::exp(double(logits[idx[i]]) * inv_t - m));
-    if (sp.top_p < 1.0f) {  // smallest prefix whose mass reaches top_p of the (top-k) distribution
-      double const need = double(sp.top_p) * total;
-      double cum = 0.0;
-      int i = 0;
-      while (i < kept) {
-        cum += w[i++];
-        if (cum >= need) break;
-      }
-      kept = i;
-    }
   }
-  double total = 0.0;
-  for (int i = 0; i < kept; ++i) total += w[i];
-  double const target = u * total;
-  double cum = 0.0;
-  for (int i = 0; i < kept; ++i) {
-    cum += w[i];
-    if (target < cum) return idx[i];
-  }
-  for (int i = kept - 1; i >= 0; --i)  // rounding left target == total: take the last nonzero one
-    if (w[i] > 0.0) return idx[i];
-  return idx[0];
+  for (int i = 0; i < kept; ++i) w[i] = std::exp(double(logits[idx[i]]) * inv_t - m);
+  return detail::draw_candidates(idx, w, kept, filtered ? sp.top_p : 1.0f, u);
 }
 
 }  // namespace rlflow::engine

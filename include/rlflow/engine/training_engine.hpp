@@ -2,11 +2,18 @@
 // Defines LogProbResult and TrainingEngine: per-token log-probs and entropy of padded (B, T)
 // batches (verl's alignment: column j is response token j), backward from per-token loss
 // gradients, gradient accumulation, and the AdamW step. Buffers are allocated once and reused.
-// Does not compute losses (kernels/) or communicate (the trainer averages grads() across ranks).
+// Does not compute losses (kernels/) or communicate across data-parallel ranks (the trainer
+// averages grads() across them). Training tensor parallelism (Megatron-style, an engine built with
+// a TPRank of size N > 1 and its TP group's communicator): the engine holds one rank's shard of
+// the parameters, gradients and AdamW moments; the GPT all-reduces within the TP group, the
+// gradient norm is the full model's, and load_weights / gather_weights convert from / to the full
+// layout.
 // Letters: B sequences, T = P + R positions (left-padded prompt P, right-padded response R), V vocabulary.
 #pragma once
+#include <cmath>  // std::sqrt
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 #include <rlflow/error.hpp>             // shape_error, dtype_error, value_error
@@ -50,12 +57,34 @@ inline void check_grad(char const* fn, char const* name, Tensor const& g, std::i
 class TrainingEngine {
  public:
   explicit TrainingEngine(model::GPTConfig const& cfg, OptimizerConfig const& opt = {})
-      : model_(cfg), optim_(opt, model_.layout().size(), decay_mask(model_.layout())) {
+      : model_(cfg), optim_(opt, model_.layout().size(), decay_mask(model_.shard_layout(), model_.layout())) {
     grads_ = Tensor::zeros(DType::float32, Shape{static_cast<std::int64_t>(model_.layout().size())});
+  }
+  //! Training tensor parallelism: TP rank tp.rank of a group of tp.size (tp_comm: the group's
+  //! communicator). params(), grads() and the optimizer hold this rank's shard (shard_layout()).
+  //! verl: actor_rollout_ref.actor.megatron.tensor_model_parallel_size (MegatronPPOActor).
+  TrainingEngine(model::GPTConfig const& cfg, OptimizerConfig const& opt, model::TPRank tp, comm::Communicator* tp_comm)
+      : model_(cfg, tp, tp_comm), optim_(opt, model_.shard_layout().size(), decay_mask(model_.shard_layout(), model_.layout())),
+        comm_(tp_comm) {
+    grads_ = Tensor::zeros(DType::float32, Shape{static_cast<std::int64_t>(model_.shard_layout().size())});
+    if (tp.size > 1) {  // which floats of the shard are split across the group (the rest are replicated)
+      model::ParamLayout const& full = model_.layout();
+      model::ShardLayout const& sl = model_.shard_layout();
+      std::vector<std::uint8_t> split_full(full.size(), 0);
+      for (auto const& t : full.tensors())
+        if (is_split(t.name)) std::fill(split_full.begin() + std::ptrdiff_t(t.offset), split_full.begin() + std::ptrdiff_t(t.offset + t.numel), 1);
+      split_.assign(sl.size(), 0);
+      for (auto const& sg : sl.segments())
+        std::copy_n(split_full.begin() + std::ptrdiff_t(sg.src), sg.count, split_.begin() + std::ptrdiff_t(sg.dst));
+    }
   }
 
   model::GPTConfig const& config() const { return model_.config(); }
+  //! The full model's layout (checkpoints, weight sync).
   model::ParamLayout const& layout() const { return model_.layout(); }
+  //! This rank's layout: params(), grads() and the optimizer's state follow it (layout() at TP = 1).
+  model::ShardLayout const& shard_layout() const { return model_.shard_layout(); }
+  model::TPRank tp() const { return model_.tp(); }
   model::GPT& model() { return model_; }
   AdamW& optimizer() { return optim_; }
   AdamW const& optimizer() const { return optim_; }
@@ -164,7 +193,22 @@ class TrainingEngine {
 
   //! Clip + AdamW with the scheduled learning rate; returns the pre-clip gradient norm. Does not
   //! zero the gradients (call zero_grad()).
-  float optimizer_step() { return optim_.step(params(), grads()); }
+  //! Tensor parallel: the norm is the full model's (the split floats' squares summed over the TP
+  //! group, the replicated ones counted once), so every rank clips by the same factor.
+  float optimizer_step() {
+    if (tp().size == 1) return optim_.step(params(), grads());
+    return optim_.step(params(), grads(), grad_norm());
+  }
+  //! The full model's gradient L2 norm (a collective of the TP group when tensor-parallel).
+  double grad_norm() {
+    auto const g = grads();
+    if (tp().size == 1) return AdamW::grad_norm(g);
+    double s[2] = {0.0, 0.0};  // {split, replicated}
+    for (std::size_t i = 0; i < g.size(); ++i) s[split_[i] ? 0 : 1] += double(g[i]) * double(g[i]);
+    double split_sum[1] = {s[0]};
+    comm_->allreduce_sum(std::span<double>(split_sum, 1));
+    return std::sqrt(split_sum[0] + s[1]);
+  }
   void zero_grad() {
     auto g = grads();
     std::fill(g.begin(), g.end(), 0.0f);
@@ -174,26 +218,68 @@ class TrainingEngine {
   //! Optimizer steps taken.
   std::int64_t step() const { return optim_.steps_taken(); }
 
-  //! Copies a flat parameter buffer in (same layout).
+  //! Copies a full flat parameter buffer (layout()) in; a TP rank keeps its slice.
   void load_weights(std::span<float const> flat) {
-    auto p = params();
-    if (flat.size() != p.size())
-      throw shape_error(msg("rlflow::engine::TrainingEngine::load_weights: ", flat.size(), " floats for a model of ", p.size(),
-                            " parameters; check the GPTConfig of both sides"));
-    std::copy(flat.begin(), flat.end(), p.begin());
+    if (flat.size() != layout().size())
+      throw shape_error(msg("rlflow::engine::TrainingEngine::load_weights: ", flat.size(), " floats for a model of ",
+                            layout().size(), " parameters; check the GPTConfig of both sides"));
+    shard_layout().load(flat, params());
+  }
+  //! Writes the full model's parameters (layout()) into 'full'. Tensor parallel: a collective of
+  //! the TP group (all-gather of the shards); every rank gets the whole buffer.
+  void gather_weights(std::span<float> full) {
+    if (full.size() != layout().size())
+      throw shape_error(msg("rlflow::engine::TrainingEngine::gather_weights: ", full.size(), " floats for a model of ",
+                            layout().size(), " parameters"));
+    gather_full(params(), full);
+  }
+  //! As gather_weights, for the gradient buffer (tests; a checkpoint of the full model).
+  void gather_grads(std::span<float> full) {
+    if (full.size() != layout().size())
+      throw shape_error(msg("rlflow::engine::TrainingEngine::gather_grads: ", full.size(), " floats for a model of ",
+                            layout().size(), " parameters"));
+    gather_full(grads(), full);
   }
 
  private:
   enum class Last { none, logprob, value };
-  static std::vector<std::uint8_t> decay_mask(model::ParamLayout const& lay) {
+  static std::vector<std::uint8_t> decay_mask(model::ShardLayout const& sl, model::ParamLayout const& lay) {
     std::vector<std::uint8_t> m(lay.size(), 0);
     for (auto const& t : lay.tensors())
       if (t.decay) std::fill(m.begin() + std::ptrdiff_t(t.offset), m.begin() + std::ptrdiff_t(t.offset + t.numel), 1);
-    return m;
+    if (sl.shard().size == 1) return m;
+    std::vector<std::uint8_t> s(sl.size(), 0);
+    for (auto const& sg : sl.segments())
+      std::copy_n(m.begin() + std::ptrdiff_t(sg.src), sg.count, s.begin() + std::ptrdiff_t(sg.dst));
+    return s;
+  }
+  // The four matrices (and two biases) tensor parallelism splits; everything else is replicated.
+  static bool is_split(std::string const& name) {
+    return name.ends_with("attn.c_attn.weight") || name.ends_with("attn.c_attn.bias") || name.ends_with("attn.c_proj.weight") ||
+           name.ends_with("mlp.c_fc.weight") || name.ends_with("mlp.c_fc.bias") || name.ends_with("mlp.c_proj.weight");
+  }
+  // full := the group's shards put back in place (each rank's segments, replicated ones rewritten alike)
+  void gather_full(std::span<float const> mine, std::span<float> full) {
+    model::TPRank const tp = this->tp();
+    if (tp.size == 1) {
+      std::copy(mine.begin(), mine.end(), full.begin());
+      return;
+    }
+    std::size_t const n = mine.size();
+    gathered_.resize(n * std::size_t(tp.size));
+    comm_->allgather(mine, std::span<float>(gathered_));
+    for (int r = 0; r < tp.size; ++r) {
+      model::ShardLayout const sl(config(), model::TPRank{r, tp.size});
+      for (auto const& sg : sl.segments())
+        std::copy_n(gathered_.begin() + std::ptrdiff_t(std::size_t(r) * n + sg.dst), sg.count, full.begin() + std::ptrdiff_t(sg.src));
+    }
   }
 
   model::GPT model_;
   AdamW optim_;
+  comm::Communicator* comm_ = nullptr;  //!< the TP group (tensor-parallel only)
+  std::vector<std::uint8_t> split_;     //!< per shard float: 1 if split across the TP group
+  std::vector<float> gathered_;
   Tensor grads_;
   std::vector<std::int32_t> targets_;
   Last last_ = Last::none;

@@ -1,7 +1,10 @@
 // rlflow/model/gpt.hpp: the built-in policy model, a GPT-2 (llm.c's train_gpt2.c as the anchor).
-// Defines GPTConfig, ParamLayout (named views into one flat float buffer), init_params (seeded,
-// deterministic) and GPT: the CPU trunk forward/backward over padded (B, T) batches with an LM
-// head (tied to wte; fused log-softmax, log-prob, entropy) or a value head (critic).
+// Defines GPT: the CPU trunk forward/backward over padded (B, T) batches with an LM head (tied to
+// wte; fused log-softmax, log-prob, entropy) or a value head (critic); GPTConfig, ParamLayout and
+// init_params live in param_layout.hpp (included). Training tensor parallelism (Megatron-style):
+// a GPT built with a TPRank of size N > 1 and its TP group's communicator holds one rank's shard
+// (tensor_parallel.hpp) and all-reduces the row-parallel outputs in forward and the column-parallel
+// input gradients in backward; the replicated tensors get identical gradients on every rank.
 // Does not own an optimizer or a KV cache: see engine/training_engine.hpp, engine/rollout_engine.hpp.
 // Letters: B sequences, T positions, C width, NH heads, hs = C / NH, V vocabulary, L layers,
 // R response positions (the head rows).
@@ -19,153 +22,11 @@
 #include <rlflow/error.hpp>         // config_error, shape_error, key_error
 #include <rlflow/tensor.hpp>        // Tensor: flat buffers through the caching host resource
 #include <rlflow/model/layers.hpp>  // the CPU layer functions
-#include <rlflow/model/random.hpp>  // philox4x32, normal01
+#include <rlflow/model/param_layout.hpp>     // GPTConfig, ParamLayout, init_params
+#include <rlflow/model/tensor_parallel.hpp>  // TPRank, ShardLayout
+#include <rlflow/dispatch/communicator.hpp>  // comm::Communicator (the TP group's all-reduces)
 
 namespace rlflow::model {
-
-// ---------------------------------------------------------------------------------------------
-// configuration
-
-//! The GPT-2 hyper-parameters. value_head adds a scalar head (one value per token) for a critic.
-struct GPTConfig {
-  int vocab_size = 32;        //!< V, tokens
-  int max_seq_len = 64;       //!< maximum positions (wpe rows)
-  int n_layer = 2;            //!< L
-  int n_head = 4;             //!< NH
-  int n_embd = 64;            //!< C, divisible by NH
-  std::uint64_t seed = 0;     //!< initialisation seed
-  bool value_head = false;    //!< append a value head (critic)
-
-  int head_dim() const { return n_embd / n_head; }
-
-  //! Throws config_error naming the field, its value and the fix.
-  void validate() const {
-    auto bad = [](char const* what, auto v, char const* fix) {
-      throw config_error(msg("rlflow::model::GPTConfig: ", what, " = ", v, " is invalid; ", fix));
-    };
-    if (vocab_size < 2) bad("vocab_size", vocab_size, "use at least 2 tokens");
-    if (max_seq_len < 2) bad("max_seq_len", max_seq_len, "use at least 2 positions");
-    if (n_layer < 1) bad("n_layer", n_layer, "use at least 1 layer");
-    if (n_head < 1) bad("n_head", n_head, "use at least 1 head");
-    if (n_embd < 1 || n_embd % n_head != 0)
-      throw config_error(msg("rlflow::model::GPTConfig: n_embd = ", n_embd, " is not a positive multiple of n_head = ",
-                             n_head, "; pick n_embd = n_head * head_dim"));
-  }
-  friend bool operator==(GPTConfig const&, GPTConfig const&) = default;
-};
-
-// ---------------------------------------------------------------------------------------------
-// parameter layout
-
-//! One named parameter tensor: a view [offset, offset + numel) of the flat buffer.
-struct ParamTensor {
-  std::string name;                 //!< e.g. "h.0.attn.c_attn.weight"
-  std::size_t offset = 0;           //!< in floats
-  std::vector<std::int64_t> shape;  //!< row-major
-  std::size_t numel = 0;
-  bool decay = false;               //!< weight decay applies (matrices; not biases, LayerNorm, wpe)
-};
-
-//! The flat parameter layout. Order: wte (V, C), wpe (maxT, C), then per layer
-//! ln_1 {weight, bias} (C), attn.c_attn {weight (3C, C) head-major rows [q_h|k_h|v_h], bias (3C)},
-//! attn.c_proj {weight (C, C) stored (in, out), bias (C)}, ln_2 {weight, bias},
-//! mlp.c_fc {weight (4C, C) (out, in), bias (4C)}, mlp.c_proj {weight (4C, C) stored (in, out), bias (C)},
-//! then ln_f {weight, bias} and, for a critic, value_head {weight (C), bias (1)}.
-//! Tensor parallelism (milestone 2) shards heads and MLP columns as contiguous row blocks of
-//! c_attn, c_proj, c_fc and mlp.c_proj, because all four are stored with the sharded axis first.
-class ParamLayout {
- public:
-  struct Layer {
-    std::size_t ln1_w, ln1_b, qkv_w, qkv_b, proj_w, proj_b, ln2_w, ln2_b, fc_w, fc_b, fcproj_w, fcproj_b;
-  };
-
-  explicit ParamLayout(GPTConfig const& cfg) {
-    cfg.validate();
-    std::int64_t const V = cfg.vocab_size, C = cfg.n_embd, T = cfg.max_seq_len;
-    wte = add("wte", {V, C}, true);
-    wpe = add("wpe", {T, C}, false);
-    for (int l = 0; l < cfg.n_layer; ++l) {
-      std::string const p = "h." + std::to_string(l) + ".";
-      Layer L{};
-      L.ln1_w = add(p + "ln_1.weight", {C}, false);
-      L.ln1_b = add(p + "ln_1.bias", {C}, false);
-      L.qkv_w = add(p + "attn.c_attn.weight", {3 * C, C}, true);
-      L.qkv_b = add(p + "attn.c_attn.bias", {3 * C}, false);
-      L.proj_w = add(p + "attn.c_proj.weight", {C, C}, true);
-      L.proj_b = add(p + "attn.c_proj.bias", {C}, false);
-      L.ln2_w = add(p + "ln_2.weight", {C}, false);
-      L.ln2_b = add(p + "ln_2.bias", {C}, false);
-      L.fc_w = add(p + "mlp.c_fc.weight", {4 * C, C}, true);
-      L.fc_b = add(p + "mlp.c_fc.bias", {4 * C}, false);
-      L.fcproj_w = add(p + "mlp.c_proj.weight", {4 * C, C}, true);
-      L.fcproj_b = add(p + "mlp.c_proj.bias", {C}, false);
-      layers.push_back(L);
-    }
-    lnf_w = add("ln_f.weight", {C}, false);
-    lnf_b = add("ln_f.bias", {C}, false);
-    if (cfg.value_head) {
-      value_w = add("value_head.weight", {C}, true);
-      value_b = add("value_head.bias", {1}, false);
-    }
-  }
-
-  //! Total floats in the flat buffer.
-  std::size_t size() const { return size_; }
-  std::span<ParamTensor const> tensors() const { return tensors_; }
-  //! The tensor called 'name'; throws key_error listing a few valid names.
-  ParamTensor const& find(std::string_view name) const {
-    for (auto const& t : tensors_)
-      if (t.name == name) return t;
-    throw key_error(msg("rlflow::model::ParamLayout::find: no parameter named '", name, "'; names look like 'wte', ",
-                        "'h.0.attn.c_attn.weight', 'ln_f.bias' (", tensors_.size(), " tensors)"));
-  }
-
-  std::size_t wte = 0, wpe = 0, lnf_w = 0, lnf_b = 0;
-  std::size_t value_w = 0, value_b = 0;  //!< valid when the config has a value head
-  std::vector<Layer> layers;
-
- private:
-  std::size_t add(std::string name, std::vector<std::int64_t> shape, bool decay) {
-    std::size_t n = 1;
-    for (auto d : shape) n *= static_cast<std::size_t>(d);
-    tensors_.push_back(ParamTensor{std::move(name), size_, std::move(shape), n, decay});
-    std::size_t const off = size_;
-    size_ += n;
-    return off;
-  }
-  std::vector<ParamTensor> tensors_;
-  std::size_t size_ = 0;
-};
-
-//! Number of floats in a model's flat parameter buffer.
-inline std::size_t param_count(GPTConfig const& cfg) { return ParamLayout(cfg).size(); }
-
-//! GPT-2 initialisation from cfg.seed: weights ~ N(0, 0.02), the two residual projections
-//! scaled by 1/sqrt(2L), wpe ~ N(0, 0.01), LayerNorm weights 1, biases 0. Each float's draw is
-//! philox(seed, index), so the result is independent of threads and of the layout's order.
-inline void init_params(GPTConfig const& cfg, std::span<float> flat) {
-  ParamLayout const lay(cfg);
-  if (flat.size() != lay.size())
-    throw shape_error(msg("rlflow::model::init_params: buffer holds ", flat.size(), " floats but the model has ",
-                          lay.size(), "; size it with param_count(cfg)"));
-  double const resid = 0.02 / std::sqrt(2.0 * cfg.n_layer);
-  for (auto const& t : lay.tensors()) {
-    bool const is_bias = t.name.ends_with(".bias");
-    bool const is_ln = t.name.find("ln_") != std::string::npos;
-    float* p = flat.data() + t.offset;
-    if (is_ln && !is_bias) {
-      for (std::size_t i = 0; i < t.numel; ++i) p[i] = 1.0f;
-    } else if (is_bias) {
-      for (std::size_t i = 0; i < t.numel; ++i) p[i] = 0.0f;
-    } else {
-      double std = 0.02;
-      if (t.name == "wpe") std = 0.01;
-      if (t.name.ends_with("c_proj.weight")) std = resid;
-      for (std::size_t i = 0; i < t.numel; ++i)
-        p[i] = static_cast<float>(std * normal01(philox4x32(cfg.seed, t.offset + i, 0x6770u /* "gp" */)));
-    }
-  }
-}
 
 // ---------------------------------------------------------------------------------------------
 // the model
@@ -258,13 +119,35 @@ class ActivationLayout {
 //! Gradients accumulate (+=) into a caller-owned flat buffer laid out like params().
 class GPT {
  public:
-  explicit GPT(GPTConfig const& cfg) : cfg_(cfg), lay_(cfg) {
+  explicit GPT(GPTConfig const& cfg) : cfg_(cfg), lay_(cfg), sl_(cfg, TPRank{}) {
     params_ = Tensor::empty(DType::float32, Shape{static_cast<std::int64_t>(lay_.size())});
     init_params(cfg_, params_.span<float>());
   }
+  //! Training tensor parallelism: holds TP rank tp.rank's shard of the seeded initial weights;
+  //! 'tp_comm' is the TP group (size tp.size, this rank at tp.rank). Every rank of the group must
+  //! make the same calls with the same batch. tp.size = 1 is the plain GPT (tp_comm may be null).
+  //! verl: Megatron-LM's ColumnParallelLinear / RowParallelLinear (tensor_model_parallel_size).
+  GPT(GPTConfig const& cfg, TPRank tp, comm::Communicator* tp_comm) : cfg_(cfg), lay_(cfg), sl_(cfg, tp), comm_(tp_comm) {
+    if (tp.size > 1 && (!tp_comm || tp_comm->size() != tp.size || tp_comm->rank() != tp.rank))
+      throw config_error(msg("rlflow::model::GPT: TP rank ", tp.rank, " of ", tp.size, " needs its TP group's communicator (size ",
+                             tp.size, ", rank ", tp.rank, "); got ",
+                             tp_comm ? msg("size ", tp_comm->size(), ", rank ", tp_comm->rank()) : std::string("none")));
+    params_ = Tensor::empty(DType::float32, Shape{static_cast<std::int64_t>(sl_.size())});
+    if (tp.size == 1) {
+      init_params(cfg_, params_.span<float>());
+    } else {
+      Tensor full = Tensor::empty(DType::float32, Shape{static_cast<std::int64_t>(lay_.size())});
+      init_params(cfg_, full.span<float>());
+      sl_.load(full.span<float const>(), params_.span<float>());
+    }
+  }
 
   GPTConfig const& config() const { return cfg_; }
+  //! The full model's layout (what a checkpoint and a weight sync use).
   ParamLayout const& layout() const { return lay_; }
+  //! This rank's layout: params() and the gradient buffer follow it (equal to layout() at TP = 1).
+  ShardLayout const& shard_layout() const { return sl_; }
+  TPRank tp() const { return sl_.shard(); }
   std::span<float> params() { return params_.span<float>(); }
   std::span<float const> params() const { return params_.span<float const>(); }
 
@@ -275,7 +158,8 @@ class GPT {
     if (T > cfg_.max_seq_len)
       throw shape_error(msg("rlflow::model::GPT::forward: T = ", T, " positions exceed max_seq_len = ", cfg_.max_seq_len,
                             "; shorten the sequences or raise GPTConfig::max_seq_len"));
-    int const V = cfg_.vocab_size, C = cfg_.n_embd, NH = cfg_.n_head, L = cfg_.n_layer;
+    int const V = cfg_.vocab_size, C = cfg_.n_embd, NH = sl_.local_heads(), L = cfg_.n_layer;
+    int const Cl = sl_.local_embd(), F = sl_.local_ff();
     for (std::int64_t i = 0; i < std::int64_t{B} * T; ++i)
       if (ids[i] < 0 || ids[i] >= V)
         throw value_error(msg("rlflow::model::GPT::forward: token ", ids[i], " at (", i / T, ", ", i % T,
@@ -290,22 +174,22 @@ class GPT {
     detail::positions_from_mask(pos_.data(), valid_.data(), mask, B, T);
     std::size_t const N = std::size_t(B) * T;
     float const* P = params_.data<float>();
-    layers::encoder_forward(a + al_.res0(), ids_.data(), pos_.data(), P + lay_.wte, P + lay_.wpe, int(N), C);
+    layers::encoder_forward(a + al_.res0(), ids_.data(), pos_.data(), P + sl_.wte, P + sl_.wpe, int(N), C);
     for (int l = 0; l < L; ++l) {
-      auto const& W = lay_.layers[std::size_t(l)];
+      auto const& W = sl_.layers[std::size_t(l)];
       ActivationLayout::Layer const A = al_.layer(l);
       float const* res = a + al_.residual_in(l);
       layers::layernorm_forward(a + A.ln1, a + A.ln1_mean, a + A.ln1_rstd, res, P + W.ln1_w, P + W.ln1_b, int(N), C);
-      layers::linear_nt_forward(a + A.qkv, a + A.ln1, P + W.qkv_w, P + W.qkv_b, int(N), C, 3 * C);
-      layers::attention_forward(a + A.atty, a + A.att, a + A.qkv, valid_.data(), B, T, C, NH);
+      layers::linear_nt_forward(a + A.qkv, a + A.ln1, P + W.qkv_w, P + W.qkv_b, int(N), C, 3 * Cl);
+      layers::attention_forward(a + A.atty, a + A.att, a + A.qkv, valid_.data(), B, T, Cl, NH);
       std::memcpy(a + A.res2, res, sizeof(float) * N * C);
-      layers::linear_nn_forward(a + A.res2, a + A.atty, P + W.proj_w, P + W.proj_b, int(N), C, C, true);
+      row_parallel_forward(a + A.res2, a + A.atty, P + W.proj_w, P + W.proj_b, int(N), Cl);
       layers::layernorm_forward(a + A.ln2, a + A.ln2_mean, a + A.ln2_rstd, a + A.res2, P + W.ln2_w, P + W.ln2_b,
                                 int(N), C);
-      layers::linear_nt_forward(a + A.fch, a + A.ln2, P + W.fc_w, P + W.fc_b, int(N), C, 4 * C);
-      layers::gelu_forward(a + A.fch_gelu, a + A.fch, std::int64_t(N) * 4 * C);
+      layers::linear_nt_forward(a + A.fch, a + A.ln2, P + W.fc_w, P + W.fc_b, int(N), C, F);
+      layers::gelu_forward(a + A.fch_gelu, a + A.fch, std::int64_t(N) * F);
       std::memcpy(a + A.res3, a + A.res2, sizeof(float) * N * C);
-      layers::linear_nn_forward(a + A.res3, a + A.fch_gelu, P + W.fcproj_w, P + W.fcproj_b, int(N), 4 * C, C, true);
+      row_parallel_forward(a + A.res3, a + A.fch_gelu, P + W.fcproj_w, P + W.fcproj_b, int(N), F);
     }
     head_rows_ = 0;
   }
@@ -325,7 +209,7 @@ class GPT {
       std::memcpy(hin + std::size_t(b) * R * C, last + (std::size_t(b) * T_ + h0) * C, sizeof(float) * R * C);
     float const* P = params_.data<float>();
     layers::layernorm_forward(lnf_.ensure(head_rows_ * C), lnf_mean_.ensure(head_rows_), lnf_rstd_.ensure(head_rows_),
-                              hin, P + lay_.lnf_w, P + lay_.lnf_b, int(head_rows_), C);
+                              hin, P + sl_.lnf_w, P + sl_.lnf_b, int(head_rows_), C);
   }
 
   //! Logits (B*R, V) of the head rows (tied LM head: lnf wte^T). Returns a view valid until the next call.
@@ -333,7 +217,7 @@ class GPT {
     need_head("logits_forward");
     int const C = cfg_.n_embd, V = cfg_.vocab_size;
     float* lg = logits_.ensure(head_rows_ * V);
-    layers::linear_nt_forward(lg, lnf_.t.data<float>(), params_.data<float>() + lay_.wte, nullptr, int(head_rows_), C, V);
+    layers::linear_nt_forward(lg, lnf_.t.data<float>(), params_.data<float>() + sl_.wte, nullptr, int(head_rows_), C, V);
     return {lg, head_rows_ * std::size_t(V)};
   }
 
@@ -372,8 +256,8 @@ class GPT {
       layers::logprob_backward_row(dlg + std::size_t(r) * V, lg + std::size_t(r) * V, V, targets_[std::size_t(r)],
                                    inv_temp_, rows_[std::size_t(r)], dlogp[r], dentropy ? dentropy[r] : 0.0f);
     float* dlnf = dlnf_.ensure(head_rows_ * C);
-    layers::linear_nt_backward(dlnf, grads.data() + lay_.wte, nullptr, dlg, lnf_.t.data<float>(),
-                               params_.data<float>() + lay_.wte, int(head_rows_), C, V);
+    layers::linear_nt_backward(dlnf, grads.data() + sl_.wte, nullptr, dlg, lnf_.t.data<float>(),
+                               params_.data<float>() + sl_.wte, int(head_rows_), C, V);
     backward_from_head(grads);
   }
 
@@ -385,8 +269,8 @@ class GPT {
     float const* P = params_.data<float>();
     float const* x = lnf_.t.data<float>();
     for (std::size_t r = 0; r < head_rows_; ++r) {
-      float s = P[lay_.value_b];
-      for (int c = 0; c < C; ++c) s += x[r * C + c] * P[lay_.value_w + c];
+      float s = P[sl_.value_b];
+      for (int c = 0; c < C; ++c) s += x[r * C + c] * P[sl_.value_w + c];
       values[r] = s;
     }
   }
@@ -403,10 +287,10 @@ class GPT {
     float* G = grads.data();
     for (std::size_t r = 0; r < head_rows_; ++r) {
       float const d = dvalues[r];
-      G[lay_.value_b] += d;
+      G[sl_.value_b] += d;
       for (int c = 0; c < C; ++c) {
-        G[lay_.value_w + c] += d * x[r * C + c];
-        dlnf[r * C + c] = d * P[lay_.value_w + c];
+        G[sl_.value_w + c] += d * x[r * C + c];
+        dlnf[r * C + c] = d * P[sl_.value_w + c];
       }
     }
     backward_from_head(grads);
@@ -414,7 +298,7 @@ class GPT {
 
   //! Bytes held by activations and scratch (not parameters).
   std::size_t workspace_bytes() const {
-    return acts_.bytes() + grads_ws_.bytes() + head_in_.bytes() + lnf_.bytes() + lnf_mean_.bytes() + lnf_rstd_.bytes() +
+    return acts_.bytes() + grads_ws_.bytes() + part_.bytes() + head_in_.bytes() + lnf_.bytes() + lnf_mean_.bytes() + lnf_rstd_.bytes() +
            logits_.bytes() + dlogits_.bytes() + dlnf_.bytes();
   }
   int batch() const { return B_; }
@@ -430,14 +314,33 @@ class GPT {
       throw config_error(msg("rlflow::model::GPT::", fn, ": the model has no value head; set GPTConfig::value_head = true"));
   }
   void check_grads(std::span<float> grads) const {
-    if (grads.size() != lay_.size())
-      throw shape_error(msg("rlflow::model::GPT: gradient buffer holds ", grads.size(), " floats but the model has ",
-                            lay_.size(), " parameters"));
+    if (grads.size() != sl_.size())
+      throw shape_error(msg("rlflow::model::GPT: gradient buffer holds ", grads.size(), " floats but the model (this rank's shard) has ",
+                            sl_.size(), " parameters"));
+  }
+
+  //! out (M, C) += b + inp (M, K) w (K, C); tensor-parallel: the product is this rank's partial
+  //! (its K rows), summed over the TP group (rank order) before it joins the replicated stream.
+  void row_parallel_forward(float* out, float const* inp, float const* w, float const* b, int M, int K) {
+    int const C = cfg_.n_embd;
+    if (sl_.shard().size == 1) {
+      layers::linear_nn_forward(out, inp, w, b, M, K, C, true);
+      return;
+    }
+    float* part = part_.ensure(std::size_t(M) * C);
+    layers::linear_nn_forward(part, inp, w, nullptr, M, K, C, false);
+    comm_->allreduce_sum(std::span<float>(part, std::size_t(M) * C));
+    for (std::size_t i = 0; i < std::size_t(M); ++i)
+      for (int c = 0; c < C; ++c) out[i * C + c] = (out[i * C + c] + b[c]) + part[i * C + c];
+  }
+  //! Sums a replicated activation's gradient over the TP group (no-op at TP = 1).
+  void tp_allreduce(float* x, std::size_t n) {
+    if (sl_.shard().size > 1) comm_->allreduce_sum(std::span<float>(x, n));
   }
 
   //! dlnf_ (B*R, C) holds d(loss)/d(ln_f output) of the head rows; backprop to every parameter.
   void backward_from_head(std::span<float> grads) {
-    int const C = cfg_.n_embd, NH = cfg_.n_head, B = B_, T = T_;
+    int const C = cfg_.n_embd, NH = sl_.local_heads(), B = B_, T = T_, Cl = sl_.local_embd(), F = sl_.local_ff();
     std::size_t const N = std::size_t(B) * T;
     float const* P = params_.data<float>();
     float* G = grads.data();
@@ -454,31 +357,36 @@ class GPT {
     std::memset(g, 0, sizeof(float) * N * C);
     float* dhin = dln;  // (B*R, C) fits in (N, C)
     std::memset(dhin, 0, sizeof(float) * head_rows_ * C);
-    layers::layernorm_backward(dhin, G + lay_.lnf_w, G + lay_.lnf_b, dlnf_.t.data<float>(), head_in_.t.data<float>(),
-                               P + lay_.lnf_w, lnf_mean_.t.data<float>(), lnf_rstd_.t.data<float>(), int(head_rows_), C);
+    layers::layernorm_backward(dhin, G + sl_.lnf_w, G + sl_.lnf_b, dlnf_.t.data<float>(), head_in_.t.data<float>(),
+                               P + sl_.lnf_w, lnf_mean_.t.data<float>(), lnf_rstd_.t.data<float>(), int(head_rows_), C);
     for (int b = 0; b < B; ++b)
       std::memcpy(g + (std::size_t(b) * T + h0_) * C, dhin + std::size_t(b) * R_ * C, sizeof(float) * R_ * C);
     for (int l = cfg_.n_layer - 1; l >= 0; --l) {
-      auto const& W = lay_.layers[std::size_t(l)];
+      auto const& W = sl_.layers[std::size_t(l)];
       ActivationLayout::Layer const A = al_.layer(l);
       float const* res = a + al_.residual_in(l);
       // res3 = res2 + gelu(fc(ln2(res2))) Wp + bp : g is d res3
-      layers::linear_nn_backward(dfch, G + W.fcproj_w, G + W.fcproj_b, g, a + A.fch_gelu, P + W.fcproj_w, int(N), 4 * C, C);
-      layers::gelu_backward(dfch, a + A.fch, dfch, std::int64_t(N) * 4 * C);
-      layers::linear_nt_backward(dln, G + W.fc_w, G + W.fc_b, dfch, a + A.ln2, P + W.fc_w, int(N), C, 4 * C);
+      layers::linear_nn_backward(dfch, G + W.fcproj_w, G + W.fcproj_b, g, a + A.fch_gelu, P + W.fcproj_w, int(N), F, C);
+      layers::gelu_backward(dfch, a + A.fch, dfch, std::int64_t(N) * F);
+      layers::linear_nt_backward(dln, G + W.fc_w, G + W.fc_b, dfch, a + A.ln2, P + W.fc_w, int(N), C, F);
+      tp_allreduce(dln, N * C);  // column-parallel input gradient: sum of the ranks' partials
       layers::layernorm_backward(g, G + W.ln2_w, G + W.ln2_b, dln, a + A.res2, P + W.ln2_w, a + A.ln2_mean,
                                  a + A.ln2_rstd, int(N), C);  // g is now d res2
-      layers::linear_nn_backward(datty, G + W.proj_w, G + W.proj_b, g, a + A.atty, P + W.proj_w, int(N), C, C);
-      layers::attention_backward(dqkv, datty, a + A.qkv, a + A.att, B, T, C, NH, dp);
-      layers::linear_nt_backward(dln, G + W.qkv_w, G + W.qkv_b, dqkv, a + A.ln1, P + W.qkv_w, int(N), C, 3 * C);
+      layers::linear_nn_backward(datty, G + W.proj_w, G + W.proj_b, g, a + A.atty, P + W.proj_w, int(N), Cl, C);
+      layers::attention_backward(dqkv, datty, a + A.qkv, a + A.att, B, T, Cl, NH, dp);
+      layers::linear_nt_backward(dln, G + W.qkv_w, G + W.qkv_b, dqkv, a + A.ln1, P + W.qkv_w, int(N), C, 3 * Cl);
+      tp_allreduce(dln, N * C);
       layers::layernorm_backward(g, G + W.ln1_w, G + W.ln1_b, dln, res, P + W.ln1_w, a + A.ln1_mean, a + A.ln1_rstd,
                                  int(N), C);  // g is now d res
     }
-    layers::encoder_backward(G + lay_.wte, G + lay_.wpe, g, ids_.data(), pos_.data(), int(N), C);
+    layers::encoder_backward(G + sl_.wte, G + sl_.wpe, g, ids_.data(), pos_.data(), int(N), C);
   }
 
   GPTConfig cfg_;
   ParamLayout lay_;
+  ShardLayout sl_;
+  comm::Communicator* comm_ = nullptr;  //!< the TP group (tensor-parallel only)
+  detail::grow_buffer part_;            //!< (N, C) partial sums of a row-parallel product
   Tensor params_;
   int B_ = 0, T_ = 0, h0_ = 0, R_ = 0;
   std::size_t head_rows_ = 0;

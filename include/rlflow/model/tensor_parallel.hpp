@@ -17,7 +17,7 @@
 #include <vector>
 
 #include <rlflow/error.hpp>      // config_error, shape_error
-#include <rlflow/model/gpt.hpp>  // GPTConfig, ParamLayout
+#include <rlflow/model/param_layout.hpp>  // GPTConfig, ParamLayout
 
 namespace rlflow::model {
 
@@ -63,7 +63,7 @@ class ShardLayout {
     cl_ = std::size_t(nh_) * hs;
     fl_ = 4 * C / std::size_t(r.size);
     std::size_t const q = std::size_t(r.rank);
-    auto whole = [&](std::size_t src, std::size_t n) { return take(src, n); };
+    auto whole = [&](std::size_t src, std::size_t n) { return take(src, n, true); };
     wte = whole(full.wte, std::size_t(cfg.vocab_size) * C);
     wpe = whole(full.wpe, std::size_t(cfg.max_seq_len) * C);
     for (auto const& F : full.layers) {
@@ -101,6 +101,16 @@ class ShardLayout {
   //! 4C / tp: the rank's slice of the MLP width.
   int local_ff() const { return int(fl_); }
   std::span<Segment const> segments() const { return segs_; }
+  //! The replicated tensors' runs only (wte, wpe, layer norms, row-parallel biases, value head)
+  //! and the split tensors' runs only; together they cover segments().
+  std::span<Segment const> replicated_segments() const { return rep_; }
+  std::span<Segment const> split_segments() const { return split_; }
+  //! Floats of the replicated tensors (the same on every rank of the group).
+  std::size_t replicated_size() const {
+    std::size_t n = 0;
+    for (auto const& s : rep_) n += s.count;
+    return n;
+  }
 
   //! shard := this rank's slice of 'full' (a ParamLayout buffer): one memcpy per segment.
   void load(std::span<float const> full, std::span<float> shard) const {
@@ -114,12 +124,16 @@ class ShardLayout {
   std::vector<Layer> layers;
 
  private:
-  std::size_t take(std::size_t src, std::size_t n) {
-    std::size_t const dst = size_;
-    if (!segs_.empty() && segs_.back().src + segs_.back().count == src && segs_.back().dst + segs_.back().count == dst)
-      segs_.back().count += n;  // contiguous in both buffers: one copy
+  static void append(std::vector<Segment>& v, std::size_t src, std::size_t dst, std::size_t n) {
+    if (!v.empty() && v.back().src + v.back().count == src && v.back().dst + v.back().count == dst)
+      v.back().count += n;  // contiguous in both buffers: one copy
     else
-      segs_.push_back(Segment{src, dst, n});
+      v.push_back(Segment{src, dst, n});
+  }
+  std::size_t take(std::size_t src, std::size_t n, bool replicated = false) {
+    std::size_t const dst = size_;
+    append(segs_, src, dst, n);
+    append(replicated ? rep_ : split_, src, dst, n);
     size_ += n;
     return dst;
   }
@@ -127,7 +141,7 @@ class ShardLayout {
   TPRank shard_;
   int nh_ = 0;
   std::size_t cl_ = 0, fl_ = 0, size_ = 0, full_size_ = 0;
-  std::vector<Segment> segs_;
+  std::vector<Segment> segs_, rep_, split_;
 };
 
 }  // namespace rlflow::model

@@ -205,6 +205,7 @@ class BasicActorRolloutRef {
       if (!mesh_.tp) {  // made inside the first collective call, so a failing rank aborts it
         mesh_ = comm::split_mesh(ctx_->comm(), RolloutTP);
         rollout_.set_tp_communicator(mesh_.tp.get());
+        rollout_.share_replicated();  // one copy of wte, wpe, layer norms per replica (same process)
       }
     }
     DataProto out = detail::generate_with(rollout_, *tok_, setup_.cfg, prompts);
@@ -352,7 +353,7 @@ class BasicActorRolloutRef {
   std::vector<float> actor_weights() const { return E::weights(actor_); }
   //! This rank's rollout weights (its TP shard, in ShardLayout order), for tests and tools (CPU engines).
   std::vector<float> rollout_weights() const {
-    if constexpr (requires { rollout_.weights(); }) return {rollout_.weights().begin(), rollout_.weights().end()};
+    if constexpr (requires { rollout_.shard_weights(); }) return rollout_.shard_weights();
     else throw config_error("rlflow::roles::ActorRolloutRef::rollout_weights: available with the CPU engines only");
   }
   //! Bytes held by the rollout's cache and activations (0 while asleep).
