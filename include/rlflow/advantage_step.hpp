@@ -21,6 +21,7 @@
 
 #include <rlflow/backend.hpp>                 // cpu::par
 #include <rlflow/data_proto.hpp>              // DataProto
+#include <rlflow/detail/mask_buffer.hpp>      // pooled_floats
 #include <rlflow/error.hpp>                   // config_error, key_error, value_error
 #include <rlflow/kernels/kernels.hpp>         // estimators, apply_kl_penalty, rollout correction
 #include <rlflow/metrics.hpp>                 // Metrics
@@ -31,8 +32,9 @@ namespace rlflow {
 namespace detail::adv {
 
 //! A (B, T) mask tensor (int32/int64/uint8/bool/float32; nonzero = valid) as float 0/1.
-inline std::vector<float> mask_of(Tensor const& m, const char* fn) {
-  std::vector<float> out(static_cast<std::size_t>(m.numel()));
+//! The buffer comes from a per-thread pool (rlflow::detail::pooled_floats): no allocation per call.
+inline rlflow::detail::pooled_floats mask_of(Tensor const& m, const char* fn) {
+  rlflow::detail::pooled_floats out(static_cast<std::size_t>(m.numel()));
   switch (m.dtype()) {
     case DType::int32: { auto s = m.span<std::int32_t>(); for (std::size_t i = 0; i < out.size(); ++i) out[i] = s[i] != 0; break; }
     case DType::int64: { auto s = m.span<std::int64_t>(); for (std::size_t i = 0; i < out.size(); ++i) out[i] = s[i] != 0; break; }
@@ -71,8 +73,15 @@ inline std::vector<std::int64_t> group_ids(DataProto const& batch, const char* f
   if (!batch.has_non_tensor("uid"))
     throw key_error(msg("rlflow::", fn, ": algorithm.adv_estimator=", estimator,
                         " groups rows by the non-tensor key 'uid' (one id per prompt), which the batch lacks; add it"));
-  std::vector<std::string> labels;
-  for (auto const& v : batch.non_tensor("uid")) labels.push_back(v.is_string() ? v.as_string() : v.repr());
+  // String uids are viewed in place (no copies); other values group by their repr.
+  auto const& col = batch.non_tensor("uid");
+  std::vector<std::string> reprs;
+  for (auto const& v : col)
+    if (!v.is_string()) reprs.push_back(v.repr());
+  std::vector<std::string_view> labels;
+  labels.reserve(col.size());
+  std::size_t r = 0;
+  for (auto const& v : col) labels.push_back(v.is_string() ? std::string_view(v.as_string()) : std::string_view(reprs[r++]));
   return kernels::group_index(labels);
 }
 
