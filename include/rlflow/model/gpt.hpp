@@ -298,14 +298,13 @@ class GPT {
       layers::layernorm_forward(a + A.ln1, a + A.ln1_mean, a + A.ln1_rstd, res, P + W.ln1_w, P + W.ln1_b, int(N), C);
       layers::linear_nt_forward(a + A.qkv, a + A.ln1, P + W.qkv_w, P + W.qkv_b, int(N), C, 3 * C);
       layers::attention_forward(a + A.atty, a + A.att, a + A.qkv, valid_.data(), B, T, C, NH);
-      std::memcpy(a + A.res2, res, sizeof(float) * N * C);
-      layers::linear_nn_forward(a + A.res2, a + A.atty, P + W.proj_w, P + W.proj_b, int(N), C, C, true);
+      layers::linear_nn_forward_residual(a + A.res2, res, a + A.atty, P + W.proj_w, P + W.proj_b, int(N), C, C);
       layers::layernorm_forward(a + A.ln2, a + A.ln2_mean, a + A.ln2_rstd, a + A.res2, P + W.ln2_w, P + W.ln2_b,
                                 int(N), C);
       layers::linear_nt_forward(a + A.fch, a + A.ln2, P + W.fc_w, P + W.fc_b, int(N), C, 4 * C);
       layers::gelu_forward(a + A.fch_gelu, a + A.fch, std::int64_t(N) * 4 * C);
-      std::memcpy(a + A.res3, a + A.res2, sizeof(float) * N * C);
-      layers::linear_nn_forward(a + A.res3, a + A.fch_gelu, P + W.fcproj_w, P + W.fcproj_b, int(N), 4 * C, C, true);
+      layers::linear_nn_forward_residual(a + A.res3, a + A.res2, a + A.fch_gelu, P + W.fcproj_w, P + W.fcproj_b, int(N),
+                                         4 * C, C);
     }
     head_rows_ = 0;
   }
