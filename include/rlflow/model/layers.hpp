@@ -24,14 +24,16 @@
 #endif
 
 //! Runtime dispatch for the hot loops: GCC on x86-64 compiles each marked function twice, for
-//! Haswell (AVX2 + FMA) and for the baseline (SSE2), and picks one at load time by the CPU's
-//! features (an ifunc), so one binary runs everywhere and uses the wide units where they exist.
+//! the x86-64-v3 ISA level (AVX2 + FMA) and for the baseline (SSE2), and picks one at load time
+//! by the CPU's features (an ifunc), so one binary runs everywhere and uses the wide units where
+//! they exist. (Not "arch=haswell": GCC 12's dispatcher tests the CPU *model* for arch=<cpu>, so
+//! an AMD EPYC got the baseline clone; ISA levels are tested by feature.)
 //! Off under clang, nvcc and the sanitizers (ifunc resolvers run before their runtimes), or with
 //! -DRLFLOW_NO_TARGET_CLONES. The marked functions hold whole loops (OpenMP bodies call them),
 //! since an OpenMP region's outlined body would not inherit a clone's target.
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__CUDACC__) && \
     !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__) && !defined(RLFLOW_NO_TARGET_CLONES)
-#define RLFLOW_SIMD_CLONES __attribute__((target_clones("arch=haswell", "default")))
+#define RLFLOW_SIMD_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
 #else
 #define RLFLOW_SIMD_CLONES
 #endif
