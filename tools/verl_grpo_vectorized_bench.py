@@ -101,7 +101,7 @@ def main():
             verl_grpo_vectorized(r, m, uid)
             ts.append(time.perf_counter() - t0)
         verl_ms = statistics.median(ts) * 1e3
-        out = subprocess.run([a.bench, f"--benchmark_filter=BM_GRPOAdvantageFromUids/rows:{B}/group:8/len:64/impl:0$",
+        out = subprocess.run([a.bench, f"--benchmark_filter=BM_GRPOAdvantageFromUids/rows:{B}/group:8/len:64/impl:0(/|$)",
                               f"--benchmark_repetitions={a.reps}", "--benchmark_report_aggregates_only=true",
                               "--benchmark_format=json"], capture_output=True, text=True, check=True)
         med = [b for b in json.loads(out.stdout)["benchmarks"] if b.get("aggregate_name") == "median"][0]

@@ -7,9 +7,9 @@
 // the result is checked once against a plain loop before timing.
 //
 // From verl's interface (uid strings, an int32 response_mask (B, L), token_level_rewards (B, L)):
-// BM_GRPOAdvantageFromUids/rows:R/group:G/len:L/impl:0 runs rlflow's path as the driver runs it
-// (sequence_scores, group_index over the uid strings, the mask as float 0/1 once, then
-// grpo_outcome_advantage); impl:1 runs, in plain C++, verl's vectorized algorithm step by step
+// BM_GRPOAdvantageFromUids/rows:R/group:G/len:L/impl:0 runs rlflow's kernels on those inputs
+// (sequence_scores, group_index over the uid strings, grpo_outcome_advantage reading the int32
+// mask in place); impl:1 runs, in plain C++, verl's vectorized algorithm step by step
 // (verl: core_algos.compute_grpo_vectorized_outcome_advantage with utils.groupwise.as_torch_index
 // and group_mean_std): the rewards' row sums; np.unique(uids, return_inverse=True) = sort a copy of
 // the labels, unique, and the inverse by binary search; three index_add_ (float32) for count,
@@ -145,13 +145,13 @@ UidInputs make_uids(std::int64_t R, std::int64_t G, std::int64_t L) {
   return in;
 }
 
-//! rlflow from verl's inputs, as rlflow::compute_advantage runs it for "grpo".
-void rlflow_from_uids(UidInputs& in, std::int64_t R, std::int64_t L, std::vector<float>& scores, std::vector<float>& fmask) {
+//! rlflow from verl's inputs through the kernels: row scores, group_index over the uid strings,
+//! and the estimator reading verl's int32 mask in place (no conversion).
+void rlflow_from_uids(UidInputs& in, std::int64_t R, std::int64_t L, std::vector<float>& scores) {
   k::Dims d{R, L};
   k::sequence_scores(rlflow::cpu::par, d, std::span<float const>(in.rewards), std::span<float>(scores));
   auto const idx = k::group_index(in.uid);
-  for (std::size_t i = 0; i < fmask.size(); ++i) fmask[i] = in.mask[i] != 0 ? 1.0f : 0.0f;  // once, into a reused buffer
-  k::grpo_outcome_advantage(rlflow::cpu::par, d, std::span<float const>(scores), std::span<float const>(fmask),
+  k::grpo_outcome_advantage(rlflow::cpu::par, d, std::span<float const>(scores), std::span<std::int32_t const>(in.mask),
                             std::span<std::int64_t const>(idx), std::span<float>(in.adv), std::span<float>(in.ret));
 }
 
@@ -204,9 +204,9 @@ std::vector<float> verl_vectorized_reference(UidInputs const& in, std::int64_t R
 void BM_GRPOAdvantageFromUids(benchmark::State& st) {
   std::int64_t const R = st.range(0), G = st.range(1), L = st.range(2), impl = st.range(3);
   UidInputs in = make_uids(R, G, L);
-  std::vector<float> scores(R), fmask(R * L, 1.0f);
+  std::vector<float> scores(R);
   // Both paths agree (verl's float32 sums vs rlflow's doubles: within 1e-3 on these scores).
-  rlflow_from_uids(in, R, L, scores, fmask);
+  rlflow_from_uids(in, R, L, scores);
   auto const want = verl_vectorized_reference(in, R, L);
   for (std::int64_t i = 0; i < R * L; i += std::max<std::int64_t>(1, R * L / 4099))
     if (std::fabs(in.adv[i] - want[i]) > 1e-3 * std::max(1.0f, std::fabs(want[i]))) {
@@ -215,7 +215,7 @@ void BM_GRPOAdvantageFromUids(benchmark::State& st) {
     }
   for (auto _ : st) {
     if (impl == 0) {
-      rlflow_from_uids(in, R, L, scores, fmask);
+      rlflow_from_uids(in, R, L, scores);
       benchmark::DoNotOptimize(in.adv.data());
     } else {
       auto a = verl_vectorized_reference(in, R, L);

@@ -216,8 +216,13 @@ inline void compute_advantage(DataProto& batch, AlgorithmConfig const& algo, std
   if (!batch.has_tensor("response_mask")) batch.set_tensor("response_mask", mt);
   std::int64_t const B = mt.dim(0), T = mt.dim(1);
   kernels::Dims const d{B, T};
-  auto const fmask = detail::adv::mask_of(mt, fn);
-  std::span<float const> mask(fmask);
+  // The float copy of the mask is made only for estimators that need it: GRPO reads verl's int32
+  // response_mask in place.
+  std::optional<rlflow::detail::pooled_floats> fmask;
+  auto mask = [&]() -> std::span<float const> {
+    if (!fmask) fmask.emplace(detail::adv::mask_of(mt, fn));
+    return std::span<float const>(*fmask);
+  };
   Tensor const& rewards = detail::adv::need_tensor(batch, "token_level_rewards", fn, "every estimator reads");
   Tensor adv = Tensor::zeros(DType::float32, Shape{B, T});
   Tensor ret = Tensor::zeros(DType::float32, Shape{B, T});
@@ -234,12 +239,15 @@ inline void compute_advantage(DataProto& batch, AlgorithmConfig const& algo, std
   bool resample = false;
   if (est == "gae") {
     kernels::gae_advantage_return(cpu::par, d, rs, detail::adv::need_tensor(batch, "values", fn, "GAE needs (the critic's values)").span<float>(),
-                                  mask, algo.gamma, algo.lam, adv.span<float>(), ret.span<float>());
+                                  mask(), algo.gamma, algo.lam, adv.span<float>(), ret.span<float>());
     resample = algo.use_pf_ppo;
   } else if (est == "grpo" || est == "grpo_vectorized") {
     auto s = scores();
     auto idx = detail::adv::group_ids(batch, fn, est);
-    kernels::grpo_outcome_advantage(cpu::par, d, F(s), mask, I(idx), adv.span<float>(), ret.span<float>(), go);
+    if (mt.dtype() == DType::int32)
+      kernels::grpo_outcome_advantage(cpu::par, d, F(s), mt.span<std::int32_t>(), I(idx), adv.span<float>(), ret.span<float>(), go);
+    else
+      kernels::grpo_outcome_advantage(cpu::par, d, F(s), mask(), I(idx), adv.span<float>(), ret.span<float>(), go);
   } else if (est == "gdpo") {
     auto idx = detail::adv::group_ids(batch, fn, est);
     auto const keys = algo.gdpo_reward_keys.items();
@@ -257,35 +265,35 @@ inline void compute_advantage(DataProto& batch, AlgorithmConfig const& algo, std
       for (auto const& v : col) dims.push_back(static_cast<float>(v.as_number()));
     }
     auto w = detail::adv::parse_weights(algo.gdpo_reward_weights);
-    kernels::gdpo_outcome_advantage(cpu::par, d, static_cast<std::int64_t>(keys.size()), F(dims), std::span<double const>(w), mask,
+    kernels::gdpo_outcome_advantage(cpu::par, d, static_cast<std::int64_t>(keys.size()), F(dims), std::span<double const>(w), mask(),
                                     I(idx), adv.span<float>(), ret.span<float>(), go);
   } else if (est == "grpo_passk") {
     auto s = scores();
     auto idx = detail::adv::group_ids(batch, fn, est);
-    kernels::grpo_passk_outcome_advantage(cpu::par, d, F(s), mask, I(idx), adv.span<float>(), ret.span<float>(), go);
+    kernels::grpo_passk_outcome_advantage(cpu::par, d, F(s), mask(), I(idx), adv.span<float>(), ret.span<float>(), go);
   } else if (est == "rloo" || est == "rloo_vectorized") {
     auto s = scores();
     auto idx = detail::adv::group_ids(batch, fn, est);
-    if (est == "rloo") kernels::rloo_outcome_advantage(cpu::par, d, F(s), mask, I(idx), adv.span<float>(), ret.span<float>());
-    else kernels::rloo_vectorized_outcome_advantage(cpu::par, d, F(s), mask, I(idx), adv.span<float>(), ret.span<float>());
+    if (est == "rloo") kernels::rloo_outcome_advantage(cpu::par, d, F(s), mask(), I(idx), adv.span<float>(), ret.span<float>());
+    else kernels::rloo_vectorized_outcome_advantage(cpu::par, d, F(s), mask(), I(idx), adv.span<float>(), ret.span<float>());
   } else if (est == "opo") {
     auto s = scores();
     auto idx = detail::adv::group_ids(batch, fn, est);
-    kernels::opo_outcome_advantage(cpu::par, d, F(s), mask, I(idx), adv.span<float>(), ret.span<float>());
+    kernels::opo_outcome_advantage(cpu::par, d, F(s), mask(), I(idx), adv.span<float>(), ret.span<float>());
   } else if (est == "gpg") {
     auto s = scores();
     auto idx = detail::adv::group_ids(batch, fn, est);
-    kernels::gpg_outcome_advantage(cpu::par, d, F(s), mask, I(idx), adv.span<float>(), ret.span<float>());
+    kernels::gpg_outcome_advantage(cpu::par, d, F(s), mask(), I(idx), adv.span<float>(), ret.span<float>());
   } else if (est == "reinforce_plus_plus") {
-    kernels::reinforce_plus_plus_outcome_advantage(cpu::par, d, rs, mask, algo.gamma, adv.span<float>(), ret.span<float>());
+    kernels::reinforce_plus_plus_outcome_advantage(cpu::par, d, rs, mask(), algo.gamma, adv.span<float>(), ret.span<float>());
   } else if (est == "reinforce_plus_plus_baseline") {
     auto s = scores();
     auto idx = detail::adv::group_ids(batch, fn, est);
-    kernels::reinforce_plus_plus_baseline_outcome_advantage(cpu::par, d, F(s), mask, I(idx), adv.span<float>(), ret.span<float>());
+    kernels::reinforce_plus_plus_baseline_outcome_advantage(cpu::par, d, F(s), mask(), I(idx), adv.span<float>(), ret.span<float>());
   } else if (est == "remax") {
     kernels::remax_outcome_advantage(
         cpu::par, d, rs, detail::adv::need_tensor(batch, "reward_baselines", fn, "ReMax needs (the greedy rollout's scores)").span<float>(),
-        mask, adv.span<float>(), ret.span<float>());
+        mask(), adv.span<float>(), ret.span<float>());
   } else if (est == "optimal_token_baseline" || est == "tir_optimal_token_baseline") {
     if (!batch.has_tensor("sum_pi_squared"))
       throw key_error(msg("rlflow::", fn, ": algorithm.adv_estimator=", est, " needs the tensor 'sum_pi_squared' (B, T); set "
@@ -295,9 +303,9 @@ inline void compute_advantage(DataProto& batch, AlgorithmConfig const& algo, std
     F old = detail::adv::need_tensor(batch, "old_log_probs", fn, "the optimal token baseline weights use").span<float>();
     F sps = batch.tensor("sum_pi_squared").span<float>();
     if (est == "optimal_token_baseline")
-      kernels::optimal_token_baseline_advantage(cpu::par, d, rs, mask, I(idx), old, sps, isw, adv.span<float>(), ret.span<float>());
+      kernels::optimal_token_baseline_advantage(cpu::par, d, rs, mask(), I(idx), old, sps, isw, adv.span<float>(), ret.span<float>());
     else
-      kernels::tir_optimal_token_baseline_advantage(cpu::par, d, rs, mask, I(idx), old, sps, isw, adv.span<float>(), ret.span<float>());
+      kernels::tir_optimal_token_baseline_advantage(cpu::par, d, rs, mask(), I(idx), old, sps, isw, adv.span<float>(), ret.span<float>());
   } else {
     throw config_error(msg("rlflow::", fn, ": unknown algorithm.adv_estimator '", est, "'; use gae, grpo, grpo_vectorized, gdpo, "
                            "grpo_passk, rloo, rloo_vectorized, opo, gpg, reinforce_plus_plus, reinforce_plus_plus_baseline, remax, "

@@ -331,6 +331,23 @@ TEST_CASE("group_index (hashing) equals the sort-and-search factorization", "[ke
   CHECK(k::group_index(std::vector<std::string>{}).empty());
 }
 
+TEST_CASE("an int32 mask (verl's dtype) gives the same advantages as the float mask", "[kernels][advantage]") {
+  int B = 40, T = 9;
+  std::mt19937 g(5);
+  auto m = random_mask(g, B, T, T);
+  std::vector<std::int32_t> im(m.size());
+  for (std::size_t i = 0; i < m.size(); ++i) im[i] = m[i] != 0.0f ? static_cast<std::int32_t>(1 + g() % 3) : 0;  // nonzero = valid
+  fvec s(B);
+  ivec ids(B);
+  for (int i = 0; i < B; ++i) s[i] = static_cast<float>(g() % 5), ids[i] = i % 7;
+  fvec a1(B * T), r1(B * T), a2(B * T), r2(B * T);
+  k::grpo_outcome_advantage(par, k::Dims{B, T}, cs(s), cs(m), cs(ids), ms(a1), ms(r1));
+  k::grpo_outcome_advantage(par, k::Dims{B, T}, cs(s), std::span<std::int32_t const>(im), cs(ids), ms(a2), ms(r2));
+  REQUIRE(a1 == a2);
+  REQUIRE(r1 == r2);
+  REQUIRE(max_rel(a2, ref::broadcast(ref::grpo(dbl(s), ids, 1e-6, true), dbl(m), T)) < 1e-6);
+}
+
 TEST_CASE("very long rows broadcast exactly", "[kernels][advantage]") {
   int B = 6, T = 20000;
   std::mt19937 g(3);
