@@ -254,6 +254,24 @@ void sequence_scores(Policy const& policy, Dims d, std::span<float const> token_
   float const* r = token_level_rewards.data();
   float* s = scores.data();
   std::int64_t const T = d.cols;
+  if constexpr (std::is_same_v<std::remove_cvref_t<decltype(ex)>, detail::exec<cpu::tag>>) {
+    // CPU: four double partial sums per row (one serial chain of dependent adds was the cost of
+    // the whole GRPO step from verl's inputs); still accumulated in double.
+    ex.for_each(d.rows, [=](std::int64_t i) {
+      float const* x = r + i * T;
+      double a0 = 0.0, a1 = 0.0, a2 = 0.0, a3 = 0.0;
+      std::int64_t t = 0;
+      for (; t + 4 <= T; t += 4) {
+        a0 += static_cast<double>(x[t]);
+        a1 += static_cast<double>(x[t + 1]);
+        a2 += static_cast<double>(x[t + 2]);
+        a3 += static_cast<double>(x[t + 3]);
+      }
+      for (; t < T; ++t) a0 += static_cast<double>(x[t]);
+      s[i] = static_cast<float>((a0 + a1) + (a2 + a3));
+    });
+    return;
+  }
   ex.row_reduce(d.rows, T, 0.0, [=] RLFLOW_HD(std::int64_t i, std::int64_t t) -> double { return r[i * T + t]; },
                 [=] RLFLOW_HD(std::int64_t i, double v) { s[i] = static_cast<float>(v); });
 }
