@@ -41,11 +41,13 @@ FUZZ_BUILD ?= build-fuzz
 FUZZ_TIME ?= 60
 FUZZ_TARGETS ?= data_proto safetensors checkpoint config command_line
 FUZZ_PACKAGES := clang libclang-rt-14-dev
+# compare-verl: Debian's PyTorch (1.13, CPU) to time verl's vectorized GRPO advantage in Python
+COMPARE_PACKAGES := python3-torch python3-numpy
 FUZZ_CXX ?= clang++
 FUZZ_FLAGS := -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined,float-cast-overflow \
   -fno-sanitize-recover=undefined,float-cast-overflow -Iinclude -Itests
 
-.PHONY: all deps deps-browser configure build test test-sanitize test-long demo bench plan plan-page report gpu-check clean fuzz
+.PHONY: all deps deps-browser configure build test test-sanitize test-long demo bench plan plan-page report gpu-check clean fuzz compare-verl
 
 all: build
 
@@ -133,6 +135,15 @@ fuzz: deps
 	done
 
 # One run (<= 8 min) on a GPU machine: tools/gpu_check.sh (docs/development.md). GPU_CHECK_ARGS: --steps N ...
+# verl's vectorized GRPO advantage (Python, PyTorch eager) vs rlflow's from the same inputs
+# (uid strings, int32 mask), one thread each; medians of 5 (docs/kernels.md).
+compare-verl: build
+	@missing=""; for p in $(COMPARE_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then echo "installing:$$missing"; export DEBIAN_FRONTEND=noninteractive; \
+	  $(APT) update -qq && $(APT) install -y -qq --no-install-recommends $$missing; fi
+	OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 /usr/bin/python3 tools/verl_grpo_vectorized_bench.py \
+	  --bench $(BUILD)/benchmarks/kernels/bench_kernels
+
 gpu-check: deps
 	tools/gpu_check.sh $(GPU_CHECK_ARGS)
 

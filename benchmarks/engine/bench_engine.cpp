@@ -5,6 +5,8 @@
 //   BM_TrainStep: forward + backward + AdamW on the demo-sized model; reports tokens/s.
 //   BM_ModelForward vs BM_SgemmSameShapes: the trunk forward's FLOP/s next to OpenBLAS sgemm
 //     FLOP/s on exactly the forward's matrix products, in the same run.
+//   BM_ModelBackward vs BM_SgemmBackwardShapes: the same for the backward (trunk + LM head on
+//     every position), against the sgemm calls of its products.
 //   BM_RolloutDecode/tp:N (N = 1, 2, 4): tokens/s of generate on a model with 8 heads and the
 //     same total threads (4): 4 / N replicas of N tensor-parallel ranks, one thread per rank,
 //     each replica on its share of the B = 64 prompts (so tp:1 is 4 data-parallel engines).
@@ -161,6 +163,62 @@ void BM_SgemmSameShapes(benchmark::State& state) {
   state.SetLabel("the same sgemm calls alone");
 }
 BENCHMARK(BM_SgemmSameShapes)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// The backward of the same model over every position (select_rows(0, T), the LM head on all
+// rows): per layer dinp and dW of qkv, proj, fc and fcproj (48 N C^2 FLOPs) plus the head's two
+// products (4 N C V); BM_SgemmBackwardShapes runs exactly those sgemm calls alone.
+double backward_matmul_flops(GPTConfig const& c) {
+  double const N = double(fwd_B) * fwd_T, C = c.n_embd, V = c.vocab_size;
+  return 48.0 * N * C * C * c.n_layer + 4.0 * N * C * V;
+}
+
+void BM_ModelBackward(benchmark::State& state) {
+  GPTConfig const c = forward_config();
+  rlflow::model::GPT model(c);
+  std::mt19937 g(3);
+  std::vector<std::int32_t> ids(std::size_t(fwd_B) * fwd_T), mask(ids.size(), 1);
+  for (auto& x : ids) x = std::int32_t(g() % 64u);
+  std::vector<float> lp(ids.size()), ent(ids.size()), dlp(ids.size(), -1.0f / float(ids.size())), dent(ids.size(), 0.0f);
+  std::vector<float> grads(model.params().size(), 0.0f);
+  model.forward(ids.data(), mask.data(), fwd_B, fwd_T);
+  model.select_rows(0, fwd_T);
+  model.logprob_forward(ids.data(), 1.0f, lp.data(), ent.data());
+  for (auto _ : state) {
+    model.logprob_backward(dlp.data(), dent.data(), std::span<float>(grads));
+    benchmark::ClobberMemory();
+  }
+  state.counters["FLOP/s"] = benchmark::Counter(backward_matmul_flops(c), benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel("trunk + head backward B=16 T=64 L=4 C=256 V=64 (FLOPs counted: matmuls only)");
+}
+BENCHMARK(BM_ModelBackward)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_SgemmBackwardShapes(benchmark::State& state) {
+  GPTConfig const c = forward_config();
+  int const N = fwd_B * fwd_T, C = c.n_embd, V = c.vocab_size;
+  std::vector<float> a(std::size_t(N) * 4 * C, 0.01f), w(std::size_t(4) * C * C, 0.02f), o(std::size_t(N) * 4 * C),
+      dw(std::size_t(4) * C * C);
+  auto nt = [&](int K, int Nout) {  // linear_nt_backward: dinp (N,K) = dout (N,Nout) W (Nout,K); dW += dout^T inp
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, K, Nout, 1.0f, a.data(), Nout, w.data(), K, 0.0f, o.data(), K);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, Nout, K, N, 1.0f, a.data(), Nout, a.data(), K, 1.0f, dw.data(), K);
+  };
+  auto nn = [&](int K, int Nout) {  // linear_nn_backward: dinp = dout W^T; dW (K,Nout) += inp^T dout
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, K, Nout, 1.0f, a.data(), Nout, w.data(), Nout, 0.0f, o.data(), K);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, K, Nout, N, 1.0f, a.data(), K, a.data(), Nout, 1.0f, dw.data(), Nout);
+  };
+  for (auto _ : state) {
+    nt(C, V);  // the tied LM head
+    for (int l = 0; l < c.n_layer; ++l) {
+      nn(4 * C, C);
+      nt(C, 4 * C);
+      nn(C, C);
+      nt(C, 3 * C);
+    }
+    benchmark::ClobberMemory();
+  }
+  state.counters["FLOP/s"] = benchmark::Counter(backward_matmul_flops(c), benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel("the same sgemm calls alone");
+}
+BENCHMARK(BM_SgemmBackwardShapes)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
 

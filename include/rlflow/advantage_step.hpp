@@ -21,6 +21,7 @@
 
 #include <rlflow/backend.hpp>                 // cpu::par
 #include <rlflow/data_proto.hpp>              // DataProto
+#include <rlflow/detail/mask_buffer.hpp>      // pooled_floats
 #include <rlflow/error.hpp>                   // config_error, key_error, value_error
 #include <rlflow/kernels/kernels.hpp>         // estimators, apply_kl_penalty, rollout correction
 #include <rlflow/metrics.hpp>                 // Metrics
@@ -31,8 +32,9 @@ namespace rlflow {
 namespace detail::adv {
 
 //! A (B, T) mask tensor (int32/int64/uint8/bool/float32; nonzero = valid) as float 0/1.
-inline std::vector<float> mask_of(Tensor const& m, const char* fn) {
-  std::vector<float> out(static_cast<std::size_t>(m.numel()));
+//! The buffer comes from a per-thread pool (rlflow::detail::pooled_floats): no allocation per call.
+inline rlflow::detail::pooled_floats mask_of(Tensor const& m, const char* fn) {
+  rlflow::detail::pooled_floats out(static_cast<std::size_t>(m.numel()));
   switch (m.dtype()) {
     case DType::int32: { auto s = m.span<std::int32_t>(); for (std::size_t i = 0; i < out.size(); ++i) out[i] = s[i] != 0; break; }
     case DType::int64: { auto s = m.span<std::int64_t>(); for (std::size_t i = 0; i < out.size(); ++i) out[i] = s[i] != 0; break; }
@@ -71,8 +73,15 @@ inline std::vector<std::int64_t> group_ids(DataProto const& batch, const char* f
   if (!batch.has_non_tensor("uid"))
     throw key_error(msg("rlflow::", fn, ": algorithm.adv_estimator=", estimator,
                         " groups rows by the non-tensor key 'uid' (one id per prompt), which the batch lacks; add it"));
-  std::vector<std::string> labels;
-  for (auto const& v : batch.non_tensor("uid")) labels.push_back(v.is_string() ? v.as_string() : v.repr());
+  // String uids are viewed in place (no copies); other values group by their repr.
+  auto const& col = batch.non_tensor("uid");
+  std::vector<std::string> reprs;
+  for (auto const& v : col)
+    if (!v.is_string()) reprs.push_back(v.repr());
+  std::vector<std::string_view> labels;
+  labels.reserve(col.size());
+  std::size_t r = 0;
+  for (auto const& v : col) labels.push_back(v.is_string() ? std::string_view(v.as_string()) : std::string_view(reprs[r++]));
   return kernels::group_index(labels);
 }
 
@@ -207,8 +216,13 @@ inline void compute_advantage(DataProto& batch, AlgorithmConfig const& algo, std
   if (!batch.has_tensor("response_mask")) batch.set_tensor("response_mask", mt);
   std::int64_t const B = mt.dim(0), T = mt.dim(1);
   kernels::Dims const d{B, T};
-  auto const fmask = detail::adv::mask_of(mt, fn);
-  std::span<float const> mask(fmask);
+  // The float copy of the mask is made only for estimators that need it: GRPO reads verl's int32
+  // response_mask in place.
+  std::optional<rlflow::detail::pooled_floats> fmask;
+  auto mask = [&]() -> std::span<float const> {
+    if (!fmask) fmask.emplace(detail::adv::mask_of(mt, fn));
+    return std::span<float const>(*fmask);
+  };
   Tensor const& rewards = detail::adv::need_tensor(batch, "token_level_rewards", fn, "every estimator reads");
   Tensor adv = Tensor::zeros(DType::float32, Shape{B, T});
   Tensor ret = Tensor::zeros(DType::float32, Shape{B, T});
@@ -225,12 +239,15 @@ inline void compute_advantage(DataProto& batch, AlgorithmConfig const& algo, std
   bool resample = false;
   if (est == "gae") {
     kernels::gae_advantage_return(cpu::par, d, rs, detail::adv::need_tensor(batch, "values", fn, "GAE needs (the critic's values)").span<float>(),
-                                  mask, algo.gamma, algo.lam, adv.span<float>(), ret.span<float>());
+                                  mask(), algo.gamma, algo.lam, adv.span<float>(), ret.span<float>());
     resample = algo.use_pf_ppo;
   } else if (est == "grpo" || est == "grpo_vectorized") {
     auto s = scores();
     auto idx = detail::adv::group_ids(batch, fn, est);
-    kernels::grpo_outcome_advantage(cpu::par, d, F(s), mask, I(idx), adv.span<float>(), ret.span<float>(), go);
+    if (mt.dtype() == DType::int32)
+      kernels::grpo_outcome_advantage(cpu::par, d, F(s), mt.span<std::int32_t>(), I(idx), adv.span<float>(), ret.span<float>(), go);
+    else
+      kernels::grpo_outcome_advantage(cpu::par, d, F(s), mask(), I(idx), adv.span<float>(), ret.span<float>(), go);
   } else if (est == "gdpo") {
     auto idx = detail::adv::group_ids(batch, fn, est);
     auto const keys = algo.gdpo_reward_keys.items();
@@ -248,35 +265,35 @@ inline void compute_advantage(DataProto& batch, AlgorithmConfig const& algo, std
       for (auto const& v : col) dims.push_back(static_cast<float>(v.as_number()));
     }
     auto w = detail::adv::parse_weights(algo.gdpo_reward_weights);
-    kernels::gdpo_outcome_advantage(cpu::par, d, static_cast<std::int64_t>(keys.size()), F(dims), std::span<double const>(w), mask,
+    kernels::gdpo_outcome_advantage(cpu::par, d, static_cast<std::int64_t>(keys.size()), F(dims), std::span<double const>(w), mask(),
                                     I(idx), adv.span<float>(), ret.span<float>(), go);
   } else if (est == "grpo_passk") {
     auto s = scores();
     auto idx = detail::adv::group_ids(batch, fn, est);
-    kernels::grpo_passk_outcome_advantage(cpu::par, d, F(s), mask, I(idx), adv.span<float>(), ret.span<float>(), go);
+    kernels::grpo_passk_outcome_advantage(cpu::par, d, F(s), mask(), I(idx), adv.span<float>(), ret.span<float>(), go);
   } else if (est == "rloo" || est == "rloo_vectorized") {
     auto s = scores();
     auto idx = detail::adv::group_ids(batch, fn, est);
-    if (est == "rloo") kernels::rloo_outcome_advantage(cpu::par, d, F(s), mask, I(idx), adv.span<float>(), ret.span<float>());
-    else kernels::rloo_vectorized_outcome_advantage(cpu::par, d, F(s), mask, I(idx), adv.span<float>(), ret.span<float>());
+    if (est == "rloo") kernels::rloo_outcome_advantage(cpu::par, d, F(s), mask(), I(idx), adv.span<float>(), ret.span<float>());
+    else kernels::rloo_vectorized_outcome_advantage(cpu::par, d, F(s), mask(), I(idx), adv.span<float>(), ret.span<float>());
   } else if (est == "opo") {
     auto s = scores();
     auto idx = detail::adv::group_ids(batch, fn, est);
-    kernels::opo_outcome_advantage(cpu::par, d, F(s), mask, I(idx), adv.span<float>(), ret.span<float>());
+    kernels::opo_outcome_advantage(cpu::par, d, F(s), mask(), I(idx), adv.span<float>(), ret.span<float>());
   } else if (est == "gpg") {
     auto s = scores();
     auto idx = detail::adv::group_ids(batch, fn, est);
-    kernels::gpg_outcome_advantage(cpu::par, d, F(s), mask, I(idx), adv.span<float>(), ret.span<float>());
+    kernels::gpg_outcome_advantage(cpu::par, d, F(s), mask(), I(idx), adv.span<float>(), ret.span<float>());
   } else if (est == "reinforce_plus_plus") {
-    kernels::reinforce_plus_plus_outcome_advantage(cpu::par, d, rs, mask, algo.gamma, adv.span<float>(), ret.span<float>());
+    kernels::reinforce_plus_plus_outcome_advantage(cpu::par, d, rs, mask(), algo.gamma, adv.span<float>(), ret.span<float>());
   } else if (est == "reinforce_plus_plus_baseline") {
     auto s = scores();
     auto idx = detail::adv::group_ids(batch, fn, est);
-    kernels::reinforce_plus_plus_baseline_outcome_advantage(cpu::par, d, F(s), mask, I(idx), adv.span<float>(), ret.span<float>());
+    kernels::reinforce_plus_plus_baseline_outcome_advantage(cpu::par, d, F(s), mask(), I(idx), adv.span<float>(), ret.span<float>());
   } else if (est == "remax") {
     kernels::remax_outcome_advantage(
         cpu::par, d, rs, detail::adv::need_tensor(batch, "reward_baselines", fn, "ReMax needs (the greedy rollout's scores)").span<float>(),
-        mask, adv.span<float>(), ret.span<float>());
+        mask(), adv.span<float>(), ret.span<float>());
   } else if (est == "optimal_token_baseline" || est == "tir_optimal_token_baseline") {
     if (!batch.has_tensor("sum_pi_squared"))
       throw key_error(msg("rlflow::", fn, ": algorithm.adv_estimator=", est, " needs the tensor 'sum_pi_squared' (B, T); set "
@@ -286,9 +303,9 @@ inline void compute_advantage(DataProto& batch, AlgorithmConfig const& algo, std
     F old = detail::adv::need_tensor(batch, "old_log_probs", fn, "the optimal token baseline weights use").span<float>();
     F sps = batch.tensor("sum_pi_squared").span<float>();
     if (est == "optimal_token_baseline")
-      kernels::optimal_token_baseline_advantage(cpu::par, d, rs, mask, I(idx), old, sps, isw, adv.span<float>(), ret.span<float>());
+      kernels::optimal_token_baseline_advantage(cpu::par, d, rs, mask(), I(idx), old, sps, isw, adv.span<float>(), ret.span<float>());
     else
-      kernels::tir_optimal_token_baseline_advantage(cpu::par, d, rs, mask, I(idx), old, sps, isw, adv.span<float>(), ret.span<float>());
+      kernels::tir_optimal_token_baseline_advantage(cpu::par, d, rs, mask(), I(idx), old, sps, isw, adv.span<float>(), ret.span<float>());
   } else {
     throw config_error(msg("rlflow::", fn, ": unknown algorithm.adv_estimator '", est, "'; use gae, grpo, grpo_vectorized, gdpo, "
                            "grpo_passk, rloo, rloo_vectorized, opo, gpg, reinforce_plus_plus, reinforce_plus_plus_baseline, remax, "

@@ -11,6 +11,7 @@
 #include <optional>
 #include <type_traits>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "kernels/reference.hpp"
@@ -297,6 +298,54 @@ TEST_CASE("outcome estimators: empty batch, fully masked rows, NaN scores, bad g
 TEST_CASE("group_index factorizes labels in sorted order", "[kernels][advantage]") {
   std::vector<std::string> uids{"b", "a", "c", "a", "b"};
   CHECK(k::group_index(uids) == ivec{1, 0, 2, 0, 1});
+}
+
+TEST_CASE("group_index (hashing) equals the sort-and-search factorization", "[kernels][advantage]") {
+  // Reference: numpy.unique's inverse - sort a copy, unique, binary-search each label.
+  auto reference = [](auto const& labels) {
+    auto u = labels;
+    std::sort(u.begin(), u.end());
+    u.erase(std::unique(u.begin(), u.end()), u.end());
+    ivec out;
+    for (auto const& l : labels) out.push_back(std::lower_bound(u.begin(), u.end(), l) - u.begin());
+    return out;
+  };
+  std::mt19937 g(11);
+  for (int trial = 0; trial < 20; ++trial) {
+    int const B = 1 + static_cast<int>(g() % 3000), distinct = 1 + static_cast<int>(g() % (B + 1));
+    std::vector<std::string> names;
+    for (int j = 0; j < distinct; ++j) {
+      // shared 8-byte prefixes, prefixes of each other, empty and high-bit bytes: ties past the first 8 bytes
+      std::string s = (g() % 2) ? "prompt-0" : "";
+      int const len = static_cast<int>(g() % 12);
+      for (int c = 0; c < len; ++c) s.push_back(static_cast<char>((g() % 3 == 0) ? 0xC3 : 'a' + g() % 3));
+      names.push_back(s);
+    }
+    std::vector<std::string> labels;
+    for (int i = 0; i < B; ++i) labels.push_back(names[g() % names.size()]);
+    REQUIRE(k::group_index(labels) == reference(labels));
+    std::vector<std::int64_t> nums;
+    for (int i = 0; i < B; ++i) nums.push_back(static_cast<std::int64_t>(g() % (distinct + 1)) * 1000003 - 5000);
+    REQUIRE(k::group_index(std::span<std::int64_t const>(nums)) == reference(nums));
+  }
+  CHECK(k::group_index(std::vector<std::string>{}).empty());
+}
+
+TEST_CASE("an int32 mask (verl's dtype) gives the same advantages as the float mask", "[kernels][advantage]") {
+  int B = 40, T = 9;
+  std::mt19937 g(5);
+  auto m = random_mask(g, B, T, T);
+  std::vector<std::int32_t> im(m.size());
+  for (std::size_t i = 0; i < m.size(); ++i) im[i] = m[i] != 0.0f ? static_cast<std::int32_t>(1 + g() % 3) : 0;  // nonzero = valid
+  fvec s(B);
+  ivec ids(B);
+  for (int i = 0; i < B; ++i) s[i] = static_cast<float>(g() % 5), ids[i] = i % 7;
+  fvec a1(B * T), r1(B * T), a2(B * T), r2(B * T);
+  k::grpo_outcome_advantage(par, k::Dims{B, T}, cs(s), cs(m), cs(ids), ms(a1), ms(r1));
+  k::grpo_outcome_advantage(par, k::Dims{B, T}, cs(s), std::span<std::int32_t const>(im), cs(ids), ms(a2), ms(r2));
+  REQUIRE(a1 == a2);
+  REQUIRE(r1 == r2);
+  REQUIRE(max_rel(a2, ref::broadcast(ref::grpo(dbl(s), ids, 1e-6, true), dbl(m), T)) < 1e-6);
 }
 
 TEST_CASE("very long rows broadcast exactly", "[kernels][advantage]") {

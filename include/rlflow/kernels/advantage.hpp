@@ -13,6 +13,9 @@
 #include <span>
 #include <type_traits>
 #include <string>
+#include <string_view>
+#include <functional>
+#include <utility>
 #include <vector>
 
 #include <rlflow/kernels/detail/checks.hpp>
@@ -35,20 +38,117 @@ struct GRPOOptions {
 // ---------------------------------------------------------------------------------------------
 // uid -> group id
 
+namespace detail {
+
+//! The key group_index hashes a label by: a std::string_view for string-like labels (no copy),
+//! the label itself otherwise.
+template <class Label>
+auto label_key(Label const& l) {
+  if constexpr (std::is_convertible_v<Label const&, std::string_view>) return std::string_view(l);
+  else return l;
+}
+
+}  // namespace detail
+
 //! Dense group ids 0..G-1 for arbitrary labels, in sorted label order (numpy.unique's
 //! factorization, as verl.utils.as_torch_index does for strings).              labels: (B)
+//! One pass over the rows through an open-addressing hash table (labels are viewed, never
+//! copied) gives first-seen ids; only the G distinct labels are then sorted and the ids
+//! renumbered, so the cost is O(B) hashing + O(G log G) comparisons instead of sorting B strings.
+//! Label: anything hashable by std::hash and ordered by <, or convertible to std::string_view.
 template <class Label>
 std::vector<std::int64_t> group_index(std::span<Label const> labels) {
-  std::vector<Label> u(labels.begin(), labels.end());
-  std::sort(u.begin(), u.end());
-  u.erase(std::unique(u.begin(), u.end()), u.end());
-  std::vector<std::int64_t> out(labels.size());
-  for (std::size_t i = 0; i < labels.size(); ++i)
-    out[i] = static_cast<std::int64_t>(std::lower_bound(u.begin(), u.end(), labels[i]) - u.begin());
+  using Key = decltype(detail::label_key(std::declval<Label const&>()));
+  constexpr bool is_text = std::is_same_v<Key, std::string_view>;
+  std::size_t const n = labels.size();
+  std::vector<std::int64_t> out(n);
+  if (n == 0) return out;
+  std::vector<Key> keys;  // distinct labels in first-seen order
+  keys.reserve(std::min<std::size_t>(n, 1024));
+  // Linear probing over a power-of-two table, kept at most half full. A slot holds the label's
+  // full hash and its dense id (-1 = empty): a probe compares hashes before touching a label.
+  struct slot_t {
+    std::uint64_t hash;
+    std::int64_t id;
+  };
+  int bits = 10;
+  std::vector<slot_t> slot(std::size_t{1} << bits, slot_t{0, -1});
+  auto hash_of = [](Key const& k) {
+    return static_cast<std::uint64_t>(std::hash<Key>{}(k)) * 0x9E3779B97F4A7C15ull;  // mixed: identity hashes spread too
+  };
+  auto grow = [&] {
+    ++bits;
+    std::vector<slot_t> old(std::size_t{1} << bits, slot_t{0, -1});
+    old.swap(slot);
+    std::size_t const msk = slot.size() - 1;
+    for (slot_t const& e : old)
+      if (e.id >= 0) {
+        std::size_t j = static_cast<std::size_t>(e.hash >> (64 - bits));
+        while (slot[j].id >= 0) j = (j + 1) & msk;
+        slot[j] = e;
+      }
+  };
+  // Rows go in blocks: hash the block and prefetch each row's home slot, then probe, so the
+  // table's cache misses overlap instead of queueing one per row.
+  constexpr std::size_t block = 32;
+  std::uint64_t hs[block];
+  for (std::size_t i = 0; i < n; ++i) {
+    Key const k = detail::label_key(labels[i]);
+    if (i % block == 0) {
+      std::size_t const e = std::min(n, i + block);
+      for (std::size_t r = i; r < e; ++r) {
+        hs[r - i] = hash_of(detail::label_key(labels[r]));
+        __builtin_prefetch(slot.data() + (hs[r - i] >> (64 - bits)));
+      }
+      if constexpr (is_text)  // second stage: the group's first label, which the probe compares with
+        for (std::size_t r = i; r < e; ++r) {
+          slot_t const& q = slot[static_cast<std::size_t>(hs[r - i] >> (64 - bits))];
+          if (q.id >= 0 && q.hash == hs[r - i]) __builtin_prefetch(keys[static_cast<std::size_t>(q.id)].data());
+        }
+    }
+    std::uint64_t const h = hs[i % block];
+    std::size_t const msk = slot.size() - 1;
+    std::size_t j = static_cast<std::size_t>(h >> (64 - bits));
+    while (slot[j].id >= 0 && !(slot[j].hash == h && keys[static_cast<std::size_t>(slot[j].id)] == k)) j = (j + 1) & msk;
+    if (slot[j].id < 0) {
+      slot[j] = slot_t{h, static_cast<std::int64_t>(keys.size())};
+      keys.push_back(k);
+      out[i] = static_cast<std::int64_t>(keys.size() - 1);
+      if (2 * keys.size() > slot.size()) grow();
+    } else {
+      out[i] = slot[j].id;
+    }
+  }
+  // First-seen id -> rank of its label among the distinct labels (sorted order, numpy.unique's).
+  // Text labels sort by their first 8 bytes as a big-endian integer (the same order as the
+  // strings' unsigned-byte comparison), falling back to the full comparison on a tie.
+  struct entry {
+    std::uint64_t prefix;
+    std::int64_t id;
+  };
+  std::vector<entry> order(keys.size());
+  for (std::size_t u = 0; u < keys.size(); ++u) {
+    std::uint64_t p = 0;
+    if constexpr (is_text) {
+      std::string_view const k = keys[u];
+      for (std::size_t c = 0; c < 8; ++c) p = (p << 8) | (c < k.size() ? static_cast<unsigned char>(k[c]) : 0u);
+    }
+    order[u] = entry{p, static_cast<std::int64_t>(u)};
+  }
+  std::sort(order.begin(), order.end(), [&](entry const& a, entry const& b) {
+    if (a.prefix != b.prefix) return a.prefix < b.prefix;
+    return keys[static_cast<std::size_t>(a.id)] < keys[static_cast<std::size_t>(b.id)];
+  });
+  std::vector<std::int64_t> rank(keys.size());
+  for (std::size_t r = 0; r < order.size(); ++r) rank[static_cast<std::size_t>(order[r].id)] = static_cast<std::int64_t>(r);
+  for (auto& v : out) v = rank[static_cast<std::size_t>(v)];
   return out;
 }
 inline std::vector<std::int64_t> group_index(std::vector<std::string> const& labels) {
   return group_index(std::span<std::string const>(labels));
+}
+inline std::vector<std::int64_t> group_index(std::vector<std::string_view> const& labels) {
+  return group_index(std::span<std::string_view const>(labels));
 }
 
 namespace detail {
@@ -154,6 +254,24 @@ void sequence_scores(Policy const& policy, Dims d, std::span<float const> token_
   float const* r = token_level_rewards.data();
   float* s = scores.data();
   std::int64_t const T = d.cols;
+  if constexpr (std::is_same_v<std::remove_cvref_t<decltype(ex)>, detail::exec<cpu::tag>>) {
+    // CPU: four double partial sums per row (one serial chain of dependent adds was the cost of
+    // the whole GRPO step from verl's inputs); still accumulated in double.
+    ex.for_each(d.rows, [=](std::int64_t i) {
+      float const* x = r + i * T;
+      double a0 = 0.0, a1 = 0.0, a2 = 0.0, a3 = 0.0;
+      std::int64_t t = 0;
+      for (; t + 4 <= T; t += 4) {
+        a0 += static_cast<double>(x[t]);
+        a1 += static_cast<double>(x[t + 1]);
+        a2 += static_cast<double>(x[t + 2]);
+        a3 += static_cast<double>(x[t + 3]);
+      }
+      for (; t < T; ++t) a0 += static_cast<double>(x[t]);
+      s[i] = static_cast<float>((a0 + a1) + (a2 + a3));
+    });
+    return;
+  }
   ex.row_reduce(d.rows, T, 0.0, [=] RLFLOW_HD(std::int64_t i, std::int64_t t) -> double { return r[i * T + t]; },
                 [=] RLFLOW_HD(std::int64_t i, double v) { s[i] = static_cast<float>(v); });
 }

@@ -182,14 +182,12 @@ class GPT {
       layers::layernorm_forward(a + A.ln1, a + A.ln1_mean, a + A.ln1_rstd, res, P + W.ln1_w, P + W.ln1_b, int(N), C);
       layers::linear_nt_forward(a + A.qkv, a + A.ln1, P + W.qkv_w, P + W.qkv_b, int(N), C, 3 * Cl);
       layers::attention_forward(a + A.atty, a + A.att, a + A.qkv, valid_.data(), B, T, Cl, NH);
-      std::memcpy(a + A.res2, res, sizeof(float) * N * C);
-      row_parallel_forward(a + A.res2, a + A.atty, P + W.proj_w, P + W.proj_b, int(N), Cl);
+      row_parallel_forward(a + A.res2, res, a + A.atty, P + W.proj_w, P + W.proj_b, int(N), Cl);
       layers::layernorm_forward(a + A.ln2, a + A.ln2_mean, a + A.ln2_rstd, a + A.res2, P + W.ln2_w, P + W.ln2_b,
                                 int(N), C);
       layers::linear_nt_forward(a + A.fch, a + A.ln2, P + W.fc_w, P + W.fc_b, int(N), C, F);
       layers::gelu_forward(a + A.fch_gelu, a + A.fch, std::int64_t(N) * F);
-      std::memcpy(a + A.res3, a + A.res2, sizeof(float) * N * C);
-      row_parallel_forward(a + A.res3, a + A.fch_gelu, P + W.fcproj_w, P + W.fcproj_b, int(N), F);
+      row_parallel_forward(a + A.res3, a + A.res2, a + A.fch_gelu, P + W.fcproj_w, P + W.fcproj_b, int(N), F);
     }
     head_rows_ = 0;
   }
@@ -319,19 +317,20 @@ class GPT {
                             sl_.size(), " parameters"));
   }
 
-  //! out (M, C) += b + inp (M, K) w (K, C); tensor-parallel: the product is this rank's partial
+  //! out (M, C) = res + b + inp (M, K) w (K, C) (the residual joins without a copy); tensor-parallel:
+  //! the product is this rank's partial
   //! (its K rows), summed over the TP group (rank order) before it joins the replicated stream.
-  void row_parallel_forward(float* out, float const* inp, float const* w, float const* b, int M, int K) {
+  void row_parallel_forward(float* out, float const* res, float const* inp, float const* w, float const* b, int M, int K) {
     int const C = cfg_.n_embd;
     if (sl_.shard().size == 1) {
-      layers::linear_nn_forward(out, inp, w, b, M, K, C, true);
+      layers::linear_nn_forward_residual(out, res, inp, w, b, M, K, C);
       return;
     }
     float* part = part_.ensure(std::size_t(M) * C);
     layers::linear_nn_forward(part, inp, w, nullptr, M, K, C, false);
     comm_->allreduce_sum(std::span<float>(part, std::size_t(M) * C));
     for (std::size_t i = 0; i < std::size_t(M); ++i)
-      for (int c = 0; c < C; ++c) out[i * C + c] = (out[i * C + c] + b[c]) + part[i * C + c];
+      for (int c = 0; c < C; ++c) out[i * C + c] = (res[i * C + c] + b[c]) + part[i * C + c];
   }
   //! Sums a replicated activation's gradient over the TP group (no-op at TP = 1).
   void tp_allreduce(float* x, std::size_t n) {

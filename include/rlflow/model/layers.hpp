@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>      // std::memcpy, std::memset
+#include <vector>       // per-thread scratch
 
 #if defined(_OPENMP)
 #define RLFLOW_MODEL_PRAGMA(x) _Pragma(#x)
@@ -20,6 +21,21 @@
 #define RLFLOW_MODEL_OMP_FOR_IF(cond) RLFLOW_MODEL_PRAGMA(omp parallel for schedule(static) if (cond))
 #else
 #define RLFLOW_MODEL_OMP_FOR_IF(cond)
+#endif
+
+//! Runtime dispatch for the hot loops: GCC on x86-64 compiles each marked function twice, for
+//! the x86-64-v3 ISA level (AVX2 + FMA) and for the baseline (SSE2), and picks one at load time
+//! by the CPU's features (an ifunc), so one binary runs everywhere and uses the wide units where
+//! they exist. (Not "arch=haswell": GCC 12's dispatcher tests the CPU *model* for arch=<cpu>, so
+//! an AMD EPYC got the baseline clone; ISA levels are tested by feature.)
+//! Off under clang, nvcc and the sanitizers (ifunc resolvers run before their runtimes), or with
+//! -DRLFLOW_NO_TARGET_CLONES. The marked functions hold whole loops (OpenMP bodies call them),
+//! since an OpenMP region's outlined body would not inherit a clone's target.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__CUDACC__) && \
+    !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__) && !defined(RLFLOW_NO_TARGET_CLONES)
+#define RLFLOW_SIMD_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define RLFLOW_SIMD_CLONES
 #endif
 
 namespace rlflow::model::layers {
@@ -61,53 +77,104 @@ inline void encoder_backward(float* dwte, float* dwpe, float const* dout, std::i
 // ---------------------------------------------------------------------------------------------
 // layernorm (eps 1e-5, as GPT-2)
 
-//! out (N, C) = (x - mean) * rstd * w + b; mean / rstd (N) are stored when not null.
-inline void layernorm_forward(float* out, float* mean, float* rstd, float const* inp, float const* w, float const* b,
-                              int N, int C) {
-  RLFLOW_MODEL_OMP_FOR_IF(std::int64_t{N} * C > parallel_threshold)
-  for (int n = 0; n < N; ++n) {
+namespace detail {
+
+//! Sum with 8 fixed partial sums (vectorises without -ffast-math; the same bits on every call).
+inline float sum8(float const* a, int n) {
+  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int d = 0;
+  for (; d + 8 <= n; d += 8)
+    for (int k = 0; k < 8; ++k) acc[k] += a[d + k];
+  for (; d < n; ++d) acc[0] += a[d];
+  return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+}
+
+//! Rows [n0, n1) of layernorm_forward; the row sums use 8 partial sums (vector lanes).
+RLFLOW_SIMD_CLONES inline void layernorm_forward_rows(float* out, float* mean, float* rstd, float const* inp,
+                                                      float const* w, float const* b, int n0, int n1, int C) {
+  for (int n = n0; n < n1; ++n) {
     float const* x = inp + std::size_t(n) * C;
-    float m = 0.0f;
-    for (int c = 0; c < C; ++c) m += x[c];
-    m /= static_cast<float>(C);
-    float v = 0.0f;
-    for (int c = 0; c < C; ++c) {
-      float const d = x[c] - m;
-      v += d * d;
-    }
-    v /= static_cast<float>(C);
+    float const m = sum8(x, C) / static_cast<float>(C);
+    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    int c = 0;
+    for (; c + 8 <= C; c += 8)
+      for (int k = 0; k < 8; ++k) acc[k] += (x[c + k] - m) * (x[c + k] - m);
+    for (; c < C; ++c) acc[0] += (x[c] - m) * (x[c] - m);
+    float const v = (((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]))) / static_cast<float>(C);
     float const s = 1.0f / std::sqrt(v + 1e-5f);
     float* o = out + std::size_t(n) * C;
-    for (int c = 0; c < C; ++c) o[c] = (x[c] - m) * s * w[c] + b[c];
+    for (int i = 0; i < C; ++i) o[i] = (x[i] - m) * s * w[i] + b[i];
     if (mean) mean[n] = m;
     if (rstd) rstd[n] = s;
   }
 }
 
-//! dinp (N, C) += d/dx; dw, db (C) += parameter gradients (a second, serial pass: fixed order).
-inline void layernorm_backward(float* dinp, float* dw, float* db, float const* dout, float const* inp, float const* w,
-                               float const* mean, float const* rstd, int N, int C) {
-  RLFLOW_MODEL_OMP_FOR_IF(std::int64_t{N} * C > parallel_threshold)
-  for (int n = 0; n < N; ++n) {
+//! Rows [n0, n1) of layernorm_backward's input gradient; with params, also dw, db (row order).
+RLFLOW_SIMD_CLONES inline void layernorm_backward_rows(float* dinp, float* dw, float* db, float const* dout,
+                                                       float const* inp, float const* w, float const* mean,
+                                                       float const* rstd, int n0, int n1, int C, bool params) {
+  for (int n = n0; n < n1; ++n) {
     float const* d = dout + std::size_t(n) * C;
     float const* x = inp + std::size_t(n) * C;
     float const m = mean[n], s = rstd[n];
-    float dnorm_mean = 0.0f, dnorm_norm_mean = 0.0f;
-    for (int c = 0; c < C; ++c) {
-      float const norm = (x[c] - m) * s;
+    float a1[8] = {0, 0, 0, 0, 0, 0, 0, 0}, a2[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    int c = 0;
+    for (; c + 8 <= C; c += 8)
+      for (int k = 0; k < 8; ++k) {
+        float const dnorm = w[c + k] * d[c + k];
+        a1[k] += dnorm;
+        a2[k] += dnorm * ((x[c + k] - m) * s);
+      }
+    for (; c < C; ++c) {
       float const dnorm = w[c] * d[c];
-      dnorm_mean += dnorm;
-      dnorm_norm_mean += dnorm * norm;
+      a1[0] += dnorm;
+      a2[0] += dnorm * ((x[c] - m) * s);
     }
-    dnorm_mean /= static_cast<float>(C);
-    dnorm_norm_mean /= static_cast<float>(C);
+    float const dnorm_mean = (((a1[0] + a1[4]) + (a1[1] + a1[5])) + ((a1[2] + a1[6]) + (a1[3] + a1[7]))) / static_cast<float>(C);
+    float const dnorm_norm_mean =
+        (((a2[0] + a2[4]) + (a2[1] + a2[5])) + ((a2[2] + a2[6]) + (a2[3] + a2[7]))) / static_cast<float>(C);
     float* di = dinp + std::size_t(n) * C;
-    for (int c = 0; c < C; ++c) {
-      float const norm = (x[c] - m) * s;
-      float const dnorm = w[c] * d[c];
-      di[c] += (dnorm - dnorm_mean - norm * dnorm_norm_mean) * s;
+    if (params) {
+      for (int i = 0; i < C; ++i) {
+        float const norm = (x[i] - m) * s;
+        di[i] += (w[i] * d[i] - dnorm_mean - norm * dnorm_norm_mean) * s;
+        db[i] += d[i];
+        dw[i] += norm * d[i];
+      }
+    } else {
+      for (int i = 0; i < C; ++i) {
+        float const norm = (x[i] - m) * s;
+        di[i] += (w[i] * d[i] - dnorm_mean - norm * dnorm_norm_mean) * s;
+      }
     }
   }
+}
+
+}  // namespace detail
+
+//! out (N, C) = (x - mean) * rstd * w + b; mean / rstd (N) are stored when not null.
+inline void layernorm_forward(float* out, float* mean, float* rstd, float const* inp, float const* w, float const* b,
+                              int N, int C) {
+  if (std::int64_t{N} * C <= parallel_threshold) {
+    detail::layernorm_forward_rows(out, mean, rstd, inp, w, b, 0, N, C);
+    return;
+  }
+  RLFLOW_MODEL_OMP_FOR_IF(true)
+  for (int n = 0; n < N; n += 16) detail::layernorm_forward_rows(out, mean, rstd, inp, w, b, n, std::min(N, n + 16), C);
+}
+
+//! dinp (N, C) += d/dx; dw, db (C) += parameter gradients, summed over rows in row order (fixed).
+//! On one thread the parameter gradients are taken in the same pass over the rows; when the rows
+//! are split across threads they take a second, serial pass (same order, same bits).
+inline void layernorm_backward(float* dinp, float* dw, float* db, float const* dout, float const* inp, float const* w,
+                               float const* mean, float const* rstd, int N, int C) {
+  if (std::int64_t{N} * C <= parallel_threshold) {
+    detail::layernorm_backward_rows(dinp, dw, db, dout, inp, w, mean, rstd, 0, N, C, true);
+    return;
+  }
+  RLFLOW_MODEL_OMP_FOR_IF(true)
+  for (int n = 0; n < N; n += 16)
+    detail::layernorm_backward_rows(dinp, dw, db, dout, inp, w, mean, rstd, n, std::min(N, n + 16), C, false);
   for (int n = 0; n < N; ++n) {
     float const* d = dout + std::size_t(n) * C;
     float const* x = inp + std::size_t(n) * C;
@@ -165,6 +232,22 @@ inline void linear_nn_forward(float* out, float const* inp, float const* w, floa
   detail::set_rows(out, b, M, N, accumulate);
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K, 1.0f, inp, K, w, N, 1.0f, out, N);
 }
+//! out (M, N) = res (M, N) + b + inp (M, K) W: the residual connection without a separate copy
+//! of res into out (one pass writes res + b, then sgemm accumulates; the same bits as copying
+//! res and calling linear_nn_forward with accumulate). out must not overlap res.
+inline void linear_nn_forward_residual(float* out, float const* res, float const* inp, float const* w, float const* b,
+                                       int M, int K, int N) {
+  RLFLOW_MODEL_OMP_FOR_IF(std::int64_t{M} * N > parallel_threshold)
+  for (int m = 0; m < M; ++m) {
+    float* o = out + std::size_t(m) * N;
+    float const* r = res + std::size_t(m) * N;
+    if (b)
+      for (int n = 0; n < N; ++n) o[n] = r[n] + b[n];
+    else
+      std::memcpy(o, r, sizeof(float) * std::size_t(N));
+  }
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K, 1.0f, inp, K, w, N, 1.0f, out, N);
+}
 //! dinp (M, K) = dout W^T; dw (K, N) += inp^T dout; db (N) += column sums.
 inline void linear_nn_backward(float* dinp, float* dw, float* db, float const* dout, float const* inp, float const* w,
                                int M, int K, int N) {
@@ -202,17 +285,14 @@ inline float tanh_approx(float x) {
   return std::bit_cast<float>(std::bit_cast<std::uint32_t>(t) | (xb & 0x80000000u));
 }
 
-//! out (n) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
-inline void gelu_forward(float* out, float const* inp, std::int64_t n) {
-  RLFLOW_MODEL_OMP_FOR_IF(n > parallel_threshold)
+namespace detail {
+RLFLOW_SIMD_CLONES inline void gelu_forward_span(float* out, float const* inp, std::int64_t n) {
   for (std::int64_t i = 0; i < n; ++i) {
     float const x = inp[i];
     out[i] = 0.5f * x * (1.0f + tanh_approx(gelu_scale * (x + 0.044715f * x * x * x)));
   }
 }
-//! dinp (n) = gelu'(inp) * dout; dinp may alias dout.
-inline void gelu_backward(float* dinp, float const* inp, float const* dout, std::int64_t n) {
-  RLFLOW_MODEL_OMP_FOR_IF(n > parallel_threshold)
+RLFLOW_SIMD_CLONES inline void gelu_backward_span(float* dinp, float const* inp, float const* dout, std::int64_t n) {
   for (std::int64_t i = 0; i < n; ++i) {
     float const x = inp[i];
     float const cube = 0.044715f * x * x * x;
@@ -221,6 +301,29 @@ inline void gelu_backward(float* dinp, float const* inp, float const* dout, std:
     float const local = 0.5f * (1.0f + t) + x * 0.5f * sech2 * gelu_scale * (1.0f + 3.0f * 0.044715f * x * x);
     dinp[i] = local * dout[i];
   }
+}
+inline constexpr std::int64_t gelu_grain = std::int64_t{1} << 14;  //!< elements per parallel chunk
+}  // namespace detail
+
+//! out (n) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+inline void gelu_forward(float* out, float const* inp, std::int64_t n) {
+  if (n <= parallel_threshold) {
+    detail::gelu_forward_span(out, inp, n);
+    return;
+  }
+  RLFLOW_MODEL_OMP_FOR_IF(true)
+  for (std::int64_t i = 0; i < n; i += detail::gelu_grain)
+    detail::gelu_forward_span(out + i, inp + i, std::min(detail::gelu_grain, n - i));
+}
+//! dinp (n) = gelu'(inp) * dout; dinp may alias dout.
+inline void gelu_backward(float* dinp, float const* inp, float const* dout, std::int64_t n) {
+  if (n <= parallel_threshold) {
+    detail::gelu_backward_span(dinp, inp, dout, n);
+    return;
+  }
+  RLFLOW_MODEL_OMP_FOR_IF(true)
+  for (std::int64_t i = 0; i < n; i += detail::gelu_grain)
+    detail::gelu_backward_span(dinp + i, inp + i, dout + i, std::min(detail::gelu_grain, n - i));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -238,32 +341,104 @@ inline float dot(float const* a, float const* b, int n) {
   return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
 }
 
+//! exp(x) for x <= 0, vectorisable (no libm call): Cephes' expf as in tanh_approx (range
+//! reduction by ln 2, degree-6 polynomial, about 2 ulp); |x| is clamped to 87 in the integer
+//! domain, so very negative x (and -inf) give exp(-87) ~ 1.6e-38 rather than 0. Uses -|x|.
+inline float exp_nonpos(float x) {
+  std::uint32_t ab = std::bit_cast<std::uint32_t>(x) & 0x7fffffffu;
+  ab = ab < 0x42ae0000u ? ab : 0x42ae0000u;  // 87.0f
+  float const a = -std::bit_cast<float>(ab);
+  float const y = a * 1.44269504088896341f;
+  float const n = -static_cast<float>(static_cast<std::int32_t>(0.5f - y));  // round(y) for y <= 0
+  float const r = a - n * 0.693359375f - n * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  float const er = p * r * r + r + 1.0f;
+  return er * std::bit_cast<float>((static_cast<std::int32_t>(n) + 127) << 23);
+}
+
+namespace detail {
+
+//! In place over s[0, n): the softmax over valid keys (fv[j] = 1) of s, 0 for invalid keys; all 0
+//! when no key is valid. bias[j] = 0 for valid keys, -inf otherwise. Branch-free loops of 8 lanes.
+RLFLOW_SIMD_CLONES inline void masked_softmax(float* s, float const* fv, float const* bias, int n) {
+  float mx[8] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY};
+  int j = 0;
+  for (; j + 8 <= n; j += 8)
+    for (int k = 0; k < 8; ++k) {
+      float const v = s[j + k] + bias[j + k];
+      mx[k] = mx[k] > v ? mx[k] : v;
+    }
+  for (; j < n; ++j) {
+    float const v = s[j] + bias[j];
+    mx[0] = mx[0] > v ? mx[0] : v;
+  }
+  float m = mx[0];
+  for (int k = 1; k < 8; ++k) m = m > mx[k] ? m : mx[k];
+  if (m == -INFINITY) {  // no valid key (a left pad before the prompt starts)
+    std::memset(s, 0, sizeof(float) * std::size_t(n));
+    return;
+  }
+  for (int i = 0; i < n; ++i) s[i] = fv[i] * exp_nonpos(s[i] - m);  // s - m <= 0 for valid keys
+  float const inv = 1.0f / sum8(s, n);
+  for (int i = 0; i < n; ++i) s[i] *= inv;
+}
+
+//! In place over the (T, T) causal rows: g = p (g - sum_j p_j g_j) scale, 0 past the diagonal.
+RLFLOW_SIMD_CLONES inline void softmax_backward_rows(float* dP, float const* P, int T, float scale) {
+  for (int t = 0; t < T; ++t) {
+    float const* p = P + std::size_t(t) * T;
+    float* g = dP + std::size_t(t) * T;
+    int const n = t + 1;  // p is 0 past the diagonal
+    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    int j = 0;
+    for (; j + 8 <= n; j += 8)
+      for (int k = 0; k < 8; ++k) acc[k] += p[j + k] * g[j + k];
+    for (; j < n; ++j) acc[0] += p[j] * g[j];
+    float const pdp = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+    for (int i = 0; i < n; ++i) g[i] = p[i] * (g[i] - pdp) * scale;
+    std::memset(g + n, 0, sizeof(float) * std::size_t(T - n));
+  }
+}
+
+//! Per-thread scratch of at least n floats, kept between calls (no allocation in steady state).
+inline float* thread_scratch(std::size_t n) {
+  thread_local std::vector<float> buf;
+  if (buf.size() < n) buf.resize(n);
+  return buf.data();
+}
+
+}  // namespace detail
+
 //! One query against n_keys keys: probs[j] = softmax over valid keys of q.k_j * scale (0 for
-//! invalid ones); y = sum_j probs[j] v_j. A query with no valid key gets y = 0. This is the one
-//! routine both the training forward and the KV-cache decode call, so they agree bit for bit.
-inline void attend_one(float* y, float* probs, float const* q, float const* k, std::size_t k_stride, float const* v,
+//! invalid ones); y = sum_j probs[j] v_j. A query with no valid key gets y = 0. The KV-cache
+//! prefill and decode call this; the training forward computes the same with sgemm per head.
+RLFLOW_SIMD_CLONES inline void attend_one(float* y, float* probs, float const* q, float const* k, std::size_t k_stride, float const* v,
                        std::size_t v_stride, std::uint8_t const* valid, int n_keys, int hs, float scale) {
-  float maxv = -INFINITY;
+  float* fv = detail::thread_scratch(2 * std::size_t(n_keys));
+  float* bias = fv + n_keys;
   for (int j = 0; j < n_keys; ++j) {
-    if (!valid[j]) { probs[j] = 0.0f; continue; }
-    float const s = dot(q, k + std::size_t(j) * k_stride, hs) * scale;
-    probs[j] = s;
-    maxv = std::max(maxv, s);
+    fv[j] = valid[j] ? 1.0f : 0.0f;
+    bias[j] = valid[j] ? 0.0f : -INFINITY;
   }
+  for (int j = 0; j < n_keys; ++j) probs[j] = valid[j] ? dot(q, k + std::size_t(j) * k_stride, hs) * scale : 0.0f;
+  detail::masked_softmax(probs, fv, bias, n_keys);
   for (int d = 0; d < hs; ++d) y[d] = 0.0f;
-  if (maxv == -INFINITY) return;  // no valid key (a left pad before the prompt starts)
-  float sum = 0.0f;
-  for (int j = 0; j < n_keys; ++j) {
-    if (!valid[j]) continue;
-    float const e = std::exp(probs[j] - maxv);
-    probs[j] = e;
-    sum += e;
+  int j = 0;
+  for (; j + 4 <= n_keys; j += 4) {  // four keys per pass over y
+    float const p0 = probs[j], p1 = probs[j + 1], p2 = probs[j + 2], p3 = probs[j + 3];
+    float const* v0 = v + std::size_t(j) * v_stride;
+    float const* v1 = v0 + v_stride;
+    float const* v2 = v1 + v_stride;
+    float const* v3 = v2 + v_stride;
+    for (int d = 0; d < hs; ++d) y[d] += (p0 * v0[d] + p1 * v1[d]) + (p2 * v2[d] + p3 * v3[d]);
   }
-  float const inv = 1.0f / sum;
-  for (int j = 0; j < n_keys; ++j) {
-    if (!valid[j]) continue;
-    float const p = probs[j] * inv;
-    probs[j] = p;
+  for (; j < n_keys; ++j) {
+    float const p = probs[j];
     float const* vj = v + std::size_t(j) * v_stride;
     for (int d = 0; d < hs; ++d) y[d] += p * vj[d];
   }
@@ -271,6 +446,9 @@ inline void attend_one(float* y, float* probs, float const* q, float const* k, s
 
 //! Masked causal self-attention over (B, T): y (B*T, C) with heads at [h hs, (h+1) hs);
 //! probs (B, NH, T, T) kept for the backward; valid (B, T) marks real (non-pad) tokens.
+//! Per (b, h): S = scale Q K^T and Y = P V are sgemm calls (the causal upper triangle is
+//! computed and then zeroed: BLAS on the full square beats scalar loops on the triangle);
+//! the masked softmax runs a row at a time on vector lanes.
 inline void attention_forward(float* y, float* probs, float const* qkv, std::uint8_t const* valid, int B, int T, int C,
                               int NH) {
   int const hs = C / NH;
@@ -280,56 +458,48 @@ inline void attention_forward(float* y, float* probs, float const* qkv, std::uin
   for (int bh = 0; bh < B * NH; ++bh) {
     int const b = bh / NH, h = bh % NH;
     float const* base = qkv + std::size_t(b) * T * row3 + std::size_t(h) * 3 * hs;
-    for (int t = 0; t < T; ++t) {
-      float* p = probs + (std::size_t(bh) * T + t) * T;
-      attend_one(y + (std::size_t(b) * T + t) * C + std::size_t(h) * hs, p, base + std::size_t(t) * row3,
-                 base + hs, row3, base + 2 * hs, row3, valid + std::size_t(b) * T, t + 1, hs, scale);
-      for (int j = t + 1; j < T; ++j) p[j] = 0.0f;
+    float* S = probs + std::size_t(bh) * T * T;
+    float* fv = detail::thread_scratch(2 * std::size_t(T));
+    float* bias = fv + T;
+    std::uint8_t const* vb = valid + std::size_t(b) * T;
+    for (int j = 0; j < T; ++j) {
+      fv[j] = vb[j] ? 1.0f : 0.0f;
+      bias[j] = vb[j] ? 0.0f : -INFINITY;
     }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, scale, base, int(row3), base + hs, int(row3), 0.0f, S, T);
+    for (int t = 0; t < T; ++t) {
+      float* p = S + std::size_t(t) * T;
+      detail::masked_softmax(p, fv, bias, t + 1);
+      std::memset(p + t + 1, 0, sizeof(float) * std::size_t(T - t - 1));
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hs, T, 1.0f, S, T, base + 2 * hs, int(row3), 0.0f,
+                y + std::size_t(b) * T * C + std::size_t(h) * hs, C);
   }
 }
 
 //! dqkv (B*T, 3C) = gradient of attention_forward given dy (B*T, C). Parallel over (b, h) only:
-//! each pair owns its slice of dqkv, so no two threads add into the same float.
+//! each pair owns its slice of dqkv, so no two threads add into the same float. Per (b, h), with
+//! sgemm: dP = dY V^T, dV = P^T dY, dS = P (dP - rowsum(P dP)) scale, dQ = dS K, dK = dS^T Q.
+//! 'scratch' is unused (kept for the callers); the (T, T) dP lives in a per-thread buffer.
 inline void attention_backward(float* dqkv, float const* dy, float const* qkv, float const* probs, int B, int T, int C,
-                               int NH, float* scratch /* (B*NH, T) */) {
+                               int NH, [[maybe_unused]] float* scratch /* (B*NH, T) */) {
   int const hs = C / NH;
   float const scale = 1.0f / std::sqrt(static_cast<float>(hs));
   std::size_t const row3 = 3 * std::size_t(C);
-  std::memset(dqkv, 0, sizeof(float) * std::size_t(B) * T * row3);
+  int const ld3 = int(row3);
   RLFLOW_MODEL_OMP_FOR_IF(std::int64_t{B} * NH * T * T * hs > parallel_threshold)
   for (int bh = 0; bh < B * NH; ++bh) {
     int const b = bh / NH, h = bh % NH;
     float const* base = qkv + std::size_t(b) * T * row3 + std::size_t(h) * 3 * hs;
     float* dbase = dqkv + std::size_t(b) * T * row3 + std::size_t(h) * 3 * hs;
-    float* dp = scratch + std::size_t(bh) * T;
-    for (int t = 0; t < T; ++t) {
-      float const* p = probs + (std::size_t(bh) * T + t) * T;
-      float const* dyt = dy + (std::size_t(b) * T + t) * C + std::size_t(h) * hs;
-      float const* q = base + std::size_t(t) * row3;
-      float* dq = dbase + std::size_t(t) * row3;
-      // dp_j = dy . v_j ; dv_j += p_j dy ; then the softmax backward ds_j = p_j (dp_j - sum p dp)
-      float pdp = 0.0f;
-      for (int j = 0; j <= t; ++j) {
-        if (p[j] == 0.0f) { dp[j] = 0.0f; continue; }
-        float const* vj = base + std::size_t(j) * row3 + 2 * hs;
-        float* dvj = dbase + std::size_t(j) * row3 + 2 * hs;
-        float const s = dot(dyt, vj, hs);
-        for (int d = 0; d < hs; ++d) dvj[d] += p[j] * dyt[d];
-        dp[j] = s;
-        pdp += p[j] * s;
-      }
-      for (int j = 0; j <= t; ++j) {
-        if (p[j] == 0.0f) continue;
-        float const ds = p[j] * (dp[j] - pdp) * scale;
-        float const* kj = base + std::size_t(j) * row3 + hs;
-        float* dkj = dbase + std::size_t(j) * row3 + hs;
-        for (int d = 0; d < hs; ++d) {
-          dq[d] += ds * kj[d];
-          dkj[d] += ds * q[d];
-        }
-      }
-    }
+    float const* P = probs + std::size_t(bh) * T * T;
+    float const* dY = dy + std::size_t(b) * T * C + std::size_t(h) * hs;
+    float* dP = detail::thread_scratch(std::size_t(T) * T);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, 1.0f, dY, C, base + 2 * hs, ld3, 0.0f, dP, T);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hs, T, 1.0f, P, T, dY, C, 0.0f, dbase + 2 * hs, ld3);
+    detail::softmax_backward_rows(dP, P, T, scale);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hs, T, 1.0f, dP, T, base + hs, ld3, 0.0f, dbase, ld3);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hs, T, 1.0f, dP, T, base, ld3, 0.0f, dbase + hs, ld3);
   }
 }
 

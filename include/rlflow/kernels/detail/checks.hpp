@@ -15,8 +15,8 @@ constexpr void check_policy() {
 template <class Mask>
 constexpr void check_mask() {
   static_assert(is_mask_type<Mask>,
-                "rlflow::kernels (..., response_mask, ...): the mask element type must be float, bool or std::uint8_t; "
-                "convert the mask first");
+                "rlflow::kernels (..., response_mask, ...): the mask element type must be float, bool or std::uint8_t "
+                "(or std::int32_t); convert the mask first");
 }
 
 }  // namespace rlflow::kernels::detail

@@ -279,8 +279,11 @@ exec<system_of_t<Policy>> make_exec(Policy const& p) {
 template <class M>
 RLFLOW_HD inline bool on(M m) { return m != M(0); }
 
+//! Mask element types (nonzero = valid): float, bool, uint8 and int32 (verl's response_mask
+//! dtype, read in place so the advantage path from verl's tensors converts nothing).
 template <class M>
-inline constexpr bool is_mask_type = std::is_same_v<M, float> || std::is_same_v<M, bool> || std::is_same_v<M, std::uint8_t>;
+inline constexpr bool is_mask_type = std::is_same_v<M, float> || std::is_same_v<M, bool> || std::is_same_v<M, std::uint8_t> ||
+                                     std::is_same_v<M, std::int32_t>;
 
 // ---------------------------------------------------------------------------------------------
 // Host-side argument checks (shapes and configuration; values are checked on the backend).
