@@ -10,7 +10,7 @@ namespace rlflow {
 struct placement_kind {};  //!< Colocate<N>, SeparateAsync
 struct parallel_kind {};   //!< TP<N>
 struct backend_kind {};    //!< Backend<Tag>
-struct algorithm_kind {};  //!< GRPO, PPO, RLOO, ReinforcePlusPlus, ReMax (algorithm.hpp)
+struct algorithm_kind {};  //!< GRPO, PPO, RLOO, ..., FromConfig (algorithm.hpp)
 
 //! Colocated placement: every role shares one pool; each device hosts up to N role workers
 //! (each asks for 1/N of a device) fused into one worker per device. verl: a single

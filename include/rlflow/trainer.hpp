@@ -371,7 +371,7 @@ class Trainer {
 
     // ReMax: one greedy response per prompt; its reward is the baseline.
     std::optional<Tensor> remax_baselines;
-    if constexpr (std::is_same_v<algorithm, ReMax>) {
+    if (cfg_.algorithm.adv_estimator == "remax") {
       timed("gen_max", [&] {
         DataProto greedy_in = prompts;
         add_rollout_seeds(greedy_in, step_no, /*salt=*/1);
@@ -413,7 +413,8 @@ class Trainer {
       m["actor/entropy"] = kernels::agg_loss(cpu::par, kernels::Dims{rows, R}, old.tensor("entropys").span<float>(),
                                              std::span<float const>(fmask),
                                              kernels::parse_agg_mode(cfg_.actor_rollout_ref.actor.loss_agg_mode.view()));
-      batch.union_with(old.pop({"old_log_probs"}));
+      batch.union_with(old.pop(old.has_tensor("sum_pi_squared") ? std::vector<std::string>{"old_log_probs", "sum_pi_squared"}
+                                                                 : std::vector<std::string>{"old_log_probs"}));
     });
 
     // 10: reference log-probs.
@@ -694,12 +695,23 @@ class Trainer {
 
   static TrainerConfig prepare(TrainerConfig cfg) {
     // The type decides what the config would otherwise say; a conflicting explicit value is an error.
-    std::string_view const want = algorithm::adv_estimator;
     std::string_view const have = cfg.algorithm.adv_estimator.view();
-    if (have != want && have != "gae")
-      throw config_error(msg("rlflow::Trainer<", algorithm::name, ">: algorithm.adv_estimator=", have, " contradicts the ",
-                             algorithm::name, " option (", want, "); drop the key or change the Trainer's algorithm"));
-    cfg.algorithm.adv_estimator = config_string(algorithm::adv_estimator);
+    if constexpr (algorithm::adv_estimator != nullptr) {
+      std::string_view const want = algorithm::adv_estimator;
+      if (have != want && have != "gae")
+        throw config_error(msg("rlflow::Trainer<", algorithm::name, ">: algorithm.adv_estimator=", have, " contradicts the ",
+                               algorithm::name, " option (", want, "); drop the key, change the Trainer's algorithm, or use "
+                               "rlflow::FromConfig to let the configuration choose"));
+      cfg.algorithm.adv_estimator = config_string(algorithm::adv_estimator);
+    } else if (have == "gae" && !has_critic) {
+      throw config_error(msg("rlflow::Trainer<FromConfig>: algorithm.adv_estimator=gae (the default) needs a critic and the "
+                             "Trainer has no critic role; set algorithm.adv_estimator to a critic-free estimator (grpo, "
+                             "rloo, gdpo, optimal_token_baseline, ...) or pass rlflow::roles::ValueCritic"));
+    }
+    if (cfg.algorithm.adv_estimator == "gdpo" && cfg.algorithm.gdpo_reward_keys.items().empty())
+      throw config_error(msg("rlflow::Trainer<", algorithm::name, ">: algorithm.adv_estimator=gdpo needs algorithm.gdpo_reward_keys, "
+                             "the per-sample reward components the reward role writes as non-tensor columns (verl asserts "
+                             "it is set); e.g. algorithm.gdpo_reward_keys=[format_reward,accuracy_reward]"));
     if (!cfg.critic.enable.has_value) cfg.critic.enable = has_critic;
     if (cfg.critic.enable.stored != has_critic)
       throw config_error(msg("rlflow::Trainer: critic.enable=", cfg.critic.enable.stored ? "true" : "false",

@@ -329,3 +329,33 @@ TEST_CASE("tanh_approx is within 2e-7 of tanh", "[model][layers]") {
   REQUIRE(rlflow::model::layers::tanh_approx(-INFINITY) == -1.0f);
   REQUIRE(rlflow::model::layers::tanh_approx(0.0f) == 0.0f);
 }
+
+TEST_CASE("sum_pi_squared matches the double-precision softmax of the reference logits", "[model][gpt][otb]") {
+  GPTConfig const cfg = tiny();
+  TrainingEngine eng(cfg);
+  unsigned const seed = GENERATE(3u, 11u, 29u);
+  randomise(eng.params(), seed);
+  Batch const b = make_batch(4, 8, cfg.vocab_size, seed + 1);
+  int const R = 4;
+  float const temp = GENERATE(1.0f, 0.5f);
+  REQUIRE_THROWS_WITH(TrainingEngine(cfg).sum_pi_squared(), Catch::Contains("call compute_log_prob() or forward() first"));
+  eng.compute_log_prob(b.tids(), b.tmask(), R, temp);
+  Tensor const sq = eng.sum_pi_squared();
+  REQUIRE(sq.dim(0) == b.B);
+  REQUIRE(sq.dim(1) == R);
+  std::vector<double> P(eng.params().begin(), eng.params().end());
+  auto ref = test::ref_forward<double>(cfg, P, b.ids, b.mask, b.B, b.T);
+  int const V = cfg.vocab_size;
+  for (int r = 0; r < b.B; ++r)
+    for (int j = 0; j < R; ++j) {
+      double const* z = &ref.logits[(std::size_t(r) * b.T + (b.T - R - 1 + j)) * V];
+      double m = -INFINITY, s = 0, s2 = 0;
+      for (int v = 0; v < V; ++v) m = std::max(m, z[v] / temp);
+      for (int v = 0; v < V; ++v) s += std::exp(z[v] / temp - m);
+      for (int v = 0; v < V; ++v) s2 += std::pow(std::exp(z[v] / temp - m) / s, 2);
+      float const got = sq.at<float>(r, j);
+      CHECK(got == Approx(s2).epsilon(1e-5).margin(1e-6));
+      CHECK(got >= 1.0f / float(V) * (1 - 1e-5f));
+      CHECK(got <= 1.0f + 1e-6f);
+    }
+}

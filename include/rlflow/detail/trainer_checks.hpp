@@ -53,7 +53,7 @@ constexpr bool check_trainer_options() {
   } else if constexpr (count_kind<algorithm_kind, Options...> != 1) {
     static_assert(dependent_false<Options...>,
                   "rlflow::Trainer<...>: exactly one algorithm is required; add rlflow::GRPO, rlflow::PPO, rlflow::RLOO, "
-                  "rlflow::ReinforcePlusPlus or rlflow::ReMax");
+                  "rlflow::ReinforcePlusPlus, rlflow::ReMax, another estimator of rlflow/algorithm.hpp, or rlflow::FromConfig");
     return false;
   } else if constexpr (count_kind<parallel_kind, Options...> > 1) {
     static_assert(dependent_false<Options...>,
@@ -100,7 +100,7 @@ constexpr bool check_trainer_options() {
                   "rlflow::Trainer<..., TP<N>, Backend<cuda::tag>>: tensor-parallel rollout replicas run on the CPU "
                   "engines only (the CUDA engines have no sharded layout yet); use TP<1> with the CUDA backend");
     return false;
-  } else if constexpr (std::is_same_v<algorithm, PPO> && !has_critic) {
+  } else if constexpr (algorithm::needs_critic && !has_critic) {
     static_assert(dependent_false<Options...>,
                   "rlflow::Trainer<..., PPO, ...>: PPO needs a critic; pass a role with 'using role_tag = "
                   "rlflow::critic_tag;' such as rlflow::roles::ValueCritic");

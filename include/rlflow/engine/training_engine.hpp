@@ -125,6 +125,17 @@ class TrainingEngine {
     return out;
   }
 
+  //! Sum of squared probabilities (B, R) at the temperature of the last forward() /
+  //! compute_log_prob(): sum_v pi(v | prefix)^2 for every scored position. Call it before the next
+  //! forward. verl: actor.calculate_sum_pi_squared (the optimal token baseline's input).
+  Tensor sum_pi_squared() const {
+    if (last_ != Last::logprob)
+      throw value_error("rlflow::engine::TrainingEngine::sum_pi_squared: no scored batch; call compute_log_prob() or forward() first");
+    Tensor out = Tensor::empty(DType::float32, Shape{lastB_, lastR_});
+    model_.sum_pi_squared(out.data<float>());
+    return out;
+  }
+
   //! Accumulates into grads() the gradient of sum(dlogp * log_probs + dentropy * entropy) for the
   //! last forward(); dlogp, dentropy (B, R) float32, dentropy may be undefined (no entropy term).
   void backward(Tensor const& dlogp, Tensor const& dentropy = {}) {

@@ -241,6 +241,18 @@ class GPT {
     }
   }
 
+  //! Sum of squared probabilities (B*R) of the rows the last logprob_forward() scored, at its
+  //! temperature. verl: calculate_sum_pi_squared.
+  void sum_pi_squared(float* out) const {
+    if (rows_.size() != head_rows_ || head_rows_ == 0)
+      throw value_error("rlflow::model::GPT::sum_pi_squared: call logprob_forward first");
+    int const V = cfg_.vocab_size;
+    float const* lg = logits_.t.data<float>();
+    RLFLOW_MODEL_OMP_FOR_IF(std::int64_t(head_rows_) * V > layers::parallel_threshold)
+    for (std::int64_t r = 0; r < std::int64_t(head_rows_); ++r)
+      out[r] = layers::sum_pi_squared_row(lg + std::size_t(r) * V, V, inv_temp_, rows_[std::size_t(r)].lse);
+  }
+
   //! Backward of sum(dlogp * log_prob + dentropy * entropy) (dentropy may be null) into grads (+=).
   void logprob_backward(float const* dlogp, float const* dentropy, std::span<float> grads) {
     need_head("logprob_backward");

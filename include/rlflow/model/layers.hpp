@@ -543,4 +543,13 @@ inline void logprob_backward_row(float* dlogits, float const* logits, int V, int
   }
 }
 
+//! One row's sum of squared probabilities, sum_v softmax(z)_v^2 with z = logits * inv_temperature,
+//! from the row's log-sum-exp (logprob_row::lse): sum_v exp(2 (z_v - lse)), accumulated in double.
+//! verl: vocab_parallel_sum_pi_squared / calculate_sum_pi_squared (the optimal token baseline's input).
+inline float sum_pi_squared_row(float const* logits, int V, float inv_temperature, float lse) {
+  double s = 0.0;
+  for (int v = 0; v < V; ++v) s += std::exp(2.0 * (double(logits[v]) * inv_temperature - double(lse)));
+  return float(s);
+}
+
 }  // namespace rlflow::model::layers

@@ -227,13 +227,16 @@ class BasicActorRolloutRef {
   //! old_log_probs and entropys (b, R) of the responses under the current actor, logits divided
   //! by rollout.temperature. verl: compute_log_prob
   DataProto compute_log_prob(DataProto const& data) {
-    auto [lp, ent] = log_probs_of(actor_, data, true);
-    return DataProto::from_dict({{"old_log_probs", lp}, {"entropys", ent}});
+    bool const sps = setup_.cfg.actor_rollout_ref.actor.calculate_sum_pi_squared;
+    auto [lp, ent, sq] = log_probs_of(actor_, data, true, sps);
+    DataProto out = DataProto::from_dict({{"old_log_probs", lp}, {"entropys", ent}});
+    if (sps) out.set_tensor("sum_pi_squared", sq);  // verl: actor.calculate_sum_pi_squared
+    return out;
   }
 
   //! ref_log_prob (b, R) under the frozen reference policy. verl: compute_ref_log_prob
   DataProto compute_ref_log_prob(DataProto const& data) {
-    auto [lp, ent] = log_probs_of(ref_, data, false);
+    Tensor lp = std::get<0>(log_probs_of(ref_, data, false, false));
     return DataProto::from_dict({{"ref_log_prob", lp}});
   }
 
@@ -377,14 +380,17 @@ class BasicActorRolloutRef {
       rlflow::method<&BasicActorRolloutRef::memory_stats, dispatch::OneToAll>>;
 
  private:
-  //! Log-probs (and entropy) of 'responses' in micro-batches of log_prob_micro_batch_size_per_gpu.
-  std::pair<Tensor, Tensor> log_probs_of(typename E::training& eng, DataProto const& data, bool entropy) {
+  //! Log-probs (and entropy, and the sum of squared probabilities) of 'responses' in micro-batches
+  //! of log_prob_micro_batch_size_per_gpu.
+  std::tuple<Tensor, Tensor, Tensor> log_probs_of(typename E::training& eng, DataProto const& data, bool entropy,
+                                                  bool sum_pi_squared) {
     auto const& rc = setup_.cfg.actor_rollout_ref.rollout;
     std::int64_t const rows = data.size();
     int const R = static_cast<int>(data.tensor("responses").dim(1));
     std::int64_t const micro = std::max<std::int64_t>(1, rc.log_prob_micro_batch_size_per_gpu.value_or(rows));
     Tensor lp = Tensor::empty(DType::float32, Shape{rows, R});
     Tensor ent = entropy ? Tensor::empty(DType::float32, Shape{rows, R}) : Tensor();
+    Tensor sq = sum_pi_squared ? Tensor::empty(DType::float32, Shape{rows, R}) : Tensor();
     float const temperature = static_cast<float>(rc.temperature);
     for (std::int64_t s = 0; s < rows; s += micro) {
       std::int64_t const e = std::min(rows, s + micro);
@@ -396,8 +402,13 @@ class BasicActorRolloutRef {
         auto de = ent.slice_rows(s, e);
         std::copy(r.entropy.span<float>().begin(), r.entropy.span<float>().end(), de.span<float>().begin());
       }
+      if (sum_pi_squared) {
+        Tensor const q = eng.sum_pi_squared();
+        auto dq = sq.slice_rows(s, e);
+        std::copy(q.span<float>().begin(), q.span<float>().end(), dq.span<float>().begin());
+      }
     }
-    return {lp, ent};
+    return {lp, ent, sq};
   }
 
   WorkerContext const* ctx_;

@@ -161,6 +161,23 @@ class TrainingEngine {
     return out;
   }
 
+  //! Sum of squared probabilities (B, R) at the last forward()'s temperature, as the CPU engine's
+  //! sum_pi_squared(); call it before the next forward or backward. verl: calculate_sum_pi_squared.
+  Tensor sum_pi_squared() {
+    namespace TK = kernels::cuda::model::train;
+    if (!pending_)
+      throw value_error("rlflow::engine::cuda::TrainingEngine::sum_pi_squared: no scored batch; call compute_log_prob() or forward() first");
+    std::size_t const BR = std::size_t(B_) * R_;
+    float* head_out = head_out_.get<float>();
+    TK::sum_pi_squared_kernel<<<unsigned(BR), TK::block, 0, stream_>>>(head_out + 3 * BR, logits_.get<float>(), head_out + 2 * BR,
+                                                                      cfg_.vocab_size, inv_t_);
+    RLFLOW_CUDA_CHECK(cudaGetLastError());
+    Tensor out = Tensor::empty(DType::float32, Shape{std::int64_t(B_), std::int64_t(R_)});
+    RLFLOW_CUDA_CHECK(cudaMemcpyAsync(out.data<float>(), head_out + 3 * BR, BR * sizeof(float), cudaMemcpyDeviceToHost, stream_));
+    RLFLOW_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    return out;
+  }
+
   //! grads += gradient of sum(dlogp * log_probs + dentropy * entropy) for the last forward();
   //! dlogp, dentropy (B, R) float32 host tensors, dentropy may be undefined.
   void backward(Tensor const& dlogp, Tensor const& dentropy = {}) {

@@ -150,6 +150,19 @@ RLFLOW_MODEL_KERNEL void logprob_head_kernel(float* logp, float* ent, float* lse
   }
 }
 
+//! One block per row: sum_v exp(2 (z_v - lse)), z = logits * inv_t, from logprob_head_kernel's lse
+//! (double, as layers::sum_pi_squared_row). verl: calculate_sum_pi_squared.
+RLFLOW_MODEL_KERNEL void sum_pi_squared_kernel(float* out, float const* logits, float const* lse, int V, float inv_t) {
+  __shared__ typename reduce_d::TempStorage tmp;
+  std::size_t const row = blockIdx.x;
+  float const* z = logits + row * V;
+  double const L = lse[row];
+  double s = 0.0;
+  for (int v = threadIdx.x; v < V; v += block) s += exp(2.0 * (double(z[v]) * inv_t - L));
+  double const st = reduce_d(tmp).Sum(s);
+  if (threadIdx.x == 0) out[row] = float(st);
+}
+
 //! dlogits (rows, V) of dlogp * log_prob + dent * entropy (dent may be null), as
 //! layers::logprob_backward_row; one block per row.
 RLFLOW_MODEL_KERNEL void logprob_head_backward_kernel(float* dlogits, float const* logits, std::int32_t const* targets,
