@@ -98,6 +98,40 @@ TEST_CASE("CUDA training engine forward and backward match the CPU engine", "[mo
   }
 }
 
+TEST_CASE("CUDA sum_pi_squared equals the CPU engine's", "[model][training][cuda][otb]") {
+  if (!gpu_present()) {
+    WARN("no GPU: CUDA sum_pi_squared test skipped");
+    return;
+  }
+  std::mt19937 g(19);
+  for (int trial = 0; trial < 4; ++trial) {
+    rlflow::model::GPTConfig cfg;
+    cfg.vocab_size = 20 + int(g() % 300u);
+    cfg.max_seq_len = 40;
+    cfg.n_layer = 1 + int(g() % 2u);
+    cfg.n_head = 2;
+    cfg.n_embd = 16;
+    cfg.seed = g();
+    int const B = 1 + int(g() % 4u), P = 2 + int(g() % 8u), R = 1 + int(g() % 8u);
+    INFO("trial " << trial << " V " << cfg.vocab_size << " B " << B << " P " << P << " R " << R);
+    rlflow::engine::TrainingEngine cpu(cfg);
+    std::normal_distribution<float> d(0.0f, 0.3f);
+    for (auto& x : cpu.params()) x += d(g);
+    rlflow::engine::cuda::TrainingEngine gpu(cfg);
+    gpu.load_weights(cpu.params());
+    REQUIRE_THROWS_AS(gpu.sum_pi_squared(), rlflow::value_error);  // nothing scored yet
+    float const temp = trial % 2 ? 0.6f : 1.0f;
+    auto bt = random_batch(B, P, R, cfg.vocab_size, g);
+    cpu.compute_log_prob(bt.ids, bt.mask, R, temp, false);
+    gpu.compute_log_prob(bt.ids, bt.mask, R, temp, false);
+    auto const c = cpu.sum_pi_squared(), q = gpu.sum_pi_squared();
+    REQUIRE(q.dim(0) == B);
+    REQUIRE(q.dim(1) == R);
+    for (std::size_t i = 0; i < std::size_t(B) * R; ++i)
+      REQUIRE(q.span<float>()[i] == Approx(c.span<float>()[i]).epsilon(1e-4).margin(1e-6));
+  }
+}
+
 TEST_CASE("CUDA training engine AdamW steps equal the CPU optimizer's", "[model][training][cuda]") {
   if (!gpu_present()) {
     WARN("no GPU: CUDA AdamW test skipped");
