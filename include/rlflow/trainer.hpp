@@ -816,9 +816,9 @@ class Trainer {
       throw config_error(msg("rlflow::Trainer<..., Backend<cuda::tag>>: trainer.v1.trainer_mode=", mode,
                              " runs its rollout workers on the CPU engines only; use trainer.v1.trainer_mode=sync with the "
                              "CUDA backend, or rlflow::Backend<rlflow::cpu::tag>"));
-    if constexpr (std::is_same_v<algorithm, ReMax>)
-      throw config_error(msg("rlflow::Trainer<ReMax>: trainer.v1.trainer_mode=", mode,
-                             " does not generate ReMax's greedy baseline on the rollout workers yet; use "
+    if (cfg_.algorithm.adv_estimator == "remax")  // ReMax, or FromConfig with adv_estimator=remax
+      throw config_error(msg("rlflow::Trainer<", algorithm::name, ">: algorithm.adv_estimator=remax with trainer.v1.trainer_mode=",
+                             mode, " is not supported: the rollout workers do not generate ReMax's greedy baseline yet; use "
                              "trainer.v1.trainer_mode=sync with ReMax"));
     if (warmup_batches() < 0)
       throw config_error(msg("rlflow::Trainer: trainer.v1.", mode, ".num_warmup_batches=", warmup_batches(),
