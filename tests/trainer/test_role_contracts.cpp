@@ -12,7 +12,7 @@
 #include <filesystem>
 #include <unistd.h>
 
-#include "common/reverse_task.hpp"
+#include "trainer/trainer_fixtures.hpp"
 
 using namespace rlflow;
 namespace fs = std::filesystem;
@@ -111,31 +111,12 @@ struct CriticWithoutUpdate {
                                   method<&CriticWithoutUpdate::load_checkpoint, dispatch::OneToAll>>;
 };
 
-TrainerOptions quiet() {
-  TrainerOptions o;
-  o.console = false;
-  return o;
-}
-
-fs::path fresh_dir(std::string const& name) {
-  auto p = fs::temp_directory_path() / ("rlflow_roles_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(p);
-  return p;
-}
-
+using rlflow::testing::fresh_dir;
+using rlflow::testing::quiet;
+//! The shared tiny configuration, two steps.
 TrainerConfig tiny_config(fs::path const& dir) {
-  TrainerConfig c = examples::reverse_base_config();
-  c.data.train_batch_size = 8;
-  c.actor_rollout_ref.actor.ppo_mini_batch_size = 4;
-  c.actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu = 8;
-  c.actor_rollout_ref.actor.optim.lr = 3e-3;
-  c.actor_rollout_ref.rollout.n = 4;
-  c.actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu = 16;
-  c.actor_rollout_ref.model.n_embd = 32;
-  c.critic.ppo_micro_batch_size_per_gpu = 8;
-  c.critic.optim.lr = 1e-3;
+  TrainerConfig c = rlflow::testing::tiny_config(dir);
   c.trainer.total_training_steps = 2;
-  c.trainer.default_local_dir = dir.string().c_str();
   return c;
 }
 
@@ -147,14 +128,7 @@ std::vector<Metrics> run_steps(std::string const& name, int steps) {
   auto dir = fresh_dir(name);
   T t(tiny_config(dir), task.make_dataset(64, 3), task.charset(), quiet());
   std::vector<Metrics> out;
-  for (int i = 0; i < steps; ++i) {
-    Metrics m = t.step();
-    for (auto it = m.begin(); it != m.end();) {
-      if (it->first.rfind("timing_s/", 0) == 0 || it->first.rfind("perf/", 0) == 0) it = m.erase(it);
-      else ++it;
-    }
-    out.push_back(m);
-  }
+  for (int i = 0; i < steps; ++i) out.push_back(rlflow::testing::deterministic_part(t.step()));
   fs::remove_all(dir);
   return out;
 }
