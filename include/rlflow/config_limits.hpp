@@ -42,8 +42,11 @@ inline std::string bytes_text(long double bytes) {
 //! 'prompts', a critic or not): every int-narrowed value fits an int, no product overflows int64,
 //! and no single allocation class (model state, batch, logits, activations) nor their sum exceeds
 //! 'memory_bytes' (0: no memory bound). Throws config_error: key, value, estimate in bytes, fix.
+//! 'model_on_device': the actor, rollout and reference engines live on a GPU (Backend<cuda::tag>),
+//! whose own check (check_device_memory) bounds them and the logits and activations; then host
+//! memory holds the batch and, with a critic, the critic's state (its engine runs on the CPU).
 inline void check_size_limits(TrainerConfig const& cfg, std::int64_t vocab, std::int64_t prompts, bool critic,
-                              std::uint64_t memory_bytes = physical_memory_bytes()) {
+                              std::uint64_t memory_bytes = physical_memory_bytes(), bool model_on_device = false) {
   constexpr std::int64_t int_max = std::numeric_limits<int>::max();
   auto const& m = cfg.actor_rollout_ref.model;
   auto const& a = cfg.actor_rollout_ref.actor;
@@ -101,14 +104,15 @@ inline void check_size_limits(TrainerConfig const& cfg, std::int64_t vocab, std:
                     W = static_cast<long double>(world), mem = static_cast<long double>(memory_bytes);
   long double const params = V * C + T * C + L * (12 * C * C + 13 * C) + 2 * C;
   // per worker: actor (weights, gradients, two AdamW moments), rollout/reference copies, critic (4 more)
-  long double const model_bytes = 4.0L * params * W * (4 + 2 + (critic ? 4 : 0));
+  long double const model_bytes = 4.0L * params * W * ((model_on_device ? 0 : 4 + 2) + (critic ? 4 : 0));
   long double const batch_bytes = 4.0L * static_cast<long double>(rows) * T * 16;  // ~16 (rows, T) columns
   std::int64_t micro = a.ppo_micro_batch_size_per_gpu.value_or(1);
   micro = std::max(micro, cfg.actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu.value_or(1));
   long double micro_tokens = static_cast<long double>(micro) * T;
   if (a.use_dynamic_bsz) micro_tokens = static_cast<long double>(a.ppo_max_token_len_per_gpu);
-  long double const logits_bytes = 4.0L * micro_tokens * V * 3 * W;          // logits, softmax, gradient
-  long double const act_bytes = 4.0L * micro_tokens * C * L * 24 * W;         // saved activations
+  // logits (logits, softmax, gradient) and saved activations: on the device with model_on_device
+  long double const logits_bytes = model_on_device ? 0.0L : 4.0L * micro_tokens * V * 3 * W;
+  long double const act_bytes = model_on_device ? 0.0L : 4.0L * micro_tokens * C * L * 24 * W;
   struct Item {
     long double bytes;
     std::string what, fix;
@@ -118,7 +122,7 @@ inline void check_size_limits(TrainerConfig const& cfg, std::int64_t vocab, std:
        msg("the model state (actor_rollout_ref.model.n_layer=", m.n_layer, ", n_embd=", m.n_embd, ", vocabulary ", vocab,
            ", data.max_prompt_length + data.max_response_length=", d.max_prompt_length + d.max_response_length,
            " positions: about ", static_cast<double>(params),
-           " parameters, x", (critic ? 10 : 6), " copies on each of ", world, " workers)"),
+           " parameters, x", (model_on_device ? 0 : 6) + (critic ? 4 : 0), " copies on each of ", world, " workers)"),
        "lower actor_rollout_ref.model.n_layer / n_embd, the sequence lengths or the worker count"},
       {batch_bytes,
        msg("the step's batch (data.train_batch_size=", d.train_batch_size, " x actor_rollout_ref.rollout.n=",

@@ -235,7 +235,7 @@ class Trainer {
       throw config_error(msg("rlflow::Trainer: the dataset holds ", train_.size(), " prompts, fewer than one batch of data.train_batch_size=",
                              cfg_.data.train_batch_size, "; lower data.train_batch_size or provide more prompts"));
     check_prompts();
-    check_size_limits(cfg_, tok_->vocab_size(), train_.size(), has_critic);
+    check_size_limits(cfg_, tok_->vocab_size(), train_.size(), has_critic, physical_memory_bytes(), on_cuda);
     total_steps_ = cfg_.trainer.total_training_steps
                        ? *cfg_.trainer.total_training_steps
                        : train_.batches_per_epoch(cfg_.data.train_batch_size) * cfg_.trainer.total_epochs;

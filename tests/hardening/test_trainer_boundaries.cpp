@@ -334,6 +334,21 @@ TEST_CASE("sizes: int narrowing, overflowing products and memory bounds are conf
   // the bound itself: the same config passes with enough memory and fails with too little
   REQUIRE_NOTHROW(check_size_limits(cfg, 16, 64, false, std::uint64_t{1} << 34));
   REQUIRE_THROWS_WITH(check_size_limits(cfg, 16, 64, false, 1000), Catch::Contains("more than this machine's 1000 bytes"));
+  // with the engines on a GPU (Backend<cuda::tag>) host memory bounds the batch and the critic's
+  // state alone: a 13B-parameter model passes the host check (the device check bounds it) ...
+  c = cfg;
+  c.actor_rollout_ref.model.n_layer = 64;
+  c.actor_rollout_ref.model.n_head = 32;
+  c.actor_rollout_ref.model.n_embd = 4096;
+  std::uint64_t const host = std::uint64_t{64} << 30;
+  REQUIRE_THROWS_WITH(check_size_limits(c, 16, 64, false, host), Catch::Contains("the model state") && Catch::Contains("x6 copies"));
+  REQUIRE_NOTHROW(check_size_limits(c, 16, 64, false, host, true));
+  // ... while its critic, on the CPU engine, still counts (4 copies: weights, gradients, moments)
+  REQUIRE_THROWS_WITH(check_size_limits(c, 16, 64, true, host, true), Catch::Contains("the model state") && Catch::Contains("x4 copies"));
+  // and the batch is host memory either way
+  c = cfg;
+  c.data.max_response_length = std::int64_t{1} << 24;
+  REQUIRE_THROWS_WITH(check_size_limits(c, 16, 64, false, std::uint64_t{1} << 30, true), Catch::Contains("the step's batch"));
   fs::remove_all(dir);
 }
 
