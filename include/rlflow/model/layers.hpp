@@ -261,16 +261,11 @@ inline void linear_nn_backward(float* dinp, float* dw, float* db, float const* d
 
 inline constexpr float gelu_scale = 0.7978845608028654f;  // sqrt(2 / pi)
 
-//! tanh in float without a libm call, so GELU loops vectorise (std::tanh is a scalar call and
-//! cost more than the layer's matrix products). tanh(x) = sign(x) (1 - e) / (1 + e), e = exp(-2|x|),
-//! exp by Cephes' expf (range reduction by ln 2, degree-6 polynomial): about 2 ulp, absolute
-//! error below 2e-7 everywhere.
-inline float tanh_approx(float x) {
-  std::uint32_t const xb = std::bit_cast<std::uint32_t>(x);
-  std::uint32_t ab = xb & 0x7fffffffu;                          // |x|, clamped below in the integer
-  ab = ab < 0x41200000u ? ab : 0x41200000u;                     // domain (no FP compare: vectorises) to 10,
-  float const a = -2.0f * std::bit_cast<float>(ab);             // where tanh is 1 to float precision
-  float const y = a * 1.44269504088896341f;                     // log2(e) * a, in [-28.9, 0]
+//! e^a for a in [-87.3, 0] (the callers clamp |x| in the integer domain, so the loops vectorise),
+//! vectorisable (no libm call): Cephes' expf, range reduction by ln 2 and a degree-6 polynomial,
+//! about 2 ulp. Shared by tanh_approx and exp_nonpos.
+inline float cephes_exp_nonpos(float a) {
+  float const y = a * 1.44269504088896341f;                                  // log2(e) * a
   float const n = -static_cast<float>(static_cast<std::int32_t>(0.5f - y));  // round(y) for y <= 0
   float const r = a - n * 0.693359375f - n * -2.12194440e-4f;
   float p = 1.9875691500e-4f;
@@ -280,7 +275,17 @@ inline float tanh_approx(float x) {
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   float const er = p * r * r + r + 1.0f;
-  float const e = er * std::bit_cast<float>((static_cast<std::int32_t>(n) + 127) << 23);
+  return er * std::bit_cast<float>((static_cast<std::int32_t>(n) + 127) << 23);
+}
+
+//! tanh in float without a libm call, so GELU loops vectorise (std::tanh is a scalar call and
+//! cost more than the layer's matrix products). tanh(x) = sign(x) (1 - e) / (1 + e), e = exp(-2|x|)
+//! by cephes_exp_nonpos: absolute error below 2e-7 everywhere.
+inline float tanh_approx(float x) {
+  std::uint32_t const xb = std::bit_cast<std::uint32_t>(x);
+  std::uint32_t ab = xb & 0x7fffffffu;                          // |x|, clamped below in the integer
+  ab = ab < 0x41200000u ? ab : 0x41200000u;                     // domain (no FP compare: vectorises) to 10,
+  float const e = cephes_exp_nonpos(-2.0f * std::bit_cast<float>(ab));  // where tanh is 1 to float precision
   float const t = (1.0f - e) / (1.0f + e);
   return std::bit_cast<float>(std::bit_cast<std::uint32_t>(t) | (xb & 0x80000000u));
 }
@@ -341,24 +346,12 @@ inline float dot(float const* a, float const* b, int n) {
   return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
 }
 
-//! exp(x) for x <= 0, vectorisable (no libm call): Cephes' expf as in tanh_approx (range
-//! reduction by ln 2, degree-6 polynomial, about 2 ulp); |x| is clamped to 87 in the integer
+//! exp(x) for x <= 0, vectorisable (cephes_exp_nonpos); |x| is clamped to 87 in the integer
 //! domain, so very negative x (and -inf) give exp(-87) ~ 1.6e-38 rather than 0. Uses -|x|.
 inline float exp_nonpos(float x) {
   std::uint32_t ab = std::bit_cast<std::uint32_t>(x) & 0x7fffffffu;
   ab = ab < 0x42ae0000u ? ab : 0x42ae0000u;  // 87.0f
-  float const a = -std::bit_cast<float>(ab);
-  float const y = a * 1.44269504088896341f;
-  float const n = -static_cast<float>(static_cast<std::int32_t>(0.5f - y));  // round(y) for y <= 0
-  float const r = a - n * 0.693359375f - n * -2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  float const er = p * r * r + r + 1.0f;
-  return er * std::bit_cast<float>((static_cast<std::int32_t>(n) + 127) << 23);
+  return cephes_exp_nonpos(-std::bit_cast<float>(ab));
 }
 
 namespace detail {
