@@ -23,6 +23,7 @@
 
 #include <nlohmann/json.hpp>
 #include <rlflow/data.hpp>   // PromptItem, PromptDataset
+#include <rlflow/detail/json_text.hpp>  // check_json_depth, json_preview
 #include <rlflow/error.hpp>
 
 namespace rlflow {
@@ -44,7 +45,7 @@ struct ChatTemplate {
     for (std::size_t i = 0; i < messages.size(); ++i) {
       auto const& m = messages[i];
       if (!m.is_object() || !m.contains("role") || !m.contains("content") || !m["role"].is_string() || !m["content"].is_string())
-        throw format_error(msg("rlflow::ChatTemplate: ", where, "message ", i, " is ", m.dump(),
+        throw format_error(msg("rlflow::ChatTemplate: ", where, "message ", i, " is ", detail::json_preview(m),
                                "; chat messages are {\"role\": string, \"content\": string}"));
       std::string const role = m["role"].get<std::string>();
       auto it = roles.find(role);
@@ -110,19 +111,28 @@ inline std::string parquet_hint(std::string const& path) {
 }
 }  // namespace detail
 
+//! Deepest JSON nesting accepted in a data file row (verl's rows nest 3 levels; dump() and the
+//! walks over a row recurse per level, so deeper text is refused before it is parsed).
+inline constexpr std::size_t max_data_row_depth = 64;
+
 //! The rows of one file: JSON lines (.jsonl, or .json holding one object per line) or a .json
 //! array. Blank lines are skipped; a malformed line is a format_error naming the file and line.
 inline std::vector<nlohmann::json> read_rows(std::filesystem::path const& path) {
   std::string const p = path.string();
   if (p.ends_with(".parquet")) throw config_error(detail::parquet_hint(p));
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw io_error(msg("rlflow: the data file '", p, "' is a folder; data.train_files / data.val_files list files (.jsonl or .json)"));
   std::ifstream in(path, std::ios::binary);
   if (!in) throw io_error(msg("rlflow: cannot open the data file '", p, "'; check data.train_files / data.val_files"));
   std::stringstream ss;
   ss << in.rdbuf();
+  if (in.bad()) throw io_error(msg("rlflow: reading the data file '", p, "' failed"));
   std::string const text = ss.str();
   std::vector<nlohmann::json> rows;
   std::size_t const first = text.find_first_not_of(" \t\r\n");
   if (first != std::string::npos && text[first] == '[') {  // a JSON array
+    detail::check_json_depth(text, max_data_row_depth + 1, "rlflow", p);
     nlohmann::json j;
     try {
       j = nlohmann::json::parse(text);
@@ -140,6 +150,7 @@ inline std::vector<nlohmann::json> read_rows(std::filesystem::path const& path) 
     std::string_view l(text.data() + pos, e - pos);
     pos = e + 1;
     if (l.find_first_not_of(" \t\r") == std::string_view::npos) continue;
+    detail::check_json_depth(l, max_data_row_depth, "rlflow", msg(p, " line ", line));
     try {
       rows.push_back(nlohmann::json::parse(l));
     } catch (nlohmann::json::exception const& ex) {

@@ -23,6 +23,7 @@
 
 #include <nlohmann/json.hpp>  // metrics lines, configs, the page's data block
 
+#include <rlflow/detail/json_text.hpp>  // check_json_depth
 #include <rlflow/error.hpp>  // io_error, format_error, config_error, msg
 
 namespace rlflow::report {
@@ -51,10 +52,13 @@ inline void flatten(nlohmann::json const& j, std::string const& prefix, std::map
 }
 
 inline nlohmann::json read_json_file(std::filesystem::path const& p) {
-  std::ifstream in(p);
-  if (!in) throw io_error(msg("rlflow_report: cannot read '", p.string(), "'"));
+  std::ifstream in(p, std::ios::binary);
+  if (!in || std::filesystem::is_directory(p)) throw io_error(msg("rlflow_report: cannot read '", p.string(), "'"));
+  std::string const text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  // flatten() and dump() recurse per level: a damaged config.json must not exhaust the stack
+  ::rlflow::detail::check_json_depth(text, 32, "rlflow_report", "'" + p.string() + "'");
   try {
-    return nlohmann::json::parse(in);
+    return nlohmann::json::parse(text);
   } catch (nlohmann::json::exception const& e) {
     throw format_error(msg("rlflow_report: '", p.string(), "' is not valid JSON (", e.what(), ")"));
   }

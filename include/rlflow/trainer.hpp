@@ -1075,7 +1075,13 @@ class Trainer {
         std::string line, kept;
         while (std::getline(in, line)) {
           try {
-            if (nlohmann::json::parse(line).at("step").get<std::int64_t>() <= global_step_) kept += line + "\n";
+            // an integer step only: get<int64_t>() of a float such as 1e300 would be undefined behaviour
+            auto const j = nlohmann::json::parse(line);
+            auto const it = j.is_object() ? j.find("step") : j.end();
+            bool keep = false;
+            if (it != j.end() && it->is_number_unsigned()) keep = it->get<std::uint64_t>() <= std::uint64_t(global_step_);
+            else if (it != j.end() && it->is_number_integer()) keep = it->get<std::int64_t>() <= global_step_;
+            if (keep) kept += line + "\n";
           } catch (std::exception const&) {
             // a torn last line from a killed run: dropped
           }

@@ -9,7 +9,8 @@
 //  - with clang -fsanitize=fuzzer: libFuzzer drives LLVMFuzzerTestOneInput ('make fuzz');
 //  - with RLFLOW_FUZZ_STANDALONE: a main() runs the seeds, the files of --corpus folders (the
 //    checked-in regression corpus of minimised crashers), then --runs seeded mutations of them
-//    (bit flips, byte sets, inserts, deletes, splices, interesting integers); used under ASan +
+//    (bit flips, byte sets, inserts, deletes, splices, interesting integers and tokens, deep
+//    nesting); used under ASan +
 //    UBSan by CTest. --write-seeds DIR writes the seeds for libFuzzer.
 // Both print "fuzz <target>: runs R, accepted A, clean errors E, silent accepts S" at exit.
 #pragma once
@@ -127,7 +128,7 @@ inline void mutate(std::string& x, std::string const& other, std::mt19937_64& rn
   auto pick = [&](std::size_t n) { return n == 0 ? std::size_t{0} : static_cast<std::size_t>(rng() % n); };
   int const edits = 1 + static_cast<int>(rng() % 4);
   for (int e = 0; e < edits; ++e) {
-    switch (rng() % 8) {
+    switch (rng() % 9) {
       case 0:  // flip a bit
         if (!x.empty()) x[pick(x.size())] ^= static_cast<char>(1u << (rng() % 8));
         break;
@@ -163,6 +164,22 @@ inline void mutate(std::string& x, std::string const& other, std::mt19937_64& rn
         static char const* toks[] = {"-1", "1e999", "9223372036854775808", "null", "[", "{", "}", "]", "\"", ":", ",",
                                      "  ", "\n", "1.5", "true", "\xff", "\\u0000", "99999999999999999999", "0x10", "-"};
         x.insert(pick(x.size() + 1), toks[rng() % (sizeof toks / sizeof toks[0])]);
+        break;
+      }
+      case 7: {  // deep nesting (text formats): k opening brackets at one place, k closing ones later, k up to 2^17
+        std::size_t const k = std::size_t{1} << (rng() % 18);
+        bool const obj = rng() % 2;
+        auto const a = pick(x.size() + 1);
+        auto const b = a + pick(x.size() - a + 1);
+        x.insert(b, k, obj ? '}' : ']');
+        if (obj) {
+          std::string o;
+          o.reserve(6 * k);
+          for (std::size_t i = 0; i < k; ++i) o += "{\"a\":";  // {"a":{"a":...}}
+          x.insert(a, o);
+        } else {
+          x.insert(a, k, '[');
+        }
         break;
       }
       default:  // duplicate a range

@@ -207,6 +207,10 @@ TEST_CASE("metrics.jsonl: a fresh run truncates it, a resumed run never repeats 
   REQUIRE(logged_steps(dir / "metrics.jsonl") == std::vector<std::int64_t>{1, 2, 3, 4});
   // a resumed run from step 2 (the tracker moved back, as after a kill between steps 3 and 4)
   put(dir / checkpoint_tracker_file, "2\n");
+  // damaged lines whose step is not an integer (1e300 read as an int64 would be undefined
+  // behaviour) or beyond int64: dropped, never converted
+  put(dir / "metrics.jsonl", slurp(dir / "metrics.jsonl") + "{\"step\": 1e300}\n{\"step\": -1e300}\n{\"step\": 1.5}\n"
+                             "{\"step\": 18446744073709551615}\n[1]\n{\"step\": \"2\"}\n");
   cfg.trainer.resume_mode = "auto";
   {
     GRPOTrainer t(cfg, dataset(), task.charset(), quiet());

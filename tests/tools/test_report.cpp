@@ -105,6 +105,11 @@ TEST_CASE("report: the config comes from config.json or the newest checkpoint", 
   CHECK(std::regex_search(html, std::regex(R"(<tr class="differs" data-key="seed"><td><code>seed</code></td><td>1</td><td>10</td></tr>)")));
   CHECK(std::regex_search(html, std::regex(R"(<tr class="same" data-key="data.train_batch_size" style="display:none">)")));
   CHECK(std::regex_search(html, std::regex(R"(<tr class="differs" data-key="trainer.v1.trainer_mode">.*<td>sync</td><td></td></tr>)")));
+  // a damaged, deeply nested config.json is a format_error naming it (flatten() recursed per level: a stack overflow)
+  write(d.path / "deep" / "metrics.jsonl", "{\"step\":1,\"x\":1}\n");
+  write(d.path / "deep" / "config.json", "{\"a\": " + std::string(300000, '[') + std::string(300000, ']') + "}");
+  CHECK_THROWS_AS(rlflow::report::load_run((d.path / "deep").string()), rlflow::format_error);
+  CHECK_THROWS_WITH(rlflow::report::load_run((d.path / "deep").string()), Catch::Contains("config.json' nests JSON 300001 levels"));
 }
 
 TEST_CASE("report: smoothing equals TensorBoard's closed form", "[tools][report]") {

@@ -27,8 +27,10 @@ inline std::string config_json(model::GPTConfig const& c) {
                               {"n_head", c.n_head}, {"n_embd", c.n_embd}, {"seed", c.seed}, {"value_head", c.value_head}};
   return j.dump();
 }
-//! The architecture recorded in a file must equal the engine's (the seed may differ).
-inline void check_config(safetensors::File const& f, model::GPTConfig const& want) {
+//! The architecture recorded in a file's 'rlflow.gpt_config' metadata, every field validated
+//! (integers in int range, never a float converted; value_head a boolean; seed, when present,
+//! an unsigned integer). Throws format_error naming the file and the field.
+inline model::GPTConfig read_config(safetensors::File const& f) {
   auto it = f.metadata().find("rlflow.gpt_config");
   if (it == f.metadata().end())
     throw format_error(msg("rlflow::engine: ", f.path(), " has no 'rlflow.gpt_config' metadata; it was not written by rlflow::engine::save_*"));
@@ -63,9 +65,20 @@ inline void check_config(safetensors::File const& f, model::GPTConfig const& wan
     throw format_error(msg("rlflow::engine: ", f.path(), ": 'rlflow.gpt_config' field 'value_head' is ",
                            vh == j.end() ? std::string("missing") : rlflow::detail::json_preview(*vh), "; expected true or false"));
   got.value_head = vh->get<bool>();
+  if (auto sd = j.find("seed"); sd != j.end()) {
+    if (!sd->is_number_unsigned() && !(sd->is_number_integer() && sd->get<std::int64_t>() >= 0))
+      throw format_error(msg("rlflow::engine: ", f.path(), ": 'rlflow.gpt_config' field 'seed' is ", rlflow::detail::json_preview(*sd),
+                             "; expected an unsigned integer"));
+    got.seed = sd->get<std::uint64_t>();
+  }
+  return got;
+}
+//! The architecture recorded in a file must equal the engine's (the seed may differ).
+inline void check_config(safetensors::File const& f, model::GPTConfig const& want) {
+  model::GPTConfig got = read_config(f);
   got.seed = want.seed;
   if (!(got == want))
-    throw config_error(msg("rlflow::engine: ", f.path(), " holds a model with config ", it->second,
+    throw config_error(msg("rlflow::engine: ", f.path(), " holds a model with config ", config_json(got),
                            " but the engine was built with ", config_json(want), "; build the engine with the file's GPTConfig"));
 }
 inline std::span<std::byte const> as_bytes(std::span<float const> s) { return std::as_bytes(s); }

@@ -16,24 +16,13 @@ namespace rlflow::engine {
 
 //! The GPTConfig an rlflow checkpoint file records in its 'rlflow.gpt_config' metadata.
 inline model::GPTConfig checkpoint_config(safetensors::File const& f) {
-  auto it = f.metadata().find("rlflow.gpt_config");
-  if (it == f.metadata().end())
+  if (!f.metadata().contains("rlflow.gpt_config"))
     throw format_error(msg("rlflow::engine::checkpoint_config: ", f.path(), " has no 'rlflow.gpt_config' metadata; ",
                            "it was not written by rlflow (for a Hugging Face folder, use it directly as model.path)"));
-  try {
-    auto j = nlohmann::json::parse(it->second);
-    model::GPTConfig c;
-    c.vocab_size = j.at("vocab_size").get<int>();
-    c.max_seq_len = j.at("max_seq_len").get<int>();
-    c.n_layer = j.at("n_layer").get<int>();
-    c.n_head = j.at("n_head").get<int>();
-    c.n_embd = j.at("n_embd").get<int>();
-    c.value_head = j.at("value_head").get<bool>();
-    c.seed = j.value("seed", std::uint64_t{0});
-    return c;
-  } catch (nlohmann::json::exception const& e) {
-    throw format_error(msg("rlflow::engine::checkpoint_config: ", f.path(), " has malformed 'rlflow.gpt_config' (", e.what(), ")"));
-  }
+  // every field validated (a float or 2^32 + k where an int belongs is an error, never converted)
+  model::GPTConfig c = detail::read_config(f);
+  c.validate();
+  return c;
 }
 
 //! Exports 'checkpoint' (a .safetensors file, or a global_step_N folder holding actor.safetensors)

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+#include <rlflow/detail/json_text.hpp>  // check_json_depth, json_preview
 #include <rlflow/error.hpp>
 #include <rlflow/model/tokenizer.hpp>       // Tokenizer
 #include <rlflow/model/unicode_tables.hpp>  // letter_ranges, number_ranges
@@ -213,6 +214,10 @@ class BPETokenizer final : public Tokenizer {
     std::int32_t max_id = -1;
     for (auto const& [tok, id] : vocab) {
       if (id < 0) throw config_error(msg("rlflow::model::BPETokenizer: token '", tok, "' has the negative id ", id));
+      // ids index a table of max_id + 1 entries: bound it before allocating (and before max_id + 1 overflows)
+      if (id > max_token_id)
+        throw config_error(msg("rlflow::model::BPETokenizer: token '", tok, "' has the id ", id, ", above the largest accepted id ",
+                               max_token_id, " (2^24 - 1; real vocabularies hold up to a few hundred thousand tokens)"));
       max_id = std::max(max_id, id);
     }
     bytes_.assign(std::size_t(max_id + 1), std::string());
@@ -272,14 +277,26 @@ class BPETokenizer final : public Tokenizer {
     pad_ = opt_.pad_token.empty() ? eos_ : need("pad_token", opt_.pad_token);
   }
 
+  //! The largest token id accepted (ids index a table; a hostile 2^31 - 1 would allocate 64 GiB).
+  static constexpr std::int32_t max_token_id = (1 << 24) - 1;
+
   //! From GPT-2's files: vocab.json ({"token": id}) and merges.txt ("#version" line, then "a b").
   static BPETokenizer from_files(std::filesystem::path const& vocab_json, std::filesystem::path const& merges_txt,
                                  BPEOptions opt = {}) {
-    std::ifstream vin(vocab_json);
+    for (auto const& f : {vocab_json, merges_txt}) {
+      std::error_code ec;
+      if (!std::filesystem::is_regular_file(f, ec))
+        throw io_error(msg("rlflow::model::BPETokenizer: ", f.string(), " is missing or not a regular file; a GPT-2 tokenizer folder "
+                           "holds the files vocab.json and merges.txt"));
+    }
+    std::ifstream vin(vocab_json, std::ios::binary);
     if (!vin) throw io_error(msg("rlflow::model::BPETokenizer: cannot open ", vocab_json.string()));
+    std::string const text{std::istreambuf_iterator<char>(vin), std::istreambuf_iterator<char>()};
+    // a {token: id} object nests one level; refuse deep text before parsing (its dump would recurse)
+    rlflow::detail::check_json_depth(text, 8, "rlflow::model::BPETokenizer", vocab_json.string());
     nlohmann::json j;
     try {
-      j = nlohmann::json::parse(vin);
+      j = nlohmann::json::parse(text);
     } catch (nlohmann::json::exception const& e) {
       throw format_error(msg("rlflow::model::BPETokenizer: ", vocab_json.string(), " is not valid JSON (", e.what(), ")"));
     }
@@ -287,11 +304,20 @@ class BPETokenizer final : public Tokenizer {
     std::vector<std::pair<std::string, std::int32_t>> vocab;
     vocab.reserve(j.size());
     for (auto it = j.begin(); it != j.end(); ++it) {
-      if (!it.value().is_number_integer())
-        throw format_error(msg("rlflow::model::BPETokenizer: ", vocab_json.string(), ": token '", it.key(), "' has a non-integer id"));
-      vocab.emplace_back(it.key(), it.value().get<std::int32_t>());
+      auto const& v = it.value();
+      // an integer in [0, max_token_id]: never narrowed (get<int32_t> would turn 2^32 + 5 into 5)
+      bool const in_range = v.is_number_unsigned() ? v.get<std::uint64_t>() <= std::uint64_t(max_token_id)
+                                                   : v.is_number_integer() && v.get<std::int64_t>() >= 0 &&
+                                                         v.get<std::int64_t>() <= max_token_id;
+      if (!v.is_number_integer())
+        throw format_error(msg("rlflow::model::BPETokenizer: ", vocab_json.string(), ": token '", it.key(), "' has a non-integer id ",
+                               rlflow::detail::json_preview(v)));
+      if (!in_range)
+        throw format_error(msg("rlflow::model::BPETokenizer: ", vocab_json.string(), ": token '", it.key(), "' has the id ",
+                               rlflow::detail::json_preview(v), ", outside [0, ", max_token_id, "]"));
+      vocab.emplace_back(it.key(), static_cast<std::int32_t>(v.get<std::int64_t>()));
     }
-    std::ifstream min(merges_txt);
+    std::ifstream min(merges_txt, std::ios::binary);
     if (!min) throw io_error(msg("rlflow::model::BPETokenizer: cannot open ", merges_txt.string()));
     std::vector<std::pair<std::string, std::string>> merges;
     std::string line;
@@ -306,6 +332,7 @@ class BPETokenizer final : public Tokenizer {
                                "' is not two tokens separated by one space"));
       merges.emplace_back(line.substr(0, sp), line.substr(sp + 1));
     }
+    if (min.bad()) throw io_error(msg("rlflow::model::BPETokenizer: reading ", merges_txt.string(), " failed"));
     return BPETokenizer(vocab, merges, std::move(opt));
   }
 

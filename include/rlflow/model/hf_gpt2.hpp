@@ -20,6 +20,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <unistd.h>  // getpid
 #include <map>
 #include <set>
@@ -28,6 +29,7 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+#include <rlflow/detail/json_text.hpp>    // check_json_depth, json_int_in, json_preview
 #include <rlflow/engine/safetensors.hpp>  // File, save, TensorRecord
 #include <rlflow/error.hpp>
 #include <rlflow/model/gpt.hpp>            // GPTConfig, ParamLayout, init_params
@@ -44,10 +46,15 @@ inline bool tanh_gelu_name(std::string const& a) {
 
 namespace detail {
 inline nlohmann::json read_json(fs::path const& p, char const* who) {
-  std::ifstream in(p);
+  std::error_code ec;
+  if (fs::is_directory(p, ec)) throw io_error(msg("rlflow::model::hf::", who, ": ", p.string(), " is a folder, not a JSON file"));
+  std::ifstream in(p, std::ios::binary);
   if (!in) throw io_error(msg("rlflow::model::hf::", who, ": cannot open ", p.string(), "; a Hugging Face model folder holds config.json and model.safetensors"));
+  std::string const text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  // config.json and the shard index nest 2-3 levels; refuse deep text before parsing
+  rlflow::detail::check_json_depth(text, 32, msg("rlflow::model::hf::", who), p.string());
   try {
-    return nlohmann::json::parse(in);
+    return nlohmann::json::parse(text);
   } catch (nlohmann::json::exception const& e) {
     throw format_error(msg("rlflow::model::hf::", who, ": ", p.string(), " is not valid JSON (", e.what(), ")"));
   }
@@ -71,17 +78,27 @@ inline GPTConfig gpt2_config_from_json(nlohmann::json const& j, std::string cons
     throw config_error(msg("rlflow::model::hf: ", where, ": ", what));
   };
   if (!j.is_object()) bad("is not a JSON object");
+  if (j.contains("model_type") && !j["model_type"].is_string() && !j["model_type"].is_null())
+    bad(msg("model_type = ", rlflow::detail::json_preview(j["model_type"]), " is not a string"));
   std::string const type = detail::get_or<std::string>(j, "model_type", "");
   if (type != "gpt2")
     bad(msg("model_type = '", type, "' is not supported; the built-in GPT loads GPT-2-family models (model_type 'gpt2': "
             "gpt2, distilgpt2, gpt2-medium, ...)"));
   GPTConfig c;
+  // integers read exactly: a float (1e300) or a value beyond int (2^32 + k) is an error, never
+  // converted (undefined behaviour) or narrowed (k layers)
+  auto int_or = [&](char const* key, int def) {
+    if (!j.contains(key) || j[key].is_null()) return def;
+    return static_cast<int>(rlflow::detail::json_int_in(j[key], key, 0, std::numeric_limits<int>::max(), "rlflow::model::hf", where));
+  };
   try {
-    c.n_layer = detail::get_or<int>(j, "n_layer", 12);
-    c.n_head = detail::get_or<int>(j, "n_head", 12);
-    c.n_embd = detail::get_or<int>(j, "n_embd", 768);
-    c.vocab_size = detail::get_or<int>(j, "vocab_size", 50257);
-    c.max_seq_len = detail::get_or<int>(j, "n_positions", detail::get_or<int>(j, "n_ctx", 1024));
+    c.n_layer = int_or("n_layer", 12);
+    c.n_head = int_or("n_head", 12);
+    c.n_embd = int_or("n_embd", 768);
+    c.vocab_size = int_or("vocab_size", 50257);
+    c.max_seq_len = int_or("n_positions", int_or("n_ctx", 1024));
+    if (j.contains("layer_norm_epsilon") && !j["layer_norm_epsilon"].is_null() && !j["layer_norm_epsilon"].is_number())
+      bad(msg("layer_norm_epsilon = ", rlflow::detail::json_preview(j["layer_norm_epsilon"]), " is not a number"));
     double const eps = detail::get_or<double>(j, "layer_norm_epsilon", 1e-5);
     if (std::abs(eps - 1e-5) > 1e-12)
       bad(msg("layer_norm_epsilon = ", eps, " is not supported; the built-in GPT's LayerNorm uses GPT-2's 1e-5"));
@@ -89,8 +106,8 @@ inline GPTConfig gpt2_config_from_json(nlohmann::json const& j, std::string cons
     if (!tanh_gelu_name(act))
       bad(msg("activation_function = '", act, "' is not supported; the built-in GPT computes GELU's tanh approximation "
               "(gelu_new, gelu_pytorch_tanh, gelu_fast)"));
-    if (j.contains("n_inner") && !j["n_inner"].is_null() && j["n_inner"].get<int>() != 4 * c.n_embd)
-      bad(msg("n_inner = ", j["n_inner"].get<int>(), " is not supported; the built-in GPT's MLP is 4 * n_embd = ", 4 * c.n_embd));
+    if (j.contains("n_inner") && !j["n_inner"].is_null() && int_or("n_inner", 0) != 4 * std::int64_t{c.n_embd})
+      bad(msg("n_inner = ", int_or("n_inner", 0), " is not supported; the built-in GPT's MLP is 4 * n_embd = ", 4 * std::int64_t{c.n_embd}));
     if (!detail::get_or<bool>(j, "scale_attn_weights", true))
       bad("scale_attn_weights = false is not supported; the built-in GPT scales attention by 1/sqrt(head_dim)");
     if (detail::get_or<bool>(j, "scale_attn_by_inverse_layer_idx", false))
@@ -136,6 +153,12 @@ inline std::vector<fs::path> weight_files(fs::path const& folder) {
   for (auto it = j["weight_map"].begin(); it != j["weight_map"].end(); ++it) {
     if (!it.value().is_string()) throw format_error(msg("rlflow::model::hf: ", idx.string(), ": weight_map['", it.key(), "'] is not a file name"));
     std::string const f = it.value().get<std::string>();
+    // a shard is a plain file name beside the index (transformers writes model-0000k-of-0000n.safetensors):
+    // never a path that leaves the folder
+    if (f.empty() || f == "." || f == ".." || f.find('/') != std::string::npos || f.find('\\') != std::string::npos ||
+        f.find('\0') != std::string::npos)
+      throw format_error(msg("rlflow::model::hf: ", idx.string(), ": weight_map['", it.key(), "'] = '", f,
+                             "' is not a plain file name in the model folder; shards sit beside the index"));
     if (seen.insert(f).second) files.push_back(folder / f);
   }
   return files;
@@ -244,12 +267,27 @@ inline std::vector<float> layout_to_hf(ParamTensor const& t, GPTConfig const& cf
 //! tensor and the expected / found shapes.
 inline std::vector<float> load_gpt2_weights(fs::path const& folder, GPTConfig const& cfg) {
   ParamLayout const lay(cfg);
+  auto const files = weight_files(folder);
+  {  // before allocating: the files must be able to hold the model config.json describes (2 bytes a weight at least)
+    std::uintmax_t have = 0;
+    for (auto const& f : files) {
+      std::error_code ec;
+      auto const n = fs::file_size(f, ec);
+      if (ec) throw io_error(msg("rlflow::model::hf: cannot read the size of ", f.string(), ": ", ec.message()));
+      have += n;
+    }
+    std::uintmax_t const need = 2 * std::uintmax_t(lay.size() - (cfg.value_head ? std::size_t(cfg.n_embd) + 1 : 0));
+    if (have < need)
+      throw format_error(msg("rlflow::model::hf: ", folder.string(), ": config.json describes ", lay.size(),
+                             " parameters (at least ", need, " bytes in F16/BF16) but the weight files hold ", have,
+                             " bytes; config.json and the weights do not belong together"));
+  }
   std::vector<float> flat(lay.size());
   init_params(cfg, flat);
   std::map<std::string, bool> filled;
   for (auto const& t : lay.tensors())
     if (!t.name.starts_with("value_head.")) filled[t.name] = false;
-  for (auto const& file : weight_files(folder)) {
+  for (auto const& file : files) {
     auto f = engine::safetensors::File::load(file);
     for (auto const& name : f.names()) {
       std::string const ln = layout_name_of(name);

@@ -45,6 +45,28 @@ struct GPTConfig {
     if (n_embd < 1 || n_embd % n_head != 0)
       throw config_error(msg("rlflow::model::GPTConfig: n_embd = ", n_embd, " is not a positive multiple of n_head = ",
                              n_head, "; pick n_embd = n_head * head_dim"));
+    // Upper bounds (issue 13): sizes read from a file must not overflow the layout's int64
+    // products (4 n_embd^2 overflows from n_embd = 2^31) nor loop over absurd layer counts.
+    if (n_layer > max_layers) bad("n_layer", n_layer, "rlflow's GPT holds at most 4096 layers");
+    std::int64_t const p = parameter_count();
+    if (p < 0 || p > max_parameters)
+      throw config_error(msg("rlflow::model::GPTConfig: vocab_size = ", vocab_size, ", max_seq_len = ", max_seq_len, ", n_layer = ",
+                             n_layer, ", n_embd = ", n_embd, " give ", p < 0 ? std::string("more than 2^63") : std::to_string(p),
+                             " parameters, above the limit of 2^36 (", max_parameters, ", 256 GiB of float32); use a smaller model"));
+  }
+  static constexpr int max_layers = 4096;
+  static constexpr std::int64_t max_parameters = std::int64_t{1} << 36;
+  //! Parameters of the layout (value head included), or -1 when the count overflows int64.
+  std::int64_t parameter_count() const {
+    std::int64_t const C = n_embd, V = vocab_size, T = max_seq_len, L = n_layer;
+    std::int64_t emb = 0, cc = 0, per_layer = 0, layers = 0, total = 0;
+    if (__builtin_add_overflow(V, T, &emb) || __builtin_mul_overflow(emb, C, &emb)) return -1;
+    if (__builtin_mul_overflow(C, C, &cc) || __builtin_mul_overflow(cc, 12, &per_layer) ||
+        __builtin_add_overflow(per_layer, 13 * C, &per_layer) || __builtin_mul_overflow(per_layer, L, &layers))
+      return -1;
+    if (__builtin_add_overflow(emb, layers, &total) || __builtin_add_overflow(total, 2 * C + (value_head ? C + 1 : 0), &total))
+      return -1;
+    return total;
   }
   friend bool operator==(GPTConfig const&, GPTConfig const&) = default;
 };
