@@ -21,6 +21,7 @@
 #include <mpi.h>
 
 #include <climits>
+#include <cstddef>
 #include <condition_variable>
 #include <list>
 #include <memory>
@@ -221,7 +222,10 @@ class WorkerGroup<Host, dispatch::Mpi> {
     wire::Buffer& b = out_buffer(0);
     write_header(b, mpi::op_thunk, *st, 0);
     wire::put(b, &Served::template run_func<F, R, std::decay_t<A>...>);
-    (wire::put<std::decay_t<A>>(b, a), ...);
+    {
+      wire::BulkScope scope(&out_bulk_[0], nullptr);
+      (wire::put<std::decay_t<A>>(b, a), ...);
+    }
     send_all(*st, 1);
     st->finish = [](Call<R, R>& c, auto& res) {
       if constexpr (!std::is_void_v<R>) c.value.emplace(std::move(*res[0]));
@@ -317,6 +321,7 @@ class WorkerGroup<Host, dispatch::Mpi> {
         auto args = [&]<std::size_t... K>(std::index_sequence<K...>) {
           return typename detail::decayed_tuple<params>::type{wire::get<std::decay_t<detail::at_t<K, params>>>(in)...};
         }(std::make_index_sequence<params::size>{});
+        receive_bulk(h);
         auto& obj = detail::owner_of<typename E::owner>(*s.host);
         [&]<std::size_t... K>(std::index_sequence<K...>) {
           if constexpr (std::is_void_v<Ret>) {
@@ -340,6 +345,7 @@ class WorkerGroup<Host, dispatch::Mpi> {
     static void run_func(Served& s, mpi::Header const& h, wire::Reader& in, wire::Buffer& reply) {
       try {
         std::tuple<A...> args{wire::get<A>(in)...};
+        receive_bulk(h);
         F f{};
         if constexpr (std::is_void_v<R>) {
           std::apply(f, args);
@@ -352,6 +358,11 @@ class WorkerGroup<Host, dispatch::Mpi> {
       } catch (...) {
         fail(s, h, reply);
       }
+    }
+    //! The command's bulk segments, into the columns its decoded arguments allocated.
+    static void receive_bulk(mpi::Header const& h) {
+      if (wire::Bulk* b = wire::detail::bulk_in())
+        mpi::Runtime::get().recv_bulk(0, h.tag, *b, h.bulk, msg("rlflow::mpi: call ", h.call, "'s arguments"));
     }
     //! The reply of a failed call: status 2 when this rank only left a collective because a peer
     //! failed (the driver names the peer), else 1 (and the peers are told to leave theirs).
@@ -366,7 +377,8 @@ class WorkerGroup<Host, dispatch::Mpi> {
       }
       bool const victim = s.comm->poisoned();
       if (!victim) s.comm->announce_failure(h.call);
-      reply.clear();
+      reply.resize(mpi::reply_prefix_bytes);  // drop a partly written result (and its bulk segments)
+      if (wire::Bulk* b = wire::detail::bulk_out()) b->segs.clear();
       reply.push_back(std::byte{static_cast<unsigned char>(victim ? 2 : 1)});
       wire::put(reply, what);
     }
@@ -425,10 +437,17 @@ class WorkerGroup<Host, dispatch::Mpi> {
         rt->seen(k + 1);
         --remaining;
         wire::Reader r(std::span<std::byte const>(buf.data(), buf.size()));
-        auto const s = r.u8("a reply's status");
+        wire::Bulk bin;
+        std::uint32_t nb = 0;
         try {
+          nb = r.u32("a reply's bulk count");
+          auto const s = r.u8("a reply's status");
           if (s == 0) {
-            if constexpr (!std::is_void_v<R>) results[static_cast<std::size_t>(k)].emplace(wire::get<R>(r));
+            if constexpr (!std::is_void_v<R>) {
+              wire::BulkScope scope(nullptr, &bin);
+              results[static_cast<std::size_t>(k)].emplace(wire::get<R>(r));
+            }
+            rt->recv_bulk(k + 1, tag, bin, nb, msg("rlflow::WorkerGroup '", group, "': ", role, "::", method, "'s reply"));
             status[static_cast<std::size_t>(k)] = 1;
           } else {
             errors[static_cast<std::size_t>(k)] = r.str("an error text");
@@ -437,6 +456,13 @@ class WorkerGroup<Host, dispatch::Mpi> {
         } catch (std::exception const& e) {
           errors[static_cast<std::size_t>(k)] = msg("the reply could not be read: ", e.what());
           status[static_cast<std::size_t>(k)] = 2;
+          results[static_cast<std::size_t>(k)].reset();
+          if (!bin.done && nb) {
+            try {
+              rt->drain_bulk(k + 1, tag, nb, "the reply");  // the segments that could not be used
+            } catch (...) {
+            }
+          }
         }
       }
       if (remaining > 0 && check_liveness) {
@@ -503,8 +529,12 @@ class WorkerGroup<Host, dispatch::Mpi> {
   }
 
   wire::Buffer& out_buffer(int r) {
-    if (out_.size() <= static_cast<std::size_t>(r)) out_.resize(static_cast<std::size_t>(r) + 1);
+    if (out_.size() <= static_cast<std::size_t>(r)) {
+      out_.resize(static_cast<std::size_t>(r) + 1);
+      out_bulk_.resize(static_cast<std::size_t>(r) + 1);
+    }
     out_[static_cast<std::size_t>(r)].clear();
+    out_bulk_[static_cast<std::size_t>(r)].clear();
     return out_[static_cast<std::size_t>(r)];
   }
   template <class C>
@@ -517,17 +547,32 @@ class WorkerGroup<Host, dispatch::Mpi> {
     h.group_rank = r;
     wire::detail::append(b, &h, sizeof h);
   }
+  //! Sends each rank its message, then its bulk segments; returns when every send is done (the
+  //! caller's tensors may change afterwards). A rank that stops taking data fails the call.
   template <class C>
-  void send_all(C& /*call*/, int ranks) {
+  void send_all(C& call, int ranks) {
     mpi::Runtime& rt = mpi::Runtime::get();
-    reqs_.resize(static_cast<std::size_t>(ranks));
+    reqs_.clear();
+    peers_.clear();
     for (int r = 0; r < ranks; ++r) {
-      auto const& b = out_[static_cast<std::size_t>(r)];
+      auto& b = out_[static_cast<std::size_t>(r)];
+      auto const& bulk = out_bulk_[static_cast<std::size_t>(r)];
+      auto const nb = static_cast<std::uint32_t>(bulk.segs.size());
+      std::memcpy(b.data() + offsetof(mpi::Header, bulk), &nb, sizeof nb);
+      reqs_.emplace_back();
+      peers_.push_back(r + 1);
       mpi::detail::check(MPI_Isend(b.data(), static_cast<int>(b.size()), MPI_BYTE, r + 1, mpi::tag_cmd, rt.control(),
-                                   &reqs_[static_cast<std::size_t>(r)]),
+                                   &reqs_.back()),
                          "MPI_Isend");
+      rt.post_bulk_sends(r + 1, call.tag, bulk.segs, reqs_, peers_);
     }
-    mpi::detail::check(MPI_Waitall(ranks, reqs_.data(), MPI_STATUSES_IGNORE), "MPI_Waitall");
+    try {
+      rt.wait_requests(reqs_, peers_, msg("rlflow::WorkerGroup '", name_, "': ", call.role, "::", call.method, ": sending the arguments"));
+    } catch (...) {
+      for (int r = 0; r < ranks; ++r) out_bulk_[static_cast<std::size_t>(r)].clear();
+      throw;
+    }
+    for (int r = 0; r < ranks; ++r) out_bulk_[static_cast<std::size_t>(r)].clear();  // the columns may go
   }
   void send_reset() {
     mpi::Runtime& rt = mpi::Runtime::get();
@@ -636,14 +681,23 @@ class WorkerGroup<Host, dispatch::Mpi> {
       if (segs_.size() <= v) segs_.resize(v + 1);
       auto& s = segs_[v];
       wire::Buffer& b = out_[static_cast<std::size_t>(r)];
+      auto& bulk = out_bulk_[static_cast<std::size_t>(r)];
       if (s.rank < 0) {
         s.rank = r;
         s.off = b.size();
-        wire::put<T>(b, d.for_rank(r));
+        s.bulk0 = bulk.segs.size();
+        {
+          wire::BulkScope scope(&bulk, nullptr);
+          wire::put<T>(b, d.for_rank(r));
+        }
         s.len = b.size() - s.off;
+        s.bulk1 = bulk.segs.size();
       } else {
         wire::Buffer const& src = out_[static_cast<std::size_t>(s.rank)];
         wire::detail::append(b, src.data() + s.off, s.len);
+        auto const& from = out_bulk_[static_cast<std::size_t>(s.rank)].segs;
+        bulk.segs.insert(bulk.segs.end(), from.begin() + static_cast<std::ptrdiff_t>(s.bulk0),
+                         from.begin() + static_cast<std::ptrdiff_t>(s.bulk1));
       }
     }
   }
@@ -710,9 +764,12 @@ class WorkerGroup<Host, dispatch::Mpi> {
   std::unique_ptr<Served> served_;
   std::vector<wire::Buffer> out_;
   std::vector<MPI_Request> reqs_;
+  std::vector<wire::Bulk> out_bulk_;  // per rank: the large columns sent after its message
+  std::vector<int> peers_;
   struct SegInfo {
     int rank = -1;
     std::size_t off = 0, len = 0;
+    std::size_t bulk0 = 0, bulk1 = 0;  // its bulk segments in out_bulk_[rank]
   };
   std::vector<SegInfo> segs_;
   std::mutex mu_;
