@@ -268,20 +268,20 @@ TEST_CASE("mpi: a bulk segment count or size that differs from the message is a 
     wire::Bulk out;
     out.segs = {wire::BulkSeg{a.data(), a.size() * 4, {}}, wire::BulkSeg{b.data(), b.size() * 4, {}}};
     for (int round = 0; round < 3; ++round) rt.post_bulk_sends(1, tag, out.segs, q, peers);
-    rt.wait_requests(q, peers, "test sender");
+    rt.wait_requests(q, peers, [] { return std::string("test sender"); });
   } else if (rt.rank() == 1) {
     std::vector<float> x(100), y(200);
     wire::Bulk in;  // round 1: the contents name one segment where two were announced
     in.segs = {wire::BulkSeg{x.data(), x.size() * 4, {}}};
-    REQUIRE_THROWS_WITH(rt.recv_bulk(0, tag, in, 2, "test"),
+    REQUIRE_THROWS_WITH(rt.recv_bulk(0, tag, in, 2, [] { return std::string("test"); }),
                         Catch::Contains("mismatched message") && Catch::Contains("announced 2") && Catch::Contains("name 1"));
     in.clear();  // round 2: the second segment is larger than its slot
     in.segs = {wire::BulkSeg{x.data(), x.size() * 4, {}}, wire::BulkSeg{y.data(), 100 * 4, {}}};
-    REQUIRE_THROWS_WITH(rt.recv_bulk(0, tag, in, 2, "test"),
+    REQUIRE_THROWS_WITH(rt.recv_bulk(0, tag, in, 2, [] { return std::string("test"); }),
                         Catch::Contains("bulk segment 1 of 2 should hold 400 bytes but was larger"));
     in.clear();  // round 3: matches; the data is exact
     in.segs = {wire::BulkSeg{x.data(), x.size() * 4, {}}, wire::BulkSeg{y.data(), y.size() * 4, {}}};
-    rt.recv_bulk(0, tag, in, 2, "test");
+    rt.recv_bulk(0, tag, in, 2, [] { return std::string("test"); });
     REQUIRE(x == a);
     REQUIRE(y == b);
   }

@@ -362,7 +362,7 @@ class WorkerGroup<Host, dispatch::Mpi> {
     //! The command's bulk segments, into the columns its decoded arguments allocated.
     static void receive_bulk(mpi::Header const& h) {
       if (wire::Bulk* b = wire::detail::bulk_in())
-        mpi::Runtime::get().recv_bulk(0, h.tag, *b, h.bulk, msg("rlflow::mpi: call ", h.call, "'s arguments"));
+        mpi::Runtime::get().recv_bulk(0, h.tag, *b, h.bulk, [&] { return msg("rlflow::mpi: call ", h.call, "'s arguments"); });
     }
     //! The reply of a failed call: status 2 when this rank only left a collective because a peer
     //! failed (the driver names the peer), else 1 (and the peers are told to leave theirs).
@@ -447,7 +447,8 @@ class WorkerGroup<Host, dispatch::Mpi> {
               wire::BulkScope scope(nullptr, &bin);
               results[static_cast<std::size_t>(k)].emplace(wire::get<R>(r));
             }
-            rt->recv_bulk(k + 1, tag, bin, nb, msg("rlflow::WorkerGroup '", group, "': ", role, "::", method, "'s reply"));
+            if (nb || !bin.segs.empty())
+              rt->recv_bulk(k + 1, tag, bin, nb, [&] { return msg("rlflow::WorkerGroup '", group, "': ", role, "::", method, "'s reply"); });
             status[static_cast<std::size_t>(k)] = 1;
           } else {
             errors[static_cast<std::size_t>(k)] = r.str("an error text");
@@ -459,7 +460,7 @@ class WorkerGroup<Host, dispatch::Mpi> {
           results[static_cast<std::size_t>(k)].reset();
           if (!bin.done && nb) {
             try {
-              rt->drain_bulk(k + 1, tag, nb, "the reply");  // the segments that could not be used
+              rt->drain_bulk(k + 1, tag, nb, [] { return std::string("the reply"); });  // the segments that could not be used
             } catch (...) {
             }
           }
@@ -567,7 +568,9 @@ class WorkerGroup<Host, dispatch::Mpi> {
       rt.post_bulk_sends(r + 1, call.tag, bulk.segs, reqs_, peers_);
     }
     try {
-      rt.wait_requests(reqs_, peers_, msg("rlflow::WorkerGroup '", name_, "': ", call.role, "::", call.method, ": sending the arguments"));
+      rt.wait_requests(reqs_, peers_, [&] {
+        return msg("rlflow::WorkerGroup '", name_, "': ", call.role, "::", call.method, ": sending the arguments");
+      });
     } catch (...) {
       for (int r = 0; r < ranks; ++r) out_bulk_[static_cast<std::size_t>(r)].clear();
       throw;

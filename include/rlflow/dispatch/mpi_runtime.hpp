@@ -211,8 +211,10 @@ class Runtime {
 
   //! Waits for requests to the ranks 'peers' (one per request). Never a hang: on the driver a
   //! peer silent past the liveness timeout fails the wait naming it; on a worker (whose only
-  //! peer is the driver) the wait is bounded by the liveness timeout. 'what' names the call.
-  void wait_requests(std::vector<MPI_Request>& q, std::vector<int> const& peers, std::string const& what) {
+  //! peer is the driver) the wait is bounded by the liveness timeout. what() names the call
+  //! (called only to build an error).
+  template <class What>
+  void wait_requests(std::vector<MPI_Request>& q, std::vector<int> const& peers, What const& what) {
     detail::Backoff bo;
     std::int64_t const t0 = now_ms(), limit = opts_.liveness_timeout.count();
     for (unsigned k = 0;; ++k) {
@@ -230,7 +232,7 @@ class Runtime {
         }
         if (late >= 0) {
           if (rank_ == 0) mark_broken();
-          throw worker_error(msg(what, ": MPI rank ", late, " took no part in the transfer for ", now_ms() - t0,
+          throw worker_error(msg(what(), ": MPI rank ", late, " took no part in the transfer for ", now_ms() - t0,
                                  " ms (liveness timeout ", limit, " ms): its process died, stopped or stopped serving; ",
                                  "raise rlflow::mpi::Options::liveness_timeout or RLFLOW_MPI_TIMEOUT_S if it was only slow"));
         }
@@ -243,12 +245,13 @@ class Runtime {
   //! registered in 'in' ('announced': how many the sender said follow). A count or size that
   //! differs is a format_error naming both numbers; the sender's segments are consumed either
   //! way, so the next message is not confused. Bounded like wait_requests.
-  void recv_bulk(int from, int tag, wire::Bulk& in, std::uint32_t announced, std::string const& what) {
+  template <class What>
+  void recv_bulk(int from, int tag, wire::Bulk& in, std::uint32_t announced, What const& what) {
     if (in.done) return;
     in.done = true;
     if (in.segs.size() != announced) {
       drain_bulk(from, tag, announced, what);
-      throw format_error(msg(what, ": mismatched message from MPI rank ", from, ": it announced ", announced,
+      throw format_error(msg(what(), ": mismatched message from MPI rank ", from, ": it announced ", announced,
                              " bulk segments but its contents name ", in.segs.size(),
                              "; both sides must run the same build of the program"));
     }
@@ -277,7 +280,7 @@ class Runtime {
           }
           if (late) {
             if (rank_ == 0) mark_broken();
-            throw worker_error(msg(what, ": MPI rank ", from, " sent ", announced, " bulk segments' header but not their data ",
+            throw worker_error(msg(what(), ": MPI rank ", from, " sent ", announced, " bulk segments' header but not their data ",
                                    "within ", now_ms() - t0, " ms (liveness timeout ", limit,
                                    " ms): its process died or stopped; raise RLFLOW_MPI_TIMEOUT_S if it was only slow"));
           }
@@ -296,14 +299,15 @@ class Runtime {
       int count = -1;
       if (st[i].MPI_ERROR == MPI_SUCCESS) MPI_Get_count(&st[i], MPI_BYTE, &count);
       if (count != static_cast<int>(in.segs[i].bytes))
-        throw format_error(msg(what, ": mismatched message from MPI rank ", from, ": bulk segment ", i, " of ", announced,
+        throw format_error(msg(what(), ": mismatched message from MPI rank ", from, ": bulk segment ", i, " of ", announced,
                                " should hold ", in.segs[i].bytes, " bytes but ",
                                count < 0 ? std::string("was larger") : msg(count, " bytes arrived"),
                                "; both sides must run the same build of the program"));
     }
   }
   //! Receives and drops 'n' bulk segments from rank 'from' (a message that could not be used).
-  void drain_bulk(int from, int tag, std::uint32_t n, std::string const& what) {
+  template <class What>
+  void drain_bulk(int from, int tag, std::uint32_t n, What const& what) {
     std::vector<std::byte> scratch;
     std::int64_t const t0 = now_ms(), limit = opts_.liveness_timeout.count();
     detail::Backoff bo;
@@ -322,7 +326,7 @@ class Runtime {
       }
       if (rank_ == 0) drain_heartbeats();
       if (rank_ == 0 ? silent_ms(from) > limit : now_ms() - t0 > limit)
-        throw worker_error(msg(what, ": MPI rank ", from, " announced ", n, " bulk segments but sent only ", i,
+        throw worker_error(msg(what(), ": MPI rank ", from, " announced ", n, " bulk segments but sent only ", i,
                                " within the liveness timeout (", limit, " ms)"));
       bo.pause();
     }
@@ -360,7 +364,7 @@ class Runtime {
       reply.resize(reply_prefix_bytes);
       bin.clear();
       bout.clear();
-      std::string const what = msg("rlflow::mpi: world rank ", rank_, ", call ", h.call);
+      auto const what = [&] { return msg("rlflow::mpi: world rank ", rank_, ", call ", h.call); };
       if (!g) {
         reply.push_back(std::byte{1});
         wire::put(reply, msg("rlflow::mpi: world rank ", rank_, " holds no worker of group ", h.group,
@@ -377,9 +381,9 @@ class Runtime {
         q.clear();
         peers.clear();
         post_bulk_sends(0, h.tag, bout.segs, q, peers);
-        wait_requests(q, peers, what + " sending its reply's bulk segments");
+        wait_requests(q, peers, [&] { return what() + " sending its reply's bulk segments"; });
       } catch (std::exception const& e) {
-        std::fprintf(stderr, "%s: %s; aborting the job\n", what.c_str(), e.what());
+        std::fprintf(stderr, "%s: %s; aborting the job\n", what().c_str(), e.what());
         MPI_Abort(ctl_, 1);
       }
       bout.clear();
