@@ -184,7 +184,14 @@ struct MeshRole {
     mesh.dp->allreduce_sum(std::span<float>(d));
     return {t[0], t[1], d[0], d[1], static_cast<float>(mesh.tp->rank()), static_cast<float>(mesh.dp->rank())};
   }
-  using methods = rlflow::methods<rlflow::method<&MeshRole::sums, rlflow::dispatch::OneToAll>>;
+  //! A large result (a bulk segment in the reply): n values depending on the rank.
+  std::vector<float> big(int n) const {
+    std::vector<float> v(static_cast<std::size_t>(n));
+    for (int i = 0; i < n; ++i) v[static_cast<std::size_t>(i)] = static_cast<float>(i % 97) + 0.25f * static_cast<float>(ctx.rank);
+    return v;
+  }
+  using methods = rlflow::methods<rlflow::method<&MeshRole::sums, rlflow::dispatch::OneToAll>,
+                                  rlflow::method<&MeshRole::big, rlflow::dispatch::OneToAll>>;
 };
 }  // namespace
 
@@ -199,6 +206,10 @@ TEST_CASE("MpiCommunicator::split in a worker group: equal to in-process; a rank
   WorkerGroup<MeshRole> ref(lpool);
   auto const expect = ref.call<&MeshRole::sums>(-1);
   REQUIRE(g.call<&MeshRole::sums>(-1) == expect);
+  // large vectors in replies travel as bulk segments; the worker keeps them alive until sent
+  for (int n : {10, 100000, 300000}) REQUIRE(g.call<&MeshRole::big>(n) == ref.call<&MeshRole::big>(n));
+  auto const filled = g.execute_func_rank_zero([](int n) { return std::vector<double>(static_cast<std::size_t>(n), 1.5); }, 50000);
+  REQUIRE(filled == std::vector<double>(50000, 1.5));
   if (W > 1) {
     for (int bad = 0; bad < W; ++bad) {
       REQUIRE_THROWS_WITH(g.call<&MeshRole::sums>(bad), Catch::Contains("MeshRole::sums failed on rank " + std::to_string(bad)) &&

@@ -286,3 +286,30 @@ TEST_CASE("mpi: a bulk segment count or size that differs from the message is a 
     REQUIRE(y == b);
   }
 }
+
+// mpi::place_pool: a pool's groups start at a given world rank, so two pools run in different
+// processes (a trainer pool and a standalone rollout pool). Results equal in-process; the pools'
+// collectives are their own.
+TEST_CASE("mpi: place_pool puts a pool's groups on their own processes", "[mpi][group][placement]") {
+  int const W = workers();
+  if (W < 2) return;
+  int const half = W / 2;
+  ResourcePool a("place_a", {half}, 2), b("place_b", {W - half}, 2);
+  if (mpi::launched()) mpi::place_pool("place_b", 1 + half);
+  MpiCalc ga(a), gb(b);
+  auto driver = mpi::drive();
+  if (!driver) return;
+  if (mpi::launched()) {
+    auto world = [] { return mpi::Runtime::get().rank(); };
+    REQUIRE(ga.execute_func_rank_zero(world) == 1);
+    REQUIRE(gb.execute_func_rank_zero(world) == 1 + half);
+  }
+  WorkerGroup<Calc> ra(a), rb(b);
+  auto d = make_rows(3 * W, 4, 3000);
+  d.set_auto_padding(true);
+  REQUIRE(gb.call<&Calc::plus>(d) == rb.call<&Calc::plus>(d));
+  REQUIRE(ga.call<&Calc::plus>(d) == ra.call<&Calc::plus>(d));
+  REQUIRE(gb.call<&Calc::reduce>(-1) == rb.call<&Calc::reduce>(-1));  // an all-reduce over b's processes only
+  REQUIRE(ga.call<&Calc::reduce>(-1) == ra.call<&Calc::reduce>(-1));
+  REQUIRE_THROWS_WITH(gb.call<&Calc::fail_on>(0), Catch::Contains("(MPI rank " + std::to_string(1 + half) + ")"));
+}

@@ -125,3 +125,32 @@ TEST_CASE("wire: DataProto with bulk segments round-trips; small columns stay in
     }
   }
 }
+
+TEST_CASE("wire: shared pointers and number vectors (inline and as bulk segments) round-trip", "[mpi][wire][bulk]") {
+  std::mt19937_64 rng(3);
+  for (std::size_t n : {std::size_t{0}, std::size_t{5}, std::size_t{20000}}) {
+    auto w = std::make_shared<std::vector<float>>(n);
+    for (auto& x : *w) x = static_cast<float>(rng() % 1000) / 7.f;
+    std::shared_ptr<std::vector<float> const> cw = w;
+    REQUIRE(*round_trip(cw) == *w);  // no sink: inline
+    std::shared_ptr<std::vector<float> const> none;
+    REQUIRE(round_trip(none) == nullptr);
+    wire::Bulk out, in;
+    wire::Buffer b;
+    {
+      wire::BulkScope scope(&out, nullptr);
+      wire::put(b, cw);
+    }
+    REQUIRE(out.segs.size() == (n * 4 >= wire::bulk_min_bytes ? 1u : 0u));
+    wire::Reader r(std::span<std::byte const>(b.data(), b.size()));
+    std::shared_ptr<std::vector<float> const> back;
+    {
+      wire::BulkScope scope(nullptr, &in);
+      back = wire::get<std::shared_ptr<std::vector<float> const>>(r);
+    }
+    REQUIRE(r.done());
+    REQUIRE(in.segs.size() == out.segs.size());
+    for (std::size_t i = 0; i < in.segs.size(); ++i) std::memcpy(in.segs[i].ptr, out.segs[i].ptr, in.segs[i].bytes);
+    REQUIRE(*back == *w);
+  }
+}

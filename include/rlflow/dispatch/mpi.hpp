@@ -35,6 +35,15 @@
 #include <rlflow/worker_group.hpp>
 
 namespace rlflow {
+namespace mpi {
+//! Puts the groups of the pool named 'pool_name' on world ranks first_world_rank, +1, ... (by
+//! default every pool starts at world rank 1, so groups of different pools share processes, as
+//! colocated roles do). Call it on every rank before the pool's first group: e.g. a trainer pool
+//! of 2 on ranks 1-2 and a rollout pool of 2 on ranks 3-4 of 'mpirun -np 5'.
+inline void place_pool(std::string_view pool_name, int first_world_rank) {
+  Runtime::get().place(std::string(pool_name), first_world_rank);
+}
+}  // namespace mpi
 namespace dispatch {
 //! The MPI backend tag: WorkerGroup<Host, dispatch::Mpi>.
 struct Mpi {
@@ -88,9 +97,11 @@ class WorkerGroup<Host, dispatch::Mpi> {
     if (rt.is_driver() && rt.driving())
       throw config_error(msg(who, ": built inside rlflow::mpi::drive()'s scope, while the worker ranks serve; build every "
                                   "MPI group on every rank before drive()"));
-    if (n > rt.size() - 1)
-      throw config_error(msg(who, ": the group needs ", n, " worker ranks but the job has ", rt.size(), " processes (",
-                             rt.size() - 1, " workers + the driver); start it with mpirun -np ", n + 1,
+    base_ = rt.first_rank_of(pool.name());
+    if (base_ + n > rt.size())
+      throw config_error(msg(who, ": the group needs ", n, " worker ranks", base_ > 1 ? msg(" from world rank ", base_) : std::string(),
+                             " but the job has ", rt.size(), " processes (", rt.size() - 1,
+                             " workers + the driver); start it with mpirun -np ", base_ + n,
                              " or more, or lower the pool's devices"));
     lease_ = pool.acquire(n, who);
     shape_ = GroupShape::make(n, opts.tp, opts.pp);
@@ -101,8 +112,8 @@ class WorkerGroup<Host, dispatch::Mpi> {
                                  "', a protected system env key; remove it (rlflow sets it per worker)"));
     id_ = rt.next_group_id();
     ctxs_ = make_contexts(pool, opts, n);
-    int const me = rt.rank() - 1;  // this process's group rank (if < n)
-    member_ = !rt.is_driver() && me < n;
+    int const me = rt.rank() - base_;  // this process's group rank (if in [0, n))
+    member_ = !rt.is_driver() && me >= 0 && me < n;
     mpi::detail::check(MPI_Comm_split(rt.control(), member_ ? 0 : MPI_UNDEFINED, me, &gcomm_), "MPI_Comm_split");
 
     std::string failure;
@@ -139,14 +150,14 @@ class WorkerGroup<Host, dispatch::Mpi> {
         MPI_Send(failure.data(), static_cast<int>(failure.size()), MPI_CHAR, 0, mpi::tag_ctor, rt.control());
       } else if (rt.is_driver()) {
         MPI_Status st;
-        MPI_Probe(first + 1, mpi::tag_ctor, rt.control(), &st);
+        MPI_Probe(first + base_, mpi::tag_ctor, rt.control(), &st);
         int len = 0;
         MPI_Get_count(&st, MPI_CHAR, &len);
         failure.resize(static_cast<std::size_t>(len));
-        MPI_Recv(failure.data(), len, MPI_CHAR, first + 1, mpi::tag_ctor, rt.control(), MPI_STATUS_IGNORE);
+        MPI_Recv(failure.data(), len, MPI_CHAR, first + base_, mpi::tag_ctor, rt.control(), MPI_STATUS_IGNORE);
       }
       release_local();
-      throw worker_error(msg(who, ": constructing the worker on rank ", first, " of ", n, " (MPI rank ", first + 1,
+      throw worker_error(msg(who, ": constructing the worker on rank ", first, " of ", n, " (MPI rank ", first + base_,
                              ") failed: ", failure.empty() ? std::string("see that rank's output") : failure,
                              "; no host of this group is left"));
     }
@@ -330,7 +341,7 @@ class WorkerGroup<Host, dispatch::Mpi> {
           } else {
             Ret r = std::invoke(M::fn, obj, std::forward<detail::at_t<K, params>>(std::get<K>(args))...);
             reply.push_back(std::byte{0});
-            wire::put<Ret>(reply, r);
+            put_result(reply, std::move(r));
           }
         }(std::make_index_sequence<params::size>{});
       } catch (...) {
@@ -353,11 +364,18 @@ class WorkerGroup<Host, dispatch::Mpi> {
         } else {
           R r = std::apply(f, args);
           reply.push_back(std::byte{0});
-          wire::put<R>(reply, r);
+          put_result(reply, std::move(r));
         }
       } catch (...) {
         fail(s, h, reply);
       }
+    }
+    //! Encodes a result; when its large buffers became bulk segments, the result is kept alive
+    //! (moved into the reply's Bulk) until the serve loop has sent them.
+    template <class R>
+    static void put_result(wire::Buffer& reply, R&& r) {
+      wire::put<std::decay_t<R>>(reply, r);
+      if (wire::Bulk* b = wire::detail::bulk_out(); b && !b->segs.empty()) b->hold(std::move(r));
     }
     //! The command's bulk segments, into the columns its decoded arguments allocated.
     static void receive_bulk(mpi::Header const& h) {
@@ -419,7 +437,7 @@ class WorkerGroup<Host, dispatch::Mpi> {
       status.assign(static_cast<std::size_t>(ranks), 0);
       errors.resize(static_cast<std::size_t>(ranks));
       started_ms = mpi::Runtime::now_ms();
-      for (int k = 0; k < ranks; ++k) r.seen(k + 1);  // the liveness clock starts with the call
+      for (int k = 0; k < ranks; ++k) r.seen(k + g->base_);  // the liveness clock starts with the call
     }
     //! Receives every reply that has arrived; throws on a silent rank.
     bool receive(bool check_liveness) {
@@ -428,13 +446,13 @@ class WorkerGroup<Host, dispatch::Mpi> {
         int flag = 0;
         MPI_Message m;
         MPI_Status st;
-        MPI_Improbe(k + 1, tag, rt->control(), &flag, &m, &st);
+        MPI_Improbe(k + g->base_, tag, rt->control(), &flag, &m, &st);
         if (!flag) continue;
         int count = 0;
         MPI_Get_count(&st, MPI_BYTE, &count);
         buf.resize(static_cast<std::size_t>(count));
         MPI_Mrecv(buf.data(), count, MPI_BYTE, &m, MPI_STATUS_IGNORE);
-        rt->seen(k + 1);
+        rt->seen(k + g->base_);
         --remaining;
         wire::Reader r(std::span<std::byte const>(buf.data(), buf.size()));
         wire::Bulk bin;
@@ -448,7 +466,7 @@ class WorkerGroup<Host, dispatch::Mpi> {
               results[static_cast<std::size_t>(k)].emplace(wire::get<R>(r));
             }
             if (nb || !bin.segs.empty())
-              rt->recv_bulk(k + 1, tag, bin, nb, [&] { return msg("rlflow::WorkerGroup '", group, "': ", role, "::", method, "'s reply"); });
+              rt->recv_bulk(k + g->base_, tag, bin, nb, [&] { return msg("rlflow::WorkerGroup '", group, "': ", role, "::", method, "'s reply"); });
             status[static_cast<std::size_t>(k)] = 1;
           } else {
             errors[static_cast<std::size_t>(k)] = r.str("an error text");
@@ -460,7 +478,7 @@ class WorkerGroup<Host, dispatch::Mpi> {
           results[static_cast<std::size_t>(k)].reset();
           if (!bin.done && nb) {
             try {
-              rt->drain_bulk(k + 1, tag, nb, [] { return std::string("the reply"); });  // the segments that could not be used
+              rt->drain_bulk(k + g->base_, tag, nb, [] { return std::string("the reply"); });  // the segments that could not be used
             } catch (...) {
             }
           }
@@ -470,10 +488,10 @@ class WorkerGroup<Host, dispatch::Mpi> {
         rt->drain_heartbeats();
         auto const limit = rt->options().liveness_timeout.count();
         for (int k = 0; k < n; ++k)
-          if (status[static_cast<std::size_t>(k)] == 0 && rt->silent_ms(k + 1) > limit) {
+          if (status[static_cast<std::size_t>(k)] == 0 && rt->silent_ms(k + g->base_) > limit) {
             rt->mark_broken();
             throw worker_error(msg("rlflow::WorkerGroup '", group, "': ", role, "::", method, ": rank ", k, " of ", g->world_size(),
-                                   " (MPI rank ", k + 1, ") sent no reply and no heartbeat for ", rt->silent_ms(k + 1),
+                                   " (MPI rank ", k + g->base_, ") sent no reply and no heartbeat for ", rt->silent_ms(k + g->base_),
                                    " ms (liveness timeout ", limit,
                                    " ms): its process died or stopped; the job is aborted when the driver exits. Raise "
                                    "rlflow::mpi::Options::liveness_timeout or RLFLOW_MPI_TIMEOUT_S if it was only slow"));
@@ -495,7 +513,7 @@ class WorkerGroup<Host, dispatch::Mpi> {
           for (auto s : status) victims = victims || s == 3;
           if (victims) g->send_reset();
           throw worker_error(msg("rlflow::WorkerGroup '", group, "': ", role, "::", method, " failed on rank ", first, " of ",
-                                 g->world_size(), ": ", errors[static_cast<std::size_t>(first)], " (MPI rank ", first + 1, ")",
+                                 g->world_size(), ": ", errors[static_cast<std::size_t>(first)], " (MPI rank ", first + g->base_, ")",
                                  failed > 1 ? msg(" (", failed, " ranks failed; the first is shown)") : std::string()));
         }
         finish(*this, results);
@@ -561,11 +579,11 @@ class WorkerGroup<Host, dispatch::Mpi> {
       auto const nb = static_cast<std::uint32_t>(bulk.segs.size());
       std::memcpy(b.data() + offsetof(mpi::Header, bulk), &nb, sizeof nb);
       reqs_.emplace_back();
-      peers_.push_back(r + 1);
-      mpi::detail::check(MPI_Isend(b.data(), static_cast<int>(b.size()), MPI_BYTE, r + 1, mpi::tag_cmd, rt.control(),
+      peers_.push_back(r + base_);
+      mpi::detail::check(MPI_Isend(b.data(), static_cast<int>(b.size()), MPI_BYTE, r + base_, mpi::tag_cmd, rt.control(),
                                    &reqs_.back()),
                          "MPI_Isend");
-      rt.post_bulk_sends(r + 1, call.tag, bulk.segs, reqs_, peers_);
+      rt.post_bulk_sends(r + base_, call.tag, bulk.segs, reqs_, peers_);
     }
     try {
       rt.wait_requests(reqs_, peers_, [&] {
@@ -584,7 +602,7 @@ class WorkerGroup<Host, dispatch::Mpi> {
     h.group = id_;
     wire::Buffer b(sizeof h);
     std::memcpy(b.data(), &h, sizeof h);
-    for (int r = 0; r < shape_.world_size; ++r) rt.send_command(r + 1, b);
+    for (int r = 0; r < shape_.world_size; ++r) rt.send_command(r + base_, b);
   }
   template <class C>
   void wait_blocking(C& call) {
@@ -761,6 +779,7 @@ class WorkerGroup<Host, dispatch::Mpi> {
   GroupShape shape_;
   std::vector<WorkerContext> ctxs_;
   std::uint32_t id_ = 0;
+  int base_ = 1;  // world rank of group rank 0 (mpi::place_pool)
   bool member_ = false;
   bool running_ = true;
   MPI_Comm gcomm_ = MPI_COMM_NULL;

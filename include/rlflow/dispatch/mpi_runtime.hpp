@@ -19,6 +19,7 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <climits>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -153,7 +154,27 @@ class Runtime {
   //! Group ids are handed out in construction order, identically on every rank (SPMD).
   std::uint32_t next_group_id() { return next_group_++; }
   //! Call ids / reply tags (driver).
-  std::uint64_t next_call_id() { return next_call_++; }
+  std::uint64_t next_call_id() { return next_call_.fetch_add(1, std::memory_order_relaxed); }  // any driver thread
+
+  //! Placement: the groups of pool 'pool' put group rank r on world rank first + r (default 1,
+  //! right after the driver, for every pool: pools then share processes). Set it on every rank,
+  //! before the pool's first group (place_pool in mpi.hpp).
+  void place(std::string pool, int first) {
+    if (first < 1 || first >= size_)
+      throw config_error(msg("rlflow::mpi::place_pool('", pool, "', ", first, "): the first world rank must be in 1..",
+                             size_ - 1, " (rank 0 is the driver; the job has ", size_, " processes)"));
+    for (auto& [k, v] : placement_)
+      if (k == pool) {
+        v = first;
+        return;
+      }
+    placement_.emplace_back(std::move(pool), first);
+  }
+  int first_rank_of(std::string_view pool) const {
+    for (auto const& [k, v] : placement_)
+      if (k == pool) return v;
+    return 1;
+  }
   int tag_of(std::uint64_t call) const {
     return tag_first_call + static_cast<int>(call % static_cast<std::uint64_t>(tag_ub_ - tag_first_call));
   }
@@ -203,6 +224,9 @@ class Runtime {
   void post_bulk_sends(int to, int tag, std::span<wire::BulkSeg const> segs, std::vector<MPI_Request>& q,
                        std::vector<int>& peers) {
     for (auto const& s : segs) {
+      if (s.bytes > static_cast<std::size_t>(INT32_MAX))
+        throw value_error(msg("rlflow::mpi: a column of ", s.bytes, " bytes exceeds one MPI message (", INT32_MAX,
+                              " bytes); split the batch into smaller calls"));
       q.emplace_back();
       peers.push_back(to);
       detail::check(MPI_Isend(s.ptr, static_cast<int>(s.bytes), MPI_BYTE, to, tag, bulk_, &q.back()), "MPI_Isend (bulk)");
@@ -490,7 +514,8 @@ class Runtime {
   bool driving_ = false;
   bool broken_ = false;
   std::uint32_t next_group_ = 0;
-  std::uint64_t next_call_ = 0;
+  std::atomic<std::uint64_t> next_call_{0};
+  std::vector<std::pair<std::string, int>> placement_;
   std::vector<ServedGroup*> served_;
   std::unique_ptr<std::atomic<std::int64_t>[]> last_seen_;
   std::atomic<bool> hb_stop_{false};
