@@ -249,7 +249,9 @@ TEST_CASE("mpi: large DataProto columns (bulk segments) give results identical t
   auto const sizes = g.execute_all<&Calc::metric>(big);
   for (int r = 0; r < W; ++r) REQUIRE(sizes[static_cast<std::size_t>(r)] == 64 + 0.5 * r);
   REQUIRE(g.execute_func_rank_zero([](DataProto const& x) { return double_x(x); }, big) == double_x(big));
-  // a throwing call whose arguments had bulk segments leaves the next call clean
+  // a call that throws on the workers after its bulk arguments arrived leaves the next call clean
+  auto no_x = DataProto::from_dict({{"z", Tensor::zeros(DType::float32, Shape{8 * W, 3000})}});
+  REQUIRE_THROWS_WITH(g.call<&Calc::plus>(no_x), Catch::Contains("Calc::plus failed on rank") && Catch::Contains("'x'"));
   REQUIRE_THROWS_WITH(g.call<&Calc::fail_on>(0), Catch::Contains("boom on purpose"));
   REQUIRE(g.call<&Calc::echo>(big).get() == big);
 }

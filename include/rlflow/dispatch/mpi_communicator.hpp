@@ -9,6 +9,7 @@
 #pragma once
 #include <mpi.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <functional>
@@ -86,8 +87,11 @@ class MpiCommunicator final : public Communicator {
     check_usable("broadcast");
     check_same_count("broadcast", data.size());
     MPI_Request q;
-    mpi::detail::check(MPI_Ibcast(data.data(), count(data.size()), MPI_FLOAT, root, comm_, &q), "MPI_Ibcast");
+    auto& buf = fb_.gath;  // MPI works on owned buffers: an aborted collective may still touch them
+    buf.assign(data.begin(), data.end());
+    mpi::detail::check(MPI_Ibcast(buf.data(), count(buf.size()), MPI_FLOAT, root, comm_, &q), "MPI_Ibcast");
     wait(q, "broadcast");
+    std::copy(buf.begin(), buf.end(), data.begin());
   }
 
   void allgather(std::span<float const> in, std::span<float> out) override {
@@ -98,10 +102,13 @@ class MpiCommunicator final : public Communicator {
     check_usable("allgather");
     check_same_count("allgather", in.size());
     MPI_Request q;
-    mpi::detail::check(MPI_Iallgather(in.data(), count(in.size()), MPI_FLOAT, out.data(), count(in.size()), MPI_FLOAT,
+    fb_.send.assign(in.begin(), in.end());
+    fb_.gath.resize(out.size());
+    mpi::detail::check(MPI_Iallgather(fb_.send.data(), count(in.size()), MPI_FLOAT, fb_.gath.data(), count(in.size()), MPI_FLOAT,
                                       comm_, &q),
                        "MPI_Iallgather");
     wait(q, "allgather");
+    std::copy(fb_.gath.begin(), fb_.gath.end(), out.begin());
   }
 
   // ---- used by the MPI worker group ---------------------------------------------------------
@@ -173,10 +180,10 @@ class MpiCommunicator final : public Communicator {
   }
   //! Lengths must agree (as the in-process communicator checks): one small all-gather.
   void check_same_count(const char* what, std::size_t n) {
-    counts_.resize(static_cast<std::size_t>(size_));
-    std::uint64_t mine = n;
+    counts_.resize(static_cast<std::size_t>(size_) + 1);
+    counts_.back() = n;  // this rank's count, sent from an owned buffer
     MPI_Request q;
-    mpi::detail::check(MPI_Iallgather(&mine, 1, MPI_UINT64_T, counts_.data(), 1, MPI_UINT64_T, comm_, &q),
+    mpi::detail::check(MPI_Iallgather(&counts_.back(), 1, MPI_UINT64_T, counts_.data(), 1, MPI_UINT64_T, comm_, &q),
                        "MPI_Iallgather");
     wait(q, what);
     for (int r = 0; r < size_; ++r)
@@ -196,6 +203,7 @@ class MpiCommunicator final : public Communicator {
         int by = peer_failure();
         if (by >= 0) {
           dirty_ = true;
+          abandon_buffers();
           state_->poisoned = true;
           state_->aborted_by = by;
           throw worker_error(msg("rlflow::comm::MpiCommunicator: ", what, " on rank ", rank_, " aborted because ",
@@ -238,15 +246,17 @@ class MpiCommunicator final : public Communicator {
       rc_[r] = count(mine);
       rd_[r] = count(r * mine);
     }
-    std::vector<T>& recv = buffer<T>();
+    auto& b = buffers<T>();  // owned: an aborted collective may still read or write them
+    b.send.assign(data.begin(), data.end());
+    std::vector<T>& recv = b.recv;
     recv.resize(ws * mine);
     MPI_Request q;
-    mpi::detail::check(MPI_Ialltoallv(data.data(), sc_.data(), sd_.data(), type, recv.data(), rc_.data(), rd_.data(), type,
+    mpi::detail::check(MPI_Ialltoallv(b.send.data(), sc_.data(), sd_.data(), type, recv.data(), rc_.data(), rd_.data(), type,
                                       comm_, &q),
                        "MPI_Ialltoallv");
     wait(q, "allreduce_sum");
     // this rank's segment, summed over ranks in rank order, in T (as LocalCommunicator does)
-    std::vector<T>& part = buffer2<T>();
+    std::vector<T>& part = b.part;
     part.resize(mine);
     for (std::size_t i = 0; i < mine; ++i) {
       T acc = recv[i];
@@ -257,19 +267,37 @@ class MpiCommunicator final : public Communicator {
       rc_[r] = count(seg(r + 1) - seg(r));
       rd_[r] = count(seg(r));
     }
-    mpi::detail::check(MPI_Iallgatherv(part.data(), count(mine), type, data.data(), rc_.data(), rd_.data(), type, comm_, &q),
+    b.gath.resize(n);
+    mpi::detail::check(MPI_Iallgatherv(part.data(), count(mine), type, b.gath.data(), rc_.data(), rd_.data(), type, comm_, &q),
                        "MPI_Iallgatherv");
     wait(q, "allreduce_sum");
+    std::copy(b.gath.begin(), b.gath.end(), data.begin());
   }
+  //! The buffers MPI reads and writes (never the caller's: a collective left by an abort stays
+  //! pending in MPI and may complete later).
   template <class T>
-  std::vector<T>& buffer() {
-    if constexpr (std::is_same_v<T, float>) return fbuf_;
-    else return dbuf_;
+  struct Buffers {
+    std::vector<T> send, recv, part, gath;
+  };
+  template <class T>
+  Buffers<T>& buffers() {
+    if constexpr (std::is_same_v<T, float>) return fb_;
+    else return db_;
   }
-  template <class T>
-  std::vector<T>& buffer2() {
-    if constexpr (std::is_same_v<T, float>) return fbuf2_;
-    else return dbuf2_;
+  //! After an abort: the pending collective keeps pointing into these, so they are handed to a
+  //! never-freed holder (as the abandoned communicator is leaked) and fresh ones are used.
+  void abandon_buffers() {
+    struct Holder {
+      Buffers<float> f;
+      Buffers<double> d;
+      std::vector<int> sc, sd, rc, rd;
+      std::vector<std::uint64_t> counts;
+    };
+    new Holder{std::move(fb_), std::move(db_), std::move(sc_), std::move(sd_), std::move(rc_), std::move(rd_), std::move(counts_)};
+    fb_ = {};
+    db_ = {};
+    sc_ = sd_ = rc_ = rd_ = {};
+    counts_ = {};
   }
 
   MPI_Comm comm_ = MPI_COMM_NULL;
@@ -281,8 +309,8 @@ class MpiCommunicator final : public Communicator {
   int rank_ = 0, size_ = 1;
   std::vector<int> sc_, sd_, rc_, rd_;
   std::vector<std::uint64_t> counts_;
-  std::vector<float> fbuf_, fbuf2_;
-  std::vector<double> dbuf_, dbuf2_;
+  Buffers<float> fb_;
+  Buffers<double> db_;
 };
 
 }  // namespace rlflow::comm
