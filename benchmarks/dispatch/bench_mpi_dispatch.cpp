@@ -5,16 +5,21 @@
 //   BM_MpiDispatch_OneToAll/ranks:N             WorkerGroup<Bench, Mpi> call of a no-op method
 //   BM_MpiDispatch_DPComputeProto/ranks:N/rows:R  R rows x 3 float32 columns of width 256 split
 //                                               over N ranks, echoed back, concatenated
-// Two phases in one job: first the raw benchmarks (the worker ranks run an echo loop), then the
-// dispatch ones (the worker ranks serve). Afterwards it prints the target ratios from this run's
-// medians: OneToAll / RawEcho(64 B) (target <= 2) and DPComputeProto / RawEcho of the same bytes
-// (target <= 1.3). Run: mpiexec --oversubscribe -np 5 build/benchmarks/dispatch/bench_mpi_dispatch
+// The raw and the dispatch benchmarks run interleaved in rounds (raw, dispatch, raw, ...; 5 rounds
+// by default, --rounds=N), while the worker ranks serve and, on a second thread, echo raw
+// messages: a load change on a shared machine hits both sides of a ratio alike. Afterwards it
+// prints the target ratios from the medians over the rounds: OneToAll / RawEcho(64 B) (target
+// <= 2) and DPComputeProto / RawEcho of the same bytes (target <= 1.3). Large DataProto columns
+// travel as bulk segments (wire::Bulk): no serialization pass; the driver's concat of the parts
+// is the one copy the raw echo does not make. Run: mpiexec --oversubscribe -np 5 build/benchmarks/dispatch/bench_mpi_dispatch
 // (started without mpiexec, it starts itself that way). Timings are never asserted.
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <algorithm>
+#include <thread>
 #include <map>
 #include <memory>
 #include <string>
@@ -159,40 +164,44 @@ std::int64_t chunk_bytes(std::int64_t rows, int n) {
   return static_cast<std::int64_t>(make_batch(rows / n).serialized_size());
 }
 
-void register_raw() {
-  for (long b : {64L, 4096L, 1L << 20}) benchmark::RegisterBenchmark("BM_MpiPingPong", BM_MpiPingPong)->ArgName("bytes")->Arg(b)
-      ->UseRealTime()->Repetitions(5)->ReportAggregatesOnly(true);
+int rounds = 5;
+void register_round() {
+  auto reg = [](const char* name, auto fn, std::vector<std::string> names, std::vector<std::int64_t> args) {
+    auto* b = benchmark::RegisterBenchmark(name, fn);
+    if (names.size() == 1) b->ArgName(names[0]);
+    else b->ArgNames(names);
+    b->Args(args)->UseRealTime();
+  };
+  reg("BM_MpiPingPong", BM_MpiPingPong, {"bytes"}, {64});
   for (int n : rank_counts()) {
-    benchmark::RegisterBenchmark("BM_MpiRawEcho", BM_MpiRawEcho)->ArgNames({"ranks", "bytes"})->Args({n, 64})
-        ->UseRealTime()->Repetitions(5)->ReportAggregatesOnly(true);
-    for (auto rows : row_counts)
-      benchmark::RegisterBenchmark("BM_MpiRawEcho", BM_MpiRawEcho)->ArgNames({"ranks", "bytes"})->Args({n, chunk_bytes(rows, n)})
-          ->UseRealTime()->Repetitions(5)->ReportAggregatesOnly(true);
-  }
-}
-void register_dispatch() {
-  for (int n : rank_counts()) {
-    benchmark::RegisterBenchmark("BM_MpiDispatch_OneToAll", BM_MpiDispatch_OneToAll)->ArgName("ranks")->Arg(n)
-        ->UseRealTime()->Repetitions(5)->ReportAggregatesOnly(true);
-    for (auto rows : row_counts)
-      benchmark::RegisterBenchmark("BM_MpiDispatch_DPComputeProto", BM_MpiDispatch_DPComputeProto)
-          ->ArgNames({"ranks", "rows"})->Args({n, rows})->UseRealTime()->Repetitions(5)->ReportAggregatesOnly(true);
+    reg("BM_MpiRawEcho", BM_MpiRawEcho, {"ranks", "bytes"}, {n, 64});
+    reg("BM_MpiDispatch_OneToAll", BM_MpiDispatch_OneToAll, {"ranks"}, {n});
+    for (auto rows : row_counts) {
+      reg("BM_MpiRawEcho", BM_MpiRawEcho, {"ranks", "bytes"}, {n, chunk_bytes(rows, n)});
+      reg("BM_MpiDispatch_DPComputeProto", BM_MpiDispatch_DPComputeProto, {"ranks", "rows"}, {n, rows});
+    }
   }
 }
 
-//! Console output; remembers the medians for the ratios.
+//! Console output; remembers every round's time per benchmark, for the medians of the ratios.
 class RatioReporter : public benchmark::ConsoleReporter {
  public:
   void ReportRuns(std::vector<Run> const& runs) override {
     ConsoleReporter::ReportRuns(runs);
     for (auto const& r : runs)
-      if (r.run_type == Run::RT_Aggregate && r.aggregate_name == "median")
-        median_[strip(r.run_name.str())] = r.GetAdjustedRealTime();
+      if (r.run_type == Run::RT_Iteration) times_[r.run_name.str()].push_back(r.GetAdjustedRealTime());
   }
   void Finalize() override {}  // ratios are printed once, after both phases
   void print_ratios() {
-    auto get = [&](std::string const& k) { auto it = median_.find(k); return it == median_.end() ? -1.0 : it->second; };
-    std::printf("\nratios (medians of this run):\n");
+    auto get = [&](std::string const& k) {
+      auto it = times_.find(k);
+      if (it == times_.end() || it->second.empty()) return -1.0;
+      auto v = it->second;
+      std::sort(v.begin(), v.end());
+      std::size_t const m = v.size() / 2;
+      return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
+    };
+    std::printf("\nratios (medians over %d interleaved rounds of this run):\n", rounds);
     for (int n : rank_counts()) {
       double const d = get("BM_MpiDispatch_OneToAll/ranks:" + std::to_string(n) + "/real_time");
       double const raw = get("BM_MpiRawEcho/ranks:" + std::to_string(n) + "/bytes:64/real_time");
@@ -213,13 +222,7 @@ class RatioReporter : public benchmark::ConsoleReporter {
   }
 
  private:
-  static std::string strip(std::string s) {
-    auto const p = s.find("/repeats:");
-    if (p == std::string::npos) return s;
-    auto const e = s.find('/', p + 1);
-    return s.erase(p, e == std::string::npos ? std::string::npos : e - p);
-  }
-  std::map<std::string, double> median_;
+  std::map<std::string, std::vector<double>> times_;
 };
 
 //! Started without mpiexec: start this program under it (5 processes) and return its status.
@@ -246,33 +249,30 @@ int relaunch(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   if (!rlflow::mpi::launched()) return relaunch(argc, argv);
+  for (int i = 1; i < argc; ++i)
+    if (std::strncmp(argv[i], "--rounds=", 9) == 0) rounds = std::max(1, std::atoi(argv[i] + 9));
   auto& rt = rlflow::mpi::Runtime::get();
-  bool const driver = rt.is_driver();
   benchmark::Initialize(&argc, argv);
-  // phase 1: raw MPI (the worker ranks echo)
-  RatioReporter rep;
-  if (driver) {
-    register_raw();
-    benchmark::RunSpecifiedBenchmarks(&rep);
-    for (int w = 1; w < rt.size(); ++w) MPI_Send(nullptr, 0, MPI_BYTE, w, tag_stop, raw_comm());
-    benchmark::ClearRegisteredBenchmarks();
-  } else {
-    echo_loop();
-  }
-  // phase 2: dispatch (groups built on every rank, then the workers serve)
+  // groups built on every rank; the worker ranks serve them and echo raw messages on a thread
   for (int n : rank_counts()) {
     static std::vector<std::unique_ptr<rlflow::ResourcePool>> pools;
     pools.push_back(std::make_unique<rlflow::ResourcePool>("bench" + std::to_string(n), std::vector<int>{n}, 1));
     groups()[n] = std::make_unique<Group>(*pools.back());
   }
+  raw_comm();
+  std::thread echo;
+  if (!rt.is_driver()) echo = std::thread(echo_loop);
   {
     auto scope = rlflow::mpi::drive();
     if (scope) {
-      register_dispatch();
+      RatioReporter rep;
+      for (int r = 0; r < rounds; ++r) register_round();
       benchmark::RunSpecifiedBenchmarks(&rep);
       rep.print_ratios();
+      for (int w = 1; w < rt.size(); ++w) MPI_Send(nullptr, 0, MPI_BYTE, w, tag_stop, raw_comm());
     }
   }
+  if (echo.joinable()) echo.join();
   groups().clear();
   benchmark::Shutdown();
   return 0;

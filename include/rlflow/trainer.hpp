@@ -263,6 +263,7 @@ class Trainer {
                      std::tuple(setup));
     else
       group_.emplace(*pool_, go, std::tuple(setup, total_steps_ * updates), std::tuple(setup));
+    build_async(setup);  // the async modes' rollout group: built on every rank, before drive()
 #if defined(RLFLOW_HAS_MPI)
     // Under mpirun every rank built the same group; worker ranks serve here until the driver's
     // trainer is destroyed, then return an inert trainer (is_driver() false, fit() does nothing).
@@ -275,7 +276,7 @@ class Trainer {
       else fixed_kl_.value = k.kl_coef;
     }
     maybe_resume();
-    start_async(setup);
+    start_async();
     logger();  // a fresh run truncates an old metrics.jsonl now; a resumed one drops the lines after its step
   }
 
@@ -831,9 +832,9 @@ class Trainer {
 
   //! Builds the rollout workers of the async modes and starts their producer with the trainer's
   //! current weights (after a resume: the checkpoint's) as version global_step.
-  void start_async(roles::RoleSetup const& setup) {
+  void build_async(roles::RoleSetup const& setup) {
     if constexpr (!on_cuda) {
-      if (!async_mode() || global_step_ >= total_steps_) return;
+      if (!async_mode()) return;
       bool const sep = cfg_.is_separate_async();
       typename async_type::Plan plan;
       plan.mode = sep ? "separate_async" : "colocate_async";
@@ -844,9 +845,10 @@ class Trainer {
                                   : std::vector<int>(static_cast<std::size_t>(cfg_.trainer.nnodes),
                                                      static_cast<int>(cfg_.trainer.n_gpus_per_node));
       plan.bound = staleness_bound();
-      plan.first_step = global_step_ + 1;
-      plan.last_step = total_steps_;
-      plan.start_pos = pos_;
+#if defined(RLFLOW_HAS_MPI)
+      // under mpirun the standalone rollout pool runs in the processes after the trainer's
+      if (sep && mpi::launched()) mpi::place_pool(plan.pool_name, 1 + group_->world_size());
+#endif
       std::int64_t const n = cfg_.actor_rollout_ref.rollout.n;
       // runs on the producer thread: reads train_, cfg_ and tok_ only (never changed after start)
       async_.emplace(std::move(plan), setup, opts_.async_hooks, [this, n](std::int64_t s, DataPosition& pos, std::int64_t& epoch) {
@@ -856,6 +858,12 @@ class Trainer {
         add_rollout_seeds(gen, s, /*salt=*/0);
         return gen;
       });
+    }
+  }
+  void start_async() {
+    if constexpr (!on_cuda) {
+      if (!async_ || global_step_ >= total_steps_) return;
+      async_->set_steps(global_step_ + 1, total_steps_, pos_);
       async_->start(std::make_shared<std::vector<float> const>(actor_weights()), global_step_);
     }
   }
@@ -1208,7 +1216,7 @@ class Trainer {
   std::optional<ResourcePool> pool_;
   std::optional<group_type> group_;
   //! The async modes' rollout workers and producer (after group_: stopped and joined first).
-  using async_type = std::conditional_t<on_cuda, std::monostate, AsyncRollout<cpu::tag, parallel::size>>;
+  using async_type = std::conditional_t<on_cuda, std::monostate, AsyncRollout<cpu::tag, parallel::size, detail::trainer_group_backend>>;
   std::optional<async_type> async_;
   std::optional<MetricsLogger> logger_;
   std::vector<std::string> startup_warnings_;

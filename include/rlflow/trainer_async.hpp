@@ -146,6 +146,30 @@ class InProcessCheckpointEngine final : public CheckpointEngine {
   std::shared_ptr<AsyncHooks const> hooks_;
 };
 
+//! The checkpoint engine of the MPI backend (a rollout group WorkerGroup<Rollout, dispatch::Mpi>
+//! in other processes; selected with backend=nccl on the CPU engines, MPI being their
+//! transport): the driver holds the trainer's gathered weights and sends them to every rollout
+//! process as one bulk segment each (wire::Bulk: straight from the vector, no serialization
+//! pass), point to point from the driver; each rank loads (and reshards) its copy. verl:
+//! CheckpointEngine with backend nccl (a broadcast from the trainer's rank 0). Started without
+//! mpirun the group runs in process and this is the in-process engine.
+template <class Group>
+class MpiCheckpointEngine final : public CheckpointEngine {
+ public:
+  MpiCheckpointEngine(Group& g, std::shared_ptr<AsyncHooks const> hooks) : g_(&g), hooks_(std::move(hooks)) {}
+  std::string_view name() const override { return g_->in_process() ? "in_process" : "mpi"; }
+  std::int64_t update_weights(std::shared_ptr<std::vector<float> const> w, std::int64_t version) override {
+    if (hooks_ && hooks_->on_sync) hooks_->on_sync(version);
+    std::int64_t const bytes = static_cast<std::int64_t>(w->size() * sizeof(float)) * g_->world_size();
+    g_->template call<&Group::host_type::update_weights>(std::move(w));
+    return bytes;
+  }
+
+ private:
+  Group* g_;
+  std::shared_ptr<AsyncHooks const> hooks_;
+};
+
 //! One generated batch in the replay buffer. verl: the trajectories of one step's prompt groups
 //! in TransferQueue, tagged with global_steps (the version that produced them).
 struct RolloutBatch {
@@ -222,11 +246,13 @@ class ReplayBuffer {
 //! more than 'bound' versions behind when trained on). Errors of the producer (a rollout worker
 //! that throws, a failing weight sync) are rethrown by the next take(), wrapped with the pool,
 //! role and step. The destructor stops the producer and joins it.
-template <class System, int TP>
+template <class System, int TP, class Backend = dispatch::InProcess>
 class AsyncRollout {
  public:
   using role = roles::StandaloneRollout<System, TP>;
-  using group_type = WorkerGroup<role, dispatch::InProcess>;
+  using group_type = WorkerGroup<role, Backend>;
+  using engine_type = std::conditional_t<std::is_same_v<Backend, dispatch::InProcess>, InProcessCheckpointEngine<group_type>,
+                                         MpiCheckpointEngine<group_type>>;
   //! Builds the prompts (input_ids, attention_mask, rollout_seed, non-tensors) of step 's',
   //! advancing 'pos'; called on the producer thread, so it must only read shared state.
   using MakePrompts = std::function<DataProto(std::int64_t s, DataPosition& pos, std::int64_t& epoch)>;
@@ -255,6 +281,14 @@ class AsyncRollout {
   AsyncRollout(AsyncRollout const&) = delete;
   AsyncRollout& operator=(AsyncRollout const&) = delete;
   ~AsyncRollout() { stop(); }
+
+  //! The steps to generate for and the data position before the first (known after a resume;
+  //! the group is built before, on every rank, as the MPI backend needs).
+  void set_steps(std::int64_t first_step, std::int64_t last_step, DataPosition start_pos) {
+    plan_.first_step = first_step;
+    plan_.last_step = last_step;
+    plan_.start_pos = std::move(start_pos);
+  }
 
   //! Publishes the initial weights (the trainer's, 'version' = its global step) and starts the producer.
   void start(std::shared_ptr<std::vector<float> const> weights, std::int64_t version) {
@@ -387,7 +421,7 @@ class AsyncRollout {
   MakePrompts make_;
   ResourcePool pool_;
   std::optional<group_type> group_;
-  std::optional<InProcessCheckpointEngine<group_type>> engine_;
+  std::optional<engine_type> engine_;
   ReplayBuffer buffer_;
   std::mutex mu_;
   std::condition_variable cv_;

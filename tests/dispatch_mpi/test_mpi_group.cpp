@@ -217,3 +217,101 @@ TEST_CASE("mpi: a group larger than the job is refused with the mpirun fix", "[m
   ResourcePool pool("big", {W + 1}, 1);
   REQUIRE_THROWS_WITH(MpiCalc(pool), Catch::Contains("mpirun -np " + std::to_string(W + 2)));
 }
+
+// Large tensor columns (>= wire::bulk_min_bytes) travel as bulk segments after the message,
+// straight from the tensors into fresh ones; small ones stay inline. Rows of 3000 floats
+// (12 KB): a chunk of >= 3 rows sends "x" as a segment, 1-2 rows inline, "id" always inline.
+TEST_CASE("mpi: large DataProto columns (bulk segments) give results identical to in-process", "[mpi][group][bulk]") {
+  int const W = workers();
+  ResourcePool pool("p", {W}, 3);
+  MpiCalc g(pool), h(pool);
+  auto driver = mpi::drive();
+  if (!driver) return;
+  WorkerGroup<Calc> ref(pool);
+  std::mt19937 rng(11);
+  for (std::int64_t n : {std::int64_t{W}, std::int64_t{3 * W}, std::int64_t{3 * W + 1}, std::int64_t{16 * W + 5}}) {
+    auto d = make_rows(n, rng(), 3000);
+    d.set_auto_padding(true);
+    DataProto const before = d;
+    REQUIRE(g.call<&Calc::echo>(d).get() == d);  // non-blocking: the reply's segments arrive on the progress thread
+    REQUIRE(g.call<&Calc::seen>() == (ref.call<&Calc::echo>(d).get(), ref.call<&Calc::seen>()));
+    DataProto p = g.call<&Calc::plus>(d);  // a new large column in the reply
+    REQUIRE(p == ref.call<&Calc::plus>(d));
+    REQUIRE(p.tensor("y").nbytes() >= static_cast<std::size_t>(n) * 3000 * 4);
+    REQUIRE(g.call<&Calc::metric>(d) == ref.call<&Calc::metric>(d));
+    if (n % W == 0) REQUIRE(g.call<&Calc::apply>(&double_x, d) == double_x(d));  // this mode does not pad
+    // a Pending with bulk segments chained into another group's call
+    REQUIRE(h.call<&Calc::plus>(h.call<&Calc::echo>(d)) == ref.call<&Calc::plus>(d));
+    REQUIRE(d == before);  // the caller's columns were sent from, never changed
+  }
+  // a DataProto argument shared by every rank (ONE_TO_ALL through execute_all) is sent once per rank
+  auto big = make_rows(64, 3, 3000);
+  auto const sizes = g.execute_all<&Calc::metric>(big);
+  for (int r = 0; r < W; ++r) REQUIRE(sizes[static_cast<std::size_t>(r)] == 64 + 0.5 * r);
+  REQUIRE(g.execute_func_rank_zero([](DataProto const& x) { return double_x(x); }, big) == double_x(big));
+  // a call that throws on the workers after its bulk arguments arrived leaves the next call clean
+  auto no_x = DataProto::from_dict({{"z", Tensor::zeros(DType::float32, Shape{8 * W, 3000})}});
+  REQUIRE_THROWS_WITH(g.call<&Calc::plus>(no_x), Catch::Contains("Calc::plus failed on rank") && Catch::Contains("'x'"));
+  REQUIRE_THROWS_WITH(g.call<&Calc::fail_on>(0), Catch::Contains("boom on purpose"));
+  REQUIRE(g.call<&Calc::echo>(big).get() == big);
+}
+
+// The bulk receive checks what arrives against what the message announced: a different count
+// or size is a format_error naming both numbers, and the segments are consumed (no hang, and
+// the next message is not confused). Run between world ranks 0 (sender) and 1 (receiver).
+TEST_CASE("mpi: a bulk segment count or size that differs from the message is a clear error", "[mpi][bulk][errors]") {
+  if (!mpi::launched()) return;
+  auto& rt = mpi::Runtime::get();
+  int const tag = 777;
+  std::vector<float> a(100, 1.f), b(200, 2.f);
+  if (rt.rank() == 0) {
+    std::vector<MPI_Request> q;
+    std::vector<int> peers;
+    wire::Bulk out;
+    out.segs = {wire::BulkSeg{a.data(), a.size() * 4, {}}, wire::BulkSeg{b.data(), b.size() * 4, {}}};
+    for (int round = 0; round < 3; ++round) rt.post_bulk_sends(1, tag, out.segs, q, peers);
+    rt.wait_requests(q, peers, [] { return std::string("test sender"); });
+  } else if (rt.rank() == 1) {
+    std::vector<float> x(100), y(200);
+    wire::Bulk in;  // round 1: the contents name one segment where two were announced
+    in.segs = {wire::BulkSeg{x.data(), x.size() * 4, {}}};
+    REQUIRE_THROWS_WITH(rt.recv_bulk(0, tag, in, 2, [] { return std::string("test"); }),
+                        Catch::Contains("mismatched message") && Catch::Contains("announced 2") && Catch::Contains("name 1"));
+    in.clear();  // round 2: the second segment is larger than its slot
+    in.segs = {wire::BulkSeg{x.data(), x.size() * 4, {}}, wire::BulkSeg{y.data(), 100 * 4, {}}};
+    REQUIRE_THROWS_WITH(rt.recv_bulk(0, tag, in, 2, [] { return std::string("test"); }),
+                        Catch::Contains("bulk segment 1 of 2 should hold 400 bytes but was larger"));
+    in.clear();  // round 3: matches; the data is exact
+    in.segs = {wire::BulkSeg{x.data(), x.size() * 4, {}}, wire::BulkSeg{y.data(), y.size() * 4, {}}};
+    rt.recv_bulk(0, tag, in, 2, [] { return std::string("test"); });
+    REQUIRE(x == a);
+    REQUIRE(y == b);
+  }
+}
+
+// mpi::place_pool: a pool's groups start at a given world rank, so two pools run in different
+// processes (a trainer pool and a standalone rollout pool). Results equal in-process; the pools'
+// collectives are their own.
+TEST_CASE("mpi: place_pool puts a pool's groups on their own processes", "[mpi][group][placement]") {
+  int const W = workers();
+  if (W < 2) return;
+  int const half = W / 2;
+  ResourcePool a("place_a", {half}, 2), b("place_b", {W - half}, 2);
+  if (mpi::launched()) mpi::place_pool("place_b", 1 + half);
+  MpiCalc ga(a), gb(b);
+  auto driver = mpi::drive();
+  if (!driver) return;
+  if (mpi::launched()) {
+    auto world = [] { return mpi::Runtime::get().rank(); };
+    REQUIRE(ga.execute_func_rank_zero(world) == 1);
+    REQUIRE(gb.execute_func_rank_zero(world) == 1 + half);
+  }
+  WorkerGroup<Calc> ra(a), rb(b);
+  auto d = make_rows(3 * W, 4, 3000);
+  d.set_auto_padding(true);
+  REQUIRE(gb.call<&Calc::plus>(d) == rb.call<&Calc::plus>(d));
+  REQUIRE(ga.call<&Calc::plus>(d) == ra.call<&Calc::plus>(d));
+  REQUIRE(gb.call<&Calc::reduce>(-1) == rb.call<&Calc::reduce>(-1));  // an all-reduce over b's processes only
+  REQUIRE(ga.call<&Calc::reduce>(-1) == ra.call<&Calc::reduce>(-1));
+  REQUIRE_THROWS_WITH(gb.call<&Calc::fail_on>(0), Catch::Contains("(MPI rank " + std::to_string(1 + half) + ")"));
+}

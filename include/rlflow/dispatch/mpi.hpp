@@ -21,6 +21,7 @@
 #include <mpi.h>
 
 #include <climits>
+#include <cstddef>
 #include <condition_variable>
 #include <list>
 #include <memory>
@@ -34,6 +35,15 @@
 #include <rlflow/worker_group.hpp>
 
 namespace rlflow {
+namespace mpi {
+//! Puts the groups of the pool named 'pool_name' on world ranks first_world_rank, +1, ... (by
+//! default every pool starts at world rank 1, so groups of different pools share processes, as
+//! colocated roles do). Call it on every rank before the pool's first group: e.g. a trainer pool
+//! of 2 on ranks 1-2 and a rollout pool of 2 on ranks 3-4 of 'mpirun -np 5'.
+inline void place_pool(std::string_view pool_name, int first_world_rank) {
+  Runtime::get().place(std::string(pool_name), first_world_rank);
+}
+}  // namespace mpi
 namespace dispatch {
 //! The MPI backend tag: WorkerGroup<Host, dispatch::Mpi>.
 struct Mpi {
@@ -87,9 +97,11 @@ class WorkerGroup<Host, dispatch::Mpi> {
     if (rt.is_driver() && rt.driving())
       throw config_error(msg(who, ": built inside rlflow::mpi::drive()'s scope, while the worker ranks serve; build every "
                                   "MPI group on every rank before drive()"));
-    if (n > rt.size() - 1)
-      throw config_error(msg(who, ": the group needs ", n, " worker ranks but the job has ", rt.size(), " processes (",
-                             rt.size() - 1, " workers + the driver); start it with mpirun -np ", n + 1,
+    base_ = rt.first_rank_of(pool.name());
+    if (base_ + n > rt.size())
+      throw config_error(msg(who, ": the group needs ", n, " worker ranks", base_ > 1 ? msg(" from world rank ", base_) : std::string(),
+                             " but the job has ", rt.size(), " processes (", rt.size() - 1,
+                             " workers + the driver); start it with mpirun -np ", base_ + n,
                              " or more, or lower the pool's devices"));
     lease_ = pool.acquire(n, who);
     shape_ = GroupShape::make(n, opts.tp, opts.pp);
@@ -100,8 +112,8 @@ class WorkerGroup<Host, dispatch::Mpi> {
                                  "', a protected system env key; remove it (rlflow sets it per worker)"));
     id_ = rt.next_group_id();
     ctxs_ = make_contexts(pool, opts, n);
-    int const me = rt.rank() - 1;  // this process's group rank (if < n)
-    member_ = !rt.is_driver() && me < n;
+    int const me = rt.rank() - base_;  // this process's group rank (if in [0, n))
+    member_ = !rt.is_driver() && me >= 0 && me < n;
     mpi::detail::check(MPI_Comm_split(rt.control(), member_ ? 0 : MPI_UNDEFINED, me, &gcomm_), "MPI_Comm_split");
 
     std::string failure;
@@ -138,14 +150,14 @@ class WorkerGroup<Host, dispatch::Mpi> {
         MPI_Send(failure.data(), static_cast<int>(failure.size()), MPI_CHAR, 0, mpi::tag_ctor, rt.control());
       } else if (rt.is_driver()) {
         MPI_Status st;
-        MPI_Probe(first + 1, mpi::tag_ctor, rt.control(), &st);
+        MPI_Probe(first + base_, mpi::tag_ctor, rt.control(), &st);
         int len = 0;
         MPI_Get_count(&st, MPI_CHAR, &len);
         failure.resize(static_cast<std::size_t>(len));
-        MPI_Recv(failure.data(), len, MPI_CHAR, first + 1, mpi::tag_ctor, rt.control(), MPI_STATUS_IGNORE);
+        MPI_Recv(failure.data(), len, MPI_CHAR, first + base_, mpi::tag_ctor, rt.control(), MPI_STATUS_IGNORE);
       }
       release_local();
-      throw worker_error(msg(who, ": constructing the worker on rank ", first, " of ", n, " (MPI rank ", first + 1,
+      throw worker_error(msg(who, ": constructing the worker on rank ", first, " of ", n, " (MPI rank ", first + base_,
                              ") failed: ", failure.empty() ? std::string("see that rank's output") : failure,
                              "; no host of this group is left"));
     }
@@ -221,7 +233,10 @@ class WorkerGroup<Host, dispatch::Mpi> {
     wire::Buffer& b = out_buffer(0);
     write_header(b, mpi::op_thunk, *st, 0);
     wire::put(b, &Served::template run_func<F, R, std::decay_t<A>...>);
-    (wire::put<std::decay_t<A>>(b, a), ...);
+    {
+      wire::BulkScope scope(&out_bulk_[0], nullptr);
+      (wire::put<std::decay_t<A>>(b, a), ...);
+    }
     send_all(*st, 1);
     st->finish = [](Call<R, R>& c, auto& res) {
       if constexpr (!std::is_void_v<R>) c.value.emplace(std::move(*res[0]));
@@ -317,6 +332,7 @@ class WorkerGroup<Host, dispatch::Mpi> {
         auto args = [&]<std::size_t... K>(std::index_sequence<K...>) {
           return typename detail::decayed_tuple<params>::type{wire::get<std::decay_t<detail::at_t<K, params>>>(in)...};
         }(std::make_index_sequence<params::size>{});
+        receive_bulk(h);
         auto& obj = detail::owner_of<typename E::owner>(*s.host);
         [&]<std::size_t... K>(std::index_sequence<K...>) {
           if constexpr (std::is_void_v<Ret>) {
@@ -325,7 +341,7 @@ class WorkerGroup<Host, dispatch::Mpi> {
           } else {
             Ret r = std::invoke(M::fn, obj, std::forward<detail::at_t<K, params>>(std::get<K>(args))...);
             reply.push_back(std::byte{0});
-            wire::put<Ret>(reply, r);
+            put_result(reply, std::move(r));
           }
         }(std::make_index_sequence<params::size>{});
       } catch (...) {
@@ -340,6 +356,7 @@ class WorkerGroup<Host, dispatch::Mpi> {
     static void run_func(Served& s, mpi::Header const& h, wire::Reader& in, wire::Buffer& reply) {
       try {
         std::tuple<A...> args{wire::get<A>(in)...};
+        receive_bulk(h);
         F f{};
         if constexpr (std::is_void_v<R>) {
           std::apply(f, args);
@@ -347,11 +364,23 @@ class WorkerGroup<Host, dispatch::Mpi> {
         } else {
           R r = std::apply(f, args);
           reply.push_back(std::byte{0});
-          wire::put<R>(reply, r);
+          put_result(reply, std::move(r));
         }
       } catch (...) {
         fail(s, h, reply);
       }
+    }
+    //! Encodes a result; when its large buffers became bulk segments, the result is kept alive
+    //! (moved into the reply's Bulk) until the serve loop has sent them.
+    template <class R>
+    static void put_result(wire::Buffer& reply, R&& r) {
+      wire::put<std::decay_t<R>>(reply, r);
+      if (wire::Bulk* b = wire::detail::bulk_out(); b && !b->segs.empty()) b->hold(std::move(r));
+    }
+    //! The command's bulk segments, into the columns its decoded arguments allocated.
+    static void receive_bulk(mpi::Header const& h) {
+      if (wire::Bulk* b = wire::detail::bulk_in())
+        mpi::Runtime::get().recv_bulk(0, h.tag, *b, h.bulk, [&] { return msg("rlflow::mpi: call ", h.call, "'s arguments"); });
     }
     //! The reply of a failed call: status 2 when this rank only left a collective because a peer
     //! failed (the driver names the peer), else 1 (and the peers are told to leave theirs).
@@ -366,7 +395,8 @@ class WorkerGroup<Host, dispatch::Mpi> {
       }
       bool const victim = s.comm->poisoned();
       if (!victim) s.comm->announce_failure(h.call);
-      reply.clear();
+      reply.resize(mpi::reply_prefix_bytes);  // drop a partly written result (and its bulk segments)
+      if (wire::Bulk* b = wire::detail::bulk_out()) b->segs.clear();
       reply.push_back(std::byte{static_cast<unsigned char>(victim ? 2 : 1)});
       wire::put(reply, what);
     }
@@ -407,7 +437,7 @@ class WorkerGroup<Host, dispatch::Mpi> {
       status.assign(static_cast<std::size_t>(ranks), 0);
       errors.resize(static_cast<std::size_t>(ranks));
       started_ms = mpi::Runtime::now_ms();
-      for (int k = 0; k < ranks; ++k) r.seen(k + 1);  // the liveness clock starts with the call
+      for (int k = 0; k < ranks; ++k) r.seen(k + g->base_);  // the liveness clock starts with the call
     }
     //! Receives every reply that has arrived; throws on a silent rank.
     bool receive(bool check_liveness) {
@@ -416,19 +446,27 @@ class WorkerGroup<Host, dispatch::Mpi> {
         int flag = 0;
         MPI_Message m;
         MPI_Status st;
-        MPI_Improbe(k + 1, tag, rt->control(), &flag, &m, &st);
+        MPI_Improbe(k + g->base_, tag, rt->control(), &flag, &m, &st);
         if (!flag) continue;
         int count = 0;
         MPI_Get_count(&st, MPI_BYTE, &count);
         buf.resize(static_cast<std::size_t>(count));
         MPI_Mrecv(buf.data(), count, MPI_BYTE, &m, MPI_STATUS_IGNORE);
-        rt->seen(k + 1);
+        rt->seen(k + g->base_);
         --remaining;
         wire::Reader r(std::span<std::byte const>(buf.data(), buf.size()));
-        auto const s = r.u8("a reply's status");
+        wire::Bulk bin;
+        std::uint32_t nb = 0;
         try {
+          nb = r.u32("a reply's bulk count");
+          auto const s = r.u8("a reply's status");
           if (s == 0) {
-            if constexpr (!std::is_void_v<R>) results[static_cast<std::size_t>(k)].emplace(wire::get<R>(r));
+            if constexpr (!std::is_void_v<R>) {
+              wire::BulkScope scope(nullptr, &bin);
+              results[static_cast<std::size_t>(k)].emplace(wire::get<R>(r));
+            }
+            if (nb || !bin.segs.empty())
+              rt->recv_bulk(k + g->base_, tag, bin, nb, [&] { return msg("rlflow::WorkerGroup '", group, "': ", role, "::", method, "'s reply"); });
             status[static_cast<std::size_t>(k)] = 1;
           } else {
             errors[static_cast<std::size_t>(k)] = r.str("an error text");
@@ -437,16 +475,23 @@ class WorkerGroup<Host, dispatch::Mpi> {
         } catch (std::exception const& e) {
           errors[static_cast<std::size_t>(k)] = msg("the reply could not be read: ", e.what());
           status[static_cast<std::size_t>(k)] = 2;
+          results[static_cast<std::size_t>(k)].reset();
+          if (!bin.done && nb) {
+            try {
+              rt->drain_bulk(k + g->base_, tag, nb, [] { return std::string("the reply"); });  // the segments that could not be used
+            } catch (...) {
+            }
+          }
         }
       }
       if (remaining > 0 && check_liveness) {
         rt->drain_heartbeats();
         auto const limit = rt->options().liveness_timeout.count();
         for (int k = 0; k < n; ++k)
-          if (status[static_cast<std::size_t>(k)] == 0 && rt->silent_ms(k + 1) > limit) {
+          if (status[static_cast<std::size_t>(k)] == 0 && rt->silent_ms(k + g->base_) > limit) {
             rt->mark_broken();
             throw worker_error(msg("rlflow::WorkerGroup '", group, "': ", role, "::", method, ": rank ", k, " of ", g->world_size(),
-                                   " (MPI rank ", k + 1, ") sent no reply and no heartbeat for ", rt->silent_ms(k + 1),
+                                   " (MPI rank ", k + g->base_, ") sent no reply and no heartbeat for ", rt->silent_ms(k + g->base_),
                                    " ms (liveness timeout ", limit,
                                    " ms): its process died or stopped; the job is aborted when the driver exits. Raise "
                                    "rlflow::mpi::Options::liveness_timeout or RLFLOW_MPI_TIMEOUT_S if it was only slow"));
@@ -468,7 +513,7 @@ class WorkerGroup<Host, dispatch::Mpi> {
           for (auto s : status) victims = victims || s == 3;
           if (victims) g->send_reset();
           throw worker_error(msg("rlflow::WorkerGroup '", group, "': ", role, "::", method, " failed on rank ", first, " of ",
-                                 g->world_size(), ": ", errors[static_cast<std::size_t>(first)], " (MPI rank ", first + 1, ")",
+                                 g->world_size(), ": ", errors[static_cast<std::size_t>(first)], " (MPI rank ", first + g->base_, ")",
                                  failed > 1 ? msg(" (", failed, " ranks failed; the first is shown)") : std::string()));
         }
         finish(*this, results);
@@ -503,8 +548,12 @@ class WorkerGroup<Host, dispatch::Mpi> {
   }
 
   wire::Buffer& out_buffer(int r) {
-    if (out_.size() <= static_cast<std::size_t>(r)) out_.resize(static_cast<std::size_t>(r) + 1);
+    if (out_.size() <= static_cast<std::size_t>(r)) {
+      out_.resize(static_cast<std::size_t>(r) + 1);
+      out_bulk_.resize(static_cast<std::size_t>(r) + 1);
+    }
     out_[static_cast<std::size_t>(r)].clear();
+    out_bulk_[static_cast<std::size_t>(r)].clear();
     return out_[static_cast<std::size_t>(r)];
   }
   template <class C>
@@ -517,17 +566,34 @@ class WorkerGroup<Host, dispatch::Mpi> {
     h.group_rank = r;
     wire::detail::append(b, &h, sizeof h);
   }
+  //! Sends each rank its message, then its bulk segments; returns when every send is done (the
+  //! caller's tensors may change afterwards). A rank that stops taking data fails the call.
   template <class C>
-  void send_all(C& /*call*/, int ranks) {
+  void send_all(C& call, int ranks) {
     mpi::Runtime& rt = mpi::Runtime::get();
-    reqs_.resize(static_cast<std::size_t>(ranks));
+    reqs_.clear();
+    peers_.clear();
     for (int r = 0; r < ranks; ++r) {
-      auto const& b = out_[static_cast<std::size_t>(r)];
-      mpi::detail::check(MPI_Isend(b.data(), static_cast<int>(b.size()), MPI_BYTE, r + 1, mpi::tag_cmd, rt.control(),
-                                   &reqs_[static_cast<std::size_t>(r)]),
+      auto& b = out_[static_cast<std::size_t>(r)];
+      auto const& bulk = out_bulk_[static_cast<std::size_t>(r)];
+      auto const nb = static_cast<std::uint32_t>(bulk.segs.size());
+      std::memcpy(b.data() + offsetof(mpi::Header, bulk), &nb, sizeof nb);
+      reqs_.emplace_back();
+      peers_.push_back(r + base_);
+      mpi::detail::check(MPI_Isend(b.data(), static_cast<int>(b.size()), MPI_BYTE, r + base_, mpi::tag_cmd, rt.control(),
+                                   &reqs_.back()),
                          "MPI_Isend");
+      rt.post_bulk_sends(r + base_, call.tag, bulk.segs, reqs_, peers_);
     }
-    mpi::detail::check(MPI_Waitall(ranks, reqs_.data(), MPI_STATUSES_IGNORE), "MPI_Waitall");
+    try {
+      rt.wait_requests(reqs_, peers_, [&] {
+        return msg("rlflow::WorkerGroup '", name_, "': ", call.role, "::", call.method, ": sending the arguments");
+      });
+    } catch (...) {
+      for (int r = 0; r < ranks; ++r) out_bulk_[static_cast<std::size_t>(r)].clear();
+      throw;
+    }
+    for (int r = 0; r < ranks; ++r) out_bulk_[static_cast<std::size_t>(r)].clear();  // the columns may go
   }
   void send_reset() {
     mpi::Runtime& rt = mpi::Runtime::get();
@@ -536,7 +602,7 @@ class WorkerGroup<Host, dispatch::Mpi> {
     h.group = id_;
     wire::Buffer b(sizeof h);
     std::memcpy(b.data(), &h, sizeof h);
-    for (int r = 0; r < shape_.world_size; ++r) rt.send_command(r + 1, b);
+    for (int r = 0; r < shape_.world_size; ++r) rt.send_command(r + base_, b);
   }
   template <class C>
   void wait_blocking(C& call) {
@@ -636,14 +702,23 @@ class WorkerGroup<Host, dispatch::Mpi> {
       if (segs_.size() <= v) segs_.resize(v + 1);
       auto& s = segs_[v];
       wire::Buffer& b = out_[static_cast<std::size_t>(r)];
+      auto& bulk = out_bulk_[static_cast<std::size_t>(r)];
       if (s.rank < 0) {
         s.rank = r;
         s.off = b.size();
-        wire::put<T>(b, d.for_rank(r));
+        s.bulk0 = bulk.segs.size();
+        {
+          wire::BulkScope scope(&bulk, nullptr);
+          wire::put<T>(b, d.for_rank(r));
+        }
         s.len = b.size() - s.off;
+        s.bulk1 = bulk.segs.size();
       } else {
         wire::Buffer const& src = out_[static_cast<std::size_t>(s.rank)];
         wire::detail::append(b, src.data() + s.off, s.len);
+        auto const& from = out_bulk_[static_cast<std::size_t>(s.rank)].segs;
+        bulk.segs.insert(bulk.segs.end(), from.begin() + static_cast<std::ptrdiff_t>(s.bulk0),
+                         from.begin() + static_cast<std::ptrdiff_t>(s.bulk1));
       }
     }
   }
@@ -704,15 +779,19 @@ class WorkerGroup<Host, dispatch::Mpi> {
   GroupShape shape_;
   std::vector<WorkerContext> ctxs_;
   std::uint32_t id_ = 0;
+  int base_ = 1;  // world rank of group rank 0 (mpi::place_pool)
   bool member_ = false;
   bool running_ = true;
   MPI_Comm gcomm_ = MPI_COMM_NULL;
   std::unique_ptr<Served> served_;
   std::vector<wire::Buffer> out_;
   std::vector<MPI_Request> reqs_;
+  std::vector<wire::Bulk> out_bulk_;  // per rank: the large columns sent after its message
+  std::vector<int> peers_;
   struct SegInfo {
     int rank = -1;
     std::size_t off = 0, len = 0;
+    std::size_t bulk0 = 0, bulk1 = 0;  // its bulk segments in out_bulk_[rank]
   };
   std::vector<SegInfo> segs_;
   std::mutex mu_;

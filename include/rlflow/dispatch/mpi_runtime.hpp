@@ -8,14 +8,18 @@
 // (MPI_Abort instead when a call found a rank dead, so no process is left running).
 //
 // Wire protocol on the control communicator (all little-endian):
-//   driver -> worker, tag_cmd: Header {op, group, call, tag} + payload (method arguments)
-//   worker -> driver, tag = the call's tag: u8 status (0 ok, 1 error, 2 error caused by a peer's
-//     failure) + result (ok) or the error text
+//   driver -> worker, tag_cmd: Header {op, group, call, tag, bulk} + payload (method arguments)
+//   worker -> driver, tag = the call's tag: u32 bulk count, u8 status (0 ok, 1 error, 2 error
+//     caused by a peer's failure) + result (ok) or the error text
+//   either way, after a message, on the bulk communicator with the call's tag: its 'bulk'
+//     segments (large DataProto tensor columns, wire::Bulk), one message each, straight from
+//     the sender's tensors into freshly allocated ones (no serialization pass, no copy)
 //   worker -> driver, tag_heartbeat: one byte every Options::heartbeat
 #pragma once
 #include <mpi.h>
 
 #include <algorithm>
+#include <climits>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -27,6 +31,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -65,7 +70,11 @@ struct Header {
   std::uint64_t call = 0;
   std::int32_t tag = 0;
   std::int32_t group_rank = 0;
+  std::uint32_t bulk = 0;  //!< bulk segments that follow on the bulk communicator (wire::Bulk)
+  std::uint32_t reserved = 0;
 };
+//! A reply starts with the count of bulk segments that follow it (u32), then the status byte.
+inline constexpr std::size_t reply_prefix_bytes = 4;
 
 //! True when this process was started by an MPI launcher with more than one process (Open MPI,
 //! MPICH/Hydra, PMIx, Slurm's PMI). A program started without mpirun runs every WorkerGroup
@@ -145,7 +154,27 @@ class Runtime {
   //! Group ids are handed out in construction order, identically on every rank (SPMD).
   std::uint32_t next_group_id() { return next_group_++; }
   //! Call ids / reply tags (driver).
-  std::uint64_t next_call_id() { return next_call_++; }
+  std::uint64_t next_call_id() { return next_call_.fetch_add(1, std::memory_order_relaxed); }  // any driver thread
+
+  //! Placement: the groups of pool 'pool' put group rank r on world rank first + r (default 1,
+  //! right after the driver, for every pool: pools then share processes). Set it on every rank,
+  //! before the pool's first group (place_pool in mpi.hpp).
+  void place(std::string pool, int first) {
+    if (first < 1 || first >= size_)
+      throw config_error(msg("rlflow::mpi::place_pool('", pool, "', ", first, "): the first world rank must be in 1..",
+                             size_ - 1, " (rank 0 is the driver; the job has ", size_, " processes)"));
+    for (auto& [k, v] : placement_)
+      if (k == pool) {
+        v = first;
+        return;
+      }
+    placement_.emplace_back(std::move(pool), first);
+  }
+  int first_rank_of(std::string_view pool) const {
+    for (auto const& [k, v] : placement_)
+      if (k == pool) return v;
+    return 1;
+  }
   int tag_of(std::uint64_t call) const {
     return tag_first_call + static_cast<int>(call % static_cast<std::uint64_t>(tag_ub_ - tag_first_call));
   }
@@ -187,9 +216,152 @@ class Runtime {
         .count();
   }
 
+  //! The communicator the bulk segments (large DataProto columns) travel on, tag = the call's.
+  MPI_Comm bulk() const { return bulk_; }
+
+  //! Posts one MPI_Isend per segment to rank 'to' (in order; the receiver posts its receives
+  //! in the same order). 'peers' gets 'to' once per request.
+  void post_bulk_sends(int to, int tag, std::span<wire::BulkSeg const> segs, std::vector<MPI_Request>& q,
+                       std::vector<int>& peers) {
+    for (auto const& s : segs) {
+      if (s.bytes > static_cast<std::size_t>(INT32_MAX))
+        throw value_error(msg("rlflow::mpi: a column of ", s.bytes, " bytes exceeds one MPI message (", INT32_MAX,
+                              " bytes); split the batch into smaller calls"));
+      q.emplace_back();
+      peers.push_back(to);
+      detail::check(MPI_Isend(s.ptr, static_cast<int>(s.bytes), MPI_BYTE, to, tag, bulk_, &q.back()), "MPI_Isend (bulk)");
+    }
+  }
+
+  //! Waits for requests to the ranks 'peers' (one per request). Never a hang: on the driver a
+  //! peer silent past the liveness timeout fails the wait naming it; on a worker (whose only
+  //! peer is the driver) the wait is bounded by the liveness timeout. what() names the call
+  //! (called only to build an error).
+  template <class What>
+  void wait_requests(std::vector<MPI_Request>& q, std::vector<int> const& peers, What const& what) {
+    detail::Backoff bo;
+    std::int64_t const t0 = now_ms(), limit = opts_.liveness_timeout.count();
+    for (unsigned k = 0;; ++k) {
+      int done = 0;
+      detail::check(MPI_Testall(static_cast<int>(q.size()), q.data(), &done, MPI_STATUSES_IGNORE), "MPI_Testall");
+      if (done) return;
+      if (k % 64 == 63) {
+        int late = -1;
+        if (rank_ == 0) {
+          drain_heartbeats();
+          for (std::size_t i = 0; i < q.size() && late < 0; ++i)
+            if (q[i] != MPI_REQUEST_NULL && silent_ms(peers[i]) > limit) late = peers[i];
+        } else if (now_ms() - t0 > limit) {
+          late = 0;
+        }
+        if (late >= 0) {
+          if (rank_ == 0) mark_broken();
+          throw worker_error(msg(what(), ": MPI rank ", late, " took no part in the transfer for ", now_ms() - t0,
+                                 " ms (liveness timeout ", limit, " ms): its process died, stopped or stopped serving; ",
+                                 "raise rlflow::mpi::Options::liveness_timeout or RLFLOW_MPI_TIMEOUT_S if it was only slow"));
+        }
+      }
+      bo.pause();
+    }
+  }
+
+  //! Receives the bulk segments of one message from rank 'from' into the slots that decoding it
+  //! registered in 'in' ('announced': how many the sender said follow). A count or size that
+  //! differs is a format_error naming both numbers; the sender's segments are consumed either
+  //! way, so the next message is not confused. Bounded like wait_requests.
+  template <class What>
+  void recv_bulk(int from, int tag, wire::Bulk& in, std::uint32_t announced, What const& what) {
+    if (in.done) return;
+    in.done = true;
+    if (in.segs.size() != announced) {
+      drain_bulk(from, tag, announced, what);
+      throw format_error(msg(what(), ": mismatched message from MPI rank ", from, ": it announced ", announced,
+                             " bulk segments but its contents name ", in.segs.size(),
+                             "; both sides must run the same build of the program"));
+    }
+    if (announced == 0) return;
+    std::vector<MPI_Request> q(in.segs.size());
+    std::vector<int> peers(in.segs.size(), from);
+    for (std::size_t i = 0; i < in.segs.size(); ++i)
+      detail::check(MPI_Irecv(in.segs[i].ptr, static_cast<int>(in.segs[i].bytes), MPI_BYTE, from, tag, bulk_, &q[i]),
+                    "MPI_Irecv (bulk)");
+    std::vector<MPI_Status> st(q.size());
+    try {
+      detail::Backoff bo;
+      std::int64_t const t0 = now_ms(), limit = opts_.liveness_timeout.count();
+      for (unsigned k = 0;; ++k) {
+        int done = 0;
+        int const rc = MPI_Testall(static_cast<int>(q.size()), q.data(), &done, st.data());
+        if (rc != MPI_SUCCESS && rc != MPI_ERR_IN_STATUS) detail::check(rc, "MPI_Testall (bulk)");
+        if (done || rc == MPI_ERR_IN_STATUS) break;
+        if (k % 64 == 63) {
+          bool late = false;
+          if (rank_ == 0) {
+            drain_heartbeats();
+            late = silent_ms(from) > limit;
+          } else {
+            late = now_ms() - t0 > limit;
+          }
+          if (late) {
+            if (rank_ == 0) mark_broken();
+            throw worker_error(msg(what(), ": MPI rank ", from, " sent ", announced, " bulk segments' header but not their data ",
+                                   "within ", now_ms() - t0, " ms (liveness timeout ", limit,
+                                   " ms): its process died or stopped; raise RLFLOW_MPI_TIMEOUT_S if it was only slow"));
+          }
+        }
+        bo.pause();
+      }
+    } catch (...) {
+      for (auto& r : q)
+        if (r != MPI_REQUEST_NULL) {
+          MPI_Cancel(&r);
+          MPI_Request_free(&r);
+        }
+      throw;
+    }
+    for (std::size_t i = 0; i < q.size(); ++i) {
+      int count = -1;
+      if (st[i].MPI_ERROR == MPI_SUCCESS) MPI_Get_count(&st[i], MPI_BYTE, &count);
+      if (count != static_cast<int>(in.segs[i].bytes))
+        throw format_error(msg(what(), ": mismatched message from MPI rank ", from, ": bulk segment ", i, " of ", announced,
+                               " should hold ", in.segs[i].bytes, " bytes but ",
+                               count < 0 ? std::string("was larger") : msg(count, " bytes arrived"),
+                               "; both sides must run the same build of the program"));
+    }
+  }
+  //! Receives and drops 'n' bulk segments from rank 'from' (a message that could not be used).
+  template <class What>
+  void drain_bulk(int from, int tag, std::uint32_t n, What const& what) {
+    std::vector<std::byte> scratch;
+    std::int64_t const t0 = now_ms(), limit = opts_.liveness_timeout.count();
+    detail::Backoff bo;
+    for (std::uint32_t i = 0; i < n;) {
+      int flag = 0;
+      MPI_Message m;
+      MPI_Status st;
+      MPI_Improbe(from, tag, bulk_, &flag, &m, &st);
+      if (flag) {
+        int count = 0;
+        MPI_Get_count(&st, MPI_BYTE, &count);
+        scratch.resize(static_cast<std::size_t>(count));
+        MPI_Mrecv(scratch.data(), count, MPI_BYTE, &m, MPI_STATUS_IGNORE);
+        ++i;
+        continue;
+      }
+      if (rank_ == 0) drain_heartbeats();
+      if (rank_ == 0 ? silent_ms(from) > limit : now_ms() - t0 > limit)
+        throw worker_error(msg(what(), ": MPI rank ", from, " announced ", n, " bulk segments but sent only ", i,
+                               " within the liveness timeout (", limit, " ms)"));
+      bo.pause();
+    }
+  }
+
   //! Worker: serves commands until the driver releases this scope.
   void serve() {
     wire::Buffer in, reply;
+    wire::Bulk bin, bout;
+    std::vector<MPI_Request> q;
+    std::vector<int> peers;
     detail::Backoff bo;
     for (;;) {
       int flag = 0;
@@ -213,15 +385,33 @@ class Runtime {
         if (g) g->reset_collectives();
         continue;
       }
-      reply.clear();
+      reply.resize(reply_prefix_bytes);
+      bin.clear();
+      bout.clear();
+      auto const what = [&] { return msg("rlflow::mpi: world rank ", rank_, ", call ", h.call); };
       if (!g) {
         reply.push_back(std::byte{1});
         wire::put(reply, msg("rlflow::mpi: world rank ", rank_, " holds no worker of group ", h.group,
                              "; every rank must construct the same WorkerGroups in the same order before drive()"));
       } else {
-        g->handle(h, r, reply);
+        wire::BulkScope scope(&bout, &bin);
+        g->handle(h, r, reply);  // receives the command's bulk segments after decoding (recv_bulk)
       }
-      MPI_Send(reply.data(), static_cast<int>(reply.size()), MPI_BYTE, 0, h.tag, ctl_);
+      try {
+        if (!bin.done && h.bulk) drain_bulk(0, h.tag, h.bulk, what);  // unused (the call failed before)
+        auto const nb = static_cast<std::uint32_t>(bout.segs.size());
+        std::memcpy(reply.data(), &nb, sizeof nb);
+        detail::check(MPI_Send(reply.data(), static_cast<int>(reply.size()), MPI_BYTE, 0, h.tag, ctl_), "MPI_Send (reply)");
+        q.clear();
+        peers.clear();
+        post_bulk_sends(0, h.tag, bout.segs, q, peers);
+        wait_requests(q, peers, [&] { return what() + " sending its reply's bulk segments"; });
+      } catch (std::exception const& e) {
+        std::fprintf(stderr, "%s: %s; aborting the job\n", what().c_str(), e.what());
+        MPI_Abort(ctl_, 1);
+      }
+      bout.clear();
+      bin.clear();
     }
   }
 
@@ -266,6 +456,7 @@ class Runtime {
       bo.pause();
     }
     if (rank_ == 0) drain_heartbeats();
+    MPI_Comm_free(&bulk_);
     MPI_Comm_free(&ctl_);
     if (we_initialized_) MPI_Finalize();
   }
@@ -289,6 +480,8 @@ class Runtime {
                                "MPI_THREAD_MULTIPLE (", MPI_THREAD_MULTIPLE, "); use an MPI built with thread support"));
     }
     detail::check(MPI_Comm_dup(opts_.comm, &ctl_), "MPI_Comm_dup");
+    detail::check(MPI_Comm_dup(opts_.comm, &bulk_), "MPI_Comm_dup");
+    MPI_Comm_set_errhandler(bulk_, MPI_ERRORS_RETURN);  // a size mismatch is reported, not fatal
     MPI_Comm_rank(ctl_, &rank_);
     MPI_Comm_size(ctl_, &size_);
     void* ub = nullptr;
@@ -315,12 +508,14 @@ class Runtime {
 
   Options opts_;
   MPI_Comm ctl_ = MPI_COMM_NULL;
+  MPI_Comm bulk_ = MPI_COMM_NULL;
   int rank_ = 0, size_ = 1, tag_ub_ = 32767;
   bool we_initialized_ = false;
   bool driving_ = false;
   bool broken_ = false;
   std::uint32_t next_group_ = 0;
-  std::uint64_t next_call_ = 0;
+  std::atomic<std::uint64_t> next_call_{0};
+  std::vector<std::pair<std::string, int>> placement_;
   std::vector<ServedGroup*> served_;
   std::unique_ptr<std::atomic<std::int64_t>[]> last_seen_;
   std::atomic<bool> hb_stop_{false};

@@ -1,0 +1,60 @@
+// tests/dispatch_mpi/async_main.cpp: the separate_async demo trainer (a standalone rollout pool,
+// staleness bound K = 0, a few steps) with its actor weights written to a file. run_async.cmake
+// runs it in process and under mpiexec -np 5 (driver, 2 trainer processes, 2 rollout processes:
+// the rollout pool in processes of its own, the weights synced over MPI by MpiCheckpointEngine)
+// and compares the files byte for byte. Usage: test_mpi_async OUT_FILE [key=value ...]
+#include <cstdio>
+#include <fstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <rlflow/rlflow.hpp>
+
+#include "../../examples/common/reverse_task.hpp"
+
+using Trainer = rlflow::Trainer<rlflow::GRPO, rlflow::SeparateAsync, rlflow::roles::RuleReward<rlflow::examples::ReverseScore>>;
+
+int main(int argc, char** argv) {
+  try {
+    if (argc < 2) throw std::runtime_error("usage: test_mpi_async OUT_FILE [key=value ...]");
+    rlflow::TrainerConfig cfg = rlflow::examples::grpo_separate_async_config();
+    cfg.trainer.total_training_steps = 3;
+    cfg.trainer.save_freq = -1;
+    cfg.trainer.resume_mode = "disable";
+    cfg.trainer.v1.separate_async.num_warmup_batches = 0;  // K = 0: deterministic, equal to in process
+    cfg.actor_rollout_ref.rollout.n_gpus_per_node = 2;
+    std::vector<std::string> over(argv + 2, argv + argc);
+    cfg.apply_overrides(over);
+    rlflow::tasks::StringTask task;
+    auto dataset = task.make_dataset(4096, static_cast<std::uint64_t>(cfg.seed));
+    rlflow::TrainerOptions opts;
+    opts.console = false;
+    opts.metrics_file = std::string(argv[1]) + ".metrics.jsonl";
+    Trainer t(cfg, dataset, task.charset(), opts);
+    if (!t.is_driver()) return 0;
+    std::vector<float> const before = t.actor_weights();
+    t.fit();
+    auto& rollout = t.async_rollout()->workers();
+    std::vector<float> const after = t.actor_weights();
+    if (after == before) throw std::runtime_error("the weights did not change: nothing was trained");
+    // the rollout ranks hold the trainer's last published weights (synced through the engine)
+    std::string where = "in process";
+    if (!rollout.in_process()) {
+      int const first = rollout.execute_func_rank_zero([] { return rlflow::mpi::Runtime::get().rank(); });
+      int const trainer_ranks = t.workers().world_size();
+      if (first != 1 + trainer_ranks)
+        throw std::runtime_error("the rollout pool's rank 0 runs on world rank " + std::to_string(first) + ", expected " +
+                                 std::to_string(1 + trainer_ranks));
+      where = "MPI, rollout pool on world ranks " + std::to_string(first) + "..";
+    }
+    std::printf("checkpoint engine: %s\n", std::string(t.async_rollout()->checkpoint_engine_name()).c_str());
+    std::ofstream f(argv[1], std::ios::binary);
+    f.write(reinterpret_cast<char const*>(after.data()), static_cast<std::streamsize>(after.size() * sizeof(float)));
+    std::printf("wrote %zu weights (%s)\n", after.size(), where.c_str());
+    return f ? 0 : 1;
+  } catch (std::exception const& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+}
