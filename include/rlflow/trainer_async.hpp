@@ -16,7 +16,9 @@
 #include <cstdint>
 #include <deque>
 #include <exception>
+#include <filesystem>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -25,6 +27,7 @@
 #include <utility>
 #include <vector>
 
+#include <rlflow/checkpoint.hpp>               // CheckpointWriter, checkpoint field readers
 #include <rlflow/data.hpp>                     // DataPosition
 #include <rlflow/data_proto.hpp>               // DataProto
 #include <rlflow/error.hpp>                    // error, config_error
@@ -157,6 +160,61 @@ struct RolloutBatch {
   double generate_s = 0;     //!< seconds the rollout workers spent generating it
 };
 
+//! Writes the buffered batches into the checkpoint being built, one file each
+//! ('replay_buffer_step_<s>.dataproto', DataProto::save), and returns the trainer_state.json
+//! field 'replay_buffer' that lists them (step, policy_version, epoch, data_position_after,
+//! generate_s, file). rlflow's own (verl does not checkpoint its async buffers).
+inline nlohmann::ordered_json save_replay_buffer(CheckpointWriter& w, std::vector<RolloutBatch> const& batches) {
+  auto out = nlohmann::ordered_json::array();
+  for (auto const& b : batches) {
+    std::string const file = "replay_buffer_step_" + std::to_string(b.step) + ".dataproto";
+    b.batch.save(w.path(file));
+    out.push_back({{"step", b.step},
+                   {"policy_version", b.version},
+                   {"epoch", b.epoch},
+                   {"data_position_after", {{"epoch", b.pos_after.epoch}, {"index", b.pos_after.index}}},
+                   {"generate_s", b.generate_s},
+                   {"file", file}});
+  }
+  return out;
+}
+
+//! Reads the batches save_replay_buffer wrote into checkpoint 'dir' of step 'global_step' (none
+//! when trainer_state.json has no 'replay_buffer'). Every field is checked before a batch is
+//! loaded: steps consecutive from global_step + 1, versions in [0, global_step], positions in
+//! range, files listed in the (already verified) manifest; a format_error names the file and field.
+inline std::vector<RolloutBatch> load_replay_buffer(std::filesystem::path const& dir, std::int64_t global_step, std::int64_t prompts) {
+  std::string const file = (dir / "trainer_state.json").string();
+  nlohmann::json const st = detail::read_json_file(dir / "trainer_state.json");
+  std::vector<RolloutBatch> out;
+  if (!st.contains("replay_buffer")) return out;
+  auto const& rb = st["replay_buffer"];
+  if (!rb.is_array())
+    throw format_error(msg("rlflow checkpoint: '", file, "': field 'replay_buffer' must be an array, got ", rb.type_name()));
+  auto const manifest = read_checkpoint_manifest(dir);
+  constexpr auto big = std::numeric_limits<std::int32_t>::max();
+  for (std::size_t i = 0; i < rb.size(); ++i) {
+    std::string const where = msg(file, "' field 'replay_buffer[", i, "]");
+    auto const& e = rb[i];
+    RolloutBatch b;
+    b.step = detail::json_int(e, "step", where, global_step + 1 + static_cast<std::int64_t>(i),
+                              global_step + 1 + static_cast<std::int64_t>(i));
+    b.version = detail::json_int(e, "policy_version", where, 0, global_step);
+    b.epoch = detail::json_int(e, "epoch", where, 0, big);
+    auto const& pa = detail::json_field(e, "data_position_after", where);
+    b.pos_after.epoch = detail::json_int(pa, "epoch", where + ".data_position_after", 0, big);
+    b.pos_after.index = detail::json_int(pa, "index", where + ".data_position_after", 0, prompts);
+    b.generate_s = detail::json_number(e, "generate_s", where);
+    auto const& f = detail::json_field(e, "file", where);
+    if (!f.is_string() || !manifest.files.count(f.get<std::string>()))
+      throw format_error(msg("rlflow checkpoint: '", where, ".file' = ", f.dump(), " is not a file listed in ",
+                             (dir / "MANIFEST.json").string(), "; the checkpoint is inconsistent, resume from another one"));
+    b.batch = DataProto::load(dir / f.get<std::string>());
+    out.push_back(std::move(b));
+  }
+  return out;
+}
+
 //! A bounded FIFO of generated batches between one producer and one consumer. push blocks while
 //! full, pop while empty; close() wakes both (push then drops, pop throws); fail(e) makes every
 //! later pop rethrow e. verl: ReplayBuffer (v1), strategy 'wait' (nothing is ever dropped).
@@ -200,6 +258,15 @@ class ReplayBuffer {
     cv_.notify_all();
   }
   std::size_t capacity() const { return cap_; }
+  std::size_t size() const {
+    std::lock_guard lk(mu_);
+    return q_.size();
+  }
+  //! Copies of the batches held, oldest first (for a checkpoint; the buffer is unchanged).
+  std::vector<RolloutBatch> snapshot() const {
+    std::lock_guard lk(mu_);
+    return {q_.begin(), q_.end()};
+  }
   std::size_t max_depth() const {
     std::lock_guard lk(mu_);
     return max_depth_;
@@ -239,6 +306,10 @@ class AsyncRollout {
     std::int64_t first_step = 1;   //!< the first step to generate for
     std::int64_t last_step = 1;    //!< the last
     DataPosition start_pos;        //!< the data position before first_step's prompts
+    //! Batches restored from a checkpoint (steps first_step, first_step + 1, ... in order, each
+    //! within the bound): they go into the buffer before the producer starts, which then
+    //! generates from the step after the last of them.
+    std::vector<RolloutBatch> restored;
   };
 
   AsyncRollout(Plan plan, roles::RoleSetup setup, std::shared_ptr<AsyncHooks const> hooks, MakePrompts make)
@@ -247,6 +318,20 @@ class AsyncRollout {
         make_(std::move(make)),
         pool_(plan_.pool_name, plan_.devices_per_node, 1),
         buffer_(static_cast<std::size_t>(plan_.bound + 1)) {
+    if (plan_.restored.size() > buffer_.capacity())
+      throw error(msg("rlflow::AsyncRollout: ", plan_.restored.size(), " restored batches exceed the buffer's capacity ",
+                      buffer_.capacity(), " (internal error)"));
+    started_through_ = plan_.first_step - 1;
+    for (auto& b : plan_.restored) {
+      if (b.step != plan_.first_step)
+        throw error(msg("rlflow::AsyncRollout: a restored batch is for step ", b.step, " where step ", plan_.first_step,
+                        " was expected (internal error)"));
+      ++plan_.first_step;
+      plan_.start_pos = b.pos_after;
+      started_through_ = b.step;
+      buffer_.push(std::move(b));
+    }
+    plan_.restored.clear();
     GroupOptions go;
     go.name = plan_.pool_name;
     group_.emplace(pool_, go, std::move(setup), hooks_);
@@ -283,6 +368,10 @@ class AsyncRollout {
       throw worker_error(msg("rlflow::Trainer: step ", step, ": the rollout workers on pool '", plan_.pool_name,
                              "' (role rollout, ", plan_.mode, ") failed: ", e.what()));
     }
+    {
+      std::lock_guard lk(mu_);  // the producer waits for room in the buffer under mu_
+      cv_.notify_all();
+    }
     double const waited = std::chrono::duration<double>(clock::now() - t0).count();
     if (b.step != step)
       throw error(msg("rlflow::Trainer: step ", step, " received the batch generated for step ", b.step,
@@ -313,6 +402,27 @@ class AsyncRollout {
     return b;
   }
 
+  //! Copies of the buffered batches, oldest first, taken at a batch boundary of the producer
+  //! (it is held there while they are copied; a batch being generated is finished and pushed
+  //! first). With the trainer's own state they are everything the rollout side holds, so a
+  //! checkpoint that saves them resumes to the same continuation (docs/trainer.md, "Resume").
+  //! verl: none (its async trainers do not checkpoint the buffer).
+  std::vector<RolloutBatch> snapshot() {
+    std::unique_lock lk(mu_);
+    paused_ = true;
+    cv_.notify_all();
+    cv_.wait(lk, [&] { return !producer_busy_; });
+    auto out = buffer_.snapshot();
+    paused_ = false;
+    cv_.notify_all();
+    return out;
+  }
+  //! The last step whose batch was started (its policy version chosen) or restored.
+  std::int64_t started_through() const {
+    std::lock_guard lk(mu_);
+    return started_through_;
+  }
+
   //! Stops the producer (it finishes the chunk it is generating) and joins it. Idempotent.
   void stop() {
     {
@@ -332,6 +442,14 @@ class AsyncRollout {
  private:
   void produce() {
     using clock = std::chrono::steady_clock;
+    struct idle_on_exit {  // a pause never waits for a producer that has ended
+      AsyncRollout* self;
+      ~idle_on_exit() {
+        std::lock_guard lk(self->mu_);
+        self->producer_busy_ = false;
+        self->cv_.notify_all();
+      }
+    } idle{this};
     try {
       DataPosition pos = plan_.start_pos;
       std::int64_t applied = -1;
@@ -341,9 +459,18 @@ class AsyncRollout {
         {
           auto const t0 = clock::now();
           std::unique_lock lk(mu_);
-          cv_.wait(lk, [&] { return stopping_ || staged_version_ >= s - 1 - plan_.bound; });
+          // idle here (and only here): a pause waits for this point. Room in the buffer is
+          // waited for before generating, so a finished batch is always pushed without blocking
+          // (with the version rule the buffer never holds more than bound + 1 batches anyway).
+          producer_busy_ = false;
+          cv_.notify_all();
+          cv_.wait(lk, [&] {
+            return stopping_ || (!paused_ && staged_version_ >= s - 1 - plan_.bound && buffer_.size() < buffer_.capacity());
+          });
+          producer_busy_ = true;
           rollout_idle_s_ += std::chrono::duration<double>(clock::now() - t0).count();
           if (stopping_) return;
+          started_through_ = s;
           if (staged_version_ > applied) {
             w = staged_;
             v = staged_version_;
@@ -389,8 +516,11 @@ class AsyncRollout {
   std::optional<group_type> group_;
   std::optional<InProcessCheckpointEngine<group_type>> engine_;
   ReplayBuffer buffer_;
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::condition_variable cv_;
+  bool paused_ = false;
+  bool producer_busy_ = false;  // true while the producer is between two batch boundaries
+  std::int64_t started_through_ = 0;
   std::shared_ptr<std::vector<float> const> staged_;
   std::int64_t staged_version_ = -1;
   bool stopping_ = false;
