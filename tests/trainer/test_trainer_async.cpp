@@ -484,6 +484,16 @@ TEST_CASE("async resume with batches in the buffer is exact: the resumed run equ
       REQUIRE(named);
       REQUIRE(w_zero != w_full);
       fs::remove_all(rdir);
+      if (!separate) {  // the sync mode resumes the colocate_async checkpoint without its buffer, saying so
+        auto scfg = rcfg;
+        scfg.trainer.v1.trainer_mode = "sync";
+        SyncTrainer st_sync(scfg, dataset(), task.charset(), quiet());
+        REQUIRE(st_sync.global_step() == 3);
+        bool said = false;
+        for (auto const& w : st_sync.startup_warnings()) said = said || w.find("no batches generated ahead") != std::string::npos;
+        REQUIRE(said);
+        fs::remove_all(rdir);
+      }
       fs::remove_all(full_dir);
     }
   }
