@@ -65,6 +65,10 @@ struct TrainerOptions {
   bool console = true;       //!< print one progress line per step
   ChatTemplate chat_template;  //!< how chat-message prompts of data files become text (data_files.hpp)
   std::shared_ptr<AsyncHooks const> async_hooks;  //!< test hooks of the async modes (trainer_async.hpp)
+  //! Async modes: partial rollout (a weight sync aborts the batch being generated, which goes on
+  //! with the new weights; verl v1 always does this). Off by default: a batch then depends on
+  //! when the sync came, so runs are not reproducible (docs/trainer.md, "Partial rollout").
+  bool partial_rollout = false;
 };
 
 //! One validation sample kept for trainer.log_val_generations.
@@ -853,6 +857,8 @@ class Trainer {
       plan.last_step = total_steps_;
       plan.start_pos = pos_;
       plan.restored = take_restored_batches(plan.bound);
+      plan.partial_rollout = opts_.partial_rollout;
+      plan.sleep_when_idle = !sep;  // colocate_async: the rollout's memory goes back to training while it idles
       std::int64_t const n = cfg_.actor_rollout_ref.rollout.n;
       // runs on the producer thread: reads train_, cfg_ and tok_ only (never changed after start)
       async_.emplace(std::move(plan), setup, opts_.async_hooks, [this, n](std::int64_t s, DataPosition& pos, std::int64_t& epoch) {

@@ -15,6 +15,8 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <map>
+#include <atomic>
 #include <exception>
 #include <filesystem>
 #include <functional>
@@ -49,6 +51,13 @@ struct AsyncHooks {
   std::function<void(std::int64_t version)> on_sync;
 };
 
+//! Shared by the producer and its rollout workers: partial rollout on/off and the abort flag a
+//! weight publication raises (verl: abort_all_requests before a weight sync).
+struct RolloutControl {
+  bool partial_rollout = false;
+  std::atomic<bool> abort{false};
+};
+
 namespace roles {
 
 //! A rollout worker of its own (the standalone rollout pool of separate_async, or the rollout
@@ -68,12 +77,14 @@ class StandaloneRollout {
   using rollout_dispatch = std::conditional_t<TP == 1, dispatch::DPComputeProto,
                                               dispatch::NDComputeProto<dispatch::MeshLayout<TP>>>;
 
-  StandaloneRollout(WorkerContext const& ctx, RoleSetup setup, std::shared_ptr<AsyncHooks const> hooks)
+  StandaloneRollout(WorkerContext const& ctx, RoleSetup setup, std::shared_ptr<AsyncHooks const> hooks,
+                    std::shared_ptr<RolloutControl const> control = nullptr)
       : ctx_(&ctx),
         setup_(std::move(setup)),
         tok_(role_tokenizer(setup_)),
         rollout_(std::make_from_tuple<typename E::rollout>(E::rollout_args(setup_.policy_model, model::TPRank{ctx.rank % TP, TP}))),
-        hooks_(std::move(hooks)) {}
+        hooks_(std::move(hooks)),
+        control_(std::move(control)) {}
 
   //! Same contract as the hybrid role's generate_sequences (the same code runs); meta_info
   //! 'global_step' names the step for the in_generate hook. Never sleeps: the pool only generates.
@@ -90,8 +101,23 @@ class StandaloneRollout {
       if (auto const* v = prompts.meta_info().find("global_step"); v && v->is_int()) step = v->as_int();
       hooks_->in_generate(step, ctx_->rank);
     }
-    return detail::generate_with(rollout_, *tok_, setup_.cfg, prompts);
+    if (!control_ || !control_->partial_rollout || TP > 1) return detail::generate_with(rollout_, *tok_, setup_.cfg, prompts);
+    engine::GenerateControl gc;
+    gc.abort = &control_->abort;
+    if (prompts.has_tensor("partial_rollout_len")) return continue_partial(prompts, gc);
+    return detail::generate_with(rollout_, *tok_, setup_.cfg, prompts, &gc);
   }
+
+  //! Releases the rollout engine's KV cache and activations (colocate_async: the memory goes back
+  //! to training while the rollout idles); returns the bytes released. The next generation
+  //! re-acquires them. verl: sleep_replicas / release_kv_cache.
+  std::int64_t sleep() {
+    auto const held = static_cast<std::int64_t>(rollout_.memory_bytes());
+    rollout_.sleep();
+    return held;
+  }
+  //! Bytes the rollout engine holds now (KV cache and activations, weights excluded).
+  std::int64_t memory_bytes() const { return static_cast<std::int64_t>(rollout_.memory_bytes()); }
 
   //! Loads a full flat copy of the policy's weights; each rank keeps its TP shard.
   //! verl: the checkpoint engine's receive side (update_weights on the replica)
@@ -105,14 +131,91 @@ class StandaloneRollout {
 
   using methods = rlflow::methods<rlflow::method<&StandaloneRollout::generate_sequences, rollout_dispatch>,
                                   rlflow::method<&StandaloneRollout::update_weights, dispatch::OneToAll>,
+                                  rlflow::method<&StandaloneRollout::sleep, dispatch::OneToAll>,
+                                  rlflow::method<&StandaloneRollout::memory_bytes, dispatch::OneToAll>,
                                   rlflow::method<&StandaloneRollout::rollout_weights, dispatch::OneToAll>>;
 
  private:
+  //! Continues the unfinished rows of an aborted generation (its output, 'partial_rollout_len'
+  //! >= 0) with the weights loaded now: each row's prompt and tokens so far are the new prompt,
+  //! the sampling counter goes on at its token index, so every token stays a function of (seed,
+  //! index, the weights that drew it). Rows with the same length go in one call. verl:
+  //! resume_generation (the partial rollout continues with the new weights).
+  DataProto continue_partial(DataProto const& part, engine::GenerateControl gc) {
+    if (rollout_.is_sleeping()) rollout_.wake();
+    Tensor const& pids = part.tensor("prompts");
+    Tensor const& am_full = part.tensor("attention_mask");
+    Tensor responses = part.tensor("responses").clone();
+    Tensor rmask = part.tensor("response_mask").clone();
+    Tensor lp = part.tensor("rollout_log_probs").clone();
+    auto const len = part.tensor("partial_rollout_len").span<std::int32_t>();
+    auto const seeds_all = part.tensor("rollout_seed").span<std::int64_t>();
+    std::int64_t const B = pids.dim(0), P = pids.dim(1), R = responses.dim(1);
+    engine::SamplingParams const sp = detail::rollout_sampling(*tok_, setup_.cfg, part);
+    std::map<std::int32_t, std::vector<std::int64_t>> groups;
+    for (std::int64_t r = 0; r < B; ++r)
+      if (len[static_cast<std::size_t>(r)] >= 0) groups[len[static_cast<std::size_t>(r)]].push_back(r);
+    std::vector<std::int32_t> new_len(static_cast<std::size_t>(B), -1);
+    for (auto const& [j, rows] : groups) {
+      auto const nb = static_cast<std::int64_t>(rows.size());
+      Tensor ids = Tensor::empty(DType::int32, Shape{nb, P + j});
+      Tensor am = Tensor::empty(DType::int32, Shape{nb, P + j});
+      std::vector<std::uint64_t> seeds(static_cast<std::size_t>(nb));
+      for (std::int64_t i = 0; i < nb; ++i) {
+        std::int64_t const r = rows[static_cast<std::size_t>(i)];
+        for (std::int64_t t = 0; t < P; ++t) {
+          ids.at<std::int32_t>(i, t) = pids.at<std::int32_t>(r, t);
+          am.at<std::int32_t>(i, t) = am_full.at<std::int32_t>(r, t);
+        }
+        for (std::int64_t t = 0; t < j; ++t) {
+          ids.at<std::int32_t>(i, P + t) = responses.at<std::int32_t>(r, t);
+          am.at<std::int32_t>(i, P + t) = 1;
+        }
+        seeds[static_cast<std::size_t>(i)] = static_cast<std::uint64_t>(seeds_all[static_cast<std::size_t>(r)]);
+      }
+      engine::SamplingParams sp2 = sp;
+      sp2.max_new_tokens = static_cast<int>(R - j);
+      gc.first_token = static_cast<std::uint64_t>(j);
+      engine::RolloutResult res = rollout_.generate(ids, am, sp2, seeds, gc);
+      for (std::int64_t i = 0; i < nb; ++i) {
+        std::int64_t const r = rows[static_cast<std::size_t>(i)];
+        for (std::int64_t t = 0; t < R - j; ++t) {
+          responses.at<std::int32_t>(r, j + t) = res.responses.at<std::int32_t>(i, t);
+          rmask.at<std::int32_t>(r, j + t) = res.response_mask.at<std::int32_t>(i, t);
+          lp.at<float>(r, j + t) = res.log_probs.at<float>(i, t);
+        }
+      }
+      for (int u : res.unfinished) new_len[static_cast<std::size_t>(rows[static_cast<std::size_t>(u)])] = j + res.generated;
+    }
+    Tensor full_ids = Tensor::empty(DType::int32, Shape{B, P + R});
+    Tensor full_am = Tensor::empty(DType::int32, Shape{B, P + R});
+    for (std::int64_t r = 0; r < B; ++r) {
+      for (std::int64_t t = 0; t < P; ++t) {
+        full_ids.at<std::int32_t>(r, t) = pids.at<std::int32_t>(r, t);
+        full_am.at<std::int32_t>(r, t) = am_full.at<std::int32_t>(r, t);
+      }
+      for (std::int64_t t = 0; t < R; ++t) {
+        full_ids.at<std::int32_t>(r, P + t) = responses.at<std::int32_t>(r, t);
+        full_am.at<std::int32_t>(r, P + t) = rmask.at<std::int32_t>(r, t);
+      }
+    }
+    return DataProto::from_dict({{"prompts", pids},
+                                 {"responses", responses},
+                                 {"input_ids", full_ids},
+                                 {"attention_mask", full_am},
+                                 {"response_mask", rmask},
+                                 {"rollout_log_probs", lp},
+                                 {"rollout_seed", part.tensor("rollout_seed")},
+                                 {"partial_rollout_len", Tensor::from(new_len)}},
+                                part.non_tensors());
+  }
+
   WorkerContext const* ctx_;
   RoleSetup setup_;
   std::shared_ptr<model::Tokenizer const> tok_;
   typename E::rollout rollout_;
   std::shared_ptr<AsyncHooks const> hooks_;
+  std::shared_ptr<RolloutControl const> control_;
   comm::MeshCommunicators mesh_;
 };
 
@@ -153,7 +256,9 @@ class InProcessCheckpointEngine final : public CheckpointEngine {
 //! in TransferQueue, tagged with global_steps (the version that produced them).
 struct RolloutBatch {
   std::int64_t step = 0;     //!< the training step it is for (its prompts and seeds are that step's)
-  std::int64_t version = 0;  //!< the policy version that generated it
+  std::int64_t version = 0;  //!< the policy version that generated it (the first, with partial rollout)
+  std::int64_t max_version = 0;  //!< the newest version that generated some of its tokens (partial rollout)
+  std::int64_t resumes = 0;      //!< times its generation was aborted by a weight sync and resumed
   DataProto batch;           //!< generate_sequences' output
   DataPosition pos_after;    //!< the data position after this batch's prompts
   std::int64_t epoch = 0;    //!< the epoch its prompts came from
@@ -171,6 +276,8 @@ inline nlohmann::ordered_json save_replay_buffer(CheckpointWriter& w, std::vecto
     b.batch.save(w.path(file));
     out.push_back({{"step", b.step},
                    {"policy_version", b.version},
+                   {"max_policy_version", b.max_version},
+                   {"partial_rollout_resumes", b.resumes},
                    {"epoch", b.epoch},
                    {"data_position_after", {{"epoch", b.pos_after.epoch}, {"index", b.pos_after.index}}},
                    {"generate_s", b.generate_s},
@@ -200,6 +307,8 @@ inline std::vector<RolloutBatch> load_replay_buffer(std::filesystem::path const&
     b.step = detail::json_int(e, "step", where, global_step + 1 + static_cast<std::int64_t>(i),
                               global_step + 1 + static_cast<std::int64_t>(i));
     b.version = detail::json_int(e, "policy_version", where, 0, global_step);
+    b.max_version = e.contains("max_policy_version") ? detail::json_int(e, "max_policy_version", where, b.version, global_step) : b.version;
+    b.resumes = e.contains("partial_rollout_resumes") ? detail::json_int(e, "partial_rollout_resumes", where, 0, big) : 0;
     b.epoch = detail::json_int(e, "epoch", where, 0, big);
     auto const& pa = detail::json_field(e, "data_position_after", where);
     b.pos_after.epoch = detail::json_int(pa, "epoch", where + ".data_position_after", 0, big);
@@ -310,6 +419,12 @@ class AsyncRollout {
     //! within the bound): they go into the buffer before the producer starts, which then
     //! generates from the step after the last of them.
     std::vector<RolloutBatch> restored;
+    //! Partial rollout: a weight publication aborts the batch being generated, the newest
+    //! weights are loaded and its unfinished rows continue with them (CPU, rollout TP 1).
+    bool partial_rollout = false;
+    //! colocate_async: the rollout workers release their KV cache and activations whenever the
+    //! producer goes idle (verl: sleep_replicas), and re-acquire them when generating again.
+    bool sleep_when_idle = false;
   };
 
   AsyncRollout(Plan plan, roles::RoleSetup setup, std::shared_ptr<AsyncHooks const> hooks, MakePrompts make)
@@ -334,7 +449,8 @@ class AsyncRollout {
     plan_.restored.clear();
     GroupOptions go;
     go.name = plan_.pool_name;
-    group_.emplace(pool_, go, std::move(setup), hooks_);
+    control_->partial_rollout = plan_.partial_rollout && TP == 1;
+    group_.emplace(pool_, go, std::move(setup), hooks_, std::shared_ptr<RolloutControl const>(control_));
     engine_.emplace(*group_, hooks_);
   }
   AsyncRollout(AsyncRollout const&) = delete;
@@ -353,6 +469,7 @@ class AsyncRollout {
     std::lock_guard lk(mu_);
     staged_ = std::move(weights);
     staged_version_ = version;
+    if (control_->partial_rollout) control_->abort.store(true, std::memory_order_release);
     cv_.notify_all();
   }
 
@@ -384,20 +501,22 @@ class AsyncRollout {
     // verl: training/off_policy/trajectory_staleness (one version per batch here: mean = max = min)
     m["training/off_policy/trajectory_staleness/mean"] = static_cast<double>(staleness);
     m["training/off_policy/trajectory_staleness/max"] = static_cast<double>(staleness);
-    m["training/off_policy/trajectory_staleness/min"] = static_cast<double>(staleness);
+    m["training/off_policy/trajectory_staleness/min"] = static_cast<double>((step - 1) - b.max_version);
     m[p + "staleness_bound"] = static_cast<double>(plan_.bound);
     m[p + "buffer_depth"] = static_cast<double>(depth);
     m[p + "buffer_capacity"] = static_cast<double>(buffer_.capacity());
     m[p + "trainer_idle_s"] = waited;
     m[p + "generate_s"] = b.generate_s;
     m[p + "policy_version"] = static_cast<double>(b.version);
+    if (control_->partial_rollout) m[p + "partial_rollout_resumes"] = static_cast<double>(b.resumes);
     {
       std::lock_guard lk(mu_);
       m[p + "rollout_idle_s"] = rollout_idle_s_;
       m[p + "weight_sync_s"] = sync_s_;
       m[p + "weight_sync_bytes"] = static_cast<double>(sync_bytes_);
+      if (plan_.sleep_when_idle) m[p + "rollout_memory_released_bytes"] = static_cast<double>(released_bytes_);
       rollout_idle_s_ = sync_s_ = 0;
-      sync_bytes_ = 0;
+      sync_bytes_ = released_bytes_ = 0;
     }
     return b;
   }
@@ -417,6 +536,13 @@ class AsyncRollout {
     cv_.notify_all();
     return out;
   }
+  //! The newest policy version published to the producer.
+  std::int64_t published_version() const {
+    std::lock_guard lk(mu_);
+    return staged_version_;
+  }
+  //! The partial-rollout switch and abort flag shared with the rollout workers (tests, tools).
+  RolloutControl& control() { return *control_; }
   //! The last step whose batch was started (its policy version chosen) or restored.
   std::int64_t started_through() const {
     std::lock_guard lk(mu_);
@@ -440,6 +566,30 @@ class AsyncRollout {
   std::string_view checkpoint_engine_name() const { return engine_->name(); }
 
  private:
+  //! True while some row of a partial-rollout output is unfinished.
+  static bool unfinished(DataProto const& d) {
+    if (!d.has_tensor("partial_rollout_len")) return false;
+    for (auto x : d.tensor("partial_rollout_len").span<std::int32_t>())
+      if (x >= 0) return true;
+    return false;
+  }
+
+  //! Sends the weights of 'v' through the checkpoint engine; 'applied' becomes v.
+  void sync(std::shared_ptr<std::vector<float> const> w, std::int64_t v, std::int64_t& applied) {
+    auto const t0 = std::chrono::steady_clock::now();
+    std::int64_t bytes = 0;
+    try {
+      bytes = engine_->update_weights(std::move(w), v);
+    } catch (std::exception const& e) {
+      throw worker_error(msg("the weight sync of policy version ", v, " through the '", engine_->name(),
+                             "' checkpoint engine failed: ", e.what()));
+    }
+    applied = v;
+    std::lock_guard lk(mu_);
+    sync_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    sync_bytes_ += bytes;
+  }
+
   void produce() {
     using clock = std::chrono::steady_clock;
     struct idle_on_exit {  // a pause never waits for a producer that has ended
@@ -475,34 +625,48 @@ class AsyncRollout {
             w = staged_;
             v = staged_version_;
           }
+          control_->abort.store(false, std::memory_order_release);
         }
-        if (w) {
-          auto const t0 = clock::now();
-          std::int64_t bytes = 0;
-          try {
-            bytes = engine_->update_weights(std::move(w), v);
-          } catch (std::exception const& e) {
-            throw worker_error(msg("the weight sync of policy version ", v, " through the '", engine_->name(),
-                                   "' checkpoint engine failed: ", e.what()));
-          }
-          applied = v;
-          std::lock_guard lk(mu_);
-          sync_s_ += std::chrono::duration<double>(clock::now() - t0).count();
-          sync_bytes_ += bytes;
-        }
+        if (w) sync(std::move(w), v, applied);
         RolloutBatch b;
         b.step = s;
-        b.version = applied;
+        b.version = b.max_version = applied;
         DataProto prompts = make_(s, pos, b.epoch);
         prompts.meta_info().set("global_step", s);
         auto const t0 = clock::now();
         b.batch = group_->template call<&role::generate_sequences>(prompts);
+        while (control_->partial_rollout && unfinished(b.batch)) {
+          // aborted by a newer version (verl: abort_all_requests, update_weights, resume_generation)
+          {
+            std::lock_guard lk(mu_);
+            if (stopping_) return;
+            w = staged_version_ > applied ? staged_ : nullptr;
+            v = staged_version_;
+            control_->abort.store(false, std::memory_order_release);
+          }
+          if (w) sync(std::move(w), v, applied);
+          b.max_version = applied;
+          ++b.resumes;
+          b.batch.meta_info().set("global_step", s);
+          b.batch = group_->template call<&role::generate_sequences>(b.batch);
+        }
+        if (control_->partial_rollout) (void)b.batch.pop(std::vector<std::string>{"partial_rollout_len"});
         b.generate_s = std::chrono::duration<double>(clock::now() - t0).count();
         b.pos_after = pos;
         auto const t1 = clock::now();
         if (!buffer_.push(std::move(b))) return;
-        std::lock_guard lk(mu_);
-        rollout_idle_s_ += std::chrono::duration<double>(clock::now() - t1).count();
+        bool idle_next = s == plan_.last_step;
+        {
+          std::lock_guard lk(mu_);
+          rollout_idle_s_ += std::chrono::duration<double>(clock::now() - t1).count();
+          idle_next = idle_next || staged_version_ < s - plan_.bound || buffer_.size() >= buffer_.capacity();
+        }
+        if (plan_.sleep_when_idle && idle_next) {  // the next batch must wait: give the memory back meanwhile
+          std::int64_t released = 0;
+          for (auto x : group_->template call<&role::sleep>()) released += x;
+          std::lock_guard lk(mu_);
+          released_bytes_ += released;
+        }
       }
     } catch (...) {
       buffer_.fail(std::current_exception());
@@ -525,7 +689,8 @@ class AsyncRollout {
   std::int64_t staged_version_ = -1;
   bool stopping_ = false;
   double rollout_idle_s_ = 0, sync_s_ = 0;
-  std::int64_t sync_bytes_ = 0;
+  std::int64_t sync_bytes_ = 0, released_bytes_ = 0;
+  std::shared_ptr<RolloutControl> control_ = std::make_shared<RolloutControl>();
   std::thread producer_;  // last: joined (by stop) before the members it uses go
 };
 

@@ -10,6 +10,7 @@
 #include <rlflow/planner.hpp>
 #include <rlflow/trainer.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <csignal>
 #include <filesystem>
@@ -563,4 +564,163 @@ TEST_CASE("separate_async (K = 1) killed with -9 at random moments, then resumed
   REQUIRE(killed >= 4);
   REQUIRE(with_buffer >= 1);  // at least one resume restored batches from the buffer
   fs::remove_all(ref_dir);
+}
+
+namespace {
+//! The prompts (input_ids, attention_mask, rollout_seed) of a generated batch, rebuilt from its
+//! 'prompts' (left-padded) and attention mask.
+DataProto prompts_of(DataProto const& batch) {
+  Tensor const& p = batch.tensor("prompts");
+  Tensor const& am = batch.tensor("attention_mask");
+  std::int64_t const B = p.dim(0), P = p.dim(1);
+  Tensor ids = Tensor::empty(DType::int32, Shape{B, P});
+  Tensor m = Tensor::empty(DType::int32, Shape{B, P});
+  for (std::int64_t i = 0; i < B; ++i)
+    for (std::int64_t t = 0; t < P; ++t) {
+      ids.at<std::int32_t>(i, t) = p.at<std::int32_t>(i, t);
+      m.at<std::int32_t>(i, t) = am.at<std::int32_t>(i, t);
+    }
+  return DataProto::from_dict({{"input_ids", ids}, {"attention_mask", m}, {"rollout_seed", batch.tensor("rollout_seed")}},
+                              batch.non_tensors());
+}
+template <class T>
+std::vector<T> values(DataProto const& d, char const* key) {
+  auto s = d.tensor(key).span<T>();
+  return {s.begin(), s.end()};
+}
+bool any_unfinished(DataProto const& d) {
+  for (auto x : values<std::int32_t>(d, "partial_rollout_len"))
+    if (x >= 0) return true;
+  return false;
+}
+}  // namespace
+
+TEST_CASE("partial rollout: aborted after every token and continued, a generation equals the uninterrupted one",
+          "[trainer][async][partial]") {
+  // A one-step run: its producer generates one batch and ends, after which the test drives the
+  // rollout workers (2 ranks, DP chunks) itself with the shared abort flag.
+  auto c = separate_config("partial_law", 2, 1, 1);
+  c.data.max_response_length = 12;
+  c.actor_rollout_ref.rollout.temperature = 1.5;
+  auto o = quiet();
+  o.partial_rollout = true;
+  DataProto step_batch;
+  auto hooks = std::make_shared<AsyncHooks>();
+  hooks->before_train = [&](std::int64_t, DataProto const& b) { step_batch = b; };
+  o.async_hooks = hooks;
+  SepTrainer t(c, dataset(), task.charset(), o);
+  t.step();
+  auto* a = t.async_rollout();
+  using Role = std::remove_reference_t<decltype(*a)>::role;
+  auto& g = a->workers();
+  DataProto const prompts = prompts_of(step_batch);
+  a->control().abort = false;
+  DataProto const full = g.call<&Role::generate_sequences>(prompts);
+  REQUIRE_FALSE(any_unfinished(full));
+  REQUIRE(values<std::int32_t>(full, "responses") == values<std::int32_t>(step_batch, "responses"));  // the producer's batch
+  // every call stops after one token (the flag stays raised) and the next one continues
+  a->control().abort = true;
+  DataProto part = g.call<&Role::generate_sequences>(prompts);
+  int calls = 1;
+  REQUIRE(any_unfinished(part));
+  while (any_unfinished(part)) {
+    auto const len = values<std::int32_t>(part, "partial_rollout_len");
+    for (auto x : len) REQUIRE((x == -1 || x == calls));  // one more token per call
+    part = g.call<&Role::generate_sequences>(part);
+    ++calls;
+  }
+  REQUIRE(calls > 2);
+  for (char const* k : {"responses", "response_mask", "input_ids", "attention_mask", "prompts"}) {
+    INFO(k);
+    REQUIRE(values<std::int32_t>(part, k) == values<std::int32_t>(full, k));
+  }
+  auto const lp_full = values<float>(full, "rollout_log_probs"), lp_part = values<float>(part, "rollout_log_probs");
+  REQUIRE(lp_part.size() == lp_full.size());
+  for (std::size_t i = 0; i < lp_full.size(); ++i) REQUIRE(lp_part[i] == Approx(lp_full[i]).margin(1e-5));
+  REQUIRE(part.non_tensor("uid") == full.non_tensor("uid"));
+  // the comparison can fail: new weights after the first token change the rest of the rows
+  a->control().abort = true;
+  DataProto first = g.call<&Role::generate_sequences>(prompts);
+  auto w = t.actor_weights();
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd(0.0f, 0.5f);
+  for (auto& x : w) x += nd(rng);
+  g.call<&Role::update_weights>(std::make_shared<std::vector<float> const>(w));
+  a->control().abort = false;
+  DataProto mixed = g.call<&Role::generate_sequences>(first);
+  REQUIRE_FALSE(any_unfinished(mixed));
+  auto const rf = values<std::int32_t>(full, "responses"), rm = values<std::int32_t>(mixed, "responses");
+  std::int64_t const R = full.tensor("responses").dim(1);
+  for (std::size_t r = 0; r < rf.size() / static_cast<std::size_t>(R); ++r)  // the first token is the old weights'
+    REQUIRE(rm[r * R] == rf[r * R]);
+  REQUIRE(rm != rf);
+}
+
+TEST_CASE("partial rollout in separate_async: a weight sync aborts the batch in flight, which finishes with the new version",
+          "[trainer][async][partial]") {
+  // in_generate of step s waits until version s - 1 is published (its abort flag raised), so every
+  // batch from step 2 on is generated: first token with version s - 2, the rest with s - 1.
+  auto c = separate_config("partial_run", 1, 1, 6);
+  c.data.max_response_length = 8;
+  auto holder = std::make_shared<std::atomic<SepTrainer*>>(nullptr);
+  auto hooks = std::make_shared<AsyncHooks>();
+  hooks->in_generate = [holder](std::int64_t s, int) {  // the producer may start before the holder is set
+    while (holder->load() == nullptr || holder->load()->async_rollout()->published_version() < s - 1)
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+  };
+  auto o = quiet(hooks);
+  o.partial_rollout = true;
+  SepTrainer t(c, dataset(), task.charset(), o);
+  *holder = &t;
+  auto const ms = run(t);
+  REQUIRE(ms.size() == 6);
+  for (std::size_t i = 0; i < ms.size(); ++i) {
+    auto const& m = ms[i];
+    std::int64_t const s = static_cast<std::int64_t>(i) + 1;
+    INFO("step " << s);
+    REQUIRE(m.at("separate_async/policy_version") == double(std::max<std::int64_t>(0, s - 2)));
+    REQUIRE(m.at("separate_async/partial_rollout_resumes") == (s >= 2 ? 1.0 : 0.0));
+    REQUIRE(m.at("training/off_policy/trajectory_staleness/max") == (s >= 2 ? 1.0 : 0.0));
+    REQUIRE(m.at("training/off_policy/trajectory_staleness/min") == 0.0);
+    REQUIRE(std::isfinite(m.at("actor/pg_loss")));
+    REQUIRE(m.at("response_length/mean") >= 1.0);
+  }
+  // without partial rollout the same schedule gives other samples (the batch of step s is all version s - 2)
+  auto holder2 = std::make_shared<std::atomic<SepTrainer*>>(nullptr);
+  auto hooks2 = std::make_shared<AsyncHooks>();
+  hooks2->in_generate = [holder2](std::int64_t s, int) {  // the producer may start before the holder is set
+    while (holder2->load() == nullptr || holder2->load()->async_rollout()->published_version() < s - 1)
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+  };
+  auto c2 = separate_config("partial_off", 1, 1, 6);
+  c2.data.max_response_length = 8;
+  SepTrainer t2(c2, dataset(), task.charset(), quiet(hooks2));
+  *holder2 = &t2;
+  auto const m2 = run(t2);
+  for (std::size_t i = 0; i < m2.size(); ++i) {
+    REQUIRE(m2[i].at("separate_async/policy_version") == double(std::max<std::int64_t>(0, std::int64_t(i) - 1)));
+    REQUIRE(m2[i].count("separate_async/partial_rollout_resumes") == 0);
+  }
+  REQUIRE(t2.actor_weights() != t.actor_weights());
+}
+
+TEST_CASE("colocate_async puts its rollout workers to sleep when idle: the KV cache is released and re-acquired",
+          "[trainer][async][sleep]") {
+  auto c = base_config("sleep", 6);
+  c.trainer.v1.trainer_mode = "colocate_async";
+  c.trainer.v1.colocate_async.num_warmup_batches = 1;
+  SyncTrainer t(c, dataset(), task.charset(), quiet());
+  auto const ms = run(t);
+  double released = 0;
+  for (auto const& m : ms) released += m.at("colocate_async/rollout_memory_released_bytes");
+  REQUIRE(released > 0);
+  // the producer ended after the last batch and released everything
+  using Role = std::remove_reference_t<decltype(*t.async_rollout())>::role;
+  for (auto b : t.async_rollout()->workers().call<&Role::memory_bytes>()) REQUIRE(b == 0);
+  // separate_async keeps its cache (own devices): no such metric
+  SepTrainer sep(separate_config("nosleep", 1, 1, 2), dataset(), task.charset(), quiet());
+  auto const m2 = run(sep);
+  REQUIRE(m2.back().count("separate_async/rollout_memory_released_bytes") == 0);
+  using SRole = std::remove_reference_t<decltype(*sep.async_rollout())>::role;
+  REQUIRE(sep.async_rollout()->workers().call<&SRole::memory_bytes>()[0] > 0);
 }
