@@ -1207,11 +1207,11 @@ class Trainer {
     auto const manifest = read_checkpoint_manifest(dir);
     auto const st = read_trainer_state(dir, manifest.step, train_.size());
     check_resume_config(st.config, (dir / "trainer_state.json").string());
+    restored_batches_ = load_replay_buffer(dir, st.global_step, train_.size());  // async modes' saved batches, checked
     actor_rollout_wg().template call<&actor_role::load_checkpoint>((dir / "actor.safetensors").string());
     if constexpr (has_critic) critic_wg().template call<&critic_role::load_checkpoint>((dir / "critic.safetensors").string());
     global_step_ = st.global_step;
     pos_ = DataPosition{st.epoch, st.index};
-    restored_batches_ = load_replay_buffer(dir, st.global_step, train_.size());
     if (adaptive_kl_) adaptive_kl_->value = st.kl_coef;
     else fixed_kl_.value = st.kl_coef;
     if (opts_.console)
