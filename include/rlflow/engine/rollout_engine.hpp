@@ -50,7 +50,7 @@ struct RolloutResult {
   //! Rows still generating when GenerateControl::abort stopped the call (empty when it ran to
   //! the end); each has exactly 'generated' tokens (the rest of its row is masked).
   std::vector<int> unfinished;
-  int generated = 0;  //!< token slots the call produced (R unless aborted, or fewer if every row stopped)
+  int generated = 0;  //!< token slots the call produced (R unless aborted, or fewer if every row stopped); CPU engine only
 };
 
 //! Optional controls of RolloutEngine::generate for partial rollout (verl: abort_all_requests,
