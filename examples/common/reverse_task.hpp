@@ -30,7 +30,10 @@ inline TrainerConfig grpo_reverse_config() {
 //! The demo on verl's second road: the GRPO demo with trainer.v1.trainer_mode=separate_async,
 //! the actor (+ reward) on the 2-device trainer pool, the rollout on a standalone 1-device pool,
 //! one batch generated ahead (num_warmup_batches=1: one-step-off), weights synced after every
-//! step (parameter_sync_step=1: train_batch_size = 1 x ppo_mini_batch_size).
+//! step (parameter_sync_step=1: train_batch_size = 1 x ppo_mini_batch_size). The PPO ratio is
+//! taken against the policy that generated the batch (algorithm.rollout_correction.bypass_mode:
+//! old log-probs = rollout log-probs), which makes one-step-off learn the demo like sync; with the
+//! recomputed old log-probs it learns more slowly (docs/trainer.md, "One-step-off and sync").
 inline TrainerConfig grpo_separate_async_config() {
   TrainerConfig c = grpo_reverse_config();
   c.trainer.v1.trainer_mode = "separate_async";
@@ -39,17 +42,20 @@ inline TrainerConfig grpo_separate_async_config() {
   c.actor_rollout_ref.rollout.nnodes = 1;
   c.actor_rollout_ref.rollout.n_gpus_per_node = 1;
   c.actor_rollout_ref.rollout.checkpoint_engine.backend = "nccl";  // cross-pool sync (in process here)
+  c.algorithm.rollout_correction.bypass_mode = true;
   c.trainer.experiment_name = "grpo_separate_async";
   c.trainer.default_local_dir = "runs/grpo_separate_async";
   return c;
 }
 
 //! The demo with trainer.v1.trainer_mode=colocate_async: rollout workers on the trainer's two
-//! devices generate the next batch while the current one trains (one batch ahead).
+//! devices generate the next batch while the current one trains (one batch ahead); PPO ratio
+//! against the generating policy, as above.
 inline TrainerConfig grpo_colocate_async_config() {
   TrainerConfig c = grpo_reverse_config();
   c.trainer.v1.trainer_mode = "colocate_async";
   c.trainer.v1.colocate_async.num_warmup_batches = 1;
+  c.algorithm.rollout_correction.bypass_mode = true;
   c.trainer.experiment_name = "grpo_colocate_async";
   c.trainer.default_local_dir = "runs/grpo_colocate_async";
   return c;

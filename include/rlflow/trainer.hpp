@@ -65,6 +65,10 @@ struct TrainerOptions {
   bool console = true;       //!< print one progress line per step
   ChatTemplate chat_template;  //!< how chat-message prompts of data files become text (data_files.hpp)
   std::shared_ptr<AsyncHooks const> async_hooks;  //!< test hooks of the async modes (trainer_async.hpp)
+  //! Async modes: partial rollout (a weight sync aborts the batch being generated, which goes on
+  //! with the new weights; verl v1 always does this). Off by default: a batch then depends on
+  //! when the sync came, so runs are not reproducible (docs/trainer.md, "Partial rollout").
+  bool partial_rollout = false;
 };
 
 //! One validation sample kept for trainer.log_val_generations.
@@ -496,6 +500,9 @@ class Trainer {
     CheckpointWriter w(checkpoint_root(), global_step_);
     actor_rollout_wg().template call<&actor_role::save_checkpoint>(w.path("actor.safetensors").string());
     if constexpr (has_critic) critic_wg().template call<&critic_role::save_checkpoint>(w.path("critic.safetensors").string());
+    nlohmann::ordered_json replay;  // async modes: the generated batches not yet trained on
+    if constexpr (!on_cuda)
+      if (async_) replay = save_replay_buffer(w, async_->snapshot());
     nlohmann::ordered_json st;
     st["global_step"] = global_step_;
     st["data_position"] = {{"epoch", pos_.epoch}, {"index", pos_.index}};
@@ -503,6 +510,7 @@ class Trainer {
     st["truncated_prompts"] = truncated_prompts_;
     st["rng"] = "counter-based: every random draw is a function of (seed, global_step, row); no hidden state";
     st["config"] = cfg_.to_json();
+    if (!replay.is_null()) st["replay_buffer"] = replay;
     w.write("trainer_state.json", st.dump(2));
     auto dir = w.commit();
     // verl: max_actor_ckpt_to_keep / max_critic_ckpt_to_keep. One folder holds both models, so
@@ -830,8 +838,8 @@ class Trainer {
                              "do not split into replicas of ", parallel::size, " ranks; use a multiple of ", parallel::size));
   }
 
-  //! Builds the rollout workers of the async modes and starts their producer with the trainer's
-  //! current weights (after a resume: the checkpoint's) as version global_step.
+  //! Builds the rollout workers of the async modes (on every rank, before drive(): the MPI
+  //! backend places a separate pool on processes of its own); start_async starts the producer.
   void build_async(roles::RoleSetup const& setup) {
     if constexpr (!on_cuda) {
       if (!async_mode()) return;
@@ -849,6 +857,8 @@ class Trainer {
       // under mpirun the standalone rollout pool runs in the processes after the trainer's
       if (sep && mpi::launched()) mpi::place_pool(plan.pool_name, 1 + group_->world_size());
 #endif
+      plan.partial_rollout = opts_.partial_rollout;
+      plan.sleep_when_idle = !sep;  // colocate_async: the rollout's memory goes back to training while it idles
       std::int64_t const n = cfg_.actor_rollout_ref.rollout.n;
       // runs on the producer thread: reads train_, cfg_ and tok_ only (never changed after start)
       async_.emplace(std::move(plan), setup, opts_.async_hooks, [this, n](std::int64_t s, DataPosition& pos, std::int64_t& epoch) {
@@ -860,12 +870,34 @@ class Trainer {
       });
     }
   }
+  //! After a resume: the steps to generate for, the checkpoint's replay buffer (the batches this
+  //! run can train on) and the producer's start with the trainer's current weights.
   void start_async() {
+    if (!async_mode() || global_step_ >= total_steps_) take_restored_batches(-1);  // warns if it drops any
     if constexpr (!on_cuda) {
       if (!async_ || global_step_ >= total_steps_) return;
-      async_->set_steps(global_step_ + 1, total_steps_, pos_);
+      async_->set_steps(global_step_ + 1, total_steps_, pos_, take_restored_batches(staleness_bound()));
       async_->start(std::make_shared<std::vector<float> const>(actor_weights()), global_step_);
     }
+  }
+
+  //! The batches a resumed checkpoint's replay buffer held that this run can train on: the
+  //! leading ones within staleness bound 'bound' and the run's steps (-1: none); a warning names
+  //! the ones dropped (they are generated again with the checkpoint's weights).
+  std::vector<RolloutBatch> take_restored_batches(std::int64_t bound) {
+    std::vector<RolloutBatch> keep, all = std::move(restored_batches_);
+    restored_batches_.clear();
+    for (auto& b : all) {
+      if (bound < 0 || b.step > total_steps_ || (b.step - 1) - b.version > bound) break;
+      keep.push_back(std::move(b));
+    }
+    if (keep.size() < all.size())
+      warn(msg("the checkpoint's replay buffer holds ", all.size(), " generated batches (steps ", all.front().step, "..",
+               all.back().step, "); ", all.size() - keep.size(), " of them are not used by this run (trainer.v1.trainer_mode=",
+               cfg_.trainer.v1.trainer_mode.str(), bound < 0 ? std::string(", no batches generated ahead")
+                                                             : msg(", staleness bound ", bound, ", ", total_steps_, " steps"),
+               ") and are generated again with the checkpoint's weights"));
+    return keep;
   }
 
   //! Async modes: the batch of step_no from the buffer (the data position moves to after its
@@ -1190,6 +1222,7 @@ class Trainer {
     auto const manifest = read_checkpoint_manifest(dir);
     auto const st = read_trainer_state(dir, manifest.step, train_.size());
     check_resume_config(st.config, (dir / "trainer_state.json").string());
+    restored_batches_ = load_replay_buffer(dir, st.global_step, train_.size());  // async modes' saved batches, checked
     actor_rollout_wg().template call<&actor_role::load_checkpoint>((dir / "actor.safetensors").string());
     if constexpr (has_critic) critic_wg().template call<&critic_role::load_checkpoint>((dir / "critic.safetensors").string());
     global_step_ = st.global_step;
@@ -1218,6 +1251,7 @@ class Trainer {
   //! The async modes' rollout workers and producer (after group_: stopped and joined first).
   using async_type = std::conditional_t<on_cuda, std::monostate, AsyncRollout<cpu::tag, parallel::size, detail::trainer_group_backend>>;
   std::optional<async_type> async_;
+  std::vector<RolloutBatch> restored_batches_;  //!< a resumed checkpoint's replay buffer, until start_async
   std::optional<MetricsLogger> logger_;
   std::vector<std::string> startup_warnings_;
   bool from_files_ = false;  // built by Trainer(cfg): model and data from files

@@ -15,8 +15,12 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <map>
+#include <atomic>
 #include <exception>
+#include <filesystem>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -25,6 +29,7 @@
 #include <utility>
 #include <vector>
 
+#include <rlflow/checkpoint.hpp>               // CheckpointWriter, checkpoint field readers
 #include <rlflow/data.hpp>                     // DataPosition
 #include <rlflow/data_proto.hpp>               // DataProto
 #include <rlflow/error.hpp>                    // error, config_error
@@ -46,6 +51,13 @@ struct AsyncHooks {
   std::function<void(std::int64_t version)> on_sync;
 };
 
+//! Shared by the producer and its rollout workers: partial rollout on/off and the abort flag a
+//! weight publication raises (verl: abort_all_requests before a weight sync).
+struct RolloutControl {
+  bool partial_rollout = false;
+  std::atomic<bool> abort{false};
+};
+
 namespace roles {
 
 //! A rollout worker of its own (the standalone rollout pool of separate_async, or the rollout
@@ -65,12 +77,14 @@ class StandaloneRollout {
   using rollout_dispatch = std::conditional_t<TP == 1, dispatch::DPComputeProto,
                                               dispatch::NDComputeProto<dispatch::MeshLayout<TP>>>;
 
-  StandaloneRollout(WorkerContext const& ctx, RoleSetup setup, std::shared_ptr<AsyncHooks const> hooks)
+  StandaloneRollout(WorkerContext const& ctx, RoleSetup setup, std::shared_ptr<AsyncHooks const> hooks,
+                    std::shared_ptr<RolloutControl const> control = nullptr)
       : ctx_(&ctx),
         setup_(std::move(setup)),
         tok_(role_tokenizer(setup_)),
         rollout_(std::make_from_tuple<typename E::rollout>(E::rollout_args(setup_.policy_model, model::TPRank{ctx.rank % TP, TP}))),
-        hooks_(std::move(hooks)) {}
+        hooks_(std::move(hooks)),
+        control_(std::move(control)) {}
 
   //! Same contract as the hybrid role's generate_sequences (the same code runs); meta_info
   //! 'global_step' names the step for the in_generate hook. Never sleeps: the pool only generates.
@@ -87,8 +101,23 @@ class StandaloneRollout {
       if (auto const* v = prompts.meta_info().find("global_step"); v && v->is_int()) step = v->as_int();
       hooks_->in_generate(step, ctx_->rank);
     }
-    return detail::generate_with(rollout_, *tok_, setup_.cfg, prompts);
+    if (!control_ || !control_->partial_rollout || TP > 1) return detail::generate_with(rollout_, *tok_, setup_.cfg, prompts);
+    engine::GenerateControl gc;
+    gc.abort = &control_->abort;
+    if (prompts.has_tensor("partial_rollout_len")) return continue_partial(prompts, gc);
+    return detail::generate_with(rollout_, *tok_, setup_.cfg, prompts, &gc);
   }
+
+  //! Releases the rollout engine's KV cache and activations (colocate_async: the memory goes back
+  //! to training while the rollout idles); returns the bytes released. The next generation
+  //! re-acquires them. verl: sleep_replicas / release_kv_cache.
+  std::int64_t sleep() {
+    auto const held = static_cast<std::int64_t>(rollout_.memory_bytes());
+    rollout_.sleep();
+    return held;
+  }
+  //! Bytes the rollout engine holds now (KV cache and activations, weights excluded).
+  std::int64_t memory_bytes() const { return static_cast<std::int64_t>(rollout_.memory_bytes()); }
 
   //! Loads a full flat copy of the policy's weights; each rank keeps its TP shard.
   //! verl: the checkpoint engine's receive side (update_weights on the replica)
@@ -102,14 +131,91 @@ class StandaloneRollout {
 
   using methods = rlflow::methods<rlflow::method<&StandaloneRollout::generate_sequences, rollout_dispatch>,
                                   rlflow::method<&StandaloneRollout::update_weights, dispatch::OneToAll>,
+                                  rlflow::method<&StandaloneRollout::sleep, dispatch::OneToAll>,
+                                  rlflow::method<&StandaloneRollout::memory_bytes, dispatch::OneToAll>,
                                   rlflow::method<&StandaloneRollout::rollout_weights, dispatch::OneToAll>>;
 
  private:
+  //! Continues the unfinished rows of an aborted generation (its output, 'partial_rollout_len'
+  //! >= 0) with the weights loaded now: each row's prompt and tokens so far are the new prompt,
+  //! the sampling counter goes on at its token index, so every token stays a function of (seed,
+  //! index, the weights that drew it). Rows with the same length go in one call. verl:
+  //! resume_generation (the partial rollout continues with the new weights).
+  DataProto continue_partial(DataProto const& part, engine::GenerateControl gc) {
+    if (rollout_.is_sleeping()) rollout_.wake();
+    Tensor const& pids = part.tensor("prompts");
+    Tensor const& am_full = part.tensor("attention_mask");
+    Tensor responses = part.tensor("responses").clone();
+    Tensor rmask = part.tensor("response_mask").clone();
+    Tensor lp = part.tensor("rollout_log_probs").clone();
+    auto const len = part.tensor("partial_rollout_len").span<std::int32_t>();
+    auto const seeds_all = part.tensor("rollout_seed").span<std::int64_t>();
+    std::int64_t const B = pids.dim(0), P = pids.dim(1), R = responses.dim(1);
+    engine::SamplingParams const sp = detail::rollout_sampling(*tok_, setup_.cfg, part);
+    std::map<std::int32_t, std::vector<std::int64_t>> groups;
+    for (std::int64_t r = 0; r < B; ++r)
+      if (len[static_cast<std::size_t>(r)] >= 0) groups[len[static_cast<std::size_t>(r)]].push_back(r);
+    std::vector<std::int32_t> new_len(static_cast<std::size_t>(B), -1);
+    for (auto const& [j, rows] : groups) {
+      auto const nb = static_cast<std::int64_t>(rows.size());
+      Tensor ids = Tensor::empty(DType::int32, Shape{nb, P + j});
+      Tensor am = Tensor::empty(DType::int32, Shape{nb, P + j});
+      std::vector<std::uint64_t> seeds(static_cast<std::size_t>(nb));
+      for (std::int64_t i = 0; i < nb; ++i) {
+        std::int64_t const r = rows[static_cast<std::size_t>(i)];
+        for (std::int64_t t = 0; t < P; ++t) {
+          ids.at<std::int32_t>(i, t) = pids.at<std::int32_t>(r, t);
+          am.at<std::int32_t>(i, t) = am_full.at<std::int32_t>(r, t);
+        }
+        for (std::int64_t t = 0; t < j; ++t) {
+          ids.at<std::int32_t>(i, P + t) = responses.at<std::int32_t>(r, t);
+          am.at<std::int32_t>(i, P + t) = 1;
+        }
+        seeds[static_cast<std::size_t>(i)] = static_cast<std::uint64_t>(seeds_all[static_cast<std::size_t>(r)]);
+      }
+      engine::SamplingParams sp2 = sp;
+      sp2.max_new_tokens = static_cast<int>(R - j);
+      gc.first_token = static_cast<std::uint64_t>(j);
+      engine::RolloutResult res = rollout_.generate(ids, am, sp2, seeds, gc);
+      for (std::int64_t i = 0; i < nb; ++i) {
+        std::int64_t const r = rows[static_cast<std::size_t>(i)];
+        for (std::int64_t t = 0; t < R - j; ++t) {
+          responses.at<std::int32_t>(r, j + t) = res.responses.at<std::int32_t>(i, t);
+          rmask.at<std::int32_t>(r, j + t) = res.response_mask.at<std::int32_t>(i, t);
+          lp.at<float>(r, j + t) = res.log_probs.at<float>(i, t);
+        }
+      }
+      for (int u : res.unfinished) new_len[static_cast<std::size_t>(rows[static_cast<std::size_t>(u)])] = j + res.generated;
+    }
+    Tensor full_ids = Tensor::empty(DType::int32, Shape{B, P + R});
+    Tensor full_am = Tensor::empty(DType::int32, Shape{B, P + R});
+    for (std::int64_t r = 0; r < B; ++r) {
+      for (std::int64_t t = 0; t < P; ++t) {
+        full_ids.at<std::int32_t>(r, t) = pids.at<std::int32_t>(r, t);
+        full_am.at<std::int32_t>(r, t) = am_full.at<std::int32_t>(r, t);
+      }
+      for (std::int64_t t = 0; t < R; ++t) {
+        full_ids.at<std::int32_t>(r, P + t) = responses.at<std::int32_t>(r, t);
+        full_am.at<std::int32_t>(r, P + t) = rmask.at<std::int32_t>(r, t);
+      }
+    }
+    return DataProto::from_dict({{"prompts", pids},
+                                 {"responses", responses},
+                                 {"input_ids", full_ids},
+                                 {"attention_mask", full_am},
+                                 {"response_mask", rmask},
+                                 {"rollout_log_probs", lp},
+                                 {"rollout_seed", part.tensor("rollout_seed")},
+                                 {"partial_rollout_len", Tensor::from(new_len)}},
+                                part.non_tensors());
+  }
+
   WorkerContext const* ctx_;
   RoleSetup setup_;
   std::shared_ptr<model::Tokenizer const> tok_;
   typename E::rollout rollout_;
   std::shared_ptr<AsyncHooks const> hooks_;
+  std::shared_ptr<RolloutControl const> control_;
   comm::MeshCommunicators mesh_;
 };
 
@@ -174,12 +280,73 @@ class MpiCheckpointEngine final : public CheckpointEngine {
 //! in TransferQueue, tagged with global_steps (the version that produced them).
 struct RolloutBatch {
   std::int64_t step = 0;     //!< the training step it is for (its prompts and seeds are that step's)
-  std::int64_t version = 0;  //!< the policy version that generated it
+  std::int64_t version = 0;  //!< the policy version that generated it (the first, with partial rollout)
+  std::int64_t max_version = 0;  //!< the newest version that generated some of its tokens (partial rollout)
+  std::int64_t resumes = 0;      //!< times its generation was aborted by a weight sync and resumed
   DataProto batch;           //!< generate_sequences' output
   DataPosition pos_after;    //!< the data position after this batch's prompts
   std::int64_t epoch = 0;    //!< the epoch its prompts came from
   double generate_s = 0;     //!< seconds the rollout workers spent generating it
 };
+
+//! Writes the buffered batches into the checkpoint being built, one file each
+//! ('replay_buffer_step_<s>.dataproto', DataProto::save), and returns the trainer_state.json
+//! field 'replay_buffer' that lists them (step, policy_version, epoch, data_position_after,
+//! generate_s, file). rlflow's own (verl does not checkpoint its async buffers).
+inline nlohmann::ordered_json save_replay_buffer(CheckpointWriter& w, std::vector<RolloutBatch> const& batches) {
+  auto out = nlohmann::ordered_json::array();
+  for (auto const& b : batches) {
+    std::string const file = "replay_buffer_step_" + std::to_string(b.step) + ".dataproto";
+    b.batch.save(w.path(file));
+    out.push_back({{"step", b.step},
+                   {"policy_version", b.version},
+                   {"max_policy_version", b.max_version},
+                   {"partial_rollout_resumes", b.resumes},
+                   {"epoch", b.epoch},
+                   {"data_position_after", {{"epoch", b.pos_after.epoch}, {"index", b.pos_after.index}}},
+                   {"generate_s", b.generate_s},
+                   {"file", file}});
+  }
+  return out;
+}
+
+//! Reads the batches save_replay_buffer wrote into checkpoint 'dir' of step 'global_step' (none
+//! when trainer_state.json has no 'replay_buffer'). Every field is checked before a batch is
+//! loaded: steps consecutive from global_step + 1, versions in [0, global_step], positions in
+//! range, files listed in the (already verified) manifest; a format_error names the file and field.
+inline std::vector<RolloutBatch> load_replay_buffer(std::filesystem::path const& dir, std::int64_t global_step, std::int64_t prompts) {
+  std::string const file = (dir / "trainer_state.json").string();
+  nlohmann::json const st = detail::read_json_file(dir / "trainer_state.json");
+  std::vector<RolloutBatch> out;
+  if (!st.contains("replay_buffer")) return out;
+  auto const& rb = st["replay_buffer"];
+  if (!rb.is_array())
+    throw format_error(msg("rlflow checkpoint: '", file, "': field 'replay_buffer' must be an array, got ", rb.type_name()));
+  auto const manifest = read_checkpoint_manifest(dir);
+  constexpr auto big = std::numeric_limits<std::int32_t>::max();
+  for (std::size_t i = 0; i < rb.size(); ++i) {
+    std::string const where = msg(file, "' field 'replay_buffer[", i, "]");
+    auto const& e = rb[i];
+    RolloutBatch b;
+    b.step = detail::json_int(e, "step", where, global_step + 1 + static_cast<std::int64_t>(i),
+                              global_step + 1 + static_cast<std::int64_t>(i));
+    b.version = detail::json_int(e, "policy_version", where, 0, global_step);
+    b.max_version = e.contains("max_policy_version") ? detail::json_int(e, "max_policy_version", where, b.version, global_step) : b.version;
+    b.resumes = e.contains("partial_rollout_resumes") ? detail::json_int(e, "partial_rollout_resumes", where, 0, big) : 0;
+    b.epoch = detail::json_int(e, "epoch", where, 0, big);
+    auto const& pa = detail::json_field(e, "data_position_after", where);
+    b.pos_after.epoch = detail::json_int(pa, "epoch", where + ".data_position_after", 0, big);
+    b.pos_after.index = detail::json_int(pa, "index", where + ".data_position_after", 0, prompts);
+    b.generate_s = detail::json_number(e, "generate_s", where);
+    auto const& f = detail::json_field(e, "file", where);
+    if (!f.is_string() || !manifest.files.count(f.get<std::string>()))
+      throw format_error(msg("rlflow checkpoint: '", where, ".file' = ", f.dump(), " is not a file listed in ",
+                             (dir / "MANIFEST.json").string(), "; the checkpoint is inconsistent, resume from another one"));
+    b.batch = DataProto::load(dir / f.get<std::string>());
+    out.push_back(std::move(b));
+  }
+  return out;
+}
 
 //! A bounded FIFO of generated batches between one producer and one consumer. push blocks while
 //! full, pop while empty; close() wakes both (push then drops, pop throws); fail(e) makes every
@@ -224,6 +391,15 @@ class ReplayBuffer {
     cv_.notify_all();
   }
   std::size_t capacity() const { return cap_; }
+  std::size_t size() const {
+    std::lock_guard lk(mu_);
+    return q_.size();
+  }
+  //! Copies of the batches held, oldest first (for a checkpoint; the buffer is unchanged).
+  std::vector<RolloutBatch> snapshot() const {
+    std::lock_guard lk(mu_);
+    return {q_.begin(), q_.end()};
+  }
   std::size_t max_depth() const {
     std::lock_guard lk(mu_);
     return max_depth_;
@@ -265,6 +441,16 @@ class AsyncRollout {
     std::int64_t first_step = 1;   //!< the first step to generate for
     std::int64_t last_step = 1;    //!< the last
     DataPosition start_pos;        //!< the data position before first_step's prompts
+    //! Batches restored from a checkpoint (steps first_step, first_step + 1, ... in order, each
+    //! within the bound): they go into the buffer before the producer starts, which then
+    //! generates from the step after the last of them.
+    std::vector<RolloutBatch> restored;
+    //! Partial rollout: a weight publication aborts the batch being generated, the newest
+    //! weights are loaded and its unfinished rows continue with them (CPU, rollout TP 1).
+    bool partial_rollout = false;
+    //! colocate_async: the rollout workers release their KV cache and activations whenever the
+    //! producer goes idle (verl: sleep_replicas), and re-acquire them when generating again.
+    bool sleep_when_idle = false;
   };
 
   AsyncRollout(Plan plan, roles::RoleSetup setup, std::shared_ptr<AsyncHooks const> hooks, MakePrompts make)
@@ -273,21 +459,27 @@ class AsyncRollout {
         make_(std::move(make)),
         pool_(plan_.pool_name, plan_.devices_per_node, 1),
         buffer_(static_cast<std::size_t>(plan_.bound + 1)) {
+    restore(std::exchange(plan_.restored, {}));
     GroupOptions go;
     go.name = plan_.pool_name;
-    group_.emplace(pool_, go, std::move(setup), hooks_);
+    control_->partial_rollout = plan_.partial_rollout && TP == 1;
+    group_.emplace(pool_, go, std::move(setup), hooks_, std::shared_ptr<RolloutControl const>(control_));
     engine_.emplace(*group_, hooks_);
   }
   AsyncRollout(AsyncRollout const&) = delete;
   AsyncRollout& operator=(AsyncRollout const&) = delete;
   ~AsyncRollout() { stop(); }
 
-  //! The steps to generate for and the data position before the first (known after a resume;
-  //! the group is built before, on every rank, as the MPI backend needs).
-  void set_steps(std::int64_t first_step, std::int64_t last_step, DataPosition start_pos) {
+  //! The steps to generate for, the data position before the first, and the batches a resumed
+  //! checkpoint's replay buffer restored (steps first_step, first_step + 1, ... in order): known
+  //! after a resume, while the group is built before, on every rank, as the MPI backend needs.
+  //! Call before start().
+  void set_steps(std::int64_t first_step, std::int64_t last_step, DataPosition start_pos,
+                 std::vector<RolloutBatch> restored = {}) {
     plan_.first_step = first_step;
     plan_.last_step = last_step;
     plan_.start_pos = std::move(start_pos);
+    restore(std::move(restored));
   }
 
   //! Publishes the initial weights (the trainer's, 'version' = its global step) and starts the producer.
@@ -302,6 +494,7 @@ class AsyncRollout {
     std::lock_guard lk(mu_);
     staged_ = std::move(weights);
     staged_version_ = version;
+    if (control_->partial_rollout) control_->abort.store(true, std::memory_order_release);
     cv_.notify_all();
   }
 
@@ -317,6 +510,10 @@ class AsyncRollout {
       throw worker_error(msg("rlflow::Trainer: step ", step, ": the rollout workers on pool '", plan_.pool_name,
                              "' (role rollout, ", plan_.mode, ") failed: ", e.what()));
     }
+    {
+      std::lock_guard lk(mu_);  // the producer waits for room in the buffer under mu_
+      cv_.notify_all();
+    }
     double const waited = std::chrono::duration<double>(clock::now() - t0).count();
     if (b.step != step)
       throw error(msg("rlflow::Trainer: step ", step, " received the batch generated for step ", b.step,
@@ -329,22 +526,52 @@ class AsyncRollout {
     // verl: training/off_policy/trajectory_staleness (one version per batch here: mean = max = min)
     m["training/off_policy/trajectory_staleness/mean"] = static_cast<double>(staleness);
     m["training/off_policy/trajectory_staleness/max"] = static_cast<double>(staleness);
-    m["training/off_policy/trajectory_staleness/min"] = static_cast<double>(staleness);
+    m["training/off_policy/trajectory_staleness/min"] = static_cast<double>((step - 1) - b.max_version);
     m[p + "staleness_bound"] = static_cast<double>(plan_.bound);
     m[p + "buffer_depth"] = static_cast<double>(depth);
     m[p + "buffer_capacity"] = static_cast<double>(buffer_.capacity());
     m[p + "trainer_idle_s"] = waited;
     m[p + "generate_s"] = b.generate_s;
     m[p + "policy_version"] = static_cast<double>(b.version);
+    if (control_->partial_rollout) m[p + "partial_rollout_resumes"] = static_cast<double>(b.resumes);
     {
       std::lock_guard lk(mu_);
       m[p + "rollout_idle_s"] = rollout_idle_s_;
       m[p + "weight_sync_s"] = sync_s_;
       m[p + "weight_sync_bytes"] = static_cast<double>(sync_bytes_);
+      if (plan_.sleep_when_idle) m[p + "rollout_memory_released_bytes"] = static_cast<double>(released_bytes_);
       rollout_idle_s_ = sync_s_ = 0;
-      sync_bytes_ = 0;
+      sync_bytes_ = released_bytes_ = 0;
     }
     return b;
+  }
+
+  //! Copies of the buffered batches, oldest first, taken at a batch boundary of the producer
+  //! (it is held there while they are copied; a batch being generated is finished and pushed
+  //! first). With the trainer's own state they are everything the rollout side holds, so a
+  //! checkpoint that saves them resumes to the same continuation (docs/trainer.md, "Resume").
+  //! verl: none (its async trainers do not checkpoint the buffer).
+  std::vector<RolloutBatch> snapshot() {
+    std::unique_lock lk(mu_);
+    paused_ = true;
+    cv_.notify_all();
+    cv_.wait(lk, [&] { return !producer_busy_; });
+    auto out = buffer_.snapshot();
+    paused_ = false;
+    cv_.notify_all();
+    return out;
+  }
+  //! The newest policy version published to the producer.
+  std::int64_t published_version() const {
+    std::lock_guard lk(mu_);
+    return staged_version_;
+  }
+  //! The partial-rollout switch and abort flag shared with the rollout workers (tests, tools).
+  RolloutControl& control() { return *control_; }
+  //! The last step whose batch was started (its policy version chosen) or restored.
+  std::int64_t started_through() const {
+    std::lock_guard lk(mu_);
+    return started_through_;
   }
 
   //! Stops the producer (it finishes the chunk it is generating) and joins it. Idempotent.
@@ -364,8 +591,40 @@ class AsyncRollout {
   std::string_view checkpoint_engine_name() const { return engine_->name(); }
 
  private:
+  //! True while some row of a partial-rollout output is unfinished.
+  static bool unfinished(DataProto const& d) {
+    if (!d.has_tensor("partial_rollout_len")) return false;
+    for (auto x : d.tensor("partial_rollout_len").span<std::int32_t>())
+      if (x >= 0) return true;
+    return false;
+  }
+
+  //! Sends the weights of 'v' through the checkpoint engine; 'applied' becomes v.
+  void sync(std::shared_ptr<std::vector<float> const> w, std::int64_t v, std::int64_t& applied) {
+    auto const t0 = std::chrono::steady_clock::now();
+    std::int64_t bytes = 0;
+    try {
+      bytes = engine_->update_weights(std::move(w), v);
+    } catch (std::exception const& e) {
+      throw worker_error(msg("the weight sync of policy version ", v, " through the '", engine_->name(),
+                             "' checkpoint engine failed: ", e.what()));
+    }
+    applied = v;
+    std::lock_guard lk(mu_);
+    sync_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    sync_bytes_ += bytes;
+  }
+
   void produce() {
     using clock = std::chrono::steady_clock;
+    struct idle_on_exit {  // a pause never waits for a producer that has ended
+      AsyncRollout* self;
+      ~idle_on_exit() {
+        std::lock_guard lk(self->mu_);
+        self->producer_busy_ = false;
+        self->cv_.notify_all();
+      }
+    } idle{this};
     try {
       DataPosition pos = plan_.start_pos;
       std::int64_t applied = -1;
@@ -375,41 +634,64 @@ class AsyncRollout {
         {
           auto const t0 = clock::now();
           std::unique_lock lk(mu_);
-          cv_.wait(lk, [&] { return stopping_ || staged_version_ >= s - 1 - plan_.bound; });
+          // idle here (and only here): a pause waits for this point. Room in the buffer is
+          // waited for before generating, so a finished batch is always pushed without blocking
+          // (with the version rule the buffer never holds more than bound + 1 batches anyway).
+          producer_busy_ = false;
+          cv_.notify_all();
+          cv_.wait(lk, [&] {
+            return stopping_ || (!paused_ && staged_version_ >= s - 1 - plan_.bound && buffer_.size() < buffer_.capacity());
+          });
+          producer_busy_ = true;
           rollout_idle_s_ += std::chrono::duration<double>(clock::now() - t0).count();
           if (stopping_) return;
+          started_through_ = s;
           if (staged_version_ > applied) {
             w = staged_;
             v = staged_version_;
           }
+          control_->abort.store(false, std::memory_order_release);
         }
-        if (w) {
-          auto const t0 = clock::now();
-          std::int64_t bytes = 0;
-          try {
-            bytes = engine_->update_weights(std::move(w), v);
-          } catch (std::exception const& e) {
-            throw worker_error(msg("the weight sync of policy version ", v, " through the '", engine_->name(),
-                                   "' checkpoint engine failed: ", e.what()));
-          }
-          applied = v;
-          std::lock_guard lk(mu_);
-          sync_s_ += std::chrono::duration<double>(clock::now() - t0).count();
-          sync_bytes_ += bytes;
-        }
+        if (w) sync(std::move(w), v, applied);
         RolloutBatch b;
         b.step = s;
-        b.version = applied;
+        b.version = b.max_version = applied;
         DataProto prompts = make_(s, pos, b.epoch);
         prompts.meta_info().set("global_step", s);
         auto const t0 = clock::now();
         b.batch = group_->template call<&role::generate_sequences>(prompts);
+        while (control_->partial_rollout && unfinished(b.batch)) {
+          // aborted by a newer version (verl: abort_all_requests, update_weights, resume_generation)
+          {
+            std::lock_guard lk(mu_);
+            if (stopping_) return;
+            w = staged_version_ > applied ? staged_ : nullptr;
+            v = staged_version_;
+            control_->abort.store(false, std::memory_order_release);
+          }
+          if (w) sync(std::move(w), v, applied);
+          b.max_version = applied;
+          ++b.resumes;
+          b.batch.meta_info().set("global_step", s);
+          b.batch = group_->template call<&role::generate_sequences>(b.batch);
+        }
+        if (control_->partial_rollout) (void)b.batch.pop(std::vector<std::string>{"partial_rollout_len"});
         b.generate_s = std::chrono::duration<double>(clock::now() - t0).count();
         b.pos_after = pos;
         auto const t1 = clock::now();
         if (!buffer_.push(std::move(b))) return;
-        std::lock_guard lk(mu_);
-        rollout_idle_s_ += std::chrono::duration<double>(clock::now() - t1).count();
+        bool idle_next = s == plan_.last_step;
+        {
+          std::lock_guard lk(mu_);
+          rollout_idle_s_ += std::chrono::duration<double>(clock::now() - t1).count();
+          idle_next = idle_next || staged_version_ < s - plan_.bound || buffer_.size() >= buffer_.capacity();
+        }
+        if (plan_.sleep_when_idle && idle_next) {  // the next batch must wait: give the memory back meanwhile
+          std::int64_t released = 0;
+          for (auto x : group_->template call<&role::sleep>()) released += x;
+          std::lock_guard lk(mu_);
+          released_bytes_ += released;
+        }
       }
     } catch (...) {
       buffer_.fail(std::current_exception());
@@ -418,18 +700,40 @@ class AsyncRollout {
 
   Plan plan_;
   std::shared_ptr<AsyncHooks const> hooks_;
+  //! Seeds the buffer with restored batches: each must be for the next step to generate; the
+  //! steps and the data position then continue after them.
+  void restore(std::vector<RolloutBatch> restored) {
+    if (restored.size() > buffer_.capacity())
+      throw error(msg("rlflow::AsyncRollout: ", restored.size(), " restored batches exceed the buffer's capacity ",
+                      buffer_.capacity(), " (internal error)"));
+    started_through_ = plan_.first_step - 1;
+    for (auto& b : restored) {
+      if (b.step != plan_.first_step)
+        throw error(msg("rlflow::AsyncRollout: a restored batch is for step ", b.step, " where step ", plan_.first_step,
+                        " was expected (internal error)"));
+      ++plan_.first_step;
+      plan_.start_pos = b.pos_after;
+      started_through_ = b.step;
+      buffer_.push(std::move(b));
+    }
+  }
+
   MakePrompts make_;
   ResourcePool pool_;
   std::optional<group_type> group_;
   std::optional<engine_type> engine_;
   ReplayBuffer buffer_;
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::condition_variable cv_;
+  bool paused_ = false;
+  bool producer_busy_ = false;  // true while the producer is between two batch boundaries
+  std::int64_t started_through_ = 0;
   std::shared_ptr<std::vector<float> const> staged_;
   std::int64_t staged_version_ = -1;
   bool stopping_ = false;
   double rollout_idle_s_ = 0, sync_s_ = 0;
-  std::int64_t sync_bytes_ = 0;
+  std::int64_t sync_bytes_ = 0, released_bytes_ = 0;
+  std::shared_ptr<RolloutControl> control_ = std::make_shared<RolloutControl>();
   std::thread producer_;  // last: joined (by stop) before the members it uses go
 };
 

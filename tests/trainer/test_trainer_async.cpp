@@ -10,12 +10,16 @@
 #include <rlflow/planner.hpp>
 #include <rlflow/trainer.hpp>
 
+#include <atomic>
 #include <chrono>
+#include <csignal>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <random>
 #include <set>
+#include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
 
@@ -87,6 +91,31 @@ void require_same_metrics(std::vector<Metrics> const& a, std::vector<Metrics> co
       REQUIRE(b[s].count(k) == 1);
       REQUIRE(b[s].at(k) == v);
     }
+}
+//! A schedule that does not depend on timing, for bound K: step t trains only once the batch of
+//! step t + K has been started (its version chosen), i.e. before version t exists, so the batch of
+//! step s is generated with version max(start, s - 1 - K) however slow either side is. The hook
+//! reads the trainer through 'holder' (set once the trainer is built).
+template <class T>
+std::shared_ptr<AsyncHooks> lockstep_hooks(std::shared_ptr<T*> holder, std::int64_t k) {
+  auto h = std::make_shared<AsyncHooks>();
+  h->before_train = [holder, k](std::int64_t t, DataProto const&) {
+    T& tr = **holder;
+    std::int64_t const want = std::min(t + k, tr.total_steps());
+    while (tr.async_rollout()->started_through() < want) std::this_thread::sleep_for(std::chrono::microseconds(200));
+  };
+  return h;
+}
+
+//! The per-step value of metric 'key' in a metrics.jsonl, in file order.
+std::vector<std::pair<std::int64_t, double>> logged(fs::path const& file, std::string const& key) {
+  std::ifstream in(file);
+  std::vector<std::pair<std::int64_t, double>> out;
+  for (std::string line; std::getline(in, line);) {
+    auto const j = nlohmann::json::parse(line);
+    out.emplace_back(j.at("step").get<std::int64_t>(), j.at(key).get<double>());
+  }
+  return out;
 }
 }  // namespace
 
@@ -319,7 +348,7 @@ TEST_CASE("SeparateAsync's pools follow the planner's accounting (the mission's 
   REQUIRE(shards[0] != shards[1]);
 }
 
-TEST_CASE("separate_async resumes from a checkpoint: exact with bound 0, within the bound with bound 1", "[trainer][async][resume]") {
+TEST_CASE("separate_async resumes from a checkpoint: exact with bound 0, from the saved buffer with bound 1", "[trainer][async][resume]") {
   // uninterrupted: 6 steps
   auto full_cfg = separate_config("resume_full", 1, 0, 6);
   SepTrainer full(full_cfg, dataset(), task.charset(), quiet());
@@ -337,7 +366,8 @@ TEST_CASE("separate_async resumes from a checkpoint: exact with bound 0, within 
   REQUIRE(second.data_position().index == 24);
   run(second);
   REQUIRE(second.actor_weights() == full.actor_weights());
-  // bound 1: the resumed run regenerates the batch that was in flight with the checkpoint's weights
+  // bound 1: the checkpoint holds the batch (or batches) generated ahead; step 4 trains on the
+  // saved batch of step 4, with the version that generated it (2 or 3: timing decides here)
   auto cfg1 = separate_config("resume1", 1, 1, 6);
   cfg1.trainer.save_freq = 3;
   cfg1.trainer.resume_mode = "auto";
@@ -348,7 +378,11 @@ TEST_CASE("separate_async resumes from a checkpoint: exact with bound 0, within 
   SepTrainer second1(cfg1, dataset(), task.charset(), quiet());
   REQUIRE(second1.global_step() == 3);
   auto const ms = run(second1);
-  REQUIRE(ms.front().at("separate_async/policy_version") == 3);  // step 4 from the checkpoint's version
+  auto const st = nlohmann::json::parse(std::ifstream(fs::path(std::string(cfg1.trainer.default_local_dir.view())) /
+                                                     "global_step_3" / "trainer_state.json"));
+  REQUIRE(st.at("replay_buffer").size() >= 1);
+  REQUIRE(st["replay_buffer"][0]["step"] == 4);
+  REQUIRE(ms.front().at("separate_async/policy_version") == st["replay_buffer"][0]["policy_version"].get<double>());
   for (auto const& m : ms) REQUIRE(m.at("training/off_policy/trajectory_staleness/max") <= 1);
 }
 
@@ -373,4 +407,320 @@ TEST_CASE("separate_async with parameter_sync_step 2: two actor updates per sync
   bool moved = false;
   for (auto const& m : ma) moved = moved || m.at("actor/ppo_kl") != 0;
   REQUIRE(moved);
+}
+
+TEST_CASE("async resume with batches in the buffer is exact: the resumed run equals the uninterrupted one bit for bit",
+          "[trainer][async][resume]") {
+  for (std::int64_t k : {1, 2}) {
+    for (bool separate : {true, false}) {
+      INFO("K=" << k << (separate ? " separate_async" : " colocate_async"));
+      std::string const tag = std::string(separate ? "sep" : "co") + std::to_string(k);
+      TrainerConfig cfg = separate ? separate_config(("xr_" + tag).c_str(), 1, k, 8) : base_config(("xr_" + tag).c_str(), 8);
+      if (!separate) {
+        cfg.trainer.v1.trainer_mode = "colocate_async";
+        cfg.trainer.v1.colocate_async.num_warmup_batches = k;
+      }
+      cfg.trainer.save_freq = 3;
+      // uninterrupted: 8 steps, checkpoints at 3 and 6 (each saves the replay buffer)
+      auto const full_dir = fs::path(std::string(cfg.trainer.default_local_dir.view()));
+      std::vector<float> w_full;
+      std::vector<Metrics> m_full;
+      auto run_lockstep = [&](TrainerConfig const& c, std::vector<float>& w, std::vector<Metrics>& ms, std::int64_t bound) {
+        auto go = [&]<class T>() {
+          auto holder = std::make_shared<T*>(nullptr);
+          T t(c, dataset(), task.charset(), quiet(lockstep_hooks(holder, bound)));
+          *holder = &t;
+          ms = run(t);
+          w = t.actor_weights();
+          return t.startup_warnings();
+        };
+        return separate ? go.template operator()<SepTrainer>() : go.template operator()<SyncTrainer>();
+      };
+      run_lockstep(cfg, w_full, m_full, k);
+      // the schedule: the batch of step s comes from version max(0, s - 1 - K)
+      for (std::size_t i = 0; i < m_full.size(); ++i) {
+        std::int64_t const s = static_cast<std::int64_t>(i) + 1;
+        REQUIRE(m_full[i].at((separate ? "separate_async" : "colocate_async") + std::string("/policy_version")) ==
+                double(std::max<std::int64_t>(0, s - 1 - k)));
+      }
+      // the checkpoint of step 3 holds the batches of steps 4.. generated with versions 2, 3 (K=1) / 1, 2, 3 (K=2)
+      auto const ck = full_dir / "global_step_3";
+      auto const st = nlohmann::json::parse(std::ifstream(ck / "trainer_state.json"));
+      REQUIRE(st.contains("replay_buffer"));
+      auto const& rb = st["replay_buffer"];
+      REQUIRE(static_cast<std::int64_t>(rb.size()) >= k);
+      REQUIRE(static_cast<std::int64_t>(rb.size()) <= k + 1);
+      for (std::size_t i = 0; i < rb.size(); ++i) {
+        REQUIRE(rb[i]["step"] == 4 + static_cast<std::int64_t>(i));
+        REQUIRE(rb[i]["policy_version"] == 3 + static_cast<std::int64_t>(i) - k);
+        REQUIRE(fs::exists(ck / rb[i]["file"].get<std::string>()));
+      }
+      // resumed from step 3 in another folder: the same weights and metrics, bit for bit
+      auto rcfg = cfg;
+      auto const rdir = fs::temp_directory_path() / ("rlflow_async_xr_resumed_" + tag + "_" + std::to_string(::getpid()));
+      fs::remove_all(rdir);
+      rcfg.trainer.default_local_dir = rdir.string().c_str();
+      rcfg.trainer.resume_mode = "resume_path";
+      rcfg.trainer.resume_from_path = ck.string().c_str();
+      std::vector<float> w_res;
+      std::vector<Metrics> m_res;
+      auto const warns = run_lockstep(rcfg, w_res, m_res, k);
+      REQUIRE(warns.empty());
+      REQUIRE(w_res == w_full);
+      REQUIRE(m_res.size() == 5);
+      require_same_metrics(std::vector<Metrics>(m_full.begin() + 3, m_full.end()), m_res);
+      for (std::size_t i = 0; i < m_res.size(); ++i)
+        REQUIRE(m_res[i].at((separate ? "separate_async" : "colocate_async") + std::string("/policy_version")) ==
+                m_full[i + 3].at((separate ? "separate_async" : "colocate_async") + std::string("/policy_version")));
+      // the comparison can fail: a resume with bound 0 cannot use the buffered batches (a
+      // warning says so), regenerates them with version 3, and ends elsewhere
+      auto zcfg = rcfg;
+      (separate ? zcfg.trainer.v1.separate_async.num_warmup_batches : zcfg.trainer.v1.colocate_async.num_warmup_batches) = 0;
+      fs::remove_all(rdir);
+      std::vector<float> w_zero;
+      std::vector<Metrics> m_zero;
+      auto const zwarns = run_lockstep(zcfg, w_zero, m_zero, 0);
+      bool named = false;
+      for (auto const& w : zwarns) named = named || w.find("replay buffer holds") != std::string::npos;
+      REQUIRE(named);
+      REQUIRE(w_zero != w_full);
+      fs::remove_all(rdir);
+      if (!separate) {  // the sync mode resumes the colocate_async checkpoint without its buffer, saying so
+        auto scfg = rcfg;
+        scfg.trainer.v1.trainer_mode = "sync";
+        SyncTrainer st_sync(scfg, dataset(), task.charset(), quiet());
+        REQUIRE(st_sync.global_step() == 3);
+        bool said = false;
+        for (auto const& w : st_sync.startup_warnings()) said = said || w.find("no batches generated ahead") != std::string::npos;
+        REQUIRE(said);
+        fs::remove_all(rdir);
+      }
+      fs::remove_all(full_dir);
+    }
+  }
+}
+
+TEST_CASE("separate_async (K = 1) killed with -9 at random moments, then resumed, ends with the uninterrupted run's weights",
+          "[trainer][async][resume][kill]") {
+  auto cfg = separate_config("kill_ref", 1, 1, 6);
+  cfg.trainer.save_freq = 2;
+  cfg.trainer.resume_mode = "auto";
+  auto const lockstep_run = [&](TrainerConfig const& c) {
+    auto holder = std::make_shared<SepTrainer*>(nullptr);
+    SepTrainer t(c, dataset(), task.charset(), quiet(lockstep_hooks(holder, 1)));
+    *holder = &t;
+    t.fit();
+    return t.actor_weights();
+  };
+  auto const ref_dir = fs::path(std::string(cfg.trainer.default_local_dir.view()));
+  double duration = 0;
+  std::vector<float> ref;
+  {
+    auto const t0 = std::chrono::steady_clock::now();
+    ref = lockstep_run(cfg);
+    duration = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+  auto const ref_scores = logged(ref_dir / "metrics.jsonl", "critic/score/mean");
+  REQUIRE(ref_scores.size() == 6);
+  std::mt19937_64 rng(20261130);
+  std::uniform_real_distribution<double> when(0.05, 1.0);
+  int killed = 0, attempts = 0, with_buffer = 0;
+  while (killed < 4 && attempts < 30) {
+    ++attempts;
+    auto kcfg = cfg;
+    auto const dir = fs::temp_directory_path() / ("rlflow_async_kill_" + std::to_string(attempts) + "_" + std::to_string(::getpid()));
+    fs::remove_all(dir);
+    kcfg.trainer.default_local_dir = dir.string().c_str();
+    double const at = when(rng) * duration;
+    pid_t pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      try {
+        (void)lockstep_run(kcfg);
+      } catch (...) {
+        ::_exit(3);
+      }
+      ::_exit(0);
+    }
+    std::this_thread::sleep_for(std::chrono::duration<double>(at));
+    ::kill(pid, SIGKILL);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    if (WIFSIGNALED(status)) ++killed;
+    else REQUIRE(WEXITSTATUS(status) == 0);  // finished before the kill: still a valid comparison
+    auto const last = latest_checkpoint_step(dir);
+    INFO("attempt " << attempts << ": killed at " << at << " s of " << duration << " s, last checkpoint " << last.value_or(-1));
+    if (last) {  // what is visible is whole: every file of the manifest present and intact
+      auto const ck = dir / ("global_step_" + std::to_string(*last));
+      REQUIRE_NOTHROW(verify_checkpoint(ck));
+      if (*last < 6 && nlohmann::json::parse(std::ifstream(ck / "trainer_state.json")).at("replay_buffer").size() > 0) ++with_buffer;
+    }
+    REQUIRE(lockstep_run(kcfg) == ref);
+    auto const scores = logged(dir / "metrics.jsonl", "critic/score/mean");
+    REQUIRE(scores == ref_scores);  // each step logged once, with the uninterrupted run's values
+    for (auto const& e : fs::directory_iterator(dir)) REQUIRE_FALSE(e.path().filename().string().starts_with(".tmp"));
+    fs::remove_all(dir);
+  }
+  REQUIRE(killed >= 4);
+  REQUIRE(with_buffer >= 1);  // at least one resume restored batches from the buffer
+  fs::remove_all(ref_dir);
+}
+
+namespace {
+//! The prompts (input_ids, attention_mask, rollout_seed) of a generated batch, rebuilt from its
+//! 'prompts' (left-padded) and attention mask.
+DataProto prompts_of(DataProto const& batch) {
+  Tensor const& p = batch.tensor("prompts");
+  Tensor const& am = batch.tensor("attention_mask");
+  std::int64_t const B = p.dim(0), P = p.dim(1);
+  Tensor ids = Tensor::empty(DType::int32, Shape{B, P});
+  Tensor m = Tensor::empty(DType::int32, Shape{B, P});
+  for (std::int64_t i = 0; i < B; ++i)
+    for (std::int64_t t = 0; t < P; ++t) {
+      ids.at<std::int32_t>(i, t) = p.at<std::int32_t>(i, t);
+      m.at<std::int32_t>(i, t) = am.at<std::int32_t>(i, t);
+    }
+  return DataProto::from_dict({{"input_ids", ids}, {"attention_mask", m}, {"rollout_seed", batch.tensor("rollout_seed")}},
+                              batch.non_tensors());
+}
+template <class T>
+std::vector<T> values(DataProto const& d, char const* key) {
+  auto s = d.tensor(key).span<T>();
+  return {s.begin(), s.end()};
+}
+bool any_unfinished(DataProto const& d) {
+  for (auto x : values<std::int32_t>(d, "partial_rollout_len"))
+    if (x >= 0) return true;
+  return false;
+}
+}  // namespace
+
+TEST_CASE("partial rollout: aborted after every token and continued, a generation equals the uninterrupted one",
+          "[trainer][async][partial]") {
+  // A one-step run: its producer generates one batch and ends, after which the test drives the
+  // rollout workers (2 ranks, DP chunks) itself with the shared abort flag.
+  auto c = separate_config("partial_law", 2, 1, 1);
+  c.data.max_response_length = 12;
+  c.actor_rollout_ref.rollout.temperature = 1.5;
+  auto o = quiet();
+  o.partial_rollout = true;
+  DataProto step_batch;
+  auto hooks = std::make_shared<AsyncHooks>();
+  hooks->before_train = [&](std::int64_t, DataProto const& b) { step_batch = b; };
+  o.async_hooks = hooks;
+  SepTrainer t(c, dataset(), task.charset(), o);
+  t.step();
+  auto* a = t.async_rollout();
+  using Role = std::remove_reference_t<decltype(*a)>::role;
+  auto& g = a->workers();
+  DataProto const prompts = prompts_of(step_batch);
+  a->control().abort = false;
+  DataProto const full = g.call<&Role::generate_sequences>(prompts);
+  REQUIRE_FALSE(any_unfinished(full));
+  REQUIRE(values<std::int32_t>(full, "responses") == values<std::int32_t>(step_batch, "responses"));  // the producer's batch
+  // every call stops after one token (the flag stays raised) and the next one continues
+  a->control().abort = true;
+  DataProto part = g.call<&Role::generate_sequences>(prompts);
+  int calls = 1;
+  REQUIRE(any_unfinished(part));
+  while (any_unfinished(part)) {
+    auto const len = values<std::int32_t>(part, "partial_rollout_len");
+    for (auto x : len) REQUIRE((x == -1 || x == calls));  // one more token per call
+    part = g.call<&Role::generate_sequences>(part);
+    ++calls;
+  }
+  REQUIRE(calls > 2);
+  for (char const* k : {"responses", "response_mask", "input_ids", "attention_mask", "prompts"}) {
+    INFO(k);
+    REQUIRE(values<std::int32_t>(part, k) == values<std::int32_t>(full, k));
+  }
+  auto const lp_full = values<float>(full, "rollout_log_probs"), lp_part = values<float>(part, "rollout_log_probs");
+  REQUIRE(lp_part.size() == lp_full.size());
+  for (std::size_t i = 0; i < lp_full.size(); ++i) REQUIRE(lp_part[i] == Approx(lp_full[i]).margin(1e-5));
+  REQUIRE(part.non_tensor("uid") == full.non_tensor("uid"));
+  // the comparison can fail: new weights after the first token change the rest of the rows
+  a->control().abort = true;
+  DataProto first = g.call<&Role::generate_sequences>(prompts);
+  auto w = t.actor_weights();
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd(0.0f, 0.5f);
+  for (auto& x : w) x += nd(rng);
+  g.call<&Role::update_weights>(std::make_shared<std::vector<float> const>(w));
+  a->control().abort = false;
+  DataProto mixed = g.call<&Role::generate_sequences>(first);
+  REQUIRE_FALSE(any_unfinished(mixed));
+  auto const rf = values<std::int32_t>(full, "responses"), rm = values<std::int32_t>(mixed, "responses");
+  std::int64_t const R = full.tensor("responses").dim(1);
+  for (std::size_t r = 0; r < rf.size() / static_cast<std::size_t>(R); ++r)  // the first token is the old weights'
+    REQUIRE(rm[r * R] == rf[r * R]);
+  REQUIRE(rm != rf);
+}
+
+TEST_CASE("partial rollout in separate_async: a weight sync aborts the batch in flight, which finishes with the new version",
+          "[trainer][async][partial]") {
+  // in_generate of step s waits until version s - 1 is published (its abort flag raised), so every
+  // batch from step 2 on is generated: first token with version s - 2, the rest with s - 1.
+  auto c = separate_config("partial_run", 1, 1, 6);
+  c.data.max_response_length = 8;
+  auto holder = std::make_shared<std::atomic<SepTrainer*>>(nullptr);
+  auto hooks = std::make_shared<AsyncHooks>();
+  hooks->in_generate = [holder](std::int64_t s, int) {  // the producer may start before the holder is set
+    while (holder->load() == nullptr || holder->load()->async_rollout()->published_version() < s - 1)
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+  };
+  auto o = quiet(hooks);
+  o.partial_rollout = true;
+  SepTrainer t(c, dataset(), task.charset(), o);
+  *holder = &t;
+  auto const ms = run(t);
+  REQUIRE(ms.size() == 6);
+  for (std::size_t i = 0; i < ms.size(); ++i) {
+    auto const& m = ms[i];
+    std::int64_t const s = static_cast<std::int64_t>(i) + 1;
+    INFO("step " << s);
+    REQUIRE(m.at("separate_async/policy_version") == double(std::max<std::int64_t>(0, s - 2)));
+    REQUIRE(m.at("separate_async/partial_rollout_resumes") == (s >= 2 ? 1.0 : 0.0));
+    REQUIRE(m.at("training/off_policy/trajectory_staleness/max") == (s >= 2 ? 1.0 : 0.0));
+    REQUIRE(m.at("training/off_policy/trajectory_staleness/min") == 0.0);
+    REQUIRE(std::isfinite(m.at("actor/pg_loss")));
+    REQUIRE(m.at("response_length/mean") >= 1.0);
+  }
+  // without partial rollout the same schedule gives other samples (the batch of step s is all version s - 2)
+  auto holder2 = std::make_shared<std::atomic<SepTrainer*>>(nullptr);
+  auto hooks2 = std::make_shared<AsyncHooks>();
+  hooks2->in_generate = [holder2](std::int64_t s, int) {  // the producer may start before the holder is set
+    while (holder2->load() == nullptr || holder2->load()->async_rollout()->published_version() < s - 1)
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+  };
+  auto c2 = separate_config("partial_off", 1, 1, 6);
+  c2.data.max_response_length = 8;
+  SepTrainer t2(c2, dataset(), task.charset(), quiet(hooks2));
+  *holder2 = &t2;
+  auto const m2 = run(t2);
+  for (std::size_t i = 0; i < m2.size(); ++i) {
+    REQUIRE(m2[i].at("separate_async/policy_version") == double(std::max<std::int64_t>(0, std::int64_t(i) - 1)));
+    REQUIRE(m2[i].count("separate_async/partial_rollout_resumes") == 0);
+  }
+  REQUIRE(t2.actor_weights() != t.actor_weights());
+}
+
+TEST_CASE("colocate_async puts its rollout workers to sleep when idle: the KV cache is released and re-acquired",
+          "[trainer][async][sleep]") {
+  auto c = base_config("sleep", 6);
+  c.trainer.v1.trainer_mode = "colocate_async";
+  c.trainer.v1.colocate_async.num_warmup_batches = 1;
+  SyncTrainer t(c, dataset(), task.charset(), quiet());
+  auto const ms = run(t);
+  double released = 0;
+  for (auto const& m : ms) released += m.at("colocate_async/rollout_memory_released_bytes");
+  REQUIRE(released > 0);
+  // the producer ended after the last batch and released everything
+  using Role = std::remove_reference_t<decltype(*t.async_rollout())>::role;
+  for (auto b : t.async_rollout()->workers().call<&Role::memory_bytes>()) REQUIRE(b == 0);
+  // separate_async keeps its cache (own devices): no such metric
+  SepTrainer sep(separate_config("nosleep", 1, 1, 2), dataset(), task.charset(), quiet());
+  auto const m2 = run(sep);
+  REQUIRE(m2.back().count("separate_async/rollout_memory_released_bytes") == 0);
+  using SRole = std::remove_reference_t<decltype(*sep.async_rollout())>::role;
+  REQUIRE(sep.async_rollout()->workers().call<&SRole::memory_bytes>()[0] > 0);
 }

@@ -9,6 +9,7 @@
 // N ranks of a replica call it together and get identical logits and tokens. Does not train. Letters: B sequences, P prompt width, R = max_new_tokens, S = P + R cache
 // slots, C width, NH heads, hs = C / NH, V vocabulary, L layers.
 #pragma once
+#include <atomic>
 #include <algorithm>  // std::copy, std::fill, std::max, std::partial_sort
 #include <cmath>      // std::exp, std::log
 #include <cstdint>
@@ -46,6 +47,21 @@ struct RolloutResult {
   Tensor responses;      //!< int32: sampled tokens, pad_id after EOS
   Tensor response_mask;  //!< int32: 1 for generated tokens (EOS included), 0 after
   Tensor log_probs;      //!< float32: log softmax(logits / T)[token] (T = 1 when greedy); 0 where masked
+  //! Rows still generating when GenerateControl::abort stopped the call (empty when it ran to
+  //! the end); each has exactly 'generated' tokens (the rest of its row is masked).
+  std::vector<int> unfinished;
+  int generated = 0;  //!< token slots the call produced (R unless aborted, or fewer if every row stopped); CPU engine only
+};
+
+//! Optional controls of RolloutEngine::generate for partial rollout (verl: abort_all_requests,
+//! then resume_generation with new weights). CPU engine, replicated LM head only.
+struct GenerateControl {
+  //! Checked after each generated token; when set the call returns at once with the rows still
+  //! running listed in RolloutResult::unfinished.
+  std::atomic<bool> const* abort = nullptr;
+  //! The sampling counter of the first generated token: a continuation of a partial rollout
+  //! whose rows hold j tokens passes j, so every token stays a function of (seed, index).
+  std::uint64_t first_token = 0;
 };
 
 namespace detail {
@@ -319,8 +335,11 @@ class RolloutEngine {
   //! (prompt_mask (B, P) int32, last column all ones). seeds (B): row b's tokens depend only on
   //! seeds[b], its prompt and the weights. verl: generate_sequences.
   RolloutResult generate(Tensor const& prompt_ids, Tensor const& prompt_mask, SamplingParams const& sp,
-                         std::span<std::uint64_t const> seeds) {
+                         std::span<std::uint64_t const> seeds, GenerateControl const& ctl = {}) {
     sp.validate(cfg_.vocab_size);
+    if (ctl.abort && vocab_parallel())
+      throw value_error(msg(who, ": an abortable generation (partial rollout) needs the replicated LM head; TP ranks "
+                                 "could stop at different tokens otherwise"));
     int const R = sp.max_new_tokens;
     prefill(prompt_ids, prompt_mask, R);
     int const B = book_.B, V = cfg_.vocab_size;
@@ -342,7 +361,7 @@ class RolloutEngine {
       int const n = static_cast<int>(active.size());
       float const* lg = logits_.t.data<float>();
       if (vocab_parallel()) {
-        sample_vocab_parallel(n, sp, seeds, std::uint64_t(j));
+        sample_vocab_parallel(n, sp, seeds, std::uint64_t(j) + ctl.first_token);
         for (int i = 0; i < n; ++i) {
           int const r = active[std::size_t(i)];
           resp[std::size_t(r) * R + j] = next[std::size_t(i)];
@@ -358,16 +377,21 @@ class RolloutEngine {
       for (int i = 0; i < n; ++i) {
         int const r = active[std::size_t(i)];
         float const* row = lg + std::size_t(i) * V;
-        std::int32_t const tok = sample_token(row, V, sp, seeds[std::size_t(r)], std::uint64_t(j),
+        std::int32_t const tok = sample_token(row, V, sp, seeds[std::size_t(r)], std::uint64_t(j) + ctl.first_token,
                                               idx_.data() + std::size_t(i) * V, w_.data() + std::size_t(i) * V);
         resp[std::size_t(r) * R + j] = tok;
         rmask[std::size_t(r) * R + j] = 1;
         lp[std::size_t(r) * R + j] = model::layers::logprob_forward_row(row, V, tok, inv_t).log_prob;
         next[std::size_t(i)] = tok;
       }
+      out.generated = j + 1;
       if (j == R - 1) break;
       // drop the rows that just emitted EOS, then run one step for the rest
       if (book_.drop_finished(sp.eos_id) == 0) break;
+      if (ctl.abort && ctl.abort->load(std::memory_order_acquire)) {
+        out.unfinished.assign(active.begin(), active.end());
+        break;
+      }
       step_rows(next);
     }
     return out;

@@ -92,17 +92,10 @@ template <class System>
 concept has_engines = requires { typename engines<System>::training; };
 
 namespace detail {
-//! The body of generate_sequences shared by the hybrid role and the standalone rollout
-//! (trainer_async.hpp): wakes 'rollout', samples R = data.max_response_length tokens per row of
-//! 'prompts' and returns the generation output (see BasicActorRolloutRef::generate_sequences).
-template <class Rollout>
-DataProto generate_with(Rollout& rollout, model::Tokenizer const& tok, TrainerConfig const& cfg, DataProto const& prompts) {
+//! The sampling parameters of a generate_sequences call: rollout.* (val_kwargs when meta_info
+//! 'validate'; greedy when 'do_sample' is false), R = data.max_response_length.
+inline engine::SamplingParams rollout_sampling(model::Tokenizer const& tok, TrainerConfig const& cfg, DataProto const& prompts) {
   auto const& rc = cfg.actor_rollout_ref.rollout;
-  if (rollout.is_sleeping()) rollout.wake();
-  Tensor const& ids = prompts.tensor("input_ids");
-  Tensor const& am = prompts.tensor("attention_mask");
-  auto seeds_t = prompts.tensor("rollout_seed").span<std::int64_t>();
-  std::vector<std::uint64_t> seeds(seeds_t.begin(), seeds_t.end());
   engine::SamplingParams sp;
   sp.temperature = static_cast<float>(rc.temperature);
   if (auto const* v = prompts.meta_info().find("do_sample"); v && v->is_bool() && !v->as_bool()) sp.temperature = 0.0f;
@@ -118,7 +111,30 @@ DataProto generate_with(Rollout& rollout, model::Tokenizer const& tok, TrainerCo
   }
   sp.eos_id = tok.eos_id();
   sp.pad_id = tok.pad_id();
-  engine::RolloutResult res = rollout.generate(ids, am, sp, seeds);
+  return sp;
+}
+
+//! The body of generate_sequences shared by the hybrid role and the standalone rollout
+//! (trainer_async.hpp): wakes 'rollout', samples R = data.max_response_length tokens per row of
+//! 'prompts' and returns the generation output (see BasicActorRolloutRef::generate_sequences).
+//! 'ctl' (partial rollout, CPU engine): an abortable call; when it stops early the output also
+//! holds 'partial_rollout_len' (rows) int32: the tokens so far of each unfinished row, -1 for
+//! finished rows (all -1 when it ran to the end; StandaloneRollout continues such a batch).
+template <class Rollout>
+DataProto generate_with(Rollout& rollout, model::Tokenizer const& tok, TrainerConfig const& cfg, DataProto const& prompts,
+                        engine::GenerateControl const* ctl = nullptr) {
+  if (rollout.is_sleeping()) rollout.wake();
+  Tensor const& ids = prompts.tensor("input_ids");
+  Tensor const& am = prompts.tensor("attention_mask");
+  auto seeds_t = prompts.tensor("rollout_seed").span<std::int64_t>();
+  std::vector<std::uint64_t> seeds(seeds_t.begin(), seeds_t.end());
+  engine::SamplingParams const sp = rollout_sampling(tok, cfg, prompts);
+  engine::RolloutResult res;
+  if constexpr (requires { rollout.generate(ids, am, sp, seeds, *ctl); }) {
+    res = ctl ? rollout.generate(ids, am, sp, seeds, *ctl) : rollout.generate(ids, am, sp, seeds);
+  } else {
+    res = rollout.generate(ids, am, sp, seeds);
+  }
   std::int64_t const b = ids.dim(0), P = ids.dim(1), R = sp.max_new_tokens;
   Tensor full_ids = Tensor::empty(DType::int32, Shape{b, P + R});
   Tensor full_am = Tensor::empty(DType::int32, Shape{b, P + R});
@@ -140,6 +156,11 @@ DataProto generate_with(Rollout& rollout, model::Tokenizer const& tok, TrainerCo
                                         {"rollout_log_probs", res.log_probs},
                                         {"rollout_seed", prompts.tensor("rollout_seed")}},
                                        prompts.non_tensors());
+  if (ctl) {  // always present in an abortable call, so DP chunks concatenate
+    std::vector<std::int32_t> len(static_cast<std::size_t>(b), -1);
+    for (int r : res.unfinished) len[static_cast<std::size_t>(r)] = res.generated;
+    out.set_tensor("partial_rollout_len", Tensor::from(len));
+  }
   return out;
 }
 }  // namespace detail
