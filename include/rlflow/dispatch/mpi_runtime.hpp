@@ -160,9 +160,9 @@ class Runtime {
   //! right after the driver, for every pool: pools then share processes). Set it on every rank,
   //! before the pool's first group (place_pool in mpi.hpp).
   void place(std::string pool, int first) {
-    if (first < 1 || first >= size_)
-      throw config_error(msg("rlflow::mpi::place_pool('", pool, "', ", first, "): the first world rank must be in 1..",
-                             size_ - 1, " (rank 0 is the driver; the job has ", size_, " processes)"));
+    if (first < 1)  // beyond the job: the pool's first group names the mpirun -np it needs
+      throw config_error(msg("rlflow::mpi::place_pool('", pool, "', ", first, "): the first world rank must be >= 1 ",
+                             "(rank 0 is the driver)"));
     for (auto& [k, v] : placement_)
       if (k == pool) {
         v = first;
