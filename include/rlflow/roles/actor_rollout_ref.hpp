@@ -11,7 +11,7 @@
 #include <random>
 #include <string>
 #include <tuple>        // std::make_from_tuple (engine construction)
-#include <type_traits>  // std::conditional_t
+#include <type_traits>  // std::is_same_v
 #include <vector>
 
 #include <rlflow/advantage_step.hpp>         // rollout_correction_options
@@ -166,9 +166,10 @@ class BasicActorRolloutRef {
 
  public:
   static constexpr int rollout_tp = RolloutTP;
-  //! verl: the rollout mesh's nd-compute dispatch; plain DP_COMPUTE_PROTO when TP = 1.
-  using rollout_dispatch = std::conditional_t<RolloutTP == 1, dispatch::DPComputeProto,
-                                              dispatch::NDComputeProto<dispatch::MeshLayout<RolloutTP>>>;
+  //! verl: the rollout mesh's nd-compute dispatch. At TP = 1 it splits as DP_COMPUTE_PROTO over
+  //! every rank, also when the group's own mesh has training TP groups (GroupOptions::tp > 1),
+  //! so those ranks generate different chunks instead of the same one.
+  using rollout_dispatch = dispatch::NDComputeProto<dispatch::MeshLayout<RolloutTP>>;
   using role_tag = actor_tag;
   static constexpr std::string_view role_name = "actor_rollout_ref";
   using system = System;
