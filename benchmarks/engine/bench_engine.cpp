@@ -13,9 +13,11 @@
 //   BM_WeightSync/tp:N: bytes/s of the resharding weight sync (the ranks of one replica copy their
 //     split tensors and 1/N each of the replica's one shared copy of the replicated tensors;
 //     ranks 1..N-1 on persistent threads, released by a barrier; BM_WeightSyncPrivate/tp:N: every
-//     rank copies its whole shard, replicated tensors included)
+//     rank copies its whole shard, replicated tensors included; BM_WeightSyncFromShard/tp:N: each
+//     rank loads from its training shard, as with training TP = rollout TP)
 //     and, timed in the same iterations,
-//     a memcpy of the same number of bytes: counter 'vs_memcpy' = memcpy time / sync time.
+//     a memcpy of the same number of bytes: counter 'vs_memcpy' = memcpy time / sync time; and a
+//     fence-only round (release, two TP barriers, join): 'fence_share' = fence time / sync time.
 //   BM_LMHead/tp:N/vocab:V: one replica's generate with the vocabulary-parallel LM head (manual
 //     time) and, in the same iterations, with the replicated head: counter 'vs_replicated' =
 //     replicated time / vocabulary-parallel time (> 1: vocabulary-parallel is faster).
@@ -284,15 +286,25 @@ GPTConfig sync_config() {
 //! one copy of the replicated tensors (RolloutEngine::share_replicated), each rank copies its
 //! split tensors and 1/N of the replicated ones, then the TP group's barrier; private
 //! (BM_WeightSyncPrivate): every rank copies its split tensors and all replicated ones.
-void weight_sync(benchmark::State& state, bool shared) {
+//! from_shard (BM_WeightSyncFromShard, the Trainer with training TP = rollout TP): each rank loads
+//! from its own training shard (RolloutEngine::load_shard) instead of the full weights.
+//! Each iteration also times a fence-only round (the same release / join of the ranks and the two
+//! TP-group barriers load_weights / load_shard take, no copy): counter 'fence_share' = fence time /
+//! sync time, the part of the sync that is synchronisation rather than copying.
+void weight_sync(benchmark::State& state, bool shared, bool from_shard = false) {
   int const N = int(state.range(0));
   GPTConfig const cfg = sync_config();
   std::vector<float> full(rlflow::model::param_count(cfg));
   rlflow::model::init_params(cfg, full);
   auto comms = rlflow::comm::LocalCommunicator::make_group(N);
   std::vector<std::unique_ptr<RolloutEngine>> engines;
-  for (int r = 0; r < N; ++r)
+  std::vector<std::vector<float>> shards;  // from_shard: each rank's training shard (ShardLayout order)
+  for (int r = 0; r < N; ++r) {
     engines.push_back(std::make_unique<RolloutEngine>(cfg, rlflow::model::TPRank{r, N}, N > 1 ? comms[std::size_t(r)].get() : nullptr));
+    auto const& sl = engines.back()->shard_layout();
+    shards.emplace_back(sl.size());
+    sl.load(full, shards.back());
+  }
   std::size_t floats = 0;  // the bytes the replica copies per sync
   for (int r = 0; r < N; ++r) {
     auto const& sl = engines[std::size_t(r)]->shard_layout();
@@ -300,11 +312,24 @@ void weight_sync(benchmark::State& state, bool shared) {
   }
   if (shared && N > 1) floats += engines[0]->shard_layout().replicated_size();
   std::vector<float> src(floats, 1.0f), dst(floats, 0.0f);
-  double sync_s = 0, memcpy_s = 0;
+  double sync_s = 0, memcpy_s = 0, fence_s = 0;
   using clock = std::chrono::steady_clock;
   // ranks 1..N-1 are persistent threads (as the trainer's workers are); rank 0 is this thread
   std::barrier start(N), done(N);
-  std::atomic<bool> stop{false};
+  std::atomic<bool> stop{false}, fence_only{false};
+  auto one = [&](int r) {
+    auto& e = *engines[std::size_t(r)];
+    if (fence_only.load()) {
+      if (shared && N > 1) {
+        comms[std::size_t(r)]->barrier();
+        comms[std::size_t(r)]->barrier();
+      }
+    } else if (from_shard) {
+      e.load_shard(shards[std::size_t(r)]);
+    } else {
+      e.load_weights(full);
+    }
+  };
   std::vector<std::thread> th;
   for (int r = 1; r < N; ++r)
     th.emplace_back([&, r] {
@@ -312,7 +337,7 @@ void weight_sync(benchmark::State& state, bool shared) {
       for (;;) {
         start.arrive_and_wait();
         if (stop.load()) return;
-        engines[std::size_t(r)]->load_weights(full);
+        one(r);
         done.arrive_and_wait();
       }
     });
@@ -320,17 +345,24 @@ void weight_sync(benchmark::State& state, bool shared) {
     state.SkipWithError("share_replicated failed");
   }
   for (auto _ : state) {
+    fence_only = false;
     auto const t0 = clock::now();
     start.arrive_and_wait();
-    engines[0]->load_weights(full);
+    one(0);
     done.arrive_and_wait();
     auto const t1 = clock::now();
     std::memcpy(dst.data(), src.data(), floats * sizeof(float));
     benchmark::ClobberMemory();
     auto const t2 = clock::now();
+    fence_only = true;
+    start.arrive_and_wait();
+    one(0);
+    done.arrive_and_wait();
+    auto const t3 = clock::now();
     double const s = std::chrono::duration<double>(t1 - t0).count();
     sync_s += s;
     memcpy_s += std::chrono::duration<double>(t2 - t1).count();
+    fence_s += std::chrono::duration<double>(t3 - t2).count();
     state.SetIterationTime(s);
   }
   stop = true;
@@ -339,11 +371,13 @@ void weight_sync(benchmark::State& state, bool shared) {
   state.counters["bytes/s"] = benchmark::Counter(double(floats) * 4, benchmark::Counter::kIsIterationInvariantRate);
   state.counters["memcpy_bytes/s"] = double(floats) * 4 * double(state.iterations()) / memcpy_s;
   state.counters["vs_memcpy"] = memcpy_s / sync_s;
+  state.counters["fence_share"] = fence_s / sync_s;
   state.SetLabel("L=4 C=256 V=256 T=256, " + std::to_string(floats * 4 / 1024) + " KiB over " + std::to_string(N) + " rank(s)" +
-                 (shared && N > 1 ? ", replicated tensors shared" : ""));
+                 (shared && N > 1 ? ", replicated tensors shared" : "") + (from_shard ? ", from the training shards" : ""));
 }
 void BM_WeightSync(benchmark::State& state) { weight_sync(state, true); }
 void BM_WeightSyncPrivate(benchmark::State& state) { weight_sync(state, false); }
+void BM_WeightSyncFromShard(benchmark::State& state) { weight_sync(state, true, true); }
 
 //! One replica of N ranks generates with the replicated LM head and with the vocabulary-parallel
 //! one, alternately in the same iterations (same prompts, same seeds, same tokens checked first):
@@ -404,3 +438,4 @@ BENCHMARK(BM_LMHead)->ArgNames({"tp", "vocab"})->Args({2, 64})->Args({4, 64})->A
 BENCHMARK(BM_RolloutDecodeTP)->Name("BM_RolloutDecode")->ArgName("tp")->Arg(1)->Arg(2)->Arg(4)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_WeightSync)->ArgName("tp")->Arg(1)->Arg(2)->Arg(4)->Unit(benchmark::kMillisecond)->UseManualTime();
 BENCHMARK(BM_WeightSyncPrivate)->ArgName("tp")->Arg(2)->Arg(4)->Unit(benchmark::kMillisecond)->UseManualTime();
+BENCHMARK(BM_WeightSyncFromShard)->ArgName("tp")->Arg(1)->Arg(2)->Arg(4)->Unit(benchmark::kMillisecond)->UseManualTime();

@@ -262,6 +262,9 @@ class Trainer {
                   placement::max_colocate_count);
     GroupOptions go;
     go.name = "global_pool";
+    // Training TP: the group's mesh is dp x tp, so DPComputeProto gives a TP group's ranks the same
+    // rows and collects from tp_rank 0 (verl: the megatron workers' compute dispatch).
+    go.tp = static_cast<int>(training_tp());
     if constexpr (has_critic)
       group_.emplace(*pool_, go, std::tuple(setup, total_steps_ * updates), std::tuple(setup, total_steps_ * critic_updates),
                      std::tuple(setup));
@@ -619,7 +622,12 @@ class Trainer {
   }
 
   //! The actor's weights (rank 0), for tests and tools.
-  std::vector<float> actor_weights() { return actor_rollout_wg().template call<&actor_role::actor_weights>(); }
+  //! Training TP: gathered from the shards (every rank gathers; rank 0's copy is returned).
+  std::vector<float> actor_weights() {
+    if constexpr (requires { &actor_role::gather_actor_weights; })
+      if (training_tp() > 1) return actor_rollout_wg().template call<&actor_role::gather_actor_weights>()[0];
+    return actor_rollout_wg().template call<&actor_role::actor_weights>();
+  }
   std::vector<float> critic_weights()
     requires has_critic
   {
@@ -757,6 +765,30 @@ class Trainer {
     }
   }
 
+  //! actor_rollout_ref.actor.megatron.tensor_model_parallel_size = T: the actor and the reference
+  //! train as world / T DP ranks of T-way tensor-parallel shards (check(cfg) has already checked T
+  //! divides the workers and n_head). What training TP does not cover yet is an error before work.
+  void check_training_tp() const {
+    auto const t = training_tp();
+    if (t == 1) return;
+    auto const no = [&](std::string_view what, std::string_view fix) {
+      throw config_error(msg("rlflow::Trainer: actor_rollout_ref.actor.megatron.tensor_model_parallel_size=", t, " (training ",
+                             "tensor parallelism) does not support ", what, " yet; ", fix, ", or set the key to 1"));
+    };
+    if constexpr (on_cuda) no("the CUDA backend (the CUDA engines have no sharded layout)", "train on the CPU backend");
+    if constexpr (has_critic) no("a critic (the group's mesh would also give the critic duplicated rows)",
+                                 "use a critic-free estimator (GRPO, RLOO, ...)");
+    if constexpr (!requires { &actor_role::gather_actor_weights; })
+      no("a custom actor role", "use the built-in roles::BasicActorRolloutRef");
+    if (async_mode()) no(msg("trainer.v1.trainer_mode=", cfg_.trainer.v1.trainer_mode.view()), "use trainer.v1.trainer_mode=sync");
+    if (cfg_.trainer.save_freq > 0)
+      no(msg("checkpoints (trainer.save_freq=", cfg_.trainer.save_freq, ": the actor's weights and AdamW moments are sharded)"),
+         "set trainer.save_freq=-1");
+    if (cfg_.trainer.resume_mode.view() == "resume_path")
+      no("resuming (trainer.resume_mode=resume_path)", "set trainer.resume_mode=disable");
+  }
+  std::int64_t training_tp() const { return cfg_.actor_rollout_ref.actor.megatron.tensor_model_parallel_size; }
+
   //! Config keys the colocated Trainer accepts (verl's names) but does not act on: an error
   //! naming the key and what rlflow does instead, or a warning where ignoring it is harmless.
   //! config_help() marks the same keys (detail::trainer_unhonoured_keys).
@@ -781,9 +813,7 @@ class Trainer {
                              " asks for validation, but there is no validation set; set data.val_files (read by the "
                              "Trainer(cfg) constructor) or trainer.test_freq=-1"));
     check_async_config();
-    if (auto const tp = c.actor_rollout_ref.actor.megatron.tensor_model_parallel_size; tp != 1)
-      reject("actor_rollout_ref.actor.megatron.tensor_model_parallel_size", std::to_string(tp),
-             "set it to 1 (the rollout's TP<N> option shards the rollout replicas)");
+    check_training_tp();
     if (c.actor_rollout_ref.model.vocab_size != 0 && c.actor_rollout_ref.model.vocab_size != tok_->vocab_size())
       reject("actor_rollout_ref.model.vocab_size", std::to_string(c.actor_rollout_ref.model.vocab_size),
              msg("set it to 0 (or to the tokenizer's ", tok_->vocab_size(), ")"));
@@ -1215,6 +1245,10 @@ class Trainer {
       if (!step) return;
       dir = checkpoint_root() / ("global_step_" + std::to_string(*step));
     }
+    if (training_tp() > 1)
+      throw config_error(msg("rlflow::Trainer: found the checkpoint ", dir.string(), " to resume from, but training tensor "
+                             "parallelism (actor_rollout_ref.actor.megatron.tensor_model_parallel_size=", training_tp(),
+                             ") cannot load checkpoints yet; set trainer.resume_mode=disable or move the checkpoint away"));
     // every file present and intact, every field checked, before anything is loaded
     std::vector<std::string> required{"trainer_state.json", "actor.safetensors"};
     if constexpr (has_critic) required.push_back("critic.safetensors");

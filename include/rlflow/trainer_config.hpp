@@ -1302,9 +1302,6 @@ struct unhonoured_key {
 inline constexpr unhonoured_key trainer_unhonoured_keys[] = {
     {"actor_rollout_ref.model.vocab_size", "the built-in GPT's vocabulary is the tokenizer's"},
     {"trainer.device", "the Trainer's Backend option decides the device"},
-    {"actor_rollout_ref.actor.megatron.tensor_model_parallel_size",
-     "the Trainer's actor trains data-parallel; training TP runs in engine::TrainingEngine(cfg, opt, TPRank, comm) but the "
-     "roles do not build TP groups yet"},
 };
 inline std::string_view unhonoured_note(std::string_view key) {
   for (auto const& u : trainer_unhonoured_keys)

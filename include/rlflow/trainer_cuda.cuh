@@ -70,6 +70,7 @@ struct engines<::rlflow::cuda::tag> {
   static std::tuple<model::GPTConfig const&> rollout_args(model::GPTConfig const& c, model::TPRank) { return {c}; }
   //! Sets the training engine's weights from a full flat host copy (weights from model.path).
   static void set_weights(training& t, std::vector<float> const& w) { t.load_weights(w); }
+  static std::size_t full_size(training const& t) { return t.layout().size(); }
 
   //! Binds the worker's thread to device local_rank (the engines are built and called on it).
   struct device_binding {

@@ -9,6 +9,7 @@
 #include <rlflow/trainer.hpp>
 
 #include <cmath>
+#include <random>
 #include <filesystem>
 #include <unistd.h>
 
@@ -162,14 +163,150 @@ TEST_CASE("TP<N> the devices or the heads cannot take is an error before work", 
     REQUIRE_THROWS_WITH((Trainer<GRPO, TP<4>>(c, data, task.charset(), quiet())),
                         Catch::Contains("2 workers") && Catch::Contains("replicas of 4"));
   }
-  SECTION("training TP (actor_rollout_ref.actor.megatron.tensor_model_parallel_size) is not run by the Trainer yet") {
+  SECTION("training TP that does not divide the heads or the workers names the numbers") {
     auto c = tp_config("train_tp", 2);
-    c.actor_rollout_ref.actor.megatron.tensor_model_parallel_size = 2;  // valid: divides 2 devices and 4 heads
-    for (auto const& m : validate(c)) REQUIRE_THAT(m, !Catch::Contains("tensor_model_parallel_size"));
-    REQUIRE_THROWS_WITH((Trainer<GRPO, TP<2>>(c, data, task.charset(), quiet())),
-                        Catch::Contains("tensor_model_parallel_size=2 is not honoured") && Catch::Contains("set it to 1"));
-    c.actor_rollout_ref.actor.megatron.tensor_model_parallel_size = 3;  // invalid: the check names the numbers
+    c.actor_rollout_ref.actor.megatron.tensor_model_parallel_size = 3;
     REQUIRE_THROWS_WITH((Trainer<GRPO, TP<2>>(c, data, task.charset(), quiet())),
                         Catch::Contains("tensor_model_parallel_size=3") && Catch::Contains("n_head=4"));
+    c.actor_rollout_ref.actor.megatron.tensor_model_parallel_size = 4;  // divides 4 heads, not 2 devices
+    REQUIRE_THROWS_WITH((Trainer<GRPO, TP<2>>(c, data, task.charset(), quiet())),
+                        Catch::Contains("tensor_model_parallel_size=4") && Catch::Contains("= 2 devices"));
+  }
+}
+
+namespace {
+//! A random batch of 'rows' responses for compute_log_prob: prompt P, response R, some left padding.
+DataProto random_scoring_batch(int rows, int P, int R, int vocab, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  Tensor ids = Tensor::empty(DType::int32, Shape{rows, P + R}), am = Tensor::empty(DType::int32, Shape{rows, P + R});
+  Tensor resp = Tensor::empty(DType::int32, Shape{rows, R});
+  for (int i = 0; i < rows; ++i) {
+    int const pad = int(rng() % std::uint64_t(P - 1));
+    for (int t = 0; t < P + R; ++t) {
+      ids.at<std::int32_t>(i, t) = t < pad ? 0 : std::int32_t(rng() % std::uint64_t(vocab));
+      am.at<std::int32_t>(i, t) = t < pad ? 0 : 1;
+    }
+    for (int t = 0; t < R; ++t) resp.at<std::int32_t>(i, t) = ids.at<std::int32_t>(i, P + t);
+  }
+  return DataProto::from_dict({{"input_ids", ids}, {"attention_mask", am}, {"responses", resp}});
+}
+
+double rel_l2(std::vector<float> const& a, std::vector<float> const& b) {
+  double num = 0, den = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    num += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+    den += double(b[i]) * b[i];
+  }
+  return std::sqrt(num / den);
+}
+
+//! 'steps' steps of Trainer<GRPO, TP<RolloutN>> with training TP = 'train_tp' on dp * train_tp
+//! workers against Trainer<GRPO, TP<RolloutA>> with training TP = 1 on dp workers (the same DP
+//! size, so the same mini-batches; seed 'seed'): every non-timing metric within 1e-4 relative at
+//! every step; the gathered actor weights equal on every rank (bit for bit) and within 1e-4 of
+//! TP = 1's; the rollout shards equal the actor's slices bit for bit after every sync;
+//! compute_log_prob / compute_ref_log_prob of a random batch within 1e-5 before training (the same
+//! weights) and within 1e-4 after (the actor's weights then differ by rounding).
+template <int RolloutA, int RolloutN>
+void compare_training_tp(int dp, int train_tp, int steps, std::int64_t seed) {
+  using TA = Trainer<Colocate<3>, GRPO, TP<RolloutA>>;
+  using T = Trainer<Colocate<3>, GRPO, TP<RolloutN>>;
+  int const workers = dp * train_tp;
+  auto c1 = tp_config("ttp_one", dp), cn = tp_config("ttp_many", workers);
+  c1.trainer.total_training_steps = cn.trainer.total_training_steps = steps;
+  c1.seed = cn.seed = seed;
+  cn.actor_rollout_ref.actor.megatron.tensor_model_parallel_size = train_tp;
+  auto data = task.make_dataset(256, std::uint64_t(seed));
+  TA a(c1, data, task.charset(), quiet());
+  T b(cn, data, task.charset(), quiet());
+  REQUIRE(b.actor_rollout_wg().world_size() == workers);
+  for (int t : b.actor_rollout_wg().template call<&T::actor_role::training_tp>()) REQUIRE(t == train_tp);
+  for (int t : a.actor_rollout_wg().template call<&TA::actor_role::training_tp>()) REQUIRE(t == 1);
+  require_synced(b, RolloutN);  // the constructor's sync
+  // compute_log_prob (log-probs, entropies) and compute_ref_log_prob of a random batch
+  int const R = int(cn.data.max_response_length), P = int(cn.data.max_prompt_length);
+  DataProto const batch = random_scoring_batch(2 * workers, P, R, policy_of(cn).vocab_size, std::uint64_t(seed) + 7);
+  auto check_log_probs = [&](double tol) {
+    DataProto const la = a.actor_rollout_wg().template call<&TA::actor_role::compute_log_prob>(batch);
+    DataProto const lb = b.actor_rollout_wg().template call<&T::actor_role::compute_log_prob>(batch);
+    DataProto const ra = a.actor_rollout_wg().template call<&TA::actor_role::compute_ref_log_prob>(batch);
+    DataProto const rb = b.actor_rollout_wg().template call<&T::actor_role::compute_ref_log_prob>(batch);
+    for (auto const* key : {"old_log_probs", "entropys"}) {
+      auto const x = la.tensor(key).template span<float>(), y = lb.tensor(key).template span<float>();
+      REQUIRE(x.size() == y.size());
+      for (std::size_t i = 0; i < x.size(); ++i) {
+        INFO(key << "[" << i << "]: " << y[i] << " vs " << x[i] << ", tolerance " << tol);
+        REQUIRE(close(y[i], x[i], tol));
+      }
+    }
+    auto const x = ra.tensor("ref_log_prob").template span<float>(), y = rb.tensor("ref_log_prob").template span<float>();
+    REQUIRE(x.size() == y.size());
+    for (std::size_t i = 0; i < x.size(); ++i) REQUIRE(close(y[i], x[i], 1e-5));  // the reference never trains
+  };
+  check_log_probs(1e-5);  // the same initial weights: the sharded forward against the unsharded one
+  for (int s = 0; s < steps; ++s) {
+    Metrics const ma = a.step(), mb = b.step();
+    for (auto const& [k, v] : ma) {
+      if (k.rfind("timing_s/", 0) == 0 || k.rfind("perf/", 0) == 0) continue;
+      INFO("step " << s + 1 << " metric " << k << ": " << mb.at(k) << " vs " << v);
+      REQUIRE(mb.count(k) == 1);
+      if (std::isnan(v)) REQUIRE(std::isnan(mb.at(k)));
+      else REQUIRE(close(mb.at(k), v, 1e-4));
+    }
+    require_synced(b, RolloutN);
+  }
+  // every rank of every TP group gathers the same full weights (replicated tensors kept identical)
+  auto const per_rank = b.actor_rollout_wg().template call<&T::actor_role::gather_actor_weights>();
+  for (auto const& w : per_rank) REQUIRE(w == per_rank[0]);
+  auto const wa = a.actor_weights(), wb = b.actor_weights();
+  REQUIRE(wb == per_rank[0]);
+  REQUIRE(wa.size() == wb.size());
+  INFO("relative L2 difference of the final weights: " << rel_l2(wb, wa));
+  REQUIRE(rel_l2(wb, wa) <= 1e-4);
+  for (std::size_t i = 0; i < wa.size(); ++i) REQUIRE(close(wb[i], wa[i], 1e-4));
+  check_log_probs(1e-4);  // after training: the weights differ by rounding (within 1e-4 above)
+}
+}  // namespace
+
+TEST_CASE("training TP = 2 trains as TP = 1 (rollout TP<1>: the shards are gathered for the sync)", "[trainer][tp][train_tp]") {
+  std::int64_t const seed = GENERATE(take(2, random(1, 1000000)));
+  INFO("seed " << seed);
+  compare_training_tp<1, 1>(1, 2, 5, seed);
+}
+
+TEST_CASE("training TP equal to the rollout's hands each shard over directly; other TPs gather", "[trainer][tp][train_tp]") {
+  std::int64_t const seed = GENERATE(take(1, random(1, 1000000)));
+  INFO("seed " << seed);
+  SECTION("training TP 2 x DP 2, rollout TP<2>: load_shard into the shared replicas") { compare_training_tp<2, 2>(2, 2, 4, seed); }
+  SECTION("training TP 4 x DP 1, rollout TP<2>") { compare_training_tp<1, 2>(1, 4, 3, seed); }
+  SECTION("training TP 2 x DP 2, rollout TP<4>") { compare_training_tp<1, 4>(2, 2, 3, seed); }
+}
+
+TEST_CASE("training TP rejects what it does not cover before work, naming the key and the fix", "[trainer][tp][train_tp]") {
+  auto data = task.make_dataset(64, 1);
+  auto c = tp_config("ttp_bad", 2);
+  c.actor_rollout_ref.actor.megatron.tensor_model_parallel_size = 2;
+  for (auto const& m : validate(c)) REQUIRE_THAT(m, !Catch::Contains("tensor_model_parallel_size"));
+  SECTION("a critic") {
+    c.algorithm.adv_estimator = config_string("gae");
+    c.critic.ppo_micro_batch_size_per_gpu = 4;
+    REQUIRE_THROWS_WITH((Trainer<PPO, roles::ValueCritic>(c, data, task.charset(), quiet())),
+                        Catch::Contains("tensor_model_parallel_size=2") && Catch::Contains("critic") && Catch::Contains("set the key to 1"));
+  }
+  SECTION("checkpoints") {
+    c.trainer.save_freq = 5;
+    REQUIRE_THROWS_WITH((Trainer<GRPO>(c, data, task.charset(), quiet())),
+                        Catch::Contains("trainer.save_freq=5") && Catch::Contains("trainer.save_freq=-1"));
+  }
+  SECTION("resume_path") {
+    c.trainer.resume_mode = config_string("resume_path");
+    c.trainer.resume_from_path = config_string("/nonexistent/global_step_1");
+    REQUIRE_THROWS_WITH((Trainer<GRPO>(c, data, task.charset(), quiet())),
+                        Catch::Contains("resume_mode=resume_path") && Catch::Contains("resume_mode=disable"));
+  }
+  SECTION("the async modes") {
+    c.trainer.v1.trainer_mode = config_string("colocate_async");
+    REQUIRE_THROWS_WITH((Trainer<GRPO>(c, data, task.charset(), quiet())),
+                        Catch::Contains("colocate_async") && Catch::Contains("trainer_mode=sync"));
   }
 }

@@ -271,6 +271,27 @@ class RolloutEngine {
     comm_->barrier();  // every rank's part of the shared copy written
   }
 
+  //! As load_weights, from a buffer already in this rank's ShardLayout order (a training engine
+  //! sharded like this rollout: same GPTConfig and TPRank), so no full copy of the model exists:
+  //! one memcpy of the shard, or, after share_replicated(), a collective of the TP group copying the
+  //! split tensors and 1/N of the replicated ones (those are identical on every rank of a training
+  //! TP group). verl: update_weights when the training and rollout TP layouts coincide.
+  void load_shard(std::span<float const> shard) {
+    if (shard.size() != shard_.size())
+      throw shape_error(msg("rlflow::engine::RolloutEngine::load_shard: ", shard.size(), " floats for TP rank ", tp().rank,
+                            " of ", tp().size, " whose shard holds ", shard_.size(),
+                            "; the training engine must be sharded with the same GPTConfig and TP size"));
+    float* own = weights_.data<float>();
+    if (!shared_) {
+      std::memcpy(own, shard.data(), sizeof(float) * shard.size());
+      return;
+    }
+    comm_->barrier();  // no rank still reads the shared copy
+    for (auto const& sg : shard_.split_segments()) std::memcpy(own + sg.dst, shard.data() + sg.dst, sizeof(float) * sg.count);
+    fill_replicated(shard.data(), false);
+    comm_->barrier();
+  }
+
   //! Collective of the TP group: the replica's ranks keep one copy of the replicated tensors
   //! (wte, wpe, layer norms, row-parallel biases) instead of one each, read in place by every
   //! rank (zero-copy). Needs a communicator whose ranks share memory (comm::LocalCommunicator);

@@ -11,7 +11,7 @@
 #include <random>
 #include <string>
 #include <tuple>        // std::make_from_tuple (engine construction)
-#include <type_traits>  // std::conditional_t
+#include <type_traits>  // std::is_same_v
 #include <vector>
 
 #include <rlflow/advantage_step.hpp>         // rollout_correction_options
@@ -76,8 +76,11 @@ struct engines<cpu::tag> {
   static std::tuple<model::GPTConfig const&, model::TPRank> rollout_args(model::GPTConfig const& c, model::TPRank tp) {
     return {c, tp};
   }
-  //! Sets the training engine's weights from a full flat copy (weights from model.path).
-  static void set_weights(training& t, std::vector<float> const& w) { std::copy(w.begin(), w.end(), t.params().begin()); }
+  //! Sets the training engine's weights from a full flat copy (weights from model.path); a
+  //! training-TP engine keeps its slice.
+  static void set_weights(training& t, std::vector<float> const& w) { t.load_weights(w); }
+  //! Floats of the full model (a training-TP engine's params() hold only its shard).
+  static std::size_t full_size(training const& t) { return t.layout().size(); }
   static void allreduce_grads(WorkerContext const& ctx, training& t) { detail::allreduce_mean(ctx, t.grads()); }
   static std::vector<float> weights(training const& t) { return {t.params().begin(), t.params().end()}; }
   static void save(std::string const& path, training const& t) { engine::save_checkpoint(path, t); }
@@ -184,33 +187,61 @@ class BasicActorRolloutRef {
 
  public:
   static constexpr int rollout_tp = RolloutTP;
-  //! verl: the rollout mesh's nd-compute dispatch; plain DP_COMPUTE_PROTO when TP = 1.
-  using rollout_dispatch = std::conditional_t<RolloutTP == 1, dispatch::DPComputeProto,
-                                              dispatch::NDComputeProto<dispatch::MeshLayout<RolloutTP>>>;
+  //! verl: the rollout mesh's nd-compute dispatch. At TP = 1 it splits as DP_COMPUTE_PROTO over
+  //! every rank, also when the group's own mesh has training TP groups (GroupOptions::tp > 1),
+  //! so those ranks generate different chunks instead of the same one.
+  using rollout_dispatch = dispatch::NDComputeProto<dispatch::MeshLayout<RolloutTP>>;
   using role_tag = actor_tag;
   static constexpr std::string_view role_name = "actor_rollout_ref";
   using system = System;
 
+  //! Training tensor parallelism (actor_rollout_ref.actor.megatron.tensor_model_parallel_size =
+  //! T > 1, CPU engines): the group's ranks form TP groups of T consecutive ranks (the group's mesh,
+  //! GroupOptions::tp = T, so DPComputeProto gives a TP group's ranks the same rows and collects from
+  //! tp_rank 0); the actor and the reference hold TP rank (rank % T)'s shard; gradients are averaged
+  //! across the world / T DP ranks only. The TP and DP communicators are split here, the first thing
+  //! every rank does (no work before it can fail on one rank only).
   BasicActorRolloutRef(WorkerContext const& ctx, RoleSetup setup, std::int64_t total_optimizer_steps = 1)
       : ctx_(&ctx),
         bind_(ctx),
         setup_(std::move(setup)),
         tok_(role_tokenizer(setup_)),
-        actor_(setup_.policy_model, optimizer_config(setup_.cfg.actor_rollout_ref.actor.optim,
-                                                     setup_.cfg.actor_rollout_ref.actor.grad_clip, total_optimizer_steps)),
+        train_tp_(training_tp_of(ctx, setup_.cfg)),
+        train_mesh_(train_tp_ > 1 ? comm::split_mesh(ctx.comm(), train_tp_) : comm::MeshCommunicators{}),
+        actor_(make_training(setup_.policy_model,
+                             optimizer_config(setup_.cfg.actor_rollout_ref.actor.optim, setup_.cfg.actor_rollout_ref.actor.grad_clip,
+                                              total_optimizer_steps))),
         rollout_(std::make_from_tuple<typename E::rollout>(
             E::rollout_args(setup_.policy_model, model::TPRank{ctx.rank % RolloutTP, RolloutTP}))),
-        ref_(setup_.policy_model) {
+        ref_(make_training(setup_.policy_model, engine::OptimizerConfig{})) {
     if (setup_.policy_init) {  // weights from model.path
-      std::size_t const have = E::weights(actor_).size();
+      std::size_t const have = E::full_size(actor_);
       if (setup_.policy_init->size() != have)
         throw shape_error(msg("rlflow::roles::ActorRolloutRef: the initial weights hold ", setup_.policy_init->size(),
                               " floats but the model has ", have));
       E::set_weights(actor_, *setup_.policy_init);
     }
-    E::load_rollout(rollout_, actor_);
-    ref_.load_weights(actor_.params());
+    if (train_tp_ == 1) {
+      E::load_rollout(rollout_, actor_);
+      ref_.load_weights(actor_.params());
+    } else if constexpr (std::is_same_v<System, cpu::tag>) {
+      // No collective here: the reference has the actor's shard layout (a plain copy); the rollout
+      // takes the same shard when its TP equals the training TP, else the full initial weights
+      // (model.path) or, without them, the same seeded initialisation every engine starts from.
+      auto const a = actor_.params();
+      std::copy(a.begin(), a.end(), ref_.params().begin());
+      if (RolloutTP == train_tp_) rollout_.load_shard(a);
+      else if (setup_.policy_init) rollout_.load_weights(*setup_.policy_init);
+      // the DP view of this worker: for_each_mini_batch normalises and averages over the DP group
+      dp_ctx_ = ctx;
+      dp_ctx_.world_size = ctx.world_size / train_tp_;
+      dp_ctx_.rank = (ctx.rank / train_tp_) % dp_ctx_.world_size;
+      dp_ctx_.communicator = train_mesh_.dp.get();
+    }
   }
+
+  //! The training TP degree T (actor_rollout_ref.actor.megatron.tensor_model_parallel_size).
+  int training_tp() const { return train_tp_; }
 
   // ---- rollout ---------------------------------------------------------------------------
 
@@ -238,8 +269,21 @@ class BasicActorRolloutRef {
   //! update_weights with the 'naive' checkpoint engine: colocated, same device). With RolloutTP
   //! > 1 each rank reshards: it copies only its TP slice (and the replicated tensors) of its own
   //! DP actor's full weights, so a replica copies one model's worth of sharded bytes in total.
+  //! Training TP = T > 1: when the rollout's TP equals T, each rank hands its training shard to
+  //! its rollout shard directly (the layouts coincide; no full copy exists); otherwise the TP
+  //! group all-gathers the full weights into one reused buffer per rank, which is resharded.
   void update_weights() {
-    E::load_rollout(rollout_, actor_);
+    if (train_tp_ == 1) {
+      E::load_rollout(rollout_, actor_);
+    } else if constexpr (std::is_same_v<System, cpu::tag>) {
+      if (RolloutTP == train_tp_) {
+        rollout_.load_shard(actor_.params());
+      } else {
+        full_.resize(actor_.layout().size());
+        actor_.gather_weights(full_);
+        rollout_.load_weights(full_);
+      }
+    }
     rollout_.wake();
   }
 
@@ -270,7 +314,8 @@ class BasicActorRolloutRef {
   MetricLists update_actor(DataProto const& data) {
     auto const& cfg = setup_.cfg;
     auto const& a = cfg.actor_rollout_ref.actor;
-    std::int64_t const n = cfg.actor_rollout_ref.rollout.n, dp = ctx_->world_size;
+    WorkerContext const& dctx = train_tp_ > 1 ? dp_ctx_ : *ctx_;  // the DP group (every rank at T = 1)
+    std::int64_t const n = cfg.actor_rollout_ref.rollout.n, dp = dctx.world_size;
     std::int64_t const mini = a.ppo_mini_batch_size * n / dp;
     std::int64_t const micro = a.ppo_micro_batch_size_per_gpu.value_or(mini);
     std::int64_t const rows = data.size();
@@ -306,8 +351,8 @@ class BasicActorRolloutRef {
     if (a.loss_scale_factor) info0.loss_scale_factor = *a.loss_scale_factor;
     double pg_loss = 0, entropy_loss = 0, kl_value = 0;
     detail::for_each_mini_batch(
-        *ctx_, data, mini, micro, a.ppo_epochs, a.shuffle,
-        static_cast<std::uint64_t>(a.data_loader_seed + ctx_->rank),  // verl: data_loader_seed + dp_rank
+        dctx, data, mini, micro, a.ppo_epochs, a.shuffle,
+        static_cast<std::uint64_t>(a.data_loader_seed + dctx.rank),  // verl: data_loader_seed + dp_rank
         info0, [&](WorkerContext const& c) { E::allreduce_grads(c, actor_); },
         [&] {
           actor_.zero_grad();
@@ -358,6 +403,9 @@ class BasicActorRolloutRef {
           m["actor/grad_norm"].push_back(grad_norm);
           m["actor/lr"].push_back(actor_.lr());
         });
+    // Training TP: a TP group's ranks computed the same metrics; one copy per DP rank (tp_rank 0),
+    // so the trainer's means weigh every DP rank once, as at T = 1.
+    if (train_tp_ > 1 && ctx_->rank % train_tp_ != 0) return {};
     return m;
   }
 
@@ -365,16 +413,35 @@ class BasicActorRolloutRef {
 
   //! Writes the actor's weights and AdamW state to 'path' (a safetensors file). Rank 0 only:
   //! the DP replicas are identical. verl: save_checkpoint
-  void save_checkpoint(std::string path) const { E::save(path, actor_); }
+  void save_checkpoint(std::string path) const {
+    check_unsharded("save_checkpoint");
+    E::save(path, actor_);
+  }
 
   //! Restores the actor from 'path' on every rank and syncs the rollout. verl: load_checkpoint
   void load_checkpoint(std::string path) {
+    check_unsharded("load_checkpoint");
     E::load(path, actor_);
     update_weights();
   }
 
   //! The actor's flat parameters (rank 0), for tests and tools.
-  std::vector<float> actor_weights() const { return E::weights(actor_); }
+  std::vector<float> actor_weights() const {
+    check_unsharded("actor_weights");
+    return E::weights(actor_);
+  }
+  //! The actor's full flat parameters on every rank: with training TP a collective of each TP
+  //! group (all-gather of the shards); otherwise a copy. For tests, tools and the async modes.
+  std::vector<float> gather_actor_weights() {
+    if (train_tp_ == 1) return E::weights(actor_);
+    if constexpr (std::is_same_v<System, cpu::tag>) {
+      std::vector<float> full(actor_.layout().size());
+      actor_.gather_weights(full);
+      return full;
+    } else {
+      return {};
+    }
+  }
   //! This rank's rollout weights (its TP shard, in ShardLayout order), for tests and tools (CPU engines).
   std::vector<float> rollout_weights() const {
     if constexpr (requires { rollout_.shard_weights(); }) return rollout_.shard_weights();
@@ -396,6 +463,8 @@ class BasicActorRolloutRef {
       rlflow::method<&BasicActorRolloutRef::save_checkpoint, dispatch::OneToAll, execute::RankZero>,
       rlflow::method<&BasicActorRolloutRef::load_checkpoint, dispatch::OneToAll>,
       rlflow::method<&BasicActorRolloutRef::actor_weights, dispatch::OneToAll, execute::RankZero>,
+      rlflow::method<&BasicActorRolloutRef::gather_actor_weights, dispatch::OneToAll>,
+      rlflow::method<&BasicActorRolloutRef::training_tp, dispatch::OneToAll>,
       rlflow::method<&BasicActorRolloutRef::rollout_memory_bytes, dispatch::OneToAll>,
       rlflow::method<&BasicActorRolloutRef::rollout_weights, dispatch::OneToAll>,
       rlflow::method<&BasicActorRolloutRef::memory_stats, dispatch::OneToAll>>;
@@ -432,10 +501,42 @@ class BasicActorRolloutRef {
     return {lp, ent, sq};
   }
 
+  //! The training TP degree of this worker's group (1 unless the CPU engines and T > 1).
+  static int training_tp_of(WorkerContext const& ctx, TrainerConfig const& cfg) {
+    auto const t = cfg.actor_rollout_ref.actor.megatron.tensor_model_parallel_size;
+    if (t == 1) return 1;
+    if constexpr (!std::is_same_v<System, cpu::tag>)
+      throw config_error(msg("rlflow::roles::ActorRolloutRef: actor_rollout_ref.actor.megatron.tensor_model_parallel_size=", t,
+                             " needs the CPU engines (the CUDA engines have no sharded layout); set it to 1"));
+    if (t < 1 || ctx.world_size % t != 0 || ctx.shape.tp != t)
+      throw config_error(msg("rlflow::roles::ActorRolloutRef: actor_rollout_ref.actor.megatron.tensor_model_parallel_size=", t,
+                             " needs a group of a multiple of ", t, " workers built with GroupOptions::tp = ", t,
+                             " (this group: ", ctx.world_size, " workers, tp = ", ctx.shape.tp,
+                             "); the Trainer does this, a hand-built group must set GroupOptions::tp"));
+    return static_cast<int>(t);
+  }
+  //! A training engine: sharded over the training TP group when T > 1.
+  typename E::training make_training(model::GPTConfig const& m, engine::OptimizerConfig const& opt) {
+    if constexpr (std::is_same_v<System, cpu::tag>) {
+      if (train_tp_ > 1) return typename E::training(m, opt, model::TPRank{ctx_->rank % train_tp_, train_tp_}, train_mesh_.tp.get());
+    }
+    return typename E::training(m, opt);
+  }
+  void check_unsharded(const char* fn) const {
+    if (train_tp_ > 1)
+      throw config_error(msg("rlflow::roles::ActorRolloutRef::", fn, ": not available with training tensor parallelism "
+                             "(actor_rollout_ref.actor.megatron.tensor_model_parallel_size=", train_tp_,
+                             "): the actor is sharded; use gather_actor_weights, or set the key to 1 for checkpoints"));
+  }
+
   WorkerContext const* ctx_;
   typename E::device_binding bind_;  // before the engines: they allocate on the bound device
   RoleSetup setup_;
   std::shared_ptr<model::Tokenizer const> tok_;
+  int train_tp_ = 1;                    //!< training TP degree (actor and reference)
+  comm::MeshCommunicators train_mesh_;  //!< the training mesh's TP and DP groups (train_tp_ > 1)
+  WorkerContext dp_ctx_;                //!< this worker seen from its DP group (train_tp_ > 1)
+  std::vector<float> full_;             //!< gathered full weights (training TP != rollout TP)
   typename E::training actor_;
   typename E::rollout rollout_;
   typename E::training ref_;
