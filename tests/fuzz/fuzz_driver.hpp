@@ -27,6 +27,8 @@
 #include <string_view>
 #include <vector>
 
+#include <unistd.h>  // getpid
+
 #include <rlflow/error.hpp>
 
 #ifndef RLFLOW_FUZZ_NAME
@@ -47,6 +49,23 @@ inline Stats& stats() {
 inline std::string& last_input() {
   static std::string s;
   return s;
+}
+//! This process's scratch folder, rlflow_fuzz_<tag>_<pid> under /dev/shm where there is one (else
+//! the temporary folder): created on the first call, removed at exit. One target per process,
+//! so the first call's tag names it.
+inline std::filesystem::path scratch_dir(std::string_view tag) {
+  namespace fs = std::filesystem;
+  static fs::path const base = fs::is_directory("/dev/shm") ? fs::path("/dev/shm") : fs::temp_directory_path();
+  static fs::path const d = base / ("rlflow_fuzz_" + std::string(tag) + "_" + std::to_string(::getpid()));
+  struct Scratch {
+    Scratch() { fs::create_directories(d); }
+    ~Scratch() {
+      std::error_code ec;
+      fs::remove_all(d, ec);
+    }
+  };
+  static Scratch const scratch;
+  return d;
 }
 inline void print_stats() {
   auto const& s = stats();

@@ -10,26 +10,13 @@
 
 #include <rlflow/model/hf_gpt2.hpp>
 
-#include <unistd.h>
 
 using namespace rlflow;
 namespace fs = std::filesystem;
 
 namespace {
 constexpr std::string_view sep = "\n--8<--\n";
-fs::path dir() {
-  static fs::path const base = fs::is_directory("/dev/shm") ? fs::path("/dev/shm") : fs::temp_directory_path();
-  static fs::path const d = base / ("rlflow_fuzz_hf_" + std::to_string(::getpid()));
-  struct Scratch {
-    Scratch() { fs::create_directories(d); }
-    ~Scratch() {
-      std::error_code ec;
-      fs::remove_all(d, ec);
-    }
-  };
-  static Scratch const scratch;
-  return d;
-}
+fs::path dir() { return fuzz::scratch_dir("hf"); }
 //! The file's value of an integer key equals the config's (absent: the default was used).
 bool same_int(nlohmann::json const& j, char const* key, std::int64_t got) {
   if (!j.contains(key) || j[key].is_null()) return true;

@@ -7,26 +7,13 @@
 
 #include <rlflow/model/bpe_tokenizer.hpp>
 
-#include <unistd.h>
 
 using namespace rlflow;
 namespace fs = std::filesystem;
 
 namespace {
 constexpr std::string_view sep = "\n--8<--\n";
-fs::path dir() {
-  static fs::path const base = fs::is_directory("/dev/shm") ? fs::path("/dev/shm") : fs::temp_directory_path();
-  static fs::path const d = base / ("rlflow_fuzz_tok_" + std::to_string(::getpid()));
-  struct Scratch {
-    Scratch() { fs::create_directories(d); }
-    ~Scratch() {
-      std::error_code ec;
-      fs::remove_all(d, ec);
-    }
-  };
-  static Scratch const scratch;
-  return d;
-}
+fs::path dir() { return fuzz::scratch_dir("tok"); }
 //! A byte-level vocabulary: the 256 byte tokens, then merged tokens, then <|endoftext|>.
 std::string seed(std::vector<std::pair<std::string, std::string>> const& merges) {
   auto const& b2u = model::bpe_detail::bytes_to_unicode();
