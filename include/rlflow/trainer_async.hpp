@@ -187,18 +187,7 @@ class StandaloneRollout {
       }
       for (int u : res.unfinished) new_len[static_cast<std::size_t>(rows[static_cast<std::size_t>(u)])] = j + res.generated;
     }
-    Tensor full_ids = Tensor::empty(DType::int32, Shape{B, P + R});
-    Tensor full_am = Tensor::empty(DType::int32, Shape{B, P + R});
-    for (std::int64_t r = 0; r < B; ++r) {
-      for (std::int64_t t = 0; t < P; ++t) {
-        full_ids.at<std::int32_t>(r, t) = pids.at<std::int32_t>(r, t);
-        full_am.at<std::int32_t>(r, t) = am_full.at<std::int32_t>(r, t);
-      }
-      for (std::int64_t t = 0; t < R; ++t) {
-        full_ids.at<std::int32_t>(r, P + t) = responses.at<std::int32_t>(r, t);
-        full_am.at<std::int32_t>(r, P + t) = rmask.at<std::int32_t>(r, t);
-      }
-    }
+    auto [full_ids, full_am] = detail::join_prompt_response(pids, am_full, responses, rmask);
     return DataProto::from_dict({{"prompts", pids},
                                  {"responses", responses},
                                  {"input_ids", full_ids},
@@ -234,12 +223,12 @@ class CheckpointEngine {
   virtual std::int64_t update_weights(std::shared_ptr<std::vector<float> const> weights, std::int64_t version) = 0;
 };
 
-//! The in-process checkpoint engine: every rollout rank loads (and reshards) one shared copy.
+//! What the checkpoint engines over a rollout WorkerGroup share: the sync calls the group's
+//! update_weights with the full flat weights (each rank loads, and reshards, its copy).
 template <class Group>
-class InProcessCheckpointEngine final : public CheckpointEngine {
+class GroupCheckpointEngine : public CheckpointEngine {
  public:
-  InProcessCheckpointEngine(Group& g, std::shared_ptr<AsyncHooks const> hooks) : g_(&g), hooks_(std::move(hooks)) {}
-  std::string_view name() const override { return "in_process"; }
+  GroupCheckpointEngine(Group& g, std::shared_ptr<AsyncHooks const> hooks) : g_(&g), hooks_(std::move(hooks)) {}
   std::int64_t update_weights(std::shared_ptr<std::vector<float> const> w, std::int64_t version) override {
     if (hooks_ && hooks_->on_sync) hooks_->on_sync(version);
     std::int64_t const bytes = static_cast<std::int64_t>(w->size() * sizeof(float)) * g_->world_size();
@@ -247,9 +236,17 @@ class InProcessCheckpointEngine final : public CheckpointEngine {
     return bytes;
   }
 
- private:
+ protected:
   Group* g_;
   std::shared_ptr<AsyncHooks const> hooks_;
+};
+
+//! The in-process checkpoint engine: every rollout rank loads (and reshards) one shared copy.
+template <class Group>
+class InProcessCheckpointEngine final : public GroupCheckpointEngine<Group> {
+ public:
+  using GroupCheckpointEngine<Group>::GroupCheckpointEngine;
+  std::string_view name() const override { return "in_process"; }
 };
 
 //! The checkpoint engine of the MPI backend (a rollout group WorkerGroup<Rollout, dispatch::Mpi>
@@ -260,20 +257,10 @@ class InProcessCheckpointEngine final : public CheckpointEngine {
 //! CheckpointEngine with backend nccl (a broadcast from the trainer's rank 0). Started without
 //! mpirun the group runs in process and this is the in-process engine.
 template <class Group>
-class MpiCheckpointEngine final : public CheckpointEngine {
+class MpiCheckpointEngine final : public GroupCheckpointEngine<Group> {
  public:
-  MpiCheckpointEngine(Group& g, std::shared_ptr<AsyncHooks const> hooks) : g_(&g), hooks_(std::move(hooks)) {}
-  std::string_view name() const override { return g_->in_process() ? "in_process" : "mpi"; }
-  std::int64_t update_weights(std::shared_ptr<std::vector<float> const> w, std::int64_t version) override {
-    if (hooks_ && hooks_->on_sync) hooks_->on_sync(version);
-    std::int64_t const bytes = static_cast<std::int64_t>(w->size() * sizeof(float)) * g_->world_size();
-    g_->template call<&Group::host_type::update_weights>(std::move(w));
-    return bytes;
-  }
-
- private:
-  Group* g_;
-  std::shared_ptr<AsyncHooks const> hooks_;
+  using GroupCheckpointEngine<Group>::GroupCheckpointEngine;
+  std::string_view name() const override { return this->g_->in_process() ? "in_process" : "mpi"; }
 };
 
 //! One generated batch in the replay buffer. verl: the trajectories of one step's prompt groups

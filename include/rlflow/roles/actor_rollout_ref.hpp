@@ -12,6 +12,7 @@
 #include <string>
 #include <tuple>        // std::make_from_tuple (engine construction)
 #include <type_traits>  // std::is_same_v
+#include <utility>
 #include <vector>
 
 #include <rlflow/advantage_step.hpp>         // rollout_correction_options
@@ -117,6 +118,27 @@ inline engine::SamplingParams rollout_sampling(model::Tokenizer const& tok, Trai
   return sp;
 }
 
+//! The [prompt | response] rows of a generation: input_ids and attention_mask (B, P + R) from the
+//! prompts' ids and mask (B, P) and the responses and their mask (B, R). verl: the concatenation
+//! in vLLMRollout.generate_sequences.
+inline std::pair<Tensor, Tensor> join_prompt_response(Tensor const& ids, Tensor const& am, Tensor const& responses,
+                                                      Tensor const& response_mask) {
+  std::int64_t const b = ids.dim(0), P = ids.dim(1), R = responses.dim(1);
+  Tensor full_ids = Tensor::empty(DType::int32, Shape{b, P + R});
+  Tensor full_am = Tensor::empty(DType::int32, Shape{b, P + R});
+  for (std::int64_t i = 0; i < b; ++i) {
+    for (std::int64_t t = 0; t < P; ++t) {
+      full_ids.at<std::int32_t>(i, t) = ids.at<std::int32_t>(i, t);
+      full_am.at<std::int32_t>(i, t) = am.at<std::int32_t>(i, t);
+    }
+    for (std::int64_t t = 0; t < R; ++t) {
+      full_ids.at<std::int32_t>(i, P + t) = responses.at<std::int32_t>(i, t);
+      full_am.at<std::int32_t>(i, P + t) = response_mask.at<std::int32_t>(i, t);
+    }
+  }
+  return {std::move(full_ids), std::move(full_am)};
+}
+
 //! The body of generate_sequences shared by the hybrid role and the standalone rollout
 //! (trainer_async.hpp): wakes 'rollout', samples R = data.max_response_length tokens per row of
 //! 'prompts' and returns the generation output (see BasicActorRolloutRef::generate_sequences).
@@ -138,19 +160,7 @@ DataProto generate_with(Rollout& rollout, model::Tokenizer const& tok, TrainerCo
   } else {
     res = rollout.generate(ids, am, sp, seeds);
   }
-  std::int64_t const b = ids.dim(0), P = ids.dim(1), R = sp.max_new_tokens;
-  Tensor full_ids = Tensor::empty(DType::int32, Shape{b, P + R});
-  Tensor full_am = Tensor::empty(DType::int32, Shape{b, P + R});
-  for (std::int64_t i = 0; i < b; ++i) {
-    for (std::int64_t t = 0; t < P; ++t) {
-      full_ids.at<std::int32_t>(i, t) = ids.at<std::int32_t>(i, t);
-      full_am.at<std::int32_t>(i, t) = am.at<std::int32_t>(i, t);
-    }
-    for (std::int64_t t = 0; t < R; ++t) {
-      full_ids.at<std::int32_t>(i, P + t) = res.responses.at<std::int32_t>(i, t);
-      full_am.at<std::int32_t>(i, P + t) = res.response_mask.at<std::int32_t>(i, t);
-    }
-  }
+  auto [full_ids, full_am] = join_prompt_response(ids, am, res.responses, res.response_mask);
   DataProto out = DataProto::from_dict({{"prompts", ids},
                                         {"responses", res.responses},
                                         {"input_ids", full_ids},
@@ -160,7 +170,7 @@ DataProto generate_with(Rollout& rollout, model::Tokenizer const& tok, TrainerCo
                                         {"rollout_seed", prompts.tensor("rollout_seed")}},
                                        prompts.non_tensors());
   if (ctl) {  // always present in an abortable call, so DP chunks concatenate
-    std::vector<std::int32_t> len(static_cast<std::size_t>(b), -1);
+    std::vector<std::int32_t> len(static_cast<std::size_t>(ids.dim(0)), -1);
     for (int r : res.unfinished) len[static_cast<std::size_t>(r)] = res.generated;
     out.set_tensor("partial_rollout_len", Tensor::from(len));
   }
