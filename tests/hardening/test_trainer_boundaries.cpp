@@ -388,23 +388,11 @@ TEST_CASE("kill -9 at random moments, resume: metrics.jsonl and weights equal an
     auto kcfg = cfg;
     kcfg.trainer.default_local_dir = dir.string().c_str();
     double const at = when(rng) * duration;
-    pid_t pid = ::fork();
-    REQUIRE(pid >= 0);
-    if (pid == 0) {
-      try {
-        PPOTrainer t(kcfg, dataset(), task.charset(), quiet());
-        t.fit();
-      } catch (...) {
-        ::_exit(3);
-      }
-      ::_exit(0);
-    }
-    std::this_thread::sleep_for(std::chrono::duration<double>(at));
-    ::kill(pid, SIGKILL);
-    int status = 0;
-    ::waitpid(pid, &status, 0);
-    if (WIFSIGNALED(status)) ++killed;
-    else REQUIRE(WEXITSTATUS(status) == 0);  // finished before the kill: still a valid comparison
+    int exit_status = 0;
+    bool const was_killed = run_killed_after(
+        at, [&] { PPOTrainer(kcfg, dataset(), task.charset(), quiet()).fit(); }, exit_status);
+    if (was_killed) ++killed;
+    else REQUIRE(exit_status == 0);  // finished before the kill: still a valid comparison
     INFO("attempt " << attempts << ": killed at " << at << " s of " << duration << " s, last checkpoint "
                     << latest_checkpoint_step(dir).value_or(-1));
     PPOTrainer t(kcfg, dataset(), task.charset(), quiet());

@@ -23,6 +23,8 @@
 #include <thread>
 #include <unistd.h>
 
+#include "trainer_fixtures.hpp"  // run_killed_after
+
 #include "common/reverse_task.hpp"
 
 using namespace rlflow;
@@ -532,22 +534,9 @@ TEST_CASE("separate_async (K = 1) killed with -9 at random moments, then resumed
     fs::remove_all(dir);
     kcfg.trainer.default_local_dir = dir.string().c_str();
     double const at = when(rng) * duration;
-    pid_t pid = ::fork();
-    REQUIRE(pid >= 0);
-    if (pid == 0) {
-      try {
-        (void)lockstep_run(kcfg);
-      } catch (...) {
-        ::_exit(3);
-      }
-      ::_exit(0);
-    }
-    std::this_thread::sleep_for(std::chrono::duration<double>(at));
-    ::kill(pid, SIGKILL);
-    int status = 0;
-    ::waitpid(pid, &status, 0);
-    if (WIFSIGNALED(status)) ++killed;
-    else REQUIRE(WEXITSTATUS(status) == 0);  // finished before the kill: still a valid comparison
+    int exit_status = 0;
+    if (rlflow::testing::run_killed_after(at, [&] { (void)lockstep_run(kcfg); }, exit_status)) ++killed;
+    else REQUIRE(exit_status == 0);  // finished before the kill: still a valid comparison
     auto const last = latest_checkpoint_step(dir);
     INFO("attempt " << attempts << ": killed at " << at << " s of " << duration << " s, last checkpoint " << last.value_or(-1));
     if (last) {  // what is visible is whole: every file of the manifest present and intact

@@ -4,8 +4,14 @@
 #include <rlflow/trainer.hpp>
 
 #include <filesystem>
+#include <stdexcept>
 #include <string>
+#include <csignal>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <chrono>
+#include <thread>
 
 #include "common/reverse_task.hpp"
 
@@ -53,6 +59,29 @@ inline Metrics deterministic_part(Metrics m) {
     else ++it;
   }
   return m;
+}
+
+//! Runs run() in a forked child and SIGKILLs it after 'at' seconds (the kill -9 tests). Returns
+//! true when the kill interrupted it, false when it had finished; a child that failed (threw, or
+//! exited non-zero) is a test failure, returned as the exit status through 'exit_status'.
+template <class Run>
+bool run_killed_after(double at, Run run, int& exit_status) {
+  pid_t const pid = ::fork();
+  if (pid < 0) throw std::runtime_error("fork failed");
+  if (pid == 0) {
+    try {
+      run();
+    } catch (...) {
+      ::_exit(3);
+    }
+    ::_exit(0);
+  }
+  std::this_thread::sleep_for(std::chrono::duration<double>(at));
+  ::kill(pid, SIGKILL);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  exit_status = WIFSIGNALED(status) ? -1 : WEXITSTATUS(status);
+  return WIFSIGNALED(status);
 }
 
 }  // namespace rlflow::testing
