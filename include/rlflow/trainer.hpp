@@ -631,6 +631,8 @@ class Trainer {
   std::vector<float> critic_weights()
     requires has_critic
   {
+    if constexpr (requires { &critic_role::gather_critic_weights; })
+      if (training_tp() > 1) return critic_wg().template call<&critic_role::gather_critic_weights>()[0];
     return critic_wg().template call<&critic_role::critic_weights>();
   }
 
@@ -776,8 +778,9 @@ class Trainer {
                              "tensor parallelism) does not support ", what, " yet; ", fix, ", or set the key to 1"));
     };
     if constexpr (on_cuda) no("the CUDA backend (the CUDA engines have no sharded layout)", "train on the CPU backend");
-    if constexpr (has_critic) no("a critic (the group's mesh would also give the critic duplicated rows)",
-                                 "use a critic-free estimator (GRPO, RLOO, ...)");
+    if constexpr (has_critic)
+      if constexpr (!requires { &critic_role::gather_critic_weights; })
+        no("a custom critic role (the critic is sharded as the actor)", "use the built-in roles::ValueCritic");
     if constexpr (!requires { &actor_role::gather_actor_weights; })
       no("a custom actor role", "use the built-in roles::BasicActorRolloutRef");
     if (async_mode()) no(msg("trainer.v1.trainer_mode=", cfg_.trainer.v1.trainer_mode.view()), "use trainer.v1.trainer_mode=sync");

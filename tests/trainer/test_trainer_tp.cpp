@@ -291,12 +291,6 @@ TEST_CASE("training TP rejects what it does not cover before work, naming the ke
   auto c = tp_config("ttp_bad", 2);
   c.actor_rollout_ref.actor.megatron.tensor_model_parallel_size = 2;
   for (auto const& m : validate(c)) REQUIRE_THAT(m, !Catch::Contains("tensor_model_parallel_size"));
-  SECTION("a critic") {
-    c.algorithm.adv_estimator = config_string("gae");
-    c.critic.ppo_micro_batch_size_per_gpu = 4;
-    REQUIRE_THROWS_WITH((Trainer<PPO, roles::ValueCritic>(c, data, task.charset(), quiet())),
-                        Catch::Contains("tensor_model_parallel_size=2") && Catch::Contains("critic") && Catch::Contains("set the key to 1"));
-  }
   SECTION("the async modes") {
     c.trainer.v1.trainer_mode = config_string("colocate_async");
     REQUIRE_THROWS_WITH((Trainer<GRPO>(c, data, task.charset(), quiet())),
@@ -472,4 +466,92 @@ TEST_CASE("training TP: a corrupt checkpoint is an error naming the file, before
   c.trainer.resume_mode = config_string("auto");
   REQUIRE_THROWS_WITH((TTP(c, data, task.charset(), quiet())), Catch::Contains("actor.safetensors"));
   fs::remove_all(dir);
+}
+
+// ---- a critic under training TP ------------------------------------------------------------
+
+namespace {
+using PPOTP = Trainer<Colocate<3>, PPO, roles::ValueCritic>;
+
+TrainerConfig ppo_config(fs::path const& dir, int train_tp, std::int64_t seed) {
+  auto c = ckpt_config(dir, train_tp, seed);
+  c.algorithm.adv_estimator = config_string("gae");
+  c.critic.ppo_micro_batch_size_per_gpu = 4;
+  c.critic.optim.lr = 1e-3;
+  return c;
+}
+}  // namespace
+
+TEST_CASE("PPO with a critic: training TP = 2 trains actor and critic as TP = 1", "[trainer][tp][train_tp][critic]") {
+  std::int64_t const seed = GENERATE(take(2, random(1, 1000000)));
+  INFO("seed " << seed);
+  auto const root = fs::temp_directory_path() / ("rlflow_ttp_ppo_" + std::to_string(::getpid()));
+  fs::remove_all(root);
+  int const steps = 4;
+  auto c1 = ppo_config(root / "one", 1, seed), c2 = ppo_config(root / "two", 2, seed);
+  c1.trainer.total_training_steps = c2.trainer.total_training_steps = steps;
+  auto data = task.make_dataset(256, std::uint64_t(seed));
+  PPOTP a(c1, data, task.charset(), quiet());
+  PPOTP b(c2, data, task.charset(), quiet());
+  // the critic's values of a random batch on the same initial weights: the sharded forward
+  int const R = int(c2.data.max_response_length), P = int(c2.data.max_prompt_length);
+  DataProto const batch = random_scoring_batch(4, P, R, policy_of(c2).vocab_size, std::uint64_t(seed) + 3);
+  auto check_values = [&](double tol) {
+    DataProto const va = a.critic_wg().call<&roles::ValueCritic::compute_values>(batch);
+    DataProto const vb = b.critic_wg().call<&roles::ValueCritic::compute_values>(batch);
+    auto const x = va.tensor("values").span<float>(), y = vb.tensor("values").span<float>();
+    REQUIRE(x.size() == y.size());
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      INFO("values[" << i << "]: " << y[i] << " vs " << x[i]);
+      REQUIRE(close(y[i], x[i], tol));
+    }
+  };
+  check_values(1e-5);
+  REQUIRE(b.critic_weights() == a.critic_weights());  // the same seeded initialisation, gathered
+  for (int s = 0; s < steps; ++s) {
+    Metrics const ma = a.step(), mb = b.step();
+    INFO("step " << s + 1);
+    REQUIRE(ma.count("critic/vf_loss") == 1);
+    require_metrics(mb, ma, 1e-4);
+  }
+  auto const per_rank = b.critic_wg().call<&roles::ValueCritic::gather_critic_weights>();
+  for (auto const& w : per_rank) REQUIRE(w == per_rank[0]);  // replicated tensors kept identical
+  for (auto const& [wa, wb] : {std::pair{a.actor_weights(), b.actor_weights()}, std::pair{a.critic_weights(), b.critic_weights()}}) {
+    REQUIRE(wa.size() == wb.size());
+    INFO("relative L2 difference of the final weights: " << rel_l2(wb, wa));
+    REQUIRE(rel_l2(wb, wa) <= 1e-4);
+    for (std::size_t i = 0; i < wa.size(); ++i) REQUIRE(close(wb[i], wa[i], 1e-4));
+  }
+  check_values(1e-4);
+  fs::remove_all(root);
+}
+
+TEST_CASE("PPO under training TP = 2 resumes exactly, critic included", "[trainer][tp][train_tp][critic][checkpoint]") {
+  auto const root = fs::temp_directory_path() / ("rlflow_ttp_ppo_resume_" + std::to_string(::getpid()));
+  fs::remove_all(root);
+  auto data = task.make_dataset(256, 5);
+  auto c = ppo_config(root / "resumed", 2, 5);
+  c.trainer.save_freq = 2;
+  c.trainer.total_training_steps = 2;
+  PPOTP(c, data, task.charset(), quiet()).fit();
+  REQUIRE(latest_checkpoint_step(root / "resumed") == 2);
+  c.trainer.resume_mode = config_string("auto");
+  c.trainer.total_training_steps = 4;
+  PPOTP resumed(c, data, task.charset(), quiet());
+  REQUIRE(resumed.global_step() == 2);
+  auto sc = ppo_config(root / "straight", 2, 5);
+  sc.trainer.total_training_steps = 4;
+  PPOTP straight(sc, data, task.charset(), quiet());
+  straight.step();
+  straight.step();
+  for (int i = 0; i < 2; ++i) require_metrics(resumed.step(), straight.step(), 0);
+  REQUIRE(resumed.actor_weights() == straight.actor_weights());
+  REQUIRE(resumed.critic_weights() == straight.critic_weights());
+  // the critic's file holds the full model: it loads into an unsharded critic engine
+  model::GPTConfig critic_cfg = policy_of(c);
+  critic_cfg.value_head = true;
+  engine::TrainingEngine plain(critic_cfg);
+  engine::load_checkpoint(root / "resumed" / "global_step_2" / "critic.safetensors", plain);
+  REQUIRE(plain.step() > 0);
+  fs::remove_all(root);
 }
