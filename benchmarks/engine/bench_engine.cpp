@@ -18,6 +18,10 @@
 //     and, timed in the same iterations,
 //     a memcpy of the same number of bytes: counter 'vs_memcpy' = memcpy time / sync time; and a
 //     fence-only round (release, two TP barriers, join): 'fence_share' = fence time / sync time.
+//   BM_CheckpointSave/tp:N: a training-TP group of N ranks saves its checkpoint (all-gather of the
+//     weights and both AdamW moments, rank 0 writes the full-model file; one thread per rank,
+//     started each iteration) and, in the same iterations, the unsharded engine saves the same
+//     file: counter 'vs_tp1' = unsharded time / gathered time (1: gathering costs nothing).
 //   BM_LMHead/tp:N/vocab:V: one replica's generate with the vocabulary-parallel LM head (manual
 //     time) and, in the same iterations, with the replicated head: counter 'vs_replicated' =
 //     replicated time / vocabulary-parallel time (> 1: vocabulary-parallel is faster).
@@ -29,11 +33,16 @@
 #include <barrier>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <random>
+#include <string>
 #include <thread>
 #include <vector>
 
+#include <unistd.h>
+
+#include <rlflow/engine/checkpoint.hpp>
 #include <rlflow/engine/rollout_engine.hpp>
 #include <rlflow/engine/training_engine.hpp>
 
@@ -379,6 +388,43 @@ void BM_WeightSync(benchmark::State& state) { weight_sync(state, true); }
 void BM_WeightSyncPrivate(benchmark::State& state) { weight_sync(state, false); }
 void BM_WeightSyncFromShard(benchmark::State& state) { weight_sync(state, true, true); }
 
+//! A training-TP group of N ranks (engines of sync_config) saves with save_checkpoint_gathered
+//! (rank 0 writes); the unsharded engine saves the same model with save_checkpoint in the same
+//! iteration. Manual time: the group's save; 'vs_tp1' = unsharded time / group time.
+void BM_CheckpointSave(benchmark::State& state) {
+  int const N = int(state.range(0));
+  GPTConfig const cfg = sync_config();
+  auto comms = rlflow::comm::LocalCommunicator::make_group(N);
+  std::vector<std::unique_ptr<TrainingEngine>> group;
+  for (int r = 0; r < N; ++r)
+    group.push_back(std::make_unique<TrainingEngine>(cfg, OptimizerConfig{}, rlflow::model::TPRank{r, N},
+                                                     N > 1 ? comms[std::size_t(r)].get() : nullptr));
+  TrainingEngine plain(cfg);
+  namespace fs = std::filesystem;
+  fs::path const dir = fs::temp_directory_path() / ("rlflow_bench_ckpt_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  using clock = std::chrono::steady_clock;
+  double group_s = 0, plain_s = 0;
+  for (auto _ : state) {
+    auto const t0 = clock::now();
+    std::vector<std::thread> th;
+    for (int r = 1; r < N; ++r)
+      th.emplace_back([&, r] { save_checkpoint_gathered(dir / "tp.safetensors", *group[std::size_t(r)], false); });
+    save_checkpoint_gathered(dir / "tp.safetensors", *group[0], true);
+    for (auto& t : th) t.join();
+    auto const t1 = clock::now();
+    save_checkpoint(dir / "one.safetensors", plain);
+    auto const t2 = clock::now();
+    double const g = std::chrono::duration<double>(t1 - t0).count();
+    group_s += g;
+    plain_s += std::chrono::duration<double>(t2 - t1).count();
+    state.SetIterationTime(g);
+  }
+  state.counters["vs_tp1"] = plain_s / group_s;
+  state.SetBytesProcessed(std::int64_t(state.iterations()) * std::int64_t(fs::file_size(dir / "one.safetensors")));
+  fs::remove_all(dir);
+}
+
 //! One replica of N ranks generates with the replicated LM head and with the vocabulary-parallel
 //! one, alternately in the same iterations (same prompts, same seeds, same tokens checked first):
 //! manual time = the vocabulary-parallel generate; counter vs_replicated = replicated time /
@@ -439,3 +485,4 @@ BENCHMARK(BM_RolloutDecodeTP)->Name("BM_RolloutDecode")->ArgName("tp")->Arg(1)->
 BENCHMARK(BM_WeightSync)->ArgName("tp")->Arg(1)->Arg(2)->Arg(4)->Unit(benchmark::kMillisecond)->UseManualTime();
 BENCHMARK(BM_WeightSyncPrivate)->ArgName("tp")->Arg(2)->Arg(4)->Unit(benchmark::kMillisecond)->UseManualTime();
 BENCHMARK(BM_WeightSyncFromShard)->ArgName("tp")->Arg(1)->Arg(2)->Arg(4)->Unit(benchmark::kMillisecond)->UseManualTime();
+BENCHMARK(BM_CheckpointSave)->ArgName("tp")->Arg(1)->Arg(2)->Arg(4)->Unit(benchmark::kMillisecond)->UseManualTime();

@@ -631,6 +631,8 @@ class Trainer {
   std::vector<float> critic_weights()
     requires has_critic
   {
+    if constexpr (requires { &critic_role::gather_critic_weights; })
+      if (training_tp() > 1) return critic_wg().template call<&critic_role::gather_critic_weights>()[0];
     return critic_wg().template call<&critic_role::critic_weights>();
   }
 
@@ -776,16 +778,12 @@ class Trainer {
                              "tensor parallelism) does not support ", what, " yet; ", fix, ", or set the key to 1"));
     };
     if constexpr (on_cuda) no("the CUDA backend (the CUDA engines have no sharded layout)", "train on the CPU backend");
-    if constexpr (has_critic) no("a critic (the group's mesh would also give the critic duplicated rows)",
-                                 "use a critic-free estimator (GRPO, RLOO, ...)");
+    if constexpr (has_critic)
+      if constexpr (!requires { &critic_role::gather_critic_weights; })
+        no("a custom critic role (the critic is sharded as the actor)", "use the built-in roles::ValueCritic");
     if constexpr (!requires { &actor_role::gather_actor_weights; })
       no("a custom actor role", "use the built-in roles::BasicActorRolloutRef");
     if (async_mode()) no(msg("trainer.v1.trainer_mode=", cfg_.trainer.v1.trainer_mode.view()), "use trainer.v1.trainer_mode=sync");
-    if (cfg_.trainer.save_freq > 0)
-      no(msg("checkpoints (trainer.save_freq=", cfg_.trainer.save_freq, ": the actor's weights and AdamW moments are sharded)"),
-         "set trainer.save_freq=-1");
-    if (cfg_.trainer.resume_mode.view() == "resume_path")
-      no("resuming (trainer.resume_mode=resume_path)", "set trainer.resume_mode=disable");
   }
   std::int64_t training_tp() const { return cfg_.actor_rollout_ref.actor.megatron.tensor_model_parallel_size; }
 
@@ -1245,10 +1243,6 @@ class Trainer {
       if (!step) return;
       dir = checkpoint_root() / ("global_step_" + std::to_string(*step));
     }
-    if (training_tp() > 1)
-      throw config_error(msg("rlflow::Trainer: found the checkpoint ", dir.string(), " to resume from, but training tensor "
-                             "parallelism (actor_rollout_ref.actor.megatron.tensor_model_parallel_size=", training_tp(),
-                             ") cannot load checkpoints yet; set trainer.resume_mode=disable or move the checkpoint away"));
     // every file present and intact, every field checked, before anything is loaded
     std::vector<std::string> required{"trainer_state.json", "actor.safetensors"};
     if constexpr (has_critic) required.push_back("critic.safetensors");

@@ -419,15 +419,20 @@ struct TrainerConfig {
   // ---- derived values (verl's interpolations and rules) ----
   //! Devices of the trainer pool: trainer.nnodes × trainer.n_gpus_per_node.
   constexpr std::int64_t world_size() const { return trainer.nnodes * trainer.n_gpus_per_node; }
-  //! Actor data-parallel size: world / ulysses_sequence_parallel_size.
+  //! Actor data-parallel size: world / ulysses_sequence_parallel_size / training TP
+  //! (actor.megatron.tensor_model_parallel_size; 0 when the TP degree does not divide the world,
+  //! which the check actor_tensor_parallel_divides reports).
   constexpr std::int64_t actor_dp_size() const {
     auto const sp = actor_rollout_ref.actor.ulysses_sequence_parallel_size;
-    return sp > 0 ? world_size() / sp : 0;
+    auto const tp = actor_rollout_ref.actor.megatron.tensor_model_parallel_size;
+    return sp > 0 && tp > 0 && world_size() % tp == 0 ? world_size() / tp / sp : 0;
   }
-  //! Critic data-parallel size: world / critic.ulysses_sequence_parallel_size.
+  //! Critic data-parallel size: world / critic.ulysses_sequence_parallel_size / training TP (the
+  //! critic is sharded with the actor's TP degree).
   constexpr std::int64_t critic_dp_size() const {
     auto const sp = critic.ulysses_sequence_parallel_size;
-    return sp > 0 ? world_size() / sp : 0;
+    auto const tp = actor_rollout_ref.actor.megatron.tensor_model_parallel_size;
+    return sp > 0 && tp > 0 && world_size() % tp == 0 ? world_size() / tp / sp : 0;
   }
   //! verl: rollout.n_gpus_per_node defaults to trainer.n_gpus_per_node.
   constexpr std::int64_t rollout_n_gpus_per_node() const {

@@ -208,3 +208,24 @@ TEST_CASE("plan_main: the rlflow_plan command line", "[config][planner]") {
   CHECK(run_plan({"--help"}, out, err) == 0);
   CHECK_THAT(out, Catch::Contains("usage: rlflow_plan") && Catch::Contains("trainer.v1.trainer_mode = sync"));
 }
+
+TEST_CASE("training TP: the plan's DP size is world / TP, and so are the rows per worker", "[config][planner]") {
+  auto c = with_micro(TrainerConfig{});  // verl's defaults: 8 devices, B = 1024, M = 256, n = 1
+  for (long long tp : {1, 2, 4, 8}) {
+    INFO("training TP " << tp);
+    c.actor_rollout_ref.actor.megatron.tensor_model_parallel_size = tp;
+    auto const p = rlflow::plan(c);
+    long long const dp = 8 / tp;
+    CHECK(p.actor.dp_size == dp);
+    CHECK(p.critic.dp_size == dp);  // the critic is sharded with the actor's TP degree
+    CHECK(p.actor.rows_per_worker == 1024 / dp);  // a TP group's ranks hold the same rows
+    CHECK(p.actor.mini_batch_rows_per_worker == 256 / dp);
+    CHECK(p.updates_per_step == 4);
+  }
+  c.actor_rollout_ref.actor.megatron.tensor_model_parallel_size = 3;  // does not divide 8: reported, no DP size
+  auto const p = rlflow::plan(c);
+  CHECK(p.actor.dp_size == 0);
+  std::string all;
+  for (auto const& v : p.violations) all += v + "\n";
+  CHECK_THAT(all, Catch::Contains("tensor_model_parallel_size=3"));
+}

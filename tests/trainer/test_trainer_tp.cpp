@@ -8,9 +8,13 @@
 #include <rlflow/planner.hpp>
 #include <rlflow/trainer.hpp>
 
+#include <chrono>
 #include <cmath>
+#include <csignal>
 #include <random>
 #include <filesystem>
+#include <thread>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "trainer/trainer_fixtures.hpp"
@@ -287,26 +291,267 @@ TEST_CASE("training TP rejects what it does not cover before work, naming the ke
   auto c = tp_config("ttp_bad", 2);
   c.actor_rollout_ref.actor.megatron.tensor_model_parallel_size = 2;
   for (auto const& m : validate(c)) REQUIRE_THAT(m, !Catch::Contains("tensor_model_parallel_size"));
-  SECTION("a critic") {
-    c.algorithm.adv_estimator = config_string("gae");
-    c.critic.ppo_micro_batch_size_per_gpu = 4;
-    REQUIRE_THROWS_WITH((Trainer<PPO, roles::ValueCritic>(c, data, task.charset(), quiet())),
-                        Catch::Contains("tensor_model_parallel_size=2") && Catch::Contains("critic") && Catch::Contains("set the key to 1"));
-  }
-  SECTION("checkpoints") {
-    c.trainer.save_freq = 5;
-    REQUIRE_THROWS_WITH((Trainer<GRPO>(c, data, task.charset(), quiet())),
-                        Catch::Contains("trainer.save_freq=5") && Catch::Contains("trainer.save_freq=-1"));
-  }
-  SECTION("resume_path") {
-    c.trainer.resume_mode = config_string("resume_path");
-    c.trainer.resume_from_path = config_string("/nonexistent/global_step_1");
-    REQUIRE_THROWS_WITH((Trainer<GRPO>(c, data, task.charset(), quiet())),
-                        Catch::Contains("resume_mode=resume_path") && Catch::Contains("resume_mode=disable"));
-  }
   SECTION("the async modes") {
     c.trainer.v1.trainer_mode = config_string("colocate_async");
     REQUIRE_THROWS_WITH((Trainer<GRPO>(c, data, task.charset(), quiet())),
                         Catch::Contains("colocate_async") && Catch::Contains("trainer_mode=sync"));
   }
+}
+
+// ---- checkpoints under training TP ----------------------------------------------------------
+// The file is the full model's (engine::save_checkpoint_gathered), so it is the same at every TP.
+
+namespace {
+using TTP = Trainer<Colocate<3>, GRPO, TP<1>>;
+
+//! Every tensor (name, dtype, shape, bytes) and the metadata of two safetensors files are equal.
+void require_same_file(fs::path const& a, fs::path const& b) {
+  auto const fa = engine::safetensors::File::load(a), fb = engine::safetensors::File::load(b);
+  REQUIRE(fa.names() == fb.names());
+  REQUIRE(fa.metadata() == fb.metadata());
+  for (auto const& n : fa.names()) {
+    INFO("tensor " << n);
+    auto const x = fa.bytes(n), y = fb.bytes(n);
+    REQUIRE(fa.info(n).shape == fb.info(n).shape);
+    REQUIRE(std::equal(x.begin(), x.end(), y.begin(), y.end()));
+  }
+}
+
+//! A config of training TP 'train_tp' on train_tp workers (DP 1: every TP here has the same
+//! mini-batches), checkpoints in 'dir'.
+TrainerConfig ckpt_config(fs::path const& dir, int train_tp, std::int64_t seed) {
+  auto c = tp_config("ckpt", train_tp);
+  c.actor_rollout_ref.actor.megatron.tensor_model_parallel_size = train_tp;
+  c.seed = seed;
+  c.trainer.default_local_dir = dir.string().c_str();
+  return c;
+}
+
+//! Non-timing metrics of 'got' within 'rel' of 'want' (0: equal bit for bit), the same keys.
+void require_metrics(Metrics const& got, Metrics const& want, double rel) {
+  std::size_t n = 0;
+  for (auto const& [k, v] : want) {
+    if (k.rfind("timing_s/", 0) == 0 || k.rfind("perf/", 0) == 0) continue;
+    ++n;
+    INFO("metric " << k << ": " << (got.count(k) ? got.at(k) : std::nan("")) << " vs " << v);
+    REQUIRE(got.count(k) == 1);
+    if (std::isnan(v)) REQUIRE(std::isnan(got.at(k)));
+    else if (rel == 0) REQUIRE(got.at(k) == v);
+    else REQUIRE(close(got.at(k), v, rel));
+  }
+  REQUIRE(n > 5);
+}
+}  // namespace
+
+TEST_CASE("training TP = 2: a run killed with -9 resumes exactly as the uninterrupted run", "[trainer][tp][train_tp][checkpoint]") {
+  std::int64_t const seed = GENERATE(take(1, random(1, 1000000)));
+  INFO("seed " << seed);
+  auto const killed_dir = fs::temp_directory_path() / ("rlflow_ttp_killed_" + std::to_string(::getpid()));
+  fs::remove_all(killed_dir);
+  auto cfg = ckpt_config(killed_dir, 2, seed);
+  cfg.trainer.save_freq = 2;
+  cfg.trainer.resume_mode = config_string("auto");
+  cfg.trainer.total_training_steps = 100000;  // killed first
+  auto data = task.make_dataset(256, std::uint64_t(seed));
+  pid_t const pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    try {
+      TTP t(cfg, data, task.charset(), quiet());
+      t.fit();
+    } catch (...) {
+    }
+    ::_exit(0);
+  }
+  // kill at a random moment after the first checkpoint (maybe while the next one is written)
+  bool saved = false;
+  for (int i = 0; i < 30000 && !saved; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    saved = latest_checkpoint_step(killed_dir).has_value();
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(seed % 40));
+  ::kill(pid, SIGKILL);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  REQUIRE(saved);
+  REQUIRE(WIFSIGNALED(status));
+  std::int64_t const S = *latest_checkpoint_step(killed_dir);
+  REQUIRE(S % 2 == 0);
+
+  cfg.trainer.total_training_steps = S + 2;
+  TTP resumed(cfg, data, task.charset(), quiet());
+  REQUIRE(resumed.global_step() == S);
+  std::vector<Metrics> after;
+  for (int i = 0; i < 2; ++i) after.push_back(resumed.step());
+
+  auto scfg = ckpt_config(killed_dir / "straight", 2, seed);
+  scfg.trainer.total_training_steps = S + 2;
+  TTP straight(scfg, data, task.charset(), quiet());
+  std::vector<Metrics> ref;
+  for (std::int64_t i = 0; i < S + 2; ++i) ref.push_back(straight.step());
+  for (std::size_t i = 0; i < 2; ++i) {
+    INFO("step " << S + 1 + std::int64_t(i));
+    require_metrics(after[i], ref[std::size_t(S) + i], 0);
+  }
+  auto const per_rank = resumed.actor_rollout_wg().call<&TTP::actor_role::gather_actor_weights>();
+  auto const want = straight.actor_rollout_wg().call<&TTP::actor_role::gather_actor_weights>();
+  REQUIRE(per_rank.size() == 2);
+  for (auto const& w : per_rank) REQUIRE(w == want[0]);
+  require_synced(resumed, 1);
+  fs::remove_all(killed_dir);
+}
+
+TEST_CASE("a checkpoint written at one training TP loads at another: same file back, same training", "[trainer][tp][train_tp][checkpoint]") {
+  std::int64_t const seed = GENERATE(take(1, random(1, 1000000)));
+  INFO("seed " << seed);
+  auto const root = fs::temp_directory_path() / ("rlflow_ttp_cross_" + std::to_string(::getpid()));
+  fs::remove_all(root);
+  auto data = task.make_dataset(256, std::uint64_t(seed));
+  std::int64_t const S = 3, more = 2;
+  // the writers: training TP 2 and TP 1, each S steps then a checkpoint; TP 2 goes on S + more steps
+  auto w2 = ckpt_config(root / "w2", 2, seed);
+  w2.trainer.save_freq = S;
+  w2.trainer.total_training_steps = S + more;
+  TTP writer2(w2, data, task.charset(), quiet());
+  std::vector<Metrics> ref;
+  for (std::int64_t i = 0; i < S + more; ++i) ref.push_back(writer2.step());
+  auto w1 = ckpt_config(root / "w1", 1, seed);
+  w1.trainer.save_freq = S;
+  w1.trainer.total_training_steps = S;
+  TTP(w1, data, task.charset(), quiet()).fit();
+  for (auto const& [from, to] : {std::pair{2, 1}, std::pair{2, 4}, std::pair{1, 2}}) {
+    INFO("written at training TP " << from << ", loaded at " << to);
+    fs::path const ckpt = root / (from == 2 ? "w2" : "w1") / ("global_step_" + std::to_string(S));
+    auto c = ckpt_config(root / ("r" + std::to_string(from) + std::to_string(to)), to, seed);
+    c.trainer.resume_mode = config_string("resume_path");
+    c.trainer.resume_from_path = config_string(ckpt.string());
+    c.trainer.total_training_steps = S + more;
+    TTP t(c, data, task.charset(), quiet());
+    REQUIRE(t.global_step() == S);
+    // round trip: loaded at this TP and saved again, the actor's file is the same byte for byte
+    fs::path const again = t.save_checkpoint();
+    require_same_file(again / "actor.safetensors", ckpt / "actor.safetensors");
+    // the rollout holds the loaded weights, and every rank gathers the same full model
+    require_synced(t, 1);
+    auto const per_rank = t.actor_rollout_wg().call<&TTP::actor_role::gather_actor_weights>();
+    for (auto const& w : per_rank) REQUIRE(w == per_rank[0]);
+    REQUIRE(per_rank[0] == engine::load_weights(ckpt / "actor.safetensors", policy_of(c)));
+    if (from == 2) {  // training goes on as the writer's run (same DP size: rounding only)
+      for (std::int64_t i = 0; i < more; ++i) {
+        INFO("step " << S + 1 + i);
+        require_metrics(t.step(), ref[std::size_t(S + i)], 1e-4);
+      }
+      auto const wa = writer2.actor_weights(), wb = t.actor_weights();
+      INFO("relative L2 difference of the final weights: " << rel_l2(wb, wa));
+      REQUIRE(rel_l2(wb, wa) <= 1e-4);
+      for (std::size_t i = 0; i < wa.size(); ++i) REQUIRE(close(wb[i], wa[i], 1e-4));
+    }
+  }
+  fs::remove_all(root);
+}
+
+TEST_CASE("training TP: a corrupt checkpoint is an error naming the file, before anything loads", "[trainer][tp][train_tp][checkpoint]") {
+  auto const dir = fs::temp_directory_path() / ("rlflow_ttp_corrupt_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  auto data = task.make_dataset(64, 1);
+  auto c = ckpt_config(dir, 2, 1);
+  c.trainer.save_freq = 1;
+  c.trainer.total_training_steps = 1;
+  TTP(c, data, task.charset(), quiet()).fit();
+  REQUIRE(latest_checkpoint_step(dir) == 1);
+  auto const f = dir / "global_step_1" / "actor.safetensors";
+  auto bytes = rlflow::detail::read_all(f);
+  bytes[bytes.size() / 2] = static_cast<char>(bytes[bytes.size() / 2] ^ 0x55);
+  rlflow::detail::write_all(f, bytes.data(), bytes.size());
+  c.trainer.resume_mode = config_string("auto");
+  REQUIRE_THROWS_WITH((TTP(c, data, task.charset(), quiet())), Catch::Contains("actor.safetensors"));
+  fs::remove_all(dir);
+}
+
+// ---- a critic under training TP ------------------------------------------------------------
+
+namespace {
+using PPOTP = Trainer<Colocate<3>, PPO, roles::ValueCritic>;
+
+TrainerConfig ppo_config(fs::path const& dir, int train_tp, std::int64_t seed) {
+  auto c = ckpt_config(dir, train_tp, seed);
+  c.algorithm.adv_estimator = config_string("gae");
+  c.critic.ppo_micro_batch_size_per_gpu = 4;
+  c.critic.optim.lr = 1e-3;
+  return c;
+}
+}  // namespace
+
+TEST_CASE("PPO with a critic: training TP = 2 trains actor and critic as TP = 1", "[trainer][tp][train_tp][critic]") {
+  std::int64_t const seed = GENERATE(take(2, random(1, 1000000)));
+  INFO("seed " << seed);
+  auto const root = fs::temp_directory_path() / ("rlflow_ttp_ppo_" + std::to_string(::getpid()));
+  fs::remove_all(root);
+  int const steps = 4;
+  auto c1 = ppo_config(root / "one", 1, seed), c2 = ppo_config(root / "two", 2, seed);
+  c1.trainer.total_training_steps = c2.trainer.total_training_steps = steps;
+  auto data = task.make_dataset(256, std::uint64_t(seed));
+  PPOTP a(c1, data, task.charset(), quiet());
+  PPOTP b(c2, data, task.charset(), quiet());
+  // the critic's values of a random batch on the same initial weights: the sharded forward
+  int const R = int(c2.data.max_response_length), P = int(c2.data.max_prompt_length);
+  DataProto const batch = random_scoring_batch(4, P, R, policy_of(c2).vocab_size, std::uint64_t(seed) + 3);
+  auto check_values = [&](double tol) {
+    DataProto const va = a.critic_wg().call<&roles::ValueCritic::compute_values>(batch);
+    DataProto const vb = b.critic_wg().call<&roles::ValueCritic::compute_values>(batch);
+    auto const x = va.tensor("values").span<float>(), y = vb.tensor("values").span<float>();
+    REQUIRE(x.size() == y.size());
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      INFO("values[" << i << "]: " << y[i] << " vs " << x[i]);
+      REQUIRE(close(y[i], x[i], tol));
+    }
+  };
+  check_values(1e-5);
+  REQUIRE(b.critic_weights() == a.critic_weights());  // the same seeded initialisation, gathered
+  for (int s = 0; s < steps; ++s) {
+    Metrics const ma = a.step(), mb = b.step();
+    INFO("step " << s + 1);
+    REQUIRE(ma.count("critic/vf_loss") == 1);
+    require_metrics(mb, ma, 1e-4);
+  }
+  auto const per_rank = b.critic_wg().call<&roles::ValueCritic::gather_critic_weights>();
+  for (auto const& w : per_rank) REQUIRE(w == per_rank[0]);  // replicated tensors kept identical
+  for (auto const& [wa, wb] : {std::pair{a.actor_weights(), b.actor_weights()}, std::pair{a.critic_weights(), b.critic_weights()}}) {
+    REQUIRE(wa.size() == wb.size());
+    INFO("relative L2 difference of the final weights: " << rel_l2(wb, wa));
+    REQUIRE(rel_l2(wb, wa) <= 1e-4);
+    for (std::size_t i = 0; i < wa.size(); ++i) REQUIRE(close(wb[i], wa[i], 1e-4));
+  }
+  check_values(1e-4);
+  fs::remove_all(root);
+}
+
+TEST_CASE("PPO under training TP = 2 resumes exactly, critic included", "[trainer][tp][train_tp][critic][checkpoint]") {
+  auto const root = fs::temp_directory_path() / ("rlflow_ttp_ppo_resume_" + std::to_string(::getpid()));
+  fs::remove_all(root);
+  auto data = task.make_dataset(256, 5);
+  auto c = ppo_config(root / "resumed", 2, 5);
+  c.trainer.save_freq = 2;
+  c.trainer.total_training_steps = 2;
+  PPOTP(c, data, task.charset(), quiet()).fit();
+  REQUIRE(latest_checkpoint_step(root / "resumed") == 2);
+  c.trainer.resume_mode = config_string("auto");
+  c.trainer.total_training_steps = 4;
+  PPOTP resumed(c, data, task.charset(), quiet());
+  REQUIRE(resumed.global_step() == 2);
+  auto sc = ppo_config(root / "straight", 2, 5);
+  sc.trainer.total_training_steps = 4;
+  PPOTP straight(sc, data, task.charset(), quiet());
+  straight.step();
+  straight.step();
+  for (int i = 0; i < 2; ++i) require_metrics(resumed.step(), straight.step(), 0);
+  REQUIRE(resumed.actor_weights() == straight.actor_weights());
+  REQUIRE(resumed.critic_weights() == straight.critic_weights());
+  // the critic's file holds the full model: it loads into an unsharded critic engine
+  model::GPTConfig critic_cfg = policy_of(c);
+  critic_cfg.value_head = true;
+  engine::TrainingEngine plain(critic_cfg);
+  engine::load_checkpoint(root / "resumed" / "global_step_2" / "critic.safetensors", plain);
+  REQUIRE(plain.step() > 0);
+  fs::remove_all(root);
 }

@@ -10,6 +10,7 @@
 #include <map>
 #include <span>
 #include <string>
+#include <utility>      // std::move
 #include <vector>
 
 #include <nlohmann/json.hpp>                 // the config in the metadata
@@ -115,28 +116,57 @@ inline std::vector<float> load_weights(std::filesystem::path const& path, model:
   return out;
 }
 
-//! Parameters, AdamW moments ("optimizer.exp_avg.<name>", "optimizer.exp_avg_sq.<name>") and the
-//! step counter ("optimizer.step", int64) of a training engine, written atomically.
-inline void save_checkpoint(std::filesystem::path const& path, TrainingEngine const& eng,
-                            std::map<std::string, std::string> extra_metadata = {}) {
-  auto const& lay = eng.layout();
-  auto const p = eng.params();
-  auto const m = eng.optimizer().m();
-  auto const v = eng.optimizer().v();
-  std::int64_t const step = eng.step();
+namespace detail {
+//! The file save_checkpoint writes, from full (ParamLayout order) parameters and moments.
+inline void write_checkpoint(std::filesystem::path const& path, model::GPTConfig const& cfg, std::span<float const> p,
+                             std::span<float const> m, std::span<float const> v, std::int64_t step,
+                             std::map<std::string, std::string> extra_metadata) {
+  model::ParamLayout const lay(cfg);
   std::vector<safetensors::TensorRecord> recs;
-  for (auto const& t : lay.tensors()) recs.push_back({t.name, DType::float32, t.shape, detail::as_bytes(p.subspan(t.offset, t.numel))});
+  for (auto const& t : lay.tensors()) recs.push_back({t.name, DType::float32, t.shape, as_bytes(p.subspan(t.offset, t.numel))});
   for (auto const& t : lay.tensors())
-    recs.push_back({"optimizer.exp_avg." + t.name, DType::float32, t.shape, detail::as_bytes(m.subspan(t.offset, t.numel))});
+    recs.push_back({"optimizer.exp_avg." + t.name, DType::float32, t.shape, as_bytes(m.subspan(t.offset, t.numel))});
   for (auto const& t : lay.tensors())
-    recs.push_back({"optimizer.exp_avg_sq." + t.name, DType::float32, t.shape, detail::as_bytes(v.subspan(t.offset, t.numel))});
+    recs.push_back({"optimizer.exp_avg_sq." + t.name, DType::float32, t.shape, as_bytes(v.subspan(t.offset, t.numel))});
   recs.push_back({"optimizer.step", DType::int64, {1}, std::as_bytes(std::span<std::int64_t const>(&step, 1))});
   extra_metadata["format"] = "pt";
-  extra_metadata["rlflow.gpt_config"] = detail::config_json(eng.config());
+  extra_metadata["rlflow.gpt_config"] = config_json(cfg);
   safetensors::save(path, recs, extra_metadata);
 }
+}  // namespace detail
 
-//! Restores what save_checkpoint wrote. All tensors are read into scratch and checked before the
+//! Parameters, AdamW moments ("optimizer.exp_avg.<name>", "optimizer.exp_avg_sq.<name>") and the
+//! step counter ("optimizer.step", int64) of a training engine, written atomically. The file always
+//! holds the full model (ParamLayout); a tensor-parallel engine saves with save_checkpoint_gathered.
+inline void save_checkpoint(std::filesystem::path const& path, TrainingEngine const& eng,
+                            std::map<std::string, std::string> extra_metadata = {}) {
+  if (eng.tp().size > 1)
+    throw config_error(msg("rlflow::engine::save_checkpoint: the engine is tensor-parallel rank ", eng.tp().rank, " of ",
+                           eng.tp().size, " and holds a shard; call save_checkpoint_gathered on every rank of its TP group"));
+  detail::write_checkpoint(path, eng.config(), eng.params(), eng.optimizer().m(), eng.optimizer().v(), eng.step(),
+                           std::move(extra_metadata));
+}
+
+//! save_checkpoint for a tensor-parallel engine (training TP, verl's Megatron actor): a collective of
+//! the engine's TP group, every rank calls it; the shards of the parameters and both AdamW moments
+//! are gathered into the full layout and the ranks with 'write' set write the file (one of them: the
+//! same file as an unsharded engine's, so it loads at any TP). The gathered copies are scratch of
+//! this call. At TP = 1 it is save_checkpoint when 'write' is set and nothing otherwise.
+inline void save_checkpoint_gathered(std::filesystem::path const& path, TrainingEngine& eng, bool write,
+                                     std::map<std::string, std::string> extra_metadata = {}) {
+  if (eng.tp().size == 1) {
+    if (write) save_checkpoint(path, eng, std::move(extra_metadata));
+    return;
+  }
+  std::size_t const n = eng.layout().size();
+  std::vector<float> p(n), m(n), v(n);
+  eng.gather_weights(p);
+  eng.gather_optimizer_state(m, v);
+  if (write) detail::write_checkpoint(path, eng.config(), p, m, v, eng.step(), std::move(extra_metadata));
+}
+
+//! Restores what save_checkpoint (or save_checkpoint_gathered, at any TP) wrote; a tensor-parallel
+//! engine keeps its shard of the full file, so a checkpoint loads at every TP degree. All tensors are read into scratch and checked before the
 //! engine changes, so a failure (format_error, config_error, io_error) leaves it untouched.
 //! Returns the file's metadata.
 inline std::map<std::string, std::string> load_checkpoint(std::filesystem::path const& path, TrainingEngine& eng) {
@@ -155,10 +185,11 @@ inline std::map<std::string, std::string> load_checkpoint(std::filesystem::path 
   std::int64_t step = 0;
   std::memcpy(&step, f.bytes("optimizer.step").data(), 8);
   if (step < 0) throw format_error(msg("rlflow::engine::load_checkpoint: ", f.path(), " records a negative step ", step));
-  // commit: nothing below can fail
-  std::copy(p.begin(), p.end(), eng.params().begin());
-  std::copy(m.begin(), m.end(), eng.optimizer().m().begin());
-  std::copy(v.begin(), v.end(), eng.optimizer().v().begin());
+  // commit: nothing below can fail. A tensor-parallel engine keeps its slice of the full file.
+  model::ShardLayout const& sl = eng.shard_layout();
+  sl.load(p, eng.params());
+  sl.load(m, eng.optimizer().m());
+  sl.load(v, eng.optimizer().v());
   eng.optimizer().set_steps_taken(step);
   return f.metadata();
 }

@@ -251,6 +251,15 @@ class TrainingEngine {
                             layout().size(), " parameters"));
     gather_full(grads(), full);
   }
+  //! Writes the full model's AdamW moments (exp_avg into 'm', exp_avg_sq into 'v', both layout())
+  //! for a checkpoint. Tensor parallel: a collective of the TP group, as gather_weights.
+  void gather_optimizer_state(std::span<float> m, std::span<float> v) {
+    if (m.size() != layout().size() || v.size() != layout().size())
+      throw shape_error(msg("rlflow::engine::TrainingEngine::gather_optimizer_state: ", m.size(), " and ", v.size(),
+                            " floats for a model of ", layout().size(), " parameters"));
+    gather_full(optim_.m(), m);
+    gather_full(optim_.v(), v);
+  }
 
  private:
   enum class Last { none, logprob, value };

@@ -421,16 +421,22 @@ class BasicActorRolloutRef {
 
   // ---- checkpoints -----------------------------------------------------------------------
 
-  //! Writes the actor's weights and AdamW state to 'path' (a safetensors file). Rank 0 only:
-  //! the DP replicas are identical. verl: save_checkpoint
-  void save_checkpoint(std::string path) const {
-    check_unsharded("save_checkpoint");
-    E::save(path, actor_);
+  //! Writes the actor's weights and AdamW state to 'path' (a safetensors file of the full model).
+  //! Rank 0 writes: the DP replicas are identical. Called on every rank (execute::All) so that,
+  //! with training TP, the ranks of rank 0's TP group can gather the shards with it (a collective
+  //! of that group; the other ranks return at once). The file is the same at every training TP.
+  //! verl: save_checkpoint
+  void save_checkpoint(std::string path) {
+    if (train_tp_ == 1) {
+      if (ctx_->rank == 0) E::save(path, actor_);
+    } else if constexpr (std::is_same_v<System, cpu::tag>) {
+      if (ctx_->rank < train_tp_) engine::save_checkpoint_gathered(path, actor_, ctx_->rank == 0);
+    }
   }
 
-  //! Restores the actor from 'path' on every rank and syncs the rollout. verl: load_checkpoint
+  //! Restores the actor from 'path' on every rank (each training-TP rank keeps its shard of the
+  //! full file, whatever TP wrote it) and syncs the rollout. verl: load_checkpoint
   void load_checkpoint(std::string path) {
-    check_unsharded("load_checkpoint");
     E::load(path, actor_);
     update_weights();
   }
@@ -470,7 +476,7 @@ class BasicActorRolloutRef {
       rlflow::method<&BasicActorRolloutRef::compute_log_prob, dispatch::DPComputeProto>,
       rlflow::method<&BasicActorRolloutRef::compute_ref_log_prob, dispatch::DPComputeProto>,
       rlflow::method<&BasicActorRolloutRef::update_actor, dispatch::DPComputeMetric>,
-      rlflow::method<&BasicActorRolloutRef::save_checkpoint, dispatch::OneToAll, execute::RankZero>,
+      rlflow::method<&BasicActorRolloutRef::save_checkpoint, dispatch::OneToAll>,
       rlflow::method<&BasicActorRolloutRef::load_checkpoint, dispatch::OneToAll>,
       rlflow::method<&BasicActorRolloutRef::actor_weights, dispatch::OneToAll, execute::RankZero>,
       rlflow::method<&BasicActorRolloutRef::gather_actor_weights, dispatch::OneToAll>,

@@ -1,5 +1,6 @@
 // rlflow/roles/critic.hpp: roles::ValueCritic, the built-in critic: the GPT trunk with a value
-// head, trained with verl's clipped value loss (verl: CriticWorker / DataParallelPPOCritic).
+// head, trained with verl's clipped value loss (verl: CriticWorker / DataParallelPPOCritic), with
+// training tensor parallelism when the actor has it (verl: MegatronPPOCritic).
 // Shapes: b rows of this rank's chunk, R = response width.
 #pragma once
 #include <cstdint>
@@ -19,6 +20,11 @@
 namespace rlflow::roles {
 
 //! verl: CriticWorker. values[b, j] is V of the state before response token j.
+//! Training TP (actor_rollout_ref.actor.megatron.tensor_model_parallel_size = T > 1): the critic
+//! shares the colocated group's dp x tp mesh with the actor (a TP group's T ranks receive the same
+//! rows), so it is sharded the same way: TP rank (rank % T) of the critic's own TP communicator,
+//! gradients averaged over the world / T DP ranks, metrics from tp_rank 0. verl: MegatronPPOCritic
+//! (critic.megatron.tensor_model_parallel_size, which verl's recipes set equal to the actor's).
 class ValueCritic {
  public:
   using role_tag = critic_tag;
@@ -27,13 +33,20 @@ class ValueCritic {
   ValueCritic(WorkerContext const& ctx, RoleSetup setup, std::int64_t total_optimizer_steps = 1)
       : ctx_(&ctx),
         setup_(std::move(setup)),
-        critic_(setup_.critic_model,
-                optimizer_config(setup_.cfg.critic.optim, setup_.cfg.critic.grad_clip, total_optimizer_steps)) {
+        train_tp_(training_tp_of(ctx, setup_.cfg)),
+        mesh_(train_tp_ > 1 ? comm::split_mesh(ctx.comm(), train_tp_) : comm::MeshCommunicators{}),
+        critic_(make_engine(optimizer_config(setup_.cfg.critic.optim, setup_.cfg.critic.grad_clip, total_optimizer_steps))) {
     if (setup_.critic_init) {  // trunk from critic.model.path (the value head keeps its seeded init)
-      if (setup_.critic_init->size() != critic_.params().size())
+      if (setup_.critic_init->size() != critic_.layout().size())
         throw shape_error(msg("rlflow::roles::ValueCritic: the initial weights hold ", setup_.critic_init->size(),
-                              " floats but the model has ", critic_.params().size()));
-      std::copy(setup_.critic_init->begin(), setup_.critic_init->end(), critic_.params().begin());
+                              " floats but the model has ", critic_.layout().size()));
+      critic_.load_weights(*setup_.critic_init);  // a TP rank keeps its slice
+    }
+    if (train_tp_ > 1) {  // the DP view of this worker, as the actor's
+      dp_ctx_ = ctx;
+      dp_ctx_.world_size = ctx.world_size / train_tp_;
+      dp_ctx_.rank = (ctx.rank / train_tp_) % dp_ctx_.world_size;
+      dp_ctx_.communicator = mesh_.dp.get();
     }
   }
 
@@ -49,7 +62,8 @@ class ValueCritic {
   MetricLists update_critic(DataProto const& data) {
     auto const& cfg = setup_.cfg;
     auto const& c = cfg.critic;
-    std::int64_t const n = cfg.actor_rollout_ref.rollout.n, dp = ctx_->world_size;
+    WorkerContext const& dctx = train_tp_ > 1 ? dp_ctx_ : *ctx_;  // the DP group (every rank at T = 1)
+    std::int64_t const n = cfg.actor_rollout_ref.rollout.n, dp = dctx.world_size;
     std::int64_t const mini = cfg.critic_ppo_mini_batch_size() * n / dp;
     std::int64_t const micro = c.ppo_micro_batch_size_per_gpu.value_or(mini);
     std::int64_t const rows = data.size();
@@ -61,8 +75,8 @@ class ValueCritic {
     info0.global_batch_size = static_cast<double>(cfg.critic_ppo_mini_batch_size() * n);
     double vf_loss = 0;
     detail::for_each_mini_batch(
-        *ctx_, data, mini, micro, cfg.critic_ppo_epochs(), cfg.critic_shuffle(),
-        static_cast<std::uint64_t>(cfg.actor_rollout_ref.actor.data_loader_seed + ctx_->rank), info0,
+        dctx, data, mini, micro, cfg.critic_ppo_epochs(), cfg.critic_shuffle(),
+        static_cast<std::uint64_t>(cfg.actor_rollout_ref.actor.data_loader_seed + dctx.rank), info0,
         [&] { return critic_.grads(); },
         [&] {
           critic_.zero_grad();
@@ -87,23 +101,63 @@ class ValueCritic {
           m["critic/grad_norm"].push_back(grad_norm);
           m["critic/lr"].push_back(critic_.lr());
         });
+    // Training TP: one copy of the metrics per DP rank (tp_rank 0), as the actor's
+    if (train_tp_ > 1 && ctx_->rank % train_tp_ != 0) return {};
     return m;
   }
 
-  void save_checkpoint(std::string path) const { engine::save_checkpoint(path, critic_); }
+  //! Rank 0 writes the critic (the full model, at every TP); called on every rank so that with
+  //! training TP rank 0's TP group gathers the shards with it (see engine::save_checkpoint_gathered).
+  void save_checkpoint(std::string path) {
+    if (ctx_->rank < train_tp_) engine::save_checkpoint_gathered(path, critic_, ctx_->rank == 0);
+  }
+  //! Every rank loads the full file and keeps its shard (a checkpoint of any TP).
   void load_checkpoint(std::string path) { engine::load_checkpoint(path, critic_); }
-  std::vector<float> critic_weights() const { return {critic_.params().begin(), critic_.params().end()}; }
+  //! The critic's flat parameters (rank 0; the full model only at training TP 1).
+  std::vector<float> critic_weights() const {
+    if (train_tp_ > 1)
+      throw config_error(msg("rlflow::roles::ValueCritic::critic_weights: the critic is sharded (training TP ", train_tp_,
+                             "); use gather_critic_weights"));
+    return {critic_.params().begin(), critic_.params().end()};
+  }
+  //! The full critic on every rank: with training TP an all-gather of each TP group's shards.
+  std::vector<float> gather_critic_weights() {
+    std::vector<float> full(critic_.layout().size());
+    critic_.gather_weights(full);
+    return full;
+  }
 
   using methods = rlflow::methods<
       rlflow::method<&ValueCritic::compute_values, dispatch::DPComputeProto>,
       rlflow::method<&ValueCritic::update_critic, dispatch::DPComputeMetric>,
-      rlflow::method<&ValueCritic::save_checkpoint, dispatch::OneToAll, execute::RankZero>,
+      rlflow::method<&ValueCritic::save_checkpoint, dispatch::OneToAll>,
       rlflow::method<&ValueCritic::load_checkpoint, dispatch::OneToAll>,
-      rlflow::method<&ValueCritic::critic_weights, dispatch::OneToAll, execute::RankZero>>;
+      rlflow::method<&ValueCritic::critic_weights, dispatch::OneToAll, execute::RankZero>,
+      rlflow::method<&ValueCritic::gather_critic_weights, dispatch::OneToAll>>;
 
  private:
+  //! The training TP degree T (the actor's key: the colocated group has one mesh).
+  static int training_tp_of(WorkerContext const& ctx, TrainerConfig const& cfg) {
+    auto const t = cfg.actor_rollout_ref.actor.megatron.tensor_model_parallel_size;
+    if (t == 1) return 1;
+    if (t < 1 || ctx.world_size % t != 0 || ctx.shape.tp != t)
+      throw config_error(msg("rlflow::roles::ValueCritic: actor_rollout_ref.actor.megatron.tensor_model_parallel_size=", t,
+                             " needs a group of a multiple of ", t, " workers built with GroupOptions::tp = ", t,
+                             " (this group: ", ctx.world_size, " workers, tp = ", ctx.shape.tp,
+                             "); the Trainer does this, a hand-built group must set GroupOptions::tp"));
+    return static_cast<int>(t);
+  }
+  engine::TrainingEngine make_engine(engine::OptimizerConfig const& opt) {
+    if (train_tp_ > 1)
+      return engine::TrainingEngine(setup_.critic_model, opt, model::TPRank{ctx_->rank % train_tp_, train_tp_}, mesh_.tp.get());
+    return engine::TrainingEngine(setup_.critic_model, opt);
+  }
+
   WorkerContext const* ctx_;
   RoleSetup setup_;
+  int train_tp_ = 1;               //!< training TP degree (the actor's)
+  comm::MeshCommunicators mesh_;   //!< the critic's TP and DP groups (train_tp_ > 1)
+  WorkerContext dp_ctx_;           //!< this worker seen from its DP group (train_tp_ > 1)
   engine::TrainingEngine critic_;
 };
 
