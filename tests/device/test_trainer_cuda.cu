@@ -187,6 +187,21 @@ TEST_CASE("cuda trainer: one PPO step equals the CPU step (critic on the CPU eng
   step_matches<CpuPPO, CudaPPO>("ppo", true);
 }
 
+TEST_CASE("cuda trainer: one GRPO step in rollout-correction bypass mode equals the CPU step", "[cuda][trainer]") {
+  if (gpu_count() == 0) {
+    WARN("no CUDA device: skipping");
+    return;
+  }
+  // old_log_probs := rollout_log_probs; the actor's loss (bypass_mode, token IS + token_k1
+  // rejection, ppo_clip) runs its rollout correction on cuda::par on the device path
+  step_matches<CpuGRPO, CudaGRPO>("grpo_bypass", false, [](TrainerConfig& c) {
+    c.algorithm.rollout_correction.bypass_mode = true;
+    c.algorithm.rollout_correction.rollout_is = "token";
+    c.algorithm.rollout_correction.rollout_rs = "token_k1";
+    c.algorithm.rollout_correction.rollout_rs_threshold = "1.001";
+  });
+}
+
 TEST_CASE("cuda rollout: sleep returns the KV cache to the driver and wake re-acquires it", "[cuda][memory]") {
   if (gpu_count() == 0) {
     WARN("no CUDA device: skipping");
@@ -258,18 +273,3 @@ TEST_CASE("cuda: a device allocation failure names the size and what to lower", 
 }
 
 }  // namespace rlflow::test_cuda_trainer
-
-TEST_CASE("cuda trainer: one GRPO step in rollout-correction bypass mode equals the CPU step", "[cuda][trainer]") {
-  if (gpu_count() == 0) {
-    WARN("no CUDA device: skipping");
-    return;
-  }
-  // old_log_probs := rollout_log_probs; the actor's loss (bypass_mode, token IS + token_k1
-  // rejection, ppo_clip) runs its rollout correction on cuda::par on the device path
-  step_matches<CpuGRPO, CudaGRPO>("grpo_bypass", false, [](TrainerConfig& c) {
-    c.algorithm.rollout_correction.bypass_mode = true;
-    c.algorithm.rollout_correction.rollout_is = "token";
-    c.algorithm.rollout_correction.rollout_rs = "token_k1";
-    c.algorithm.rollout_correction.rollout_rs_threshold = "1.001";
-  });
-}
