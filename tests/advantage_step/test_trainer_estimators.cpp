@@ -8,7 +8,12 @@
 
 #include <rlflow/trainer.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
 #include <unistd.h>
 
 #include "trainer/trainer_fixtures.hpp"
@@ -64,10 +69,31 @@ struct TwoPartReward {
       acc.emplace_back(s);
       len.emplace_back(-std::fabs(n - 3.0) / 3.0);
     }
+    if (record) {  // what the test's GDPO reference needs: group, valid tokens, both components
+      std::lock_guard<std::mutex> lock(record->mu);
+      auto const& uid = data.non_tensor("uid");
+      for (std::int64_t i = 0; i < b; ++i) {
+        double n = 0;
+        for (std::int64_t j = 0; j < R; ++j)
+          n += mask.dtype() == DType::float32 ? double(mask.span<float>()[static_cast<std::size_t>(i * R + j)] != 0)
+                                              : double(mask.span<std::int32_t>()[static_cast<std::size_t>(i * R + j)] != 0);
+        auto const u = static_cast<std::size_t>(i);
+        record->rows.push_back({uid[u].as_string(), n, acc[u].as_number(), len[u].as_number()});
+      }
+    }
     out.set_non_tensor("accuracy_reward", std::move(acc));
     out.set_non_tensor("length_reward", std::move(len));
     return out;
   }
+  struct Row {
+    std::string uid;
+    double tokens, accuracy, length;
+  };
+  struct Record {
+    std::mutex mu;
+    std::vector<Row> rows;
+  };
+  static inline Record* record = nullptr;  //!< set by the test that checks the advantages
   using methods = rlflow::methods<rlflow::method<&TwoPartReward::compute_rm_score, dispatch::DPComputeProto>>;
   Reward rule_;
 };
@@ -157,6 +183,54 @@ TEST_CASE("GDPO in the Trainer: reward components from the reward role, a whiten
     auto c2 = c;
     c2.apply_overrides({"algorithm.adv_estimator=gdpo"});
     require_same(run<Trainer<FromConfig, TwoPartReward>>(c2, 2), ms, 0);
+  }
+  SECTION("the step's advantages equal a plain double-precision GDPO of the scored rows") {
+    // verl's compute_gdpo_outcome_advantage: GRPO per component within each uid group (eps 1e-6,
+    // std-normalised), weighted sum, whitened over the batch's valid tokens (unbiased variance,
+    // + 1e-8); the Trainer reports critic/advantages/{mean,max,min} over the valid tokens
+    auto c = cfg;
+    c.apply_overrides({"algorithm.gdpo_reward_keys=[accuracy_reward,length_reward]", "algorithm.gdpo_reward_weights=[1.0,0.5]"});
+    TwoPartReward::Record rec;
+    TwoPartReward::record = &rec;
+    Trainer<GDPO, TwoPartReward> t(c, task.make_dataset(64, 3), task.charset(), quiet());
+    for (int step = 0; step < 3; ++step) {
+      rec.rows.clear();
+      auto const m = t.step();
+      auto const& rows = rec.rows;
+      REQUIRE(rows.size() == 32u);  // 8 prompts x 4 samples
+      std::map<std::string, std::vector<std::size_t>> groups;
+      for (std::size_t i = 0; i < rows.size(); ++i) groups[rows[i].uid].push_back(i);
+      std::vector<double> a(rows.size(), 0.0);
+      for (int k = 0; k < 2; ++k) {
+        auto score = [&](std::size_t i) { return k == 0 ? rows[i].accuracy : rows[i].length; };
+        for (auto const& [uid, g] : groups) {
+          double mu = 0, ss = 0, n = static_cast<double>(g.size());
+          for (auto i : g) mu += score(i);
+          mu /= n;
+          for (auto i : g) ss += (score(i) - mu) * (score(i) - mu);
+          double const sd = n > 1 ? std::sqrt(ss / (n - 1)) : 1.0;
+          if (n == 1) mu = 0;
+          for (auto i : g) a[i] += (k == 0 ? 1.0 : 0.5) * (score(i) - mu) / (sd + 1e-6);
+        }
+      }
+      double N = 0, sum = 0, var = 0;
+      for (std::size_t i = 0; i < rows.size(); ++i) N += rows[i].tokens, sum += rows[i].tokens * a[i];
+      double const mean = sum / N;
+      for (std::size_t i = 0; i < rows.size(); ++i) var += rows[i].tokens * (a[i] - mean) * (a[i] - mean);
+      var /= N - 1;
+      double mx = -1e300, mn = 1e300, tot = 0;
+      for (std::size_t i = 0; i < rows.size(); ++i) {
+        if (rows[i].tokens == 0) continue;
+        double const w = (a[i] - mean) / std::sqrt(var + 1e-8);
+        mx = std::max(mx, w), mn = std::min(mn, w), tot += rows[i].tokens * w;
+      }
+      INFO("step " << step);
+      REQUIRE(mx - mn > 0.1);  // the components vary: the check is not between constants
+      CHECK(m.at("critic/advantages/max") == Approx(mx).margin(1e-4));
+      CHECK(m.at("critic/advantages/min") == Approx(mn).margin(1e-4));
+      CHECK(m.at("critic/advantages/mean") == Approx(tot / N).margin(1e-5));
+    }
+    TwoPartReward::record = nullptr;
   }
   SECTION("a key the reward role does not write fails the step, naming it, and the batch is kept") {
     auto c = cfg;

@@ -93,9 +93,10 @@ void weights_close(std::vector<float> const& a, std::vector<float> const& b, dou
 }
 
 template <class CpuT, class CudaT>
-void step_matches(std::string const& name, bool ppo) {
+void step_matches(std::string const& name, bool ppo, void (*tweak)(TrainerConfig&) = nullptr) {
   auto const dcpu = fresh_dir(name + "_cpu"), dgpu = fresh_dir(name + "_gpu");
   TrainerConfig c = small(dcpu), g = small(dgpu);
+  if (tweak) tweak(c), tweak(g);
   CpuT a(c, task.make_dataset(256, 3), task.charset(), quiet());
   CudaT b(g, task.make_dataset(256, 3), task.charset(), quiet());
   REQUIRE(a.actor_weights() == b.actor_weights());  // both initialise on the host from the seed
@@ -108,6 +109,8 @@ void step_matches(std::string const& name, bool ppo) {
   rel_close(ma, mb, "critic/advantages/mean", 1e-5);
   rel_close(ma, mb, "actor/pg_loss", 1e-4);
   rel_close(ma, mb, "actor/grad_norm", 1e-4);
+  for (auto const& [key, value] : ma)  // bypass mode: the rollout correction's metrics (rollout_corr/*)
+    if (key.rfind("rollout_corr/", 0) == 0) rel_close(ma, mb, key, 1e-4);
   if (ppo) {
     rel_close(ma, mb, "critic/values/mean", 1e-6);  // the critic runs on the CPU engine on both paths
     rel_close(ma, mb, "critic/vf_loss", 1e-4);
@@ -182,6 +185,21 @@ TEST_CASE("cuda trainer: one PPO step equals the CPU step (critic on the CPU eng
     return;
   }
   step_matches<CpuPPO, CudaPPO>("ppo", true);
+}
+
+TEST_CASE("cuda trainer: one GRPO step in rollout-correction bypass mode equals the CPU step", "[cuda][trainer]") {
+  if (gpu_count() == 0) {
+    WARN("no CUDA device: skipping");
+    return;
+  }
+  // old_log_probs := rollout_log_probs; the actor's loss (bypass_mode, token IS + token_k1
+  // rejection, ppo_clip) runs its rollout correction on cuda::par on the device path
+  step_matches<CpuGRPO, CudaGRPO>("grpo_bypass", false, [](TrainerConfig& c) {
+    c.algorithm.rollout_correction.bypass_mode = true;
+    c.algorithm.rollout_correction.rollout_is = "token";
+    c.algorithm.rollout_correction.rollout_rs = "token_k1";
+    c.algorithm.rollout_correction.rollout_rs_threshold = "1.001";
+  });
 }
 
 TEST_CASE("cuda rollout: sleep returns the KV cache to the driver and wake re-acquires it", "[cuda][memory]") {

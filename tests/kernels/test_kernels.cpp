@@ -906,6 +906,37 @@ TEST_CASE("rollout correction edge cases: identical policies, empty masks, bad o
                   rlflow::config_error);
 }
 
+TEST_CASE("rollout correction into caller buffers (the any-backend form) equals the vector form", "[kernels][rollout_corr]") {
+  std::mt19937 g(37);
+  int B = 10, T = 9;
+  auto c = make_pl_case(g, B, T, true);
+  std::vector<std::int32_t> mi(c.m.begin(), c.m.end());  // verl's int32 response_mask
+  k::RolloutCorrectionOptions o;
+  o.rollout_is = "token";
+  o.rollout_is_threshold = "0.7_1.4";
+  o.rollout_rs = "seq_mean_k2,token_k1";
+  o.rollout_rs_threshold = "0.05,1.5";
+  auto const want = k::compute_rollout_correction_and_rejection_mask(par, k::Dims{B, T}, cs(c.x), cs(c.o), cs(c.m), o);
+  fvec w(B * T, -1.0f), mo(B * T, -1.0f);
+  auto const got = k::compute_rollout_correction_and_rejection_mask(par, k::Dims{B, T}, cs(c.x), cs(c.o), cs(mi), o, ms(w), ms(mo));
+  REQUIRE(got.size() == want.metrics.size());
+  for (std::size_t q = 0; q < got.size(); ++q) {
+    CHECK(got[q].first == want.metrics[q].first);
+    CHECK(got[q].second == want.metrics[q].second);
+  }
+  CHECK(w == want.rollout_is_weights);
+  CHECK(mo == want.response_mask);
+  // IS off: the weights buffer may be empty and is not touched
+  o.rollout_is.reset();
+  CHECK_NOTHROW(k::compute_rollout_correction_and_rejection_mask(par, k::Dims{B, T}, cs(c.x), cs(c.o), cs(mi), o, std::span<float>{}, ms(mo)));
+  o.rollout_is = "sequence";
+  CHECK_THROWS_AS(k::compute_rollout_correction_and_rejection_mask(par, k::Dims{B, T}, cs(c.x), cs(c.o), cs(mi), o, std::span<float>{}, ms(mo)),
+                  rlflow::shape_error);
+  fvec small(3);
+  CHECK_THROWS_WITH(k::compute_rollout_correction_and_rejection_mask(par, k::Dims{B, T}, cs(c.x), cs(c.o), cs(mi), o, ms(w), ms(small)),
+                    Catch::Contains("response_mask_out"));
+}
+
 TEST_CASE("bypass_mode: ppo_clip on the rejected mask, reinforce with the IS weights", "[kernels][policy_loss][rollout_corr]") {
   std::mt19937 g(31);
   int B = 8, T = 11;

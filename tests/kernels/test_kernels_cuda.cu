@@ -6,7 +6,11 @@
 #include <rlflow/kernels/kernels.hpp>
 
 #include <cmath>
+#include <cstdint>
+#include <optional>
 #include <random>
+#include <string>
+#include <utility>
 #include <vector>
 
 namespace k = rlflow::kernels;
@@ -50,6 +54,16 @@ std::vector<float> uniform(std::mt19937& g, std::size_t n, float lo, float hi) {
 void close(std::vector<float> const& a, std::vector<float> const& b, double tol) {
   REQUIRE(a.size() == b.size());
   for (std::size_t i = 0; i < a.size(); ++i) REQUIRE(a[i] == Approx(b[i]).epsilon(tol).margin(tol));
+}
+
+//! Same names in the same order, values equal up to the summation order of double reductions.
+void same_metrics(std::vector<std::pair<std::string, double>> const& got, std::vector<std::pair<std::string, double>> const& want) {
+  REQUIRE(got.size() == want.size());
+  for (std::size_t q = 0; q < got.size(); ++q) {
+    INFO(want[q].first);
+    REQUIRE(got[q].first == want[q].first);
+    REQUIRE(got[q].second == Approx(want[q].second).epsilon(1e-9).margin(1e-12));
+  }
 }
 
 }  // namespace
@@ -109,7 +123,7 @@ TEST_CASE("cuda: policy losses, value loss, kl and entropy equal the cpu path", 
   std::vector<float> hg(B * T), zero(B * T, 0.0f);
   dev<float> dg(zero);
   k::Dims d{B, T};
-  for (int mode = 0; mode < 11; ++mode) {  // through dppo_kl; bypass_mode is cpu::par only
+  for (int mode = 0; mode < 12; ++mode) {  // through bypass_mode (default correction: sequence-level TIS at 2)
     k::PolicyLossConfig cfg;
     cfg.mode = static_cast<k::PolicyLossMode>(mode);
     cfg.clip_cov_ratio = cfg.kl_cov_ratio = 0.01;
@@ -122,6 +136,7 @@ TEST_CASE("cuda: policy losses, value loss, kl and entropy equal the cpu path", 
     REQUIRE(gc.loss == Approx(hc.loss).epsilon(1e-9).margin(1e-12));
     REQUIRE(gc.metrics.pg_clipfrac == Approx(hc.metrics.pg_clipfrac).margin(1e-12));
     REQUIRE(gc.metrics.ppo_kl == Approx(hc.metrics.ppo_kl).epsilon(1e-9).margin(1e-12));
+    same_metrics(gc.extra_metrics, hc.extra_metrics);
     close(dg.host(), hg, 1e-6);
   }
   auto vr = k::compute_value_loss(rlflow::cuda::par, d, dx.c(), dox.c(), da.c(), dm.c(), 0.5, k::AggMode::seq_mean_token_mean);
@@ -143,7 +158,7 @@ TEST_CASE("cuda: policy losses, value loss, kl and entropy equal the cpu path", 
   close(dh.host(), hh, 1e-6);
 }
 
-TEST_CASE("cuda: gdpo, optimal token baselines, reinforce, bypass, masked axes and entropy loss equal the cpu path",
+TEST_CASE("cuda: gdpo, optimal token baselines, reinforce, masked axes and entropy loss equal the cpu path",
           "[kernels][cuda]") {
   if (!have_gpu()) {
     WARN("no CUDA device: skipping");
@@ -195,10 +210,6 @@ TEST_CASE("cuda: gdpo, optimal token baselines, reinforce, bypass, masked axes a
   REQUIRE(gc.loss == Approx(hc.loss).epsilon(1e-9));
   REQUIRE(gc.metrics.ppo_kl == Approx(hc.metrics.ppo_kl).epsilon(1e-9));
   close(dg.host(), hg, 1e-6);
-  k::PolicyLossConfig by;
-  by.mode = k::PolicyLossMode::bypass_mode;
-  CHECK_THROWS_AS(k::compute_policy_loss(rlflow::cuda::par, d, by, dlp.c(), dx.c(), dr.c(), dm.c(), k::AggMode::token_mean),
-                  rlflow::config_error);
   for (int axis : {0, -1}) {
     std::size_t const n = axis == 0 ? T : B;
     std::vector<float> hs(n), hm(n);
@@ -219,4 +230,94 @@ TEST_CASE("cuda: gdpo, optimal token baselines, reinforce, bypass, masked axes a
   double const he = k::compute_entropy_loss(par, de, V, std::span<float const>(z), std::span<float const>(me));
   double const ge = k::compute_entropy_loss(rlflow::cuda::par, de, V, dz.c(), dme.c());
   REQUIRE(ge == Approx(he).epsilon(1e-6));
+}
+
+TEST_CASE("cuda: rollout correction and bypass mode equal the cpu path", "[kernels][cuda][rollout_corr]") {
+  if (!have_gpu()) {
+    WARN("no CUDA device: skipping");
+    return;
+  }
+  std::mt19937 g(11);
+  int B = 300, T = 37;
+  auto rp = uniform(g, B * T, -4, -0.01f), lp = rp, a = uniform(g, B * T, -2, 2);
+  for (auto& v : lp) v += std::normal_distribution<float>(0, 0.15f)(g);
+  std::vector<float> m(B * T);
+  std::vector<std::int32_t> mi(B * T);
+  for (int i = 0; i < B; ++i)
+    for (int t = 0; t < T; ++t) {
+      bool const on = i % 17 != 5 && t < 1 + (i * 7) % T && (t + i) % 9 != 4;  // rows 5, 22, ... are empty
+      m[i * T + t] = on ? 1.0f : 0.0f;
+      mi[i * T + t] = on ? 1 : 0;
+    }
+  dev<float> dlp(lp), drp(rp), dm(m), da(a);
+  dev<std::int32_t> dmi(mi);
+  k::Dims d{B, T};
+  struct opts {
+    const char* is;
+    const char* thr;
+    bool bn;
+    const char* rs;
+    const char* rs_thr;
+  };
+  for (opts const& c : {opts{"token", "2", false, nullptr, nullptr}, opts{"sequence", "0.5_1.5", true, "token_k1", "1.2"},
+                        opts{"token", "0.8_1.3", true, "seq_mean_k3,seq_sum_k2", "0.01,0.3"},
+                        opts{nullptr, "2", false, "seq_max_k2,seq_sum_k1", "0.05,1.5"},
+                        opts{"sequence", "2", false, "token_k3,seq_mean_k1", "0.02"}}) {
+    k::RolloutCorrectionOptions o;
+    o.rollout_is = c.is ? std::optional<std::string>(c.is) : std::nullopt;
+    o.rollout_is_threshold = c.thr;
+    o.rollout_is_batch_normalize = c.bn;
+    if (c.rs) o.rollout_rs = c.rs, o.rollout_rs_threshold = c.rs_thr;
+    INFO("is " << (c.is ? c.is : "-") << " rs " << (c.rs ? c.rs : "-"));
+    auto const want = k::compute_rollout_correction_and_rejection_mask(rlflow::cpu::par, d, std::span<float const>(lp),
+                                                                       std::span<float const>(rp), std::span<float const>(m), o);
+    std::vector<float> zero(B * T, 0.0f);
+    dev<float> dw(zero), dmo(zero);
+    auto const got = k::compute_rollout_correction_and_rejection_mask(rlflow::cuda::par, d, dlp.c(), drp.c(), dm.c(), o,
+                                                                      c.is ? dw.m() : std::span<float>{}, dmo.m());
+    same_metrics(got, want.metrics);
+    REQUIRE(dmo.host() == want.response_mask);
+    if (c.is) close(dw.host(), want.rollout_is_weights, 1e-6);
+    // verl's int32 response_mask gives the same
+    dev<float> dmo2(zero);
+    auto const got2 = k::compute_rollout_correction_and_rejection_mask(rlflow::cuda::par, d, dlp.c(), drp.c(), dmi.c(), o,
+                                                                       c.is ? dw.m() : std::span<float>{}, dmo2.m());
+    same_metrics(got2, want.metrics);
+    REQUIRE(dmo2.host() == want.response_mask);
+    // bypass mode: loss, metrics, rollout_corr/* and gradient, for both loss types
+    for (const char* lt : {"ppo_clip", "reinforce"}) {
+      k::PolicyLossConfig cfg;
+      cfg.mode = k::PolicyLossMode::bypass_mode;
+      cfg.rollout_correction = o;
+      cfg.rollout_correction.loss_type = lt;
+      std::vector<float> hg(B * T);
+      dev<float> dg(zero);
+      auto hc = k::compute_policy_loss(rlflow::cpu::par, d, cfg, std::span<float const>(rp), std::span<float const>(lp),
+                                       std::span<float const>(a), std::span<float const>(m), k::AggMode::seq_mean_token_sum, {},
+                                       k::Grad{std::span<float>(hg)});
+      auto gc = k::compute_policy_loss(rlflow::cuda::par, d, cfg, drp.c(), dlp.c(), da.c(), dm.c(), k::AggMode::seq_mean_token_sum,
+                                       {}, k::Grad{dg.m()});
+      INFO("loss_type " << lt);
+      REQUIRE(gc.loss == Approx(hc.loss).epsilon(1e-9).margin(1e-12));
+      REQUIRE(gc.metrics.has_pg_clipfrac == hc.metrics.has_pg_clipfrac);
+      REQUIRE(gc.metrics.pg_clipfrac == Approx(hc.metrics.pg_clipfrac).margin(1e-12));
+      REQUIRE(gc.metrics.ppo_kl == Approx(hc.metrics.ppo_kl).epsilon(1e-9).margin(1e-12));
+      same_metrics(gc.extra_metrics, hc.extra_metrics);
+      close(dg.host(), hg, 1e-6);
+    }
+  }
+  // errors before work, as on the host
+  k::RolloutCorrectionOptions bad;
+  bad.rollout_rs = "token_k4";
+  bad.rollout_rs_threshold = "2";
+  std::vector<float> zero(B * T, 0.0f);
+  dev<float> dw(zero), dmo(zero), dz(zero);
+  CHECK_THROWS_AS(k::compute_rollout_correction_and_rejection_mask(rlflow::cuda::par, d, dlp.c(), drp.c(), dm.c(), bad, dw.m(), dmo.m()),
+                  rlflow::config_error);
+  k::RolloutCorrectionOptions ok;
+  CHECK_THROWS_WITH(k::compute_rollout_correction_and_rejection_mask(rlflow::cuda::par, d, dlp.c(), drp.c(), dz.c(), ok, dw.m(), dmo.m()),
+                    Catch::Contains("no valid token"));
+  CHECK_THROWS_AS(k::compute_rollout_correction_and_rejection_mask(rlflow::cuda::par, d, dlp.c(), drp.c(), dm.c(), ok, std::span<float>{},
+                                                                   dmo.m()),
+                  rlflow::shape_error);
 }

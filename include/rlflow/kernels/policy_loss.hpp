@@ -160,28 +160,35 @@ PolicyLossResult compute_policy_loss(Policy const& policy, Dims d, PolicyLossCon
 
 namespace detail {
 //! verl: compute_policy_loss_bypass_mode. old_log_prob is the rollout's; IS weights and the rejection
-//! mask come from rollout_corr.hpp (training = the current log_prob); then vanilla PPO on the
-//! rejected mask without IS weights (loss_type ppo_clip) or REINFORCE with them (reinforce).
-template <class Mask>
-PolicyLossResult bypass_mode_loss(Dims d, PolicyLossConfig const& cfg, std::span<float const> old_log_prob,
+//! mask come from rollout_corr.hpp (training = the current log_prob) into scratch buffers of the
+//! policy's backend; then vanilla PPO on the rejected mask without IS weights (loss_type ppo_clip) or
+//! REINFORCE with them (reinforce). Any backend (cuda::par keeps everything on the device).
+template <class Policy, class Mask>
+PolicyLossResult bypass_mode_loss(Policy const& policy, Dims d, PolicyLossConfig const& cfg, std::span<float const> old_log_prob,
                                   std::span<float const> log_prob, std::span<float const> advantages,
                                   std::span<Mask const> response_mask, AggMode agg, AggInfo const& info, Grad grad) {
   auto const& rc = cfg.rollout_correction;
   if (rc.loss_type != "ppo_clip" && rc.loss_type != "reinforce")
     throw config_error(msg("rlflow::kernels::compute_policy_loss: rollout_correction.loss_type='", rc.loss_type,
                            "'; use ppo_clip or reinforce (verl raises ValueError)"));
-  auto corr = compute_rollout_correction_and_rejection_mask(cpu::par, d, log_prob, old_log_prob, response_mask, rc);
-  std::span<float const> mask(corr.response_mask);
+  auto ex = make_exec(policy);
+  std::int64_t const n = d.numel();
+  auto wbuf = ex.template alloc<float>(rc.rollout_is ? n : 0);
+  auto mbuf = ex.template alloc<float>(n);
+  std::span<float> const w(wbuf.data(), static_cast<std::size_t>(wbuf.size()));
+  std::span<float> const mk(mbuf.data(), static_cast<std::size_t>(mbuf.size()));
+  auto metrics = compute_rollout_correction_and_rejection_mask(policy, d, log_prob, old_log_prob, response_mask, rc, w, mk);
+  std::span<float const> const mask(mk);
   PolicyLossResult r;
   if (rc.loss_type == "reinforce") {
-    r = compute_policy_loss_reinforce(cpu::par, d, old_log_prob, log_prob, advantages, mask, agg, info, grad,
-                                      std::span<float const>(corr.rollout_is_weights));
+    r = compute_policy_loss_reinforce(policy, d, old_log_prob, log_prob, advantages, mask, agg, info, grad,
+                                      std::span<float const>(w));
   } else {
     PolicyLossConfig v = cfg;
     v.mode = PolicyLossMode::vanilla;
-    r = compute_policy_loss(cpu::par, d, v, old_log_prob, log_prob, advantages, mask, agg, info, grad);
+    r = compute_policy_loss(policy, d, v, old_log_prob, log_prob, advantages, mask, agg, info, grad);
   }
-  r.extra_metrics = std::move(corr.metrics);
+  r.extra_metrics = std::move(metrics);
   return r;
 }
 }  // namespace detail
@@ -204,7 +211,7 @@ PolicyLossResult bypass_mode_loss(Dims d, PolicyLossConfig const& cfg, std::span
 //!           binary KL p_o (o - x) + (1 - p_o) log((1 - p_o + 1e-8) / (1 - p + 1e-8))
 //!  bypass_mode  old_log_prob = the rollout's: rollout correction (IS weights, rejection mask, metrics
 //!           in extra_metrics) then vanilla on the rejected mask (loss_type ppo_clip, no IS weights) or
-//!           compute_policy_loss_reinforce with the IS weights (reinforce); cpu::par only
+//!           compute_policy_loss_reinforce with the IS weights (reinforce); any backend
 //! NaN/inf in any input at a valid token raises value_error naming the row and token.
 template <class Policy, class Mask>
 PolicyLossResult compute_policy_loss(Policy const& policy, Dims d, PolicyLossConfig const& cfg,
@@ -282,14 +289,8 @@ PolicyLossResult compute_policy_loss(Policy const& policy, Dims d, PolicyLossCon
       detail::tok_xoa<math::dppo_token> tok{{lo, hi, cfg.clip_ratio_c, cfg.mode == PolicyLossMode::dppo_kl}, x, o, a};
       return detail::finish(detail::policy_token_pass(ex, d, m, w, coef.data(), tok, grad), true, true, true);
     }
-    case PolicyLossMode::bypass_mode: {
-      if constexpr (std::is_same_v<system_of_t<Policy>, cpu::tag>) {
-        return detail::bypass_mode_loss(d, cfg, old_log_prob, log_prob, advantages, response_mask, agg, info, grad);
-      } else {
-        throw config_error(msg("rlflow::kernels::", fn, ": loss_mode bypass_mode (rollout correction) runs on cpu::par only; "
-                               "compute the rollout correction on the host or use loss_mode vanilla"));
-      }
-    }
+    case PolicyLossMode::bypass_mode:
+      return detail::bypass_mode_loss(policy, d, cfg, old_log_prob, log_prob, advantages, response_mask, agg, info, grad);
     case PolicyLossMode::dro: {
       if (!(cfg.dro_beta > 0))
         throw config_error(msg("rlflow::kernels::", fn, ": dro_beta = ", cfg.dro_beta, " must be > 0 (verl raises ValueError)"));

@@ -3,8 +3,11 @@
 // zeroed outside [lower, upper]: IcePop, optionally batch-normalised to mean 1), rejection sampling
 // by divergence (token_k1..3, seq_sum_k1..3, seq_mean_k1..3, seq_max_k2..3) and the off-policy
 // diagnostics (KL, k3 KL, perplexities, chi^2), all metrics under verl's "rollout_corr/" names.
-// Defines compute_rollout_correction_and_rejection_mask. Runs on cpu::par only (plain host loops in
-// double; the driver and the CPU actor call it with host data). Does not compute any loss.
+// Defines compute_rollout_correction_and_rejection_mask on any backend: written once over the
+// detail::exec primitives (row reductions, masked sums with min/max, element-wise passes) with the
+// per-token math in host-device lambdas, accumulating in double; cuda::par keeps the data on the
+// device (the CUDA actor's bypass mode), cpu::par runs the same code as loops. Option parsing and
+// the final metric arithmetic stay on the host. Does not compute any loss.
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -151,58 +154,411 @@ inline std::vector<rs_option> parse_rs(const char* fn, std::string const& rs, st
   return out;
 }
 
-//! Plain-loop masked statistics over (B, T) host data with verl's float32 denominators.
-struct view {
-  std::int64_t B, T;
-  std::vector<char> m;  // valid tokens
-  std::vector<double> len;
-  double count = 0;
-  bool on(std::int64_t k) const { return m[static_cast<std::size_t>(k)] != 0; }
-  template <class F>
-  double mmean(F f) const {
-    double s = 0;
-    for (std::int64_t k = 0; k < B * T; ++k)
-      if (on(k)) s += f(k);
-    return s / math::mask_den(count);
+inline constexpr double inf = std::numeric_limits<double>::infinity();
+
+//! N sums plus two (min, max) pairs in one reduction: '+' adds the sums and merges the ranges, so
+//! exec::reduce / row_reduce (plain loops, Thrust, CUB) compute masked statistics in one pass.
+template <int N>
+struct acc {
+  double s[N];
+  double lo[2], hi[2];
+  RLFLOW_HD static acc zero() {
+    acc r;
+    for (int q = 0; q < N; ++q) r.s[q] = 0.0;
+    for (int q = 0; q < 2; ++q) r.lo[q] = inf, r.hi[q] = -inf;
+    return r;
   }
-  template <class F>
-  double row_sum(std::int64_t i, F f) const {
-    double s = 0;
-    for (std::int64_t t = 0; t < T; ++t)
-      if (on(i * T + t)) s += f(i * T + t);
-    return s;
+  RLFLOW_HD acc operator+(acc const& o) const {
+    acc r;
+    for (int q = 0; q < N; ++q) r.s[q] = s[q] + o.s[q];
+    for (int q = 0; q < 2; ++q) r.lo[q] = o.lo[q] < lo[q] ? o.lo[q] : lo[q], r.hi[q] = o.hi[q] > hi[q] ? o.hi[q] : hi[q];
+    return r;
   }
-  template <class F>
-  double row_mean(std::int64_t i, F f) const {
-    return row_sum(i, f) / math::mask_den(len[static_cast<std::size_t>(i)]);
-  }
+  RLFLOW_HD void range(int q, double x) { lo[q] = x < lo[q] ? x : lo[q], hi[q] = x > hi[q] ? x : hi[q]; }
 };
 
-inline double vmean(std::vector<double> const& v) {
-  if (v.empty()) return std::numeric_limits<double>::quiet_NaN();
-  double s = 0;
-  for (double x : v) s += x;
-  return s / static_cast<double>(v.size());
+//! The per-token divergence statistic of rejection sampling on the clamped log-ratio l = log
+//! pi_train - log pi_rollout: k1 = -l, k2 = l^2 / 2, k3 = e^l - 1 - l.
+RLFLOW_HD inline double rs_stat(int kind, double l) { return kind == 1 ? -l : (kind == 2 ? 0.5 * l * l : exp(l) - 1.0 - l); }
+
+//! IS weight of one token from its raw ratio r: zeroed outside [lower, upper] (IcePop, has_lower)
+//! or truncated at upper (TIS, torch.clamp(max=upper)).
+RLFLOW_HD inline double is_weight(double r, double upper, bool has_lower, double lower) {
+  return has_lower ? ((r >= lower && r <= upper) ? r : 0.0) : (upper < r ? upper : r);
 }
-inline double vstd(std::vector<double> const& v) {  // torch.std: unbiased
-  if (v.size() < 2) return 0.0;
-  double const mu = vmean(v);
-  double ss = 0;
-  for (double x : v) ss += (x - mu) * (x - mu);
-  return std::sqrt(ss / static_cast<double>(v.size() - 1));
+
+//! Sample mean and unbiased std of the values v(j) of the rows j < B with pick(j) (torch.std).
+template <class Ex, class V, class P>
+std::pair<double, double> mean_std(Ex const& ex, std::int64_t B, V v, P pick, double count) {
+  if (count == 0) return {std::numeric_limits<double>::quiet_NaN(), 0.0};
+  double const mu = ex.reduce(B, 0.0, [=] RLFLOW_HD(std::int64_t j) -> double { return pick(j) ? v(j) : 0.0; }) / count;
+  if (count < 2) return {mu, 0.0};
+  double const ss = ex.reduce(B, 0.0, [=] RLFLOW_HD(std::int64_t j) -> double {
+    double const e = v(j) - mu;
+    return pick(j) ? e * e : 0.0;
+  });
+  return {mu, sqrt(ss / (count - 1.0))};
 }
-inline double vmax(std::vector<double> const& v) { return v.empty() ? -INFINITY : *std::max_element(v.begin(), v.end()); }
-inline double vmin(std::vector<double> const& v) { return v.empty() ? INFINITY : *std::min_element(v.begin(), v.end()); }
+
+//! Per-row accumulators of the first pass: valid tokens, sum(log_prob - rollout_log_prob),
+//! sum(log_prob), sum(rollout_log_prob).
+using row4 = math::dvec<4>;
+
+//! The whole correction on any backend (exec primitives; every per-token or per-row formula is a
+//! host-device lambda, so cpu::par runs the same code as cuda::par). Writes the IS weights (B*T, when
+//! opt.rollout_is is set) and the corrected 0/1 mask; returns the metrics in verl's order.
+template <class Ex, class Mask>
+std::vector<std::pair<std::string, double>> correct(Ex const& ex, const char* fn, Dims d, float const* lp, float const* rp,
+                                                    Mask const* m, RolloutCorrectionOptions const& opt, float* w_out,
+                                                    float* mask_out) {
+  std::int64_t const B = d.rows, T = d.cols, n = d.numel();
+  // options first: a malformed one is an error before any work
+  bool const is_on = opt.rollout_is.has_value();
+  bool seq = false, has_lower = false;
+  double upper = 0, lower = 0;
+  if (is_on) {
+    std::string const& level = *opt.rollout_is;
+    if (level != "token" && level != "sequence")
+      throw config_error(msg("rlflow::kernels::", fn, ": rollout_is='", level, "'; use token, sequence or null (off)"));
+    auto const [u, l] = parse_is_threshold(fn, opt.rollout_is_threshold);
+    seq = level == "sequence", upper = u, has_lower = l.has_value(), lower = l.value_or(0.0);
+  }
+  std::vector<rs_option> const rs = opt.rollout_rs ? parse_rs(fn, *opt.rollout_rs, opt.rollout_rs_threshold) : std::vector<rs_option>{};
+
+  auto rows = ex.template alloc<row4>(B);
+  row4* rw = rows.data();
+  ex.row_reduce(
+      B, T, row4::zero(),
+      [=] RLFLOW_HD(std::int64_t i, std::int64_t t) -> row4 {
+        std::int64_t const k = i * T + t;
+        if (!detail::on(m[k])) return row4::zero();
+        double const x = lp[k], y = rp[k];
+        return row4{{1.0, x - y, x, y}};
+      },
+      [=] RLFLOW_HD(std::int64_t i, row4 s) { rw[i] = s; });
+  double const count = ex.reduce(B, 0.0, [=] RLFLOW_HD(std::int64_t i) -> double { return rw[i].v[0]; });
+  if (count == 0)
+    throw value_error(msg("rlflow::kernels::", fn, ": the response mask of the (B = ", B, ", T = ", T,
+                          ") batch has no valid token (verl raises too); skip the batch"));
+  double const den = math::mask_den(count), Bd = static_cast<double>(B);
+  double const valid_rows = ex.reduce(B, 0.0, [=] RLFLOW_HD(std::int64_t i) -> double { return rw[i].v[0] > 0 ? 1.0 : 0.0; });
+  std::vector<std::pair<std::string, double>> out;
+  auto put = [&](std::string const& k, double val) { out.emplace_back("rollout_corr/" + k, val); };
+
+  // ---- IS weights (verl: compute_rollout_correction_weights + compute_is_metrics)
+  if (is_on) {
+    auto wbuf = ex.template alloc<double>(n);
+    auto rawbuf = ex.template alloc<double>(n);
+    double* w = wbuf.data();
+    double* raw = rawbuf.data();
+    ex.for_each(n, [=] RLFLOW_HD(std::int64_t k) {
+      std::int64_t const i = k / T;
+      bool const v = detail::on(m[k]);
+      double const l = v ? static_cast<double>(lp[k]) - static_cast<double>(rp[k]) : 0.0;
+      double const e = exp(math::clampd(seq ? rw[i].v[1] : l, -safety_bound, safety_bound));
+      double const r = v ? e : 0.0;
+      raw[k] = r;
+      w[k] = is_weight(r, upper, has_lower, lower);
+    });
+    double const thr_lo = has_lower ? lower : 1.0 / upper;
+    double const log_up = log(upper), log_lo = log(thr_lo);
+    // token sums: W, raw > upper, raw < thr_lo, out of [lower, upper], clamp(W, 0, upper) and its
+    // square; range 0: W
+    auto const ts = ex.reduce(n, acc<6>::zero(), [=] RLFLOW_HD(std::int64_t k) -> acc<6> {
+      acc<6> a = acc<6>::zero();
+      if (!detail::on(m[k])) return a;
+      double const W = w[k], r = raw[k], Wc = math::clampd(W, 0.0, upper);
+      a.s[0] = W, a.s[1] = r > upper ? 1.0 : 0.0, a.s[2] = r < thr_lo ? 1.0 : 0.0;
+      a.s[3] = (r < lower || r > upper) ? 1.0 : 0.0, a.s[4] = Wc, a.s[5] = Wc * Wc;
+      a.range(0, W);
+      return a;
+    });
+    double const w_mean = ts.s[0] / den;
+    if (seq) {
+      // over all rows (verl's sequence-level max/min use every row's log-ratio sum)
+      auto const ss = ex.reduce(B, acc<2>::zero(), [=] RLFLOW_HD(std::int64_t i) -> acc<2> {
+        acc<2> a = acc<2>::zero();
+        double const s = rw[i].v[1];
+        a.s[0] = s > log_up ? 1.0 : 0.0, a.s[1] = s < log_lo ? 1.0 : 0.0;
+        a.range(0, s);
+        return a;
+      });
+      put("rollout_is_max", exp(std::min(ss.hi[0], safety_bound)));
+      put("rollout_is_min", exp(ss.lo[0]));
+      put("rollout_is_mean", w_mean);
+      put("rollout_is_ratio_fraction_high", ss.s[0] / Bd);
+      put("rollout_is_ratio_fraction_low", ss.s[1] / Bd);
+    } else {
+      put("rollout_is_mean", w_mean);
+      put("rollout_is_ratio_fraction_high", ts.s[1] / den);
+      put("rollout_is_ratio_fraction_low", ts.s[2] / den);
+      put("rollout_is_max", ts.hi[0]);
+      put("rollout_is_min", ts.lo[0]);
+    }
+    double const mc = ts.s[4] / den;
+    if (count > 1) {
+      double const var = ts.s[5] / den - mc * mc;
+      put("rollout_is_std", std::sqrt(std::max(var, 0.0)));
+    } else {
+      put("rollout_is_std", 0.0);
+    }
+    double const ess = ex.reduce(n, 0.0, [=] RLFLOW_HD(std::int64_t k) -> double {
+      if (!detail::on(m[k])) return 0.0;
+      double const q = math::clampd(w[k], 0.0, upper) / (mc + 1e-8);
+      return q * q;
+    });
+    put("rollout_is_eff_sample_size", 1.0 / (ess / den));
+    // per row: mean weight (sm) and mean raw ratio (rsm)
+    auto rowsm = ex.template alloc<math::dvec<2>>(B);
+    math::dvec<2>* sm = rowsm.data();
+    ex.row_reduce(
+        B, T, math::dvec<2>::zero(),
+        [=] RLFLOW_HD(std::int64_t i, std::int64_t t) -> math::dvec<2> {
+          std::int64_t const k = i * T + t;
+          return detail::on(m[k]) ? math::dvec<2>{{w[k], raw[k]}} : math::dvec<2>::zero();
+        },
+        [=] RLFLOW_HD(std::int64_t i, math::dvec<2> s) {
+          double const l = math::mask_den(rw[i].v[0]);
+          sm[i] = math::dvec<2>{{s.v[0] / l, s.v[1] / l}};
+        });
+    // over rows: rsm > upper, rsm < thr_lo, sm of rows with a valid token; range 0: sm, range 1: |sm - 1|
+    auto const rs2 = ex.reduce(B, acc<3>::zero(), [=] RLFLOW_HD(std::int64_t i) -> acc<3> {
+      acc<3> a = acc<3>::zero();
+      a.s[0] = sm[i].v[1] > upper ? 1.0 : 0.0, a.s[1] = sm[i].v[1] < thr_lo ? 1.0 : 0.0;
+      a.s[2] = rw[i].v[0] > 0 ? sm[i].v[0] : 0.0;
+      a.range(0, sm[i].v[0]);
+      a.range(1, fabs(sm[i].v[0] - 1.0));
+      return a;
+    });
+    auto const [sm_mean, sm_std] = mean_std(
+        ex, B, [=] RLFLOW_HD(std::int64_t i) { return sm[i].v[0]; }, [=] RLFLOW_HD(std::int64_t) { return true; }, Bd);
+    put("rollout_is_seq_mean", sm_mean);
+    put("rollout_is_seq_std", sm_std);
+    put("rollout_is_seq_max", B > 0 ? rs2.hi[0] : -inf);
+    put("rollout_is_seq_min", B > 0 ? rs2.lo[0] : inf);
+    put("rollout_is_seq_max_deviation", B > 0 ? rs2.hi[1] : -inf);
+    put("rollout_is_seq_fraction_high", rs2.s[0] / Bd);
+    put("rollout_is_seq_fraction_low", rs2.s[1] / Bd);
+    if (has_lower) put("rollout_is_oob_ratio", ts.s[3] / den);
+    if (opt.rollout_is_batch_normalize) {
+      double const wm = seq ? rs2.s[2] / std::max(valid_rows, 1e-8) : w_mean;
+      if (wm > 1e-8) {
+        ex.for_each(n, [=] RLFLOW_HD(std::int64_t k) { w[k] /= wm; });
+        put("rollout_is_batch_norm_factor", wm);
+      } else {
+        put("rollout_is_batch_norm_factor", 1.0);
+      }
+    }
+    ex.for_each(n, [=] RLFLOW_HD(std::int64_t k) { w_out[k] = static_cast<float>(w[k]); });
+  }
+
+  // ---- rejection sampling (verl: compute_rollout_rejection_mask + compute_rs_metrics)
+  auto combbuf = ex.template alloc<std::uint8_t>(n);
+  std::uint8_t* comb = combbuf.data();
+  ex.for_each(n, [=] RLFLOW_HD(std::int64_t k) { comb[k] = 1; });
+  if (!rs.empty()) {
+    auto keepbuf = ex.template alloc<std::uint8_t>(n);
+    auto rvbuf = ex.template alloc<math::dvec<2>>(B);  // per row: the row's value, rejected valid tokens
+    std::uint8_t* keep = keepbuf.data();
+    math::dvec<2>* rv = rvbuf.data();
+    for (auto const& o : rs) {
+      bool const k1 = o.name.back() == '1';
+      int const kind = o.name.back() - '0';
+      double const up = k1 ? std::log(o.upper) : o.upper;
+      double const lo = k1 ? std::log(*o.lower) : 0.0;
+      bool const token_level = o.name.rfind("token_", 0) == 0;
+      int const agg = token_level ? 0 : (o.name.rfind("seq_sum", 0) == 0 ? 1 : (o.name.rfind("seq_mean", 0) == 0 ? 2 : 3));
+      // K(k) = the statistic at a valid token (0 elsewhere); the row's value: its sum (seq_sum), its
+      // mean (seq_mean, and token-level options for the sequence metrics), or its max (seq_max, 0
+      // for a row without valid tokens)
+      ex.row_reduce(
+          B, T, acc<1>::zero(),
+          [=] RLFLOW_HD(std::int64_t i, std::int64_t t) -> acc<1> {
+            std::int64_t const k = i * T + t;
+            acc<1> a = acc<1>::zero();
+            if (!detail::on(m[k])) return a;
+            double const s = rs_stat(kind, math::clampd(static_cast<double>(lp[k]) - static_cast<double>(rp[k]), -safety_bound, safety_bound));
+            a.s[0] = s;
+            a.range(0, s);
+            return a;
+          },
+          [=] RLFLOW_HD(std::int64_t i, acc<1> s) {
+            double const len = rw[i].v[0];
+            double const v = agg == 1 ? s.s[0] : (agg == 3 ? (s.hi[0] == -inf ? 0.0 : s.hi[0]) : s.s[0] / math::mask_den(len));
+            rv[i] = math::dvec<2>{{v, 0.0}};
+          });
+      // keep: token level on the token's statistic (a masked position's too: it is masked anyway),
+      // sequence level on the row's value
+      ex.for_each(n, [=] RLFLOW_HD(std::int64_t k) {
+        double const s = token_level ? rs_stat(kind, math::clampd(static_cast<double>(lp[k]) - static_cast<double>(rp[k]),
+                                                                  -safety_bound, safety_bound))
+                                     : rv[k / T].v[0];
+        bool const kp = k1 ? (s >= lo && s <= up) : s <= up;
+        keep[k] = kp ? 1 : 0;
+        if (!kp) comb[k] = 0;
+      });
+      ex.row_reduce(
+          B, T, 0.0,
+          [=] RLFLOW_HD(std::int64_t i, std::int64_t t) -> double {
+            std::int64_t const k = i * T + t;
+            return detail::on(m[k]) && !keep[k] ? 1.0 : 0.0;
+          },
+          [=] RLFLOW_HD(std::int64_t i, double r) { rv[i].v[1] = r; });
+      // token sums of S (the token's statistic or its row's value): S, S > up, S < lo, clamp(S),
+      // clamp(S)^2, rejected; range 0: S
+      auto const ts = ex.reduce(n, acc<6>::zero(), [=] RLFLOW_HD(std::int64_t k) -> acc<6> {
+        acc<6> a = acc<6>::zero();
+        if (!detail::on(m[k])) return a;
+        double const S = token_level ? rs_stat(kind, math::clampd(static_cast<double>(lp[k]) - static_cast<double>(rp[k]),
+                                                                  -safety_bound, safety_bound))
+                                     : rv[k / T].v[0];
+        double const C = math::clampd(S, k1 ? lo : 0.0, up);  // torch.clamp(min, max)
+        a.s[0] = S, a.s[1] = S > up ? 1.0 : 0.0, a.s[2] = S < lo ? 1.0 : 0.0, a.s[3] = C, a.s[4] = C * C;
+        a.s[5] = keep[k] ? 0.0 : 1.0;
+        a.range(0, S);
+        return a;
+      });
+      // over rows with a valid token (the sequence values sv): sv > up, sv < lo, rejected rows;
+      // range 0: sv, range 1: |sv|
+      auto const sr = ex.reduce(B, acc<3>::zero(), [=] RLFLOW_HD(std::int64_t i) -> acc<3> {
+        acc<3> a = acc<3>::zero();
+        if (!(rw[i].v[0] > 0)) return a;
+        double const s = rv[i].v[0];
+        a.s[0] = s > up ? 1.0 : 0.0, a.s[1] = s < lo ? 1.0 : 0.0, a.s[2] = rv[i].v[1] > 0 ? 1.0 : 0.0;
+        a.range(0, s);
+        a.range(1, fabs(s));
+        return a;
+      });
+      double const nv = valid_rows;
+      std::string const pre = "rollout_rs_" + o.name;
+      put(pre + "_mean", ts.s[0] / den);
+      if (!token_level && nv > 0) {
+        put(pre + "_max", sr.hi[0]);
+        put(pre + "_min", sr.lo[0]);
+        put(pre + "_fraction_high", sr.s[0] / nv);
+        put(pre + "_fraction_low", k1 ? sr.s[1] / nv : 0.0);
+      } else {
+        put(pre + "_max", ts.hi[0]);
+        put(pre + "_min", ts.lo[0]);
+        put(pre + "_fraction_high", ts.s[1] / den);
+        put(pre + "_fraction_low", k1 ? ts.s[2] / den : 0.0);
+      }
+      if (count > 1) {
+        double const mc = ts.s[3] / den;
+        double const var = ts.s[4] / den - mc * mc;
+        put(pre + "_std", std::sqrt(std::max(var, 0.0)));
+      } else {
+        put(pre + "_std", 0.0);
+      }
+      if (nv > 0) {
+        auto const [mu, sd] = mean_std(
+            ex, B, [=] RLFLOW_HD(std::int64_t i) { return rv[i].v[0]; }, [=] RLFLOW_HD(std::int64_t i) { return rw[i].v[0] > 0; }, nv);
+        put(pre + "_seq_mean", mu);
+        put(pre + "_seq_std", sd);
+        put(pre + "_seq_max", sr.hi[0]);
+        put(pre + "_seq_min", sr.lo[0]);
+        put(pre + "_seq_max_deviation", std::max(0.0, sr.hi[1]));
+        put(pre + "_seq_fraction_high", sr.s[0] / nv);
+        if (k1) put(pre + "_seq_fraction_low", sr.s[1] / nv);
+      } else {
+        for (const char* s : {"_seq_mean", "_seq_std", "_seq_max", "_seq_min", "_seq_max_deviation", "_seq_fraction_high",
+                              "_seq_fraction_low"})
+          put(pre + s, 0.0);
+      }
+      put(pre + "_masked_fraction", ts.s[5] / den);
+      put(pre + "_seq_masked_fraction", nv > 0 ? sr.s[2] / nv : 0.0);
+    }
+    // all options together: rejected valid tokens, rows with one
+    ex.row_reduce(
+        B, T, 0.0,
+        [=] RLFLOW_HD(std::int64_t i, std::int64_t t) -> double {
+          std::int64_t const k = i * T + t;
+          return detail::on(m[k]) && !comb[k] ? 1.0 : 0.0;
+        },
+        [=] RLFLOW_HD(std::int64_t i, double r) { rv[i].v[1] = r; });
+    auto const all = ex.reduce(B, math::dvec<2>::zero(), [=] RLFLOW_HD(std::int64_t i) -> math::dvec<2> {
+      return math::dvec<2>{{rv[i].v[1], rv[i].v[1] > 0 ? 1.0 : 0.0}};
+    });
+    put("rollout_rs_masked_fraction", all.v[0] / den);
+    put("rollout_rs_seq_masked_fraction", all.v[1] / Bd);
+  }
+  ex.for_each(n, [=] RLFLOW_HD(std::int64_t k) { mask_out[k] = detail::on(m[k]) && comb[k] ? 1.0f : 0.0f; });
+
+  // ---- off-policy diagnostics (verl: compute_offpolicy_metrics)
+  // per row a = mean log_prob, b = mean rollout_log_prob, df = b - a: e^-a, -a, e^-b, -b, df, |df|,
+  // e^df, e^(2 clamp(sum log-ratio)); range 0: df
+  auto const ro = ex.reduce(B, acc<8>::zero(), [=] RLFLOW_HD(std::int64_t i) -> acc<8> {
+    acc<8> r = acc<8>::zero();
+    double const l = math::mask_den(rw[i].v[0]);
+    double const a = rw[i].v[2] / l, b = rw[i].v[3] / l, df = b - a;
+    r.s[0] = exp(-a), r.s[1] = -a, r.s[2] = exp(-b), r.s[3] = -b, r.s[4] = df, r.s[5] = fabs(df), r.s[6] = exp(df);
+    r.s[7] = exp(2.0 * math::clampd(rw[i].v[1], -safety_bound, safety_bound));
+    r.range(0, df);
+    return r;
+  });
+  // tokens: rollout_log_prob - log_prob, k3 e^l - l - 1, clamped ratio squared
+  auto const to = ex.reduce(n, math::dvec<3>::zero(), [=] RLFLOW_HD(std::int64_t k) -> math::dvec<3> {
+    if (!detail::on(m[k])) return math::dvec<3>::zero();
+    double const x = lp[k], y = rp[k], l = x - y, r = exp(math::clampd(l, -safety_bound, safety_bound));
+    return math::dvec<3>{{y - x, exp(l) - l - 1.0, r * r}};
+  });
+  put("training_ppl", ro.s[0] / Bd);
+  put("training_log_ppl", ro.s[1] / Bd);
+  put("kl", to.v[0] / den);
+  put("k3_kl", to.v[1] / den);
+  put("rollout_ppl", ro.s[2] / Bd);
+  put("rollout_log_ppl", ro.s[3] / Bd);
+  put("log_ppl_diff", ro.s[4] / Bd);
+  put("log_ppl_abs_diff", ro.s[5] / Bd);
+  put("log_ppl_diff_max", ro.hi[0]);
+  put("log_ppl_diff_min", ro.lo[0]);
+  put("ppl_ratio", ro.s[6] / Bd);
+  put("chi2_token", to.v[2] / den - 1.0);
+  put("chi2_seq", ro.s[7] / Bd - 1.0);
+  return out;
+}
+
+template <class Ex, class Mask>
+void check_inputs(Ex const& ex, const char* fn, Dims d, std::span<float const> log_prob, std::span<float const> rollout_log_prob,
+                  std::span<Mask const> response_mask) {
+  detail::expect_dims(fn, d);
+  detail::expect_token_spans(fn, d,
+                             {{"log_prob", log_prob.size()}, {"rollout_log_prob", rollout_log_prob.size()},
+                              {"response_mask", response_mask.size()}});
+  detail::check_finite_tokens(ex, fn, "log_prob", d, log_prob.data(), response_mask.data());
+  detail::check_finite_tokens(ex, fn, "rollout_log_prob", d, rollout_log_prob.data(), response_mask.data());
+}
 
 }  // namespace detail::rc
 
 //! IS weights, rejection mask and off-policy metrics of the training policy ('log_prob', verl's
 //! old_log_prob argument) against the rollout policy ('rollout_log_prob'), as verl's
 //! compute_rollout_correction_and_rejection_mask with the options of 'opt' (rollout_is,
-//! rollout_is_threshold, rollout_is_batch_normalize, rollout_rs, rollout_rs_threshold).
+//! rollout_is_threshold, rollout_is_batch_normalize, rollout_rs, rollout_rs_threshold), on any
+//! backend: the outputs go to the caller's buffers (device memory for cuda::par), the metrics
+//! ("rollout_corr/<name>", verl's names) come back. rollout_is_weights_out must hold B*T floats when
+//! opt.rollout_is is set (it is not touched otherwise); response_mask_out (B*T) receives the input
+//! mask times the rejection mask as 0/1.
 //! Raises value_error for a mask without a valid token and for NaN/inf log-probs at valid tokens,
-//! config_error for malformed options (verl: ValueError).
+//! config_error for malformed options (verl: ValueError), before any output is written.
 //! log_prob, rollout_log_prob, response_mask: (B, T)
+template <class Policy, class Mask>
+std::vector<std::pair<std::string, double>> compute_rollout_correction_and_rejection_mask(
+    Policy const& policy, Dims d, std::span<float const> log_prob, std::span<float const> rollout_log_prob,
+    std::span<Mask const> response_mask, RolloutCorrectionOptions const& opt, std::span<float> rollout_is_weights_out,
+    std::span<float> response_mask_out) {
+  detail::check_policy<Policy>();
+  detail::check_mask<Mask>();
+  const char* fn = "compute_rollout_correction_and_rejection_mask";
+  auto ex = detail::make_exec(policy);
+  detail::rc::check_inputs(ex, fn, d, log_prob, rollout_log_prob, response_mask);
+  detail::expect_size(fn, "response_mask_out", response_mask_out.size(), d.numel(), "B*T");
+  if (opt.rollout_is) detail::expect_size(fn, "rollout_is_weights_out", rollout_is_weights_out.size(), d.numel(), "B*T");
+  return detail::rc::correct(ex, fn, d, log_prob.data(), rollout_log_prob.data(), response_mask.data(), opt,
+                             rollout_is_weights_out.data(), response_mask_out.data());
+}
+
+//! The same on the host, returning the weights (empty when rollout_is is off) and the mask as vectors.
 template <class Mask>
 RolloutCorrectionResult compute_rollout_correction_and_rejection_mask(cpu::par_t, Dims d, std::span<float const> log_prob,
                                                                       std::span<float const> rollout_log_prob,
@@ -210,267 +566,14 @@ RolloutCorrectionResult compute_rollout_correction_and_rejection_mask(cpu::par_t
                                                                       RolloutCorrectionOptions const& opt) {
   detail::check_mask<Mask>();
   const char* fn = "compute_rollout_correction_and_rejection_mask";
-  detail::expect_dims(fn, d);
-  detail::expect_token_spans(fn, d,
-                             {{"log_prob", log_prob.size()}, {"rollout_log_prob", rollout_log_prob.size()},
-                              {"response_mask", response_mask.size()}});
   auto ex = detail::make_exec(cpu::par);
-  detail::check_finite_tokens(ex, fn, "log_prob", d, log_prob.data(), response_mask.data());
-  detail::check_finite_tokens(ex, fn, "rollout_log_prob", d, rollout_log_prob.data(), response_mask.data());
-  std::int64_t const B = d.rows, T = d.cols, n = d.numel();
-  using detail::rc::safety_bound;
-  detail::rc::view v{B, T, std::vector<char>(static_cast<std::size_t>(n)), std::vector<double>(static_cast<std::size_t>(B), 0.0)};
-  for (std::int64_t k = 0; k < n; ++k) {
-    bool const on = detail::on(response_mask[static_cast<std::size_t>(k)]);
-    v.m[static_cast<std::size_t>(k)] = on;
-    if (on) v.len[static_cast<std::size_t>(k / T)] += 1, v.count += 1;
-  }
-  if (v.count == 0)
-    throw value_error(msg("rlflow::kernels::", fn, ": the response mask of the (B = ", B, ", T = ", T,
-                          ") batch has no valid token (verl raises too); skip the batch"));
-  auto lr = [&](std::int64_t k) {
-    return static_cast<double>(log_prob[static_cast<std::size_t>(k)]) - static_cast<double>(rollout_log_prob[static_cast<std::size_t>(k)]);
-  };
-  auto clampb = [](double x) { return math::clampd(x, -safety_bound, safety_bound); };
+  detail::rc::check_inputs(ex, fn, d, log_prob, rollout_log_prob, response_mask);
   RolloutCorrectionResult res;
-  auto put = [&](std::string const& k, double val) { res.metrics.emplace_back("rollout_corr/" + k, val); };
-
-  // ---- IS weights (verl: compute_rollout_correction_weights + compute_is_metrics)
-  if (opt.rollout_is) {
-    std::string const& level = *opt.rollout_is;
-    if (level != "token" && level != "sequence")
-      throw config_error(msg("rlflow::kernels::", fn, ": rollout_is='", level, "'; use token, sequence or null (off)"));
-    auto const [upper, lower] = detail::rc::parse_is_threshold(fn, opt.rollout_is_threshold);
-    bool const seq = level == "sequence";
-    std::vector<double> lsum(static_cast<std::size_t>(B), 0.0), raw(static_cast<std::size_t>(n), 0.0);
-    std::vector<double> w(static_cast<std::size_t>(n), 0.0);
-    for (std::int64_t i = 0; i < B; ++i) {
-      lsum[static_cast<std::size_t>(i)] = v.row_sum(i, lr);
-      for (std::int64_t t = 0; t < T; ++t) {
-        std::int64_t const k = i * T + t;
-        double const e = std::exp(clampb(seq ? lsum[static_cast<std::size_t>(i)] : (v.on(k) ? lr(k) : 0.0)));
-        double const r = v.on(k) ? e : 0.0;
-        raw[static_cast<std::size_t>(k)] = r;
-        w[static_cast<std::size_t>(k)] = lower ? ((r >= *lower && r <= upper) ? r : 0.0) : std::min(r, upper);
-      }
-    }
-    double const thr_lo = lower ? *lower : 1.0 / upper;
-    double const log_up = std::log(upper), log_lo = std::log(thr_lo);
-    auto W = [&](std::int64_t k) { return w[static_cast<std::size_t>(k)]; };
-    if (seq) {
-      put("rollout_is_max", std::exp(std::min(detail::rc::vmax(lsum), safety_bound)));
-      put("rollout_is_min", std::exp(detail::rc::vmin(lsum)));
-      put("rollout_is_mean", v.mmean(W));
-      double hi = 0, lo = 0;
-      for (double s : lsum) hi += s > log_up, lo += s < log_lo;
-      put("rollout_is_ratio_fraction_high", hi / static_cast<double>(B));
-      put("rollout_is_ratio_fraction_low", lo / static_cast<double>(B));
-    } else {
-      put("rollout_is_mean", v.mmean(W));
-      put("rollout_is_ratio_fraction_high", v.mmean([&](std::int64_t k) { return raw[static_cast<std::size_t>(k)] > upper ? 1.0 : 0.0; }));
-      put("rollout_is_ratio_fraction_low", v.mmean([&](std::int64_t k) { return raw[static_cast<std::size_t>(k)] < thr_lo ? 1.0 : 0.0; }));
-      double mx = -INFINITY, mn = INFINITY;
-      for (std::int64_t k = 0; k < n; ++k)
-        if (v.on(k)) mx = std::max(mx, W(k)), mn = std::min(mn, W(k));
-      put("rollout_is_max", mx);
-      put("rollout_is_min", mn);
-    }
-    auto Wc = [&](std::int64_t k) { return math::clampd(W(k), 0.0, upper); };
-    double const mc = v.mmean(Wc);
-    if (v.count > 1) {
-      double const var = v.mmean([&](std::int64_t k) { return Wc(k) * Wc(k); }) - mc * mc;
-      put("rollout_is_std", std::sqrt(std::max(var, 0.0)));
-    } else {
-      put("rollout_is_std", 0.0);
-    }
-    put("rollout_is_eff_sample_size", 1.0 / v.mmean([&](std::int64_t k) {
-      double const q = Wc(k) / (mc + 1e-8);
-      return q * q;
-    }));
-    std::vector<double> sm(static_cast<std::size_t>(B)), rsm(static_cast<std::size_t>(B)), dev(static_cast<std::size_t>(B));
-    for (std::int64_t i = 0; i < B; ++i) {
-      sm[static_cast<std::size_t>(i)] = v.row_mean(i, W);
-      rsm[static_cast<std::size_t>(i)] = v.row_mean(i, [&](std::int64_t k) { return raw[static_cast<std::size_t>(k)]; });
-      dev[static_cast<std::size_t>(i)] = std::fabs(sm[static_cast<std::size_t>(i)] - 1.0);
-    }
-    put("rollout_is_seq_mean", detail::rc::vmean(sm));
-    put("rollout_is_seq_std", detail::rc::vstd(sm));
-    put("rollout_is_seq_max", detail::rc::vmax(sm));
-    put("rollout_is_seq_min", detail::rc::vmin(sm));
-    put("rollout_is_seq_max_deviation", detail::rc::vmax(dev));
-    double fh = 0, fl = 0;
-    for (double s : rsm) fh += s > upper, fl += s < thr_lo;
-    put("rollout_is_seq_fraction_high", fh / static_cast<double>(B));
-    put("rollout_is_seq_fraction_low", fl / static_cast<double>(B));
-    if (lower)
-      put("rollout_is_oob_ratio", v.mmean([&](std::int64_t k) {
-        double const r = raw[static_cast<std::size_t>(k)];
-        return (r < *lower || r > upper) ? 1.0 : 0.0;
-      }));
-    if (opt.rollout_is_batch_normalize) {
-      double wm = 0;
-      if (!seq) {
-        wm = v.mmean(W);
-      } else {
-        double num = 0, cnt = 0;
-        for (std::int64_t i = 0; i < B; ++i)
-          if (v.len[static_cast<std::size_t>(i)] > 0) num += sm[static_cast<std::size_t>(i)], cnt += 1;
-        wm = num / std::max(cnt, 1e-8);
-      }
-      if (wm > 1e-8) {
-        for (auto& x : w) x /= wm;
-        put("rollout_is_batch_norm_factor", wm);
-      } else {
-        put("rollout_is_batch_norm_factor", 1.0);
-      }
-    }
-    res.rollout_is_weights.assign(w.begin(), w.end());
-  }
-
-  // ---- rejection sampling (verl: compute_rollout_rejection_mask + compute_rs_metrics)
-  std::vector<double> combined(static_cast<std::size_t>(n), 1.0);
-  if (opt.rollout_rs && B > 0) {
-    auto const options = detail::rc::parse_rs(fn, *opt.rollout_rs, opt.rollout_rs_threshold);
-    std::vector<double> kv(static_cast<std::size_t>(n));
-    for (auto const& o : options) {
-      bool const k1 = o.name.back() == '1';
-      int const kind = o.name.back() - '0';
-      auto stat_of = [&](std::int64_t k) {
-        double const l = clampb(lr(k));
-        return kind == 1 ? -l : (kind == 2 ? 0.5 * l * l : std::exp(l) - 1.0 - l);
-      };
-      for (std::int64_t k = 0; k < n; ++k) kv[static_cast<std::size_t>(k)] = v.on(k) ? stat_of(k) : 0.0;
-      auto K = [&](std::int64_t k) { return kv[static_cast<std::size_t>(k)]; };
-      double const up = k1 ? std::log(o.upper) : o.upper;
-      double const lo = k1 ? std::log(*o.lower) : 0.0;
-      auto keep_val = [&](double s) { return k1 ? (s >= lo && s <= up) : s <= up; };
-      bool const token_level = o.name.rfind("token_", 0) == 0;
-      std::vector<double> seqv(static_cast<std::size_t>(B), 0.0);
-      std::vector<char> keep(static_cast<std::size_t>(n), 0);
-      for (std::int64_t i = 0; i < B; ++i) {
-        if (!token_level) {
-          double s = 0;
-          if (o.name.rfind("seq_sum", 0) == 0) s = v.row_sum(i, K);
-          else if (o.name.rfind("seq_mean", 0) == 0) s = v.row_mean(i, K);
-          else {  // seq_max: 0 for a row without valid tokens
-            double mx = -INFINITY;
-            for (std::int64_t t = 0; t < T; ++t)
-              if (v.on(i * T + t)) mx = std::max(mx, K(i * T + t));
-            s = mx == -INFINITY ? 0.0 : mx;
-          }
-          seqv[static_cast<std::size_t>(i)] = s;
-        }
-        for (std::int64_t t = 0; t < T; ++t) {
-          std::int64_t const k = i * T + t;
-          // token level: the statistic of a masked position is that of its log-ratio (kept or not, it
-          // is multiplied by the mask afterwards)
-          double const s = token_level ? stat_of(k) : seqv[static_cast<std::size_t>(i)];
-          keep[static_cast<std::size_t>(k)] = keep_val(s);
-        }
-      }
-      // metrics (compute_rs_metrics): the per-token statistic is the token's, or its row's
-      auto S = [&](std::int64_t k) { return token_level ? K(k) : seqv[static_cast<std::size_t>(k / T)]; };
-      std::string const pre = "rollout_rs_" + o.name;
-      std::vector<double> sv;  // sequence values of rows with a valid token
-      for (std::int64_t i = 0; i < B; ++i)
-        if (v.len[static_cast<std::size_t>(i)] > 0) sv.push_back(token_level ? v.row_mean(i, K) : seqv[static_cast<std::size_t>(i)]);
-      put(pre + "_mean", v.mmean(S));
-      bool const seq_level = !token_level && !sv.empty();
-      if (seq_level) {
-        put(pre + "_max", detail::rc::vmax(sv));
-        put(pre + "_min", detail::rc::vmin(sv));
-        double fh = 0, fl = 0;
-        for (double s : sv) fh += s > up, fl += s < lo;
-        put(pre + "_fraction_high", fh / static_cast<double>(sv.size()));
-        put(pre + "_fraction_low", k1 ? fl / static_cast<double>(sv.size()) : 0.0);
-      } else {
-        double mx = -INFINITY, mn = INFINITY;
-        for (std::int64_t k = 0; k < n; ++k)
-          if (v.on(k)) mx = std::max(mx, S(k)), mn = std::min(mn, S(k));
-        put(pre + "_max", mx);
-        put(pre + "_min", mn);
-        put(pre + "_fraction_high", v.mmean([&](std::int64_t k) { return S(k) > up ? 1.0 : 0.0; }));
-        put(pre + "_fraction_low", k1 ? v.mmean([&](std::int64_t k) { return S(k) < lo ? 1.0 : 0.0; }) : 0.0);
-      }
-      if (v.count > 1) {
-        double const cmin = k1 ? lo : 0.0;
-        auto C = [&](std::int64_t k) { return std::min(std::max(S(k), cmin), up); };  // torch.clamp(min, max)
-        double const mc = v.mmean(C);
-        double const var = v.mmean([&](std::int64_t k) { return C(k) * C(k); }) - mc * mc;
-        put(pre + "_std", std::sqrt(std::max(var, 0.0)));
-      } else {
-        put(pre + "_std", 0.0);
-      }
-      if (!sv.empty()) {
-        double dev = 0, fh = 0, fl = 0;
-        for (double s : sv) dev = std::max(dev, std::fabs(s)), fh += s > up, fl += s < lo;
-        put(pre + "_seq_mean", detail::rc::vmean(sv));
-        put(pre + "_seq_std", detail::rc::vstd(sv));
-        put(pre + "_seq_max", detail::rc::vmax(sv));
-        put(pre + "_seq_min", detail::rc::vmin(sv));
-        put(pre + "_seq_max_deviation", dev);
-        put(pre + "_seq_fraction_high", fh / static_cast<double>(sv.size()));
-        if (k1) put(pre + "_seq_fraction_low", fl / static_cast<double>(sv.size()));
-      } else {
-        for (const char* s : {"_seq_mean", "_seq_std", "_seq_max", "_seq_min", "_seq_max_deviation", "_seq_fraction_high",
-                              "_seq_fraction_low"})
-          put(pre + s, 0.0);
-      }
-      double seq_rej = 0, seq_valid = 0;
-      for (std::int64_t i = 0; i < B; ++i) {
-        bool all_kept = true;
-        for (std::int64_t t = 0; t < T; ++t)
-          if (v.on(i * T + t) && !keep[static_cast<std::size_t>(i * T + t)]) all_kept = false;
-        if (v.len[static_cast<std::size_t>(i)] > 0) seq_valid += 1, seq_rej += all_kept ? 0.0 : 1.0;
-      }
-      for (std::int64_t k = 0; k < n; ++k) combined[static_cast<std::size_t>(k)] *= keep[static_cast<std::size_t>(k)] ? 1.0 : 0.0;
-      put(pre + "_masked_fraction", v.mmean([&](std::int64_t k) { return keep[static_cast<std::size_t>(k)] ? 0.0 : 1.0; }));
-      put(pre + "_seq_masked_fraction", seq_valid > 0 ? seq_rej / seq_valid : 0.0);
-    }
-    put("rollout_rs_masked_fraction", v.mmean([&](std::int64_t k) { return 1.0 - combined[static_cast<std::size_t>(k)]; }));
-    double has = 0;
-    for (std::int64_t i = 0; i < B; ++i) {
-      bool any = false;
-      for (std::int64_t t = 0; t < T; ++t)
-        if (v.on(i * T + t) && !(combined[static_cast<std::size_t>(i * T + t)] > 0.5)) any = true;
-      has += any;
-    }
-    put("rollout_rs_seq_masked_fraction", has / static_cast<double>(B));
-  }
-  res.response_mask.resize(static_cast<std::size_t>(n));
-  for (std::int64_t k = 0; k < n; ++k)
-    res.response_mask[static_cast<std::size_t>(k)] = v.on(k) && combined[static_cast<std::size_t>(k)] != 0.0 ? 1.0f : 0.0f;
-
-  // ---- off-policy diagnostics (verl: compute_offpolicy_metrics)
-  auto LP = [&](std::int64_t k) { return static_cast<double>(log_prob[static_cast<std::size_t>(k)]); };
-  auto RP = [&](std::int64_t k) { return static_cast<double>(rollout_log_prob[static_cast<std::size_t>(k)]); };
-  std::vector<double> mt(static_cast<std::size_t>(B)), mr(static_cast<std::size_t>(B));
-  double ppl_t = 0, lppl_t = 0, ppl_r = 0, lppl_r = 0, diff = 0, adiff = 0, ratio = 0, chi_seq = 0;
-  double dmax = -INFINITY, dmin = INFINITY;
-  for (std::int64_t i = 0; i < B; ++i) {
-    double const a = v.row_mean(i, LP), b = v.row_mean(i, RP), df = b - a;
-    ppl_t += std::exp(-a), lppl_t += -a, ppl_r += std::exp(-b), lppl_r += -b;
-    diff += df, adiff += std::fabs(df), ratio += std::exp(df);
-    dmax = std::max(dmax, df), dmin = std::min(dmin, df);
-    chi_seq += std::exp(2.0 * clampb(v.row_sum(i, lr)));
-  }
-  double const Bd = static_cast<double>(B);
-  put("training_ppl", ppl_t / Bd);
-  put("training_log_ppl", lppl_t / Bd);
-  put("kl", v.mmean([&](std::int64_t k) { return RP(k) - LP(k); }));
-  put("k3_kl", v.mmean([&](std::int64_t k) { return std::exp(lr(k)) - lr(k) - 1.0; }));
-  put("rollout_ppl", ppl_r / Bd);
-  put("rollout_log_ppl", lppl_r / Bd);
-  put("log_ppl_diff", diff / Bd);
-  put("log_ppl_abs_diff", adiff / Bd);
-  put("log_ppl_diff_max", dmax);
-  put("log_ppl_diff_min", dmin);
-  put("ppl_ratio", ratio / Bd);
-  put("chi2_token", v.mmean([&](std::int64_t k) {
-    double const r = std::exp(clampb(lr(k)));
-    return r * r;
-  }) - 1.0);
-  put("chi2_seq", chi_seq / Bd - 1.0);
+  std::size_t const n = static_cast<std::size_t>(d.numel());
+  if (opt.rollout_is) res.rollout_is_weights.resize(n);
+  res.response_mask.resize(n);
+  res.metrics = detail::rc::correct(ex, fn, d, log_prob.data(), rollout_log_prob.data(), response_mask.data(), opt,
+                                    res.rollout_is_weights.data(), res.response_mask.data());
   return res;
 }
 
