@@ -192,7 +192,8 @@ inline void yaml_flatten(yaml_tree const& t, std::size_t m, std::string const& p
   auto const& map = t.nodes[m];
   if (depth > yaml_max_depth)
     throw config_error(msg(source, ":", map.line, ": maps nested deeper than the limit of ", yaml_max_depth,
-                           " levels under '", prefix, "' (an alias inside its own anchor?); a config nests 6 levels"));
+                           " levels under '", prefix, "' (an alias inside its own anchor?); a config nests 6 levels: "
+                           "remove the alias that refers to a map it is in"));
   auto count = [&](std::size_t n, int line) {
     visited += n;
     if (visited > yaml_max_nodes)
