@@ -2,9 +2,11 @@
 // unknown-key suggestions, the §11 start-up checks against an independent reference over random
 // configs, the compile-time check, and that docs/configuration.md lists every key.
 #include <catch2/catch.hpp>
+#include <algorithm>
 
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <random>
 #include <set>
 #include <string>
@@ -355,8 +357,10 @@ TEST_CASE("file and argument errors name the place and the fix", "[config][files
   CHECK_THROWS_AS(c.apply_text("data:\n\ttrain_batch_size: 3\n", "yaml", "x.yaml"), rlflow::format_error);
   CHECK_THROWS_AS(c.apply_text("data:\n  train_batch_size: 3\n   max_prompt_length: 4\n", "yaml", "x.yaml"),
                   rlflow::format_error);
-  CHECK_THROWS_AS(c.apply_text("data: |\n  text\n", "yaml", "x.yaml"), rlflow::format_error);
-  CHECK_THROWS_AS(c.apply_text("just text\n", "yaml", "x.yaml"), rlflow::format_error);
+  CHECK_THROWS_WITH(c.apply_text("data: |\n  text\n", "yaml", "x.yaml"), Catch::Contains("x.yaml:1"));  // a section, not a value
+  CHECK_THROWS_WITH(c.apply_text("just text\n", "yaml", "x.yaml"), Catch::Contains("x.yaml:1") && Catch::Contains("key: value"));
+  CHECK_THROWS_WITH(c.apply_text("data:\n  train_batch_size: [3\n", "yaml", "x.yaml"),
+                    Catch::Contains("x.yaml:") && Catch::Contains("invalid YAML"));
   CHECK_THROWS_AS(c.apply_text("{\"data\": {\"train_batch_size\": }", "json", "x.json"), rlflow::format_error);
   CHECK_THROWS_WITH(c.apply_text("{\"data\": {\"train_batch_siz\": 3}}", "json", "x.json"),
                     Catch::Contains("did you mean 'data.train_batch_size'"));
@@ -373,7 +377,140 @@ TEST_CASE("file and argument errors name the place and the fix", "[config][files
                     Catch::Contains("actor_rollout_ref.actor.loss_agg_mode = token-mean"));
 }
 
-TEST_CASE("the YAML subset reader flattens nested maps and lists", "[config][yaml]") {
+TEST_CASE("YAML config files read with yaml-cpp: anchors, merge keys, flow maps, multi-line scalars, documents",
+          "[config][yaml]") {
+  TrainerConfig c;
+  c.apply_text(R"(actor_rollout_ref:
+  actor:
+    optim: &optim {lr: 2.0e-3, weight_decay: 0.0}
+critic:
+  optim: *optim
+trainer:
+  experiment_name: >-
+    folded
+    name
+  project_name: |-
+    literal
+---
+data: {train_batch_size: 64, max_prompt_length: 7}
+)",
+               "yaml", "anchors.yaml");
+  CHECK(c.actor_rollout_ref.actor.optim.lr == 2.0e-3);
+  CHECK(c.critic.optim.lr == 2.0e-3);
+  CHECK(c.critic.optim.weight_decay == 0.0);
+  CHECK(c.trainer.experiment_name.view() == "folded name");
+  CHECK(c.trainer.project_name.view() == "literal");
+  CHECK(c.data.train_batch_size == 64);
+  CHECK(c.data.max_prompt_length == 7);
+
+  // '<<' merge keys: the map's own keys win wherever they are written; of several merged maps the first wins
+  TrainerConfig m;
+  m.apply_text(R"(actor_rollout_ref:
+  actor:
+    optim: &base {lr: 1.0e-4, weight_decay: 0.5, min_lr_ratio: 0.25}
+critic:
+  optim:
+    lr: 3.0e-5
+    <<: *base
+)",
+               "yaml", "merge.yaml");
+  CHECK(m.critic.optim.lr == 3.0e-5);
+  CHECK(m.critic.optim.weight_decay == 0.5);
+  CHECK(m.critic.optim.min_lr_ratio == 0.25);
+  auto const e = rlflow::detail::parse_yaml_flat("a: &a {x: 1, y: 1}\nb: &b {y: 2, z: 2}\nc:\n  <<: [*a, *b]\n  w: 3\n");
+  std::map<std::string, std::string> last;  // what apply_entries ends with: the last entry of a key wins
+  for (auto const& f : e) last[f.key] = f.text;
+  CHECK(last.at("c.x") == "1");
+  CHECK(last.at("c.y") == "1");
+  CHECK(last.at("c.z") == "2");
+  CHECK(last.at("c.w") == "3");
+  CHECK_THROWS_WITH(rlflow::detail::parse_yaml_flat("c:\n  <<: 5\n", "merge.yaml"),
+                    Catch::Contains("merge.yaml:2") && Catch::Contains("map"));
+
+  // block lists, quoted 'null', line numbers of values written after an alias and a folded scalar
+  auto const l = rlflow::detail::parse_yaml_flat("a: &v [1, 2]\nb: *v\nc:\n  - 'null'\n  - ~\nd: >\n  x\n  y\ne: 1\n");
+  REQUIRE(l.size() == 5);
+  CHECK(l[1].items == std::vector<std::string>{"1", "2"});
+  CHECK(l[2].items == std::vector<std::string>{"null", ""});
+  CHECK(l[3].text == "x y\n");
+  CHECK(l[4].line == 9);
+}
+
+namespace {
+//! Runs 'f' and returns the rlflow::config_error message it throws ("" if none or another type).
+template <class F>
+std::string config_error_of(F&& f) {
+  try {
+    f();
+  } catch (rlflow::config_error const& e) {
+    return e.what();
+  } catch (...) {
+    return "<another exception>";
+  }
+  return "<no exception>";
+}
+}  // namespace
+
+TEST_CASE("hostile YAML: each guard is a config_error naming the file, line, limit and fix, before yaml-cpp recurses",
+          "[config][yaml]") {
+  using rlflow::detail::parse_yaml_flat;
+  // size
+  std::string big = "a: 1\n";
+  while (big.size() <= rlflow::detail::yaml_max_bytes) big += "# " + std::string(78, 'x') + "\n";
+  auto m = config_error_of([&] { parse_yaml_flat(big, "big.yaml"); });
+  auto const big_line = 1 + std::count(big.begin(), big.begin() + static_cast<std::ptrdiff_t>(rlflow::detail::yaml_max_bytes), '\n');
+  CHECK_THAT(m, Catch::Contains("big.yaml:" + std::to_string(big_line) + ":") && Catch::Contains("1048576") && Catch::Contains("data.train_files"));
+  // flow nesting (counted everywhere, even inside quotes)
+  m = config_error_of([] { parse_yaml_flat("a: 1\nb: " + std::string(300, '[') + std::string(300, ']') + "\n", "deep.yaml"); });
+  CHECK_THAT(m, Catch::Contains("deep.yaml:2:") && Catch::Contains("256") && Catch::Contains("indented blocks"));
+  m = config_error_of([] { parse_yaml_flat("a: '" + std::string(300, '{') + "'\n", "quoted.yaml"); });
+  CHECK_THAT(m, Catch::Contains("quoted.yaml:1:") && Catch::Contains("256"));
+  // block nesting by indentation
+  std::string nested;
+  for (int i = 0; i < 70; ++i) nested += std::string(static_cast<std::size_t>(2 * i), ' ') + "k" + std::to_string(i) + ":\n";
+  m = config_error_of([&] { parse_yaml_flat(nested, "indent.yaml"); });
+  CHECK_THAT(m, Catch::Contains("indent.yaml:66:") && Catch::Contains("128 spaces") && Catch::Contains("un-indent"));
+  // compact nested block collections nest without indentation
+  std::string dashes;
+  for (int i = 0; i < 100; ++i) dashes += "- ";
+  m = config_error_of([&] { parse_yaml_flat("a:\n" + dashes + "x\n", "dash.yaml"); });
+  CHECK_THAT(m, Catch::Contains("dash.yaml:2:") && Catch::Contains("64") && Catch::Contains("one list item per line"));
+  // aliases that multiply the values (a 'billion laughs' document), also through empty maps
+  for (std::string leaf : {"{x: 1, y: 2}", "{x: {}, y: {}}"}) {
+    std::string bomb = "l0: &l0 " + leaf + "\n";
+    for (int i = 1; i <= 40; ++i)
+      bomb += rlflow::msg("l", i, ": &l", i, " {p: *l", i - 1, ", q: *l", i - 1, "}\n");
+    m = config_error_of([&] { parse_yaml_flat(bomb, "bomb.yaml"); });
+    CHECK_THAT(m, Catch::Contains("bomb.yaml:") && Catch::Contains("100000") && Catch::Contains("alias each section once"));
+  }
+  // aliases that nest deeper than the bound in a few lines, and an alias inside its own anchor
+  std::string chain = "m0: &m0 {x: 1}\n";
+  for (int i = 1; i <= 80; ++i) chain += rlflow::msg("m", i, ": &m", i, " {y: *m", i - 1, "}\n");
+  m = config_error_of([&] { parse_yaml_flat(chain, "chain.yaml"); });
+  CHECK_THAT(m, Catch::Contains("chain.yaml:") && Catch::Contains("deeper than the limit of 64"));
+  m = config_error_of([] { parse_yaml_flat("a:\n  b: &s\n    c: *s\n", "cycle.yaml"); });
+  CHECK_THAT(m, Catch::Contains("cycle.yaml:") && Catch::Contains("deeper than the limit of 64") && Catch::Contains("alias inside its own anchor") &&
+                    Catch::Contains("remove the alias"));
+  // documents just inside the bounds read
+  std::string ok_flow = "a: [";
+  for (int i = 0; i < 255; ++i) ok_flow += "[";
+  CHECK_THROWS_WITH(parse_yaml_flat(ok_flow + "\n", "ok.yaml"), Catch::Contains("invalid YAML"));  // a syntax error, not a limit
+  std::string six = "a:\n  b:\n    c:\n      d:\n        e:\n          f: 1\n";
+  CHECK(parse_yaml_flat(six).at(0).key == "a.b.c.d.e.f");
+
+  // yaml-cpp 0.7's LoadAll loops forever, allocating, where the parser stops advancing (jbeder/yaml-cpp#1319);
+  // these were hangs found by fuzz.config. Now each is a format_error naming the line.
+  CHECK_THROWS_WITH(parse_yaml_flat(",\n", "comma.yaml"), Catch::Contains("comma.yaml:1: invalid YAML"));
+  CHECK_THROWS_WITH(parse_yaml_flat("a: 1\n---\n,\n", "second.yaml"), Catch::Contains("second.yaml:3: invalid YAML"));
+  CHECK_THROWS_AS(parse_yaml_flat(", \xff: [line\n  two1, 2]}\ne: *x\ne: |\n  line\n  two\n", "fuzz.yaml"),
+                  rlflow::format_error);
+  // tabs stay a format_error (YAML forbids them), as do lists of maps and non-scalar keys
+  CHECK_THROWS_AS(parse_yaml_flat("a:\n\tb: 1\n"), rlflow::format_error);
+  CHECK_THROWS_WITH(parse_yaml_flat("a:\n  - {b: 1}\n", "lom.yaml"), Catch::Contains("lom.yaml:2") && Catch::Contains("nested lists or maps"));
+  CHECK_THROWS_WITH(parse_yaml_flat("? [a, b]\n: 1\n", "key.yaml"), Catch::Contains("key.yaml:1") && Catch::Contains("plain name"));
+}
+
+TEST_CASE("the YAML reader flattens nested maps and lists", "[config][yaml]") {
   auto const e = rlflow::detail::parse_yaml_flat("a:\n  b:\n    c: 1\n  d: 'x # y'\n  e:\n  f: [1, \"2\"]\ng: null\n---\n");
   REQUIRE(e.size() == 5);
   CHECK(e[0].key == "a.b.c");

@@ -1,15 +1,38 @@
-// rlflow/detail/yaml.hpp: a small YAML subset reader that flattens a config file into dotted keys.
-// Supports block maps by indentation, scalars (plain, 'single' and "double" quoted), comments,
-// flow lists '[a, b]', block lists '- item', null/~ and document markers. Does not support
-// anchors, flow maps, multi-line scalars (| >), tabs for indentation or hydra 'defaults' lists;
-// those raise rlflow::format_error naming the file and line.
+// rlflow/detail/yaml.hpp: reads a YAML config document with yaml-cpp and flattens it into dotted
+// keys (the entries TrainerConfig applies). What YAML 1.2 has and yaml-cpp reads works: nested
+// block and flow maps, anchors and aliases, '<<' merge keys, multi-line scalars ('|', '>'), quoted
+// strings, comments, flow and block lists, several documents separated by '---' (applied in order).
+// What a config cannot hold (lists of maps, nested lists, keys that are not plain names) and what
+// the parser cannot read raise rlflow::format_error "<file>:<line>: ...".
+//
+// yaml-cpp 0.7 is not safe on hostile text, so rlflow guards it (issue 14; found by fuzz.config):
+//  - YAML::LoadAll loops forever, allocating, when the parser stops advancing (a stray ',' at the
+//    start of a document: jbeder/yaml-cpp#1319). rlflow drives YAML::Parser itself with its own
+//    event handler and stops when a document starts where the previous one started.
+//  - The parser recurses once per nesting level, so deep nesting exhausts the stack. Before
+//    yaml-cpp sees the text, rlflow bounds its size, its indentation, the number of '[' / '{' and
+//    the block indicators ('- ', '? ', ': ') nested on one line.
+//  - Aliases share nodes, so a few lines can expand to billions of values ('billion laughs') or
+//    refer to themselves. Flattening counts every node it visits, aliases expanded, and bounds the
+//    map depth.
+// Each limit raises rlflow::config_error naming the file, the line, the limit and the fix.
 #pragma once
-#include <cstddef>      // std::size_t
+#include <cstddef>  // std::size_t
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include <rlflow/error.hpp>  // format_error, msg
+#if !defined(__EMSCRIPTEN__)
+#include <sstream>        // std::istringstream (YAML::Parser reads a stream)
+#include <unordered_map>  // anchors
+
+#include <yaml-cpp/eventhandler.h>  // YAML::EventHandler
+#include <yaml-cpp/exceptions.h>    // YAML::Exception
+#include <yaml-cpp/mark.h>          // YAML::Mark
+#include <yaml-cpp/parser.h>        // YAML::Parser
+#endif
+
+#include <rlflow/error.hpp>  // format_error, config_error, msg
 
 namespace rlflow::detail {
 
@@ -24,223 +47,270 @@ struct flat_entry {
   int line = 0;                    //!< 1-based source line (0 for JSON)
 };
 
-inline std::string_view yaml_trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\r')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) s.remove_suffix(1);
-  return s;
-}
+//! Largest config text read (a verl config is a few KB).
+inline constexpr std::size_t yaml_max_bytes = std::size_t{1} << 20;
+//! Deepest nesting a config document may have (verl's deepest key has 6 levels); indentation is
+//! bounded at 2 * yaml_max_depth spaces, block indicators on one line at yaml_max_depth.
+inline constexpr int yaml_max_depth = 64;
+//! Most '[' / '{' in one document, counted everywhere (quotes and comments too, so no quoting
+//! trick hides one from the count while yaml-cpp nests on it); a config holds a handful.
+inline constexpr int yaml_max_flow = 256;
+//! Most nodes flattening may visit, aliases expanded (rlflow has a few hundred keys).
+inline constexpr std::size_t yaml_max_nodes = 100000;
 
-//! Removes a trailing '# comment' that is outside quotes (a '#' must follow a space or start the line).
-inline std::string_view yaml_strip_comment(std::string_view s) {
-  char quote = 0;
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    char const c = s[i];
-    if (quote) {
-      if (c == quote) quote = 0;
+//! Rejects, before parsing, what YAML forbids (a tab in indentation: format_error) and what could
+//! make yaml-cpp's recursive parser run out of stack or time (config_error).
+inline void yaml_precheck(std::string_view text, std::string_view source) {
+  if (text.size() > yaml_max_bytes) {
+    int line = 1;
+    for (std::size_t i = 0; i < yaml_max_bytes; ++i) line += text[i] == '\n';
+    throw config_error(msg(source, ":", line, ": the config text is ", text.size(), " bytes, more than the limit of ",
+                           yaml_max_bytes, " (1 MiB); a config is a few KB: pass the data files by path "
+                           "(data.train_files) instead of inlining them"));
+  }
+  int line = 1, indent = 0, flow = 0, marks = 0;
+  bool at_line_start = true;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    char const c = text[i];
+    if (c == '\n') {
+      ++line;
+      at_line_start = true;
+      indent = 0;
+      marks = 0;
       continue;
     }
-    if (c == '"' || c == '\'') {
-      quote = c;
-    } else if (c == '#' && (i == 0 || s[i - 1] == ' ' || s[i - 1] == '\t')) {
-      return s.substr(0, i);
-    }
-  }
-  return s;
-}
-
-//! Parses one scalar: strips quotes, recognises null. Sets text/quoted/is_null of 'e'.
-inline void yaml_scalar(std::string_view raw, flat_entry& e, std::string_view source) {
-  raw = yaml_trim(raw);
-  if (raw.size() >= 2 && (raw.front() == '"' || raw.front() == '\'') && raw.back() == raw.front()) {
-    std::string out;
-    for (std::size_t i = 1; i + 1 < raw.size(); ++i) {
-      char c = raw[i];
-      if (raw.front() == '"' && c == '\\' && i + 2 < raw.size()) {
-        char const n = raw[++i];
-        c = n == 'n' ? '\n' : n == 't' ? '\t' : n;
-      } else if (raw.front() == '\'' && c == '\'' && i + 2 < raw.size() && raw[i + 1] == '\'') {
-        ++i;  // '' inside single quotes is one quote
+    if (at_line_start) {
+      if (c == ' ') {
+        if (++indent > 2 * yaml_max_depth)
+          throw config_error(msg(source, ":", line, ": indentation deeper than the limit of ", 2 * yaml_max_depth,
+                                 " spaces (", yaml_max_depth, " levels); a config nests 6 levels: un-indent the line"));
+        continue;
       }
-      out.push_back(c);
+      if (c == '\t') throw format_error(msg(source, ":", line, ": tab used for indentation; indent with spaces"));
+      // compact nested block collections ("- - - x", "? ? x") nest without indentation
+      if ((c == '-' || c == '?' || c == ':') && i + 1 < text.size() && text[i + 1] == ' ') {
+        if (++marks > yaml_max_depth)
+          throw config_error(msg(source, ":", line, ": more than the limit of ", yaml_max_depth,
+                                 " nested block indicators ('- ', '? ', ': ') on one line; write one list item per line"));
+        ++i;  // the space; more indicators may follow
+        continue;
+      }
+      at_line_start = false;
     }
-    e.text = std::move(out);
-    e.quoted = true;
-    return;
+    if ((c == '[' || c == '{') && ++flow > yaml_max_flow)
+      throw config_error(msg(source, ":", line, ": more than the limit of ", yaml_max_flow,
+                             " '[' or '{' in one config file; a config holds a few flow lists: write maps as "
+                             "indented blocks"));
   }
-  if (!raw.empty() && (raw.front() == '"' || raw.front() == '\''))
-    throw format_error(msg(source, ":", e.line, ": unterminated quoted string ", std::string(raw),
-                           "; close the quote"));
-  if (!raw.empty() && (raw.front() == '|' || raw.front() == '>'))
-    throw format_error(msg(source, ":", e.line, ": multi-line scalars ('|' or '>') are not supported for key '", e.key,
-                           "'; write the value on one line"));
-  if (!raw.empty() && (raw.front() == '&' || raw.front() == '*' || raw.front() == '{'))
-    throw format_error(msg(source, ":", e.line, ": anchors, aliases and flow maps are not supported (key '", e.key,
-                           "'); write nested keys as an indented block"));
-  if (raw.empty() || raw == "~" || raw == "null" || raw == "Null" || raw == "NULL") {
-    e.is_null = true;
-    e.text.clear();
-    return;
-  }
-  e.text = std::string(raw);
 }
 
-//! Parses a flow list '[a, "b", 3]' into e.items.
-inline void yaml_flow_list(std::string_view raw, flat_entry& e, std::string_view source) {
-  raw = yaml_trim(raw);
-  if (raw.size() < 2 || raw.back() != ']')
-    throw format_error(msg(source, ":", e.line, ": flow list for key '", e.key, "' is not closed with ']'"));
-  std::string_view body = raw.substr(1, raw.size() - 2);
-  e.is_list = true;
-  std::size_t start = 0;
-  char quote = 0;
-  auto push = [&](std::string_view piece) {
-    piece = yaml_trim(piece);
-    if (piece.empty()) return;
-    flat_entry item;
-    item.line = e.line;
-    item.key = e.key;
-    yaml_scalar(piece, item, source);
-    e.items.push_back(item.text);
-  };
-  for (std::size_t i = 0; i < body.size(); ++i) {
-    char const c = body[i];
-    if (quote) {
-      if (c == quote) quote = 0;
-    } else if (c == '"' || c == '\'') {
-      quote = c;
-    } else if (c == '[' || c == '{') {
-      throw format_error(msg(source, ":", e.line, ": nested lists or maps inside '", e.key, "' are not supported"));
-    } else if (c == ',') {
-      push(body.substr(start, i - start));
-      start = i + 1;
-    }
-  }
-  push(body.substr(start));
-}
-
-//! Flattens a YAML document (the subset above) into dotted keys in file order. 'source' names
-//! the file in error messages.
+#if defined(__EMSCRIPTEN__)
+//! The planner page (WebAssembly) takes key=value text only: there is no yaml-cpp in that build.
 inline std::vector<flat_entry> parse_yaml_flat(std::string_view text, std::string_view source = "<yaml>") {
-  std::vector<flat_entry> out;
-  struct frame {
-    int indent;
-    std::string prefix;  // dotted prefix including the trailing '.'
+  yaml_precheck(text, source);
+  throw format_error(msg(source, ": YAML config files are not read in the WebAssembly planner; use key=value lines"));
+}
+#else
+
+//! The nodes of a YAML stream as yaml-cpp's parser reports them. An alias is the index of the
+//! anchored node (not a copy), so the tree stays as small as the text; it may even be cyclic
+//! ('&a [*a]'): flattening bounds the walk.
+class yaml_tree final : public YAML::EventHandler {
+ public:
+  enum class kind { null, scalar, seq, map };
+  struct node {
+    kind k = kind::null;
+    std::string text;              //!< scalar text
+    bool quoted = false;           //!< a quoted scalar or one tagged !!str
+    int line = 0;                  //!< 1-based
+    std::vector<std::size_t> kids; //!< seq: items; map: key, value, key, value, ...
   };
-  std::vector<frame> stack{{-1, ""}};
-  // A key with no value opens either a nested map or a block list; decided by the next line.
-  std::string pending_key;
-  int pending_indent = -1, pending_line = 0;
-  flat_entry* open_list = nullptr;
-  int open_list_indent = -1;
+  std::vector<node> nodes;
+  std::vector<std::size_t> roots;  //!< one per document
+  int doc_start = -1;              //!< character offset where the last document started
 
-  auto flush_pending_as_null = [&] {
-    if (pending_key.empty()) return;
-    flat_entry e;
-    e.key = pending_key;
-    e.is_null = true;
-    e.line = pending_line;
-    out.push_back(e);
-    pending_key.clear();
-  };
+ private:
+  std::vector<std::size_t> open_;                          // collections being filled
+  std::unordered_map<YAML::anchor_t, std::size_t> anchors_;  // per document
 
-  int line_no = 0;
-  std::size_t pos = 0;
-  while (pos <= text.size()) {
-    std::size_t const nl = text.find('\n', pos);
-    std::string_view line = text.substr(pos, nl == std::string_view::npos ? std::string_view::npos : nl - pos);
-    pos = nl == std::string_view::npos ? text.size() + 1 : nl + 1;
-    ++line_no;
-    std::string_view body = yaml_strip_comment(line);
-    if (yaml_trim(body).empty()) continue;
-    if (yaml_trim(body) == "---" || yaml_trim(body) == "...") continue;
-    int indent = 0;
-    while (indent < static_cast<int>(body.size()) && body[indent] == ' ') ++indent;
-    if (body[indent] == '\t')
-      throw format_error(msg(source, ":", line_no, ": tab used for indentation; indent with spaces"));
-    std::string_view content = yaml_trim(body.substr(indent));
+  static int line_of(YAML::Mark const& m) { return m.line >= 0 ? m.line + 1 : 0; }
+  void add(std::size_t i) {
+    if (open_.empty()) roots.push_back(i);
+    else nodes[open_.back()].kids.push_back(i);
+  }
+  std::size_t make(kind k, YAML::Mark const& m, YAML::anchor_t anchor) {
+    nodes.push_back(node{k, {}, false, line_of(m), {}});
+    std::size_t const i = nodes.size() - 1;
+    if (anchor != YAML::NullAnchor) anchors_[anchor] = i;
+    add(i);
+    return i;
+  }
 
-    if (content.front() == '-' && (content.size() == 1 || content[1] == ' ')) {  // block list item
-      if (!pending_key.empty() && indent >= pending_indent) {
-        flat_entry e;
-        e.key = pending_key;
-        e.is_list = true;
-        e.line = pending_line;
-        out.push_back(e);
-        open_list = &out.back();
-        open_list_indent = indent;
-        pending_key.clear();
-      }
-      if (open_list == nullptr || indent != open_list_indent)
-        throw format_error(msg(source, ":", line_no, ": list item '", std::string(content),
-                               "' does not belong to a key; put it under 'key:'"));
-      flat_entry item;
-      item.key = open_list->key;
-      item.line = line_no;
-      std::string_view v = yaml_trim(content.substr(1));
-      if (v.find(": ") != std::string_view::npos || (!v.empty() && v.back() == ':'))
-        throw format_error(msg(source, ":", line_no, ": lists of maps are not supported (key '", open_list->key, "')"));
-      yaml_scalar(v, item, source);
-      open_list->items.push_back(item.text);
-      continue;
+ public:
+  void OnDocumentStart(YAML::Mark const& m) override {
+    doc_start = m.pos;
+    anchors_.clear();
+    open_.clear();
+  }
+  void OnDocumentEnd() override {}
+  void OnNull(YAML::Mark const& m, YAML::anchor_t anchor) override { make(kind::null, m, anchor); }
+  void OnAlias(YAML::Mark const& m, YAML::anchor_t anchor) override {
+    auto const it = anchors_.find(anchor);
+    if (it == anchors_.end()) {  // yaml-cpp reports an undefined anchor itself; kept for safety
+      make(kind::null, m, YAML::NullAnchor);
+      return;
     }
-    open_list = nullptr;
+    add(it->second);
+  }
+  void OnScalar(YAML::Mark const& m, std::string const& tag, YAML::anchor_t anchor, std::string const& value) override {
+    std::size_t const i = make(kind::scalar, m, anchor);
+    nodes[i].text = value;
+    // yaml-cpp tags quoted scalars with the non-specific tag '!', plain ones with '?'
+    nodes[i].quoted = tag == "!" || tag == "tag:yaml.org,2002:str";
+  }
+  void OnSequenceStart(YAML::Mark const& m, std::string const&, YAML::anchor_t anchor, YAML::EmitterStyle::value) override {
+    open_.push_back(make(kind::seq, m, anchor));
+  }
+  void OnSequenceEnd() override {
+    if (!open_.empty()) open_.pop_back();
+  }
+  void OnMapStart(YAML::Mark const& m, std::string const&, YAML::anchor_t anchor, YAML::EmitterStyle::value) override {
+    open_.push_back(make(kind::map, m, anchor));
+  }
+  void OnMapEnd() override {
+    if (!open_.empty()) open_.pop_back();
+  }
+};
 
-    // key: value
-    std::size_t colon = std::string_view::npos;
-    {
-      char quote = 0;
-      for (std::size_t i = 0; i < content.size(); ++i) {
-        char const c = content[i];
-        if (quote) {
-          if (c == quote) quote = 0;
-        } else if (c == '"' || c == '\'') {
-          quote = c;
-        } else if (c == ':' && (i + 1 == content.size() || content[i + 1] == ' ')) {
-          colon = i;
-          break;
+//! A plain scalar YAML reads as null.
+inline bool yaml_null_text(std::string_view s) { return s.empty() || s == "~" || s == "null" || s == "Null" || s == "NULL"; }
+
+//! Appends the leaves of map node 'm' under 'prefix' to 'out'. 'visited' counts every node the
+//! walk reaches (aliases expanded); 'depth' is the map nesting (aliases included).
+inline void yaml_flatten(yaml_tree const& t, std::size_t m, std::string const& prefix, std::vector<flat_entry>& out,
+                         std::string_view source, int depth, std::size_t& visited) {
+  auto const& map = t.nodes[m];
+  if (depth > yaml_max_depth)
+    throw config_error(msg(source, ":", map.line, ": maps nested deeper than the limit of ", yaml_max_depth,
+                           " levels under '", prefix, "' (an alias inside its own anchor?); a config nests 6 levels: "
+                           "remove the alias that refers to a map it is in"));
+  auto count = [&](std::size_t n, int line) {
+    visited += n;
+    if (visited > yaml_max_nodes)
+      throw config_error(msg(source, ":", line, ": the document expands to more than the limit of ", yaml_max_nodes,
+                             " values (aliases of aliases?); a config has a few hundred: write the values out or "
+                             "alias each section once"));
+  };
+  count(map.kids.size() / 2 + 1, map.line);
+  // '<<' merge keys first (YAML's merge: the map's own keys win, so they are applied after; of
+  // several merged maps the first listed wins, so they are applied last-to-first)
+  for (int pass = 0; pass < 2; ++pass) {
+    for (std::size_t i = 0; i + 1 < map.kids.size(); i += 2) {
+      auto const& k = t.nodes[map.kids[i]];
+      auto const& v = t.nodes[map.kids[i + 1]];
+      bool const merge = k.k == yaml_tree::kind::scalar && !k.quoted && k.text == "<<";
+      if (merge != (pass == 0)) continue;
+      if (merge) {
+        std::vector<std::size_t> sources;
+        if (v.k == yaml_tree::kind::map) sources.push_back(map.kids[i + 1]);
+        if (v.k == yaml_tree::kind::seq) sources.assign(v.kids.rbegin(), v.kids.rend());
+        count(sources.size(), k.line);
+        if (sources.empty() && v.k != yaml_tree::kind::seq)
+          throw format_error(msg(source, ":", k.line, ": the merge key '<<' under '", prefix.empty() ? "<root>" : prefix,
+                                 "' needs a map or a list of maps (e.g. '<<: *defaults')"));
+        for (std::size_t const s : sources) {
+          if (t.nodes[s].k != yaml_tree::kind::map)
+            throw format_error(msg(source, ":", t.nodes[s].line, ": the merge key '<<' under '",
+                                   prefix.empty() ? "<root>" : prefix, "' lists something that is not a map; merge maps only"));
+          yaml_flatten(t, s, prefix, out, source, depth + 1, visited);
+        }
+        continue;
+      }
+      if (k.k != yaml_tree::kind::scalar)
+        throw format_error(msg(source, ":", k.line, ": a key must be a plain name, not a list, map or null (under '",
+                               prefix.empty() ? "<root>" : prefix, "')"));
+      if (k.text.empty())
+        throw format_error(msg(source, ":", k.line, ": empty key under '", prefix.empty() ? "<root>" : prefix, "'"));
+      std::string const key = prefix.empty() ? k.text : prefix + "." + k.text;
+      if (v.k == yaml_tree::kind::map) {
+        yaml_flatten(t, map.kids[i + 1], key, out, source, depth + 1, visited);
+        continue;
+      }
+      flat_entry e;
+      e.key = key;
+      e.line = k.line;
+      if (v.k == yaml_tree::kind::null || (v.k == yaml_tree::kind::scalar && !v.quoted && yaml_null_text(v.text))) {
+        e.is_null = true;
+      } else if (v.k == yaml_tree::kind::scalar) {
+        e.text = v.text;
+        e.quoted = v.quoted;
+      } else {  // a list
+        e.is_list = true;
+        count(v.kids.size(), v.line);
+        for (std::size_t const c : v.kids) {
+          auto const& item = t.nodes[c];
+          if (item.k == yaml_tree::kind::seq || item.k == yaml_tree::kind::map)
+            throw format_error(msg(source, ":", item.line, ": nested lists or maps inside '", key,
+                                   "' are not supported; a config list holds plain values"));
+          e.items.push_back(item.k == yaml_tree::kind::null ? std::string() : item.text);
         }
       }
+      out.push_back(std::move(e));
     }
-    if (colon == std::string_view::npos)
-      throw format_error(msg(source, ":", line_no, ": expected 'key: value', got '", std::string(content), "'"));
-    std::string key(yaml_trim(content.substr(0, colon)));
-    if (key.size() >= 2 && (key.front() == '"' || key.front() == '\'') && key.back() == key.front())
-      key = key.substr(1, key.size() - 2);
-    if (key.empty()) throw format_error(msg(source, ":", line_no, ": empty key"));
-
-    if (!pending_key.empty()) {
-      if (indent > pending_indent) {
-        stack.push_back({indent, pending_key + "."});
-        pending_key.clear();
-      } else {
-        flush_pending_as_null();
-      }
-    }
-    while (stack.size() > 1 && indent < stack.back().indent) stack.pop_back();
-    if (stack.size() == 1 && stack.back().indent < 0) stack.back().indent = indent;
-    if (indent != stack.back().indent)
-      throw format_error(msg(source, ":", line_no, ": inconsistent indentation (", indent, " spaces; expected ",
-                             stack.back().indent, ") before '", key, "'"));
-
-    std::string full = stack.back().prefix + key;
-    std::string_view value = yaml_trim(content.substr(colon + 1));
-    if (value.empty()) {
-      pending_key = full;
-      pending_indent = indent;
-      pending_line = line_no;
-      continue;
-    }
-    flat_entry e;
-    e.key = full;
-    e.line = line_no;
-    if (value.front() == '[')
-      yaml_flow_list(value, e, source);
-    else
-      yaml_scalar(value, e, source);
-    out.push_back(std::move(e));
   }
-  flush_pending_as_null();
+}
+
+//! The text of 1-based line 'line' of 'text' (for messages).
+inline std::string yaml_line_text(std::string_view text, int line) {
+  std::size_t pos = 0;
+  for (int l = 1; l < line && pos < text.size(); ++l) {
+    std::size_t const nl = text.find('\n', pos);
+    pos = nl == std::string_view::npos ? text.size() : nl + 1;
+  }
+  std::size_t const end = text.find('\n', pos);
+  std::string out(text.substr(pos, end == std::string_view::npos ? std::string_view::npos : end - pos));
+  if (out.size() > 60) {
+    out.resize(57);
+    out += "...";
+  }
   return out;
 }
+
+//! Parses a YAML config document (or several, separated by '---', applied in order) into dotted
+//! entries with their 1-based lines. Throws format_error "<source>:<line>: <what>" on bad input
+//! and config_error "<source>:<line>: ... limit ..." past one of the bounds above.
+inline std::vector<flat_entry> parse_yaml_flat(std::string_view text, std::string_view source = "<yaml>") {
+  yaml_precheck(text, source);
+  yaml_tree tree;
+  std::istringstream in{std::string(text)};
+  try {
+    YAML::Parser parser(in);
+    int last_start = -1;
+    while (parser.HandleNextDocument(tree)) {
+      if (tree.doc_start == last_start) {  // the parser stopped advancing (jbeder/yaml-cpp#1319)
+        int line = 1;
+        for (int i = 0; i < tree.doc_start && i < static_cast<int>(text.size()); ++i) line += text[static_cast<std::size_t>(i)] == '\n';
+        throw format_error(msg(source, ":", line, ": invalid YAML: cannot read '", yaml_line_text(text, line),
+                               "'; write 'key: value' lines"));
+      }
+      last_start = tree.doc_start;
+    }
+  } catch (YAML::Exception const& e) {
+    throw format_error(msg(source, ":", e.mark.line >= 0 ? e.mark.line + 1 : 0, ": invalid YAML: ", e.msg));
+  }
+  std::vector<flat_entry> out;
+  std::size_t visited = 0;
+  for (std::size_t const r : tree.roots) {
+    auto const& d = tree.nodes[r];
+    if (d.k == yaml_tree::kind::null) continue;  // an empty document
+    if (d.k != yaml_tree::kind::map)
+      throw format_error(msg(source, ":", d.line, ": expected 'key: value' lines (a YAML map), got ",
+                             d.k == yaml_tree::kind::seq ? std::string("a list") : "'" + d.text + "'"));
+    yaml_flatten(tree, r, "", out, source, 1, visited);
+  }
+  return out;
+}
+
+#endif  // __EMSCRIPTEN__
 
 }  // namespace rlflow::detail

@@ -1,0 +1,34 @@
+// rlflow/data_proto/padding.hpp: padding a DataProto to a divisor and back (verl:
+// pad_dataproto_to_divisor / unpad_dataproto, DataProto.padding; quirks ). Part of
+// rlflow/data_proto.hpp.
+#pragma once
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include <rlflow/data_proto/core.hpp>
+
+namespace rlflow {
+
+//! verl: pad_dataproto_to_divisor(data, size_divisor).
+inline std::pair<DataProto, std::int64_t> pad_dataproto_to_divisor(DataProto const& d, std::int64_t divisor) {
+  return d.pad_to_divisor(divisor);
+}
+//! verl: unpad_dataproto(data, pad_size).
+inline DataProto unpad_dataproto(DataProto const& d, std::int64_t pad_size) { return d.unpad(pad_size); }
+
+inline DataProto DataProto::padded(std::int64_t pad_size, PadPolicy policy) const {
+  if (pad_size < 0) throw value_error(msg("rlflow::DataProto::padded: pad_size ", pad_size, " must be >= 0"));
+  if (pad_size == 0) return *this;
+  std::int64_t const n = size();
+  if (n == 0)
+    throw value_error(msg("rlflow::DataProto::padded: cannot pad an empty DataProto by ", pad_size,
+                          " rows: there is no row to copy; skip padding when size() == 0"));
+  std::vector<std::int64_t> idx(static_cast<std::size_t>(n + pad_size));
+  for (std::int64_t i = 0; i < n; ++i) idx[static_cast<std::size_t>(i)] = i;
+  for (std::int64_t j = 0; j < pad_size; ++j)
+    idx[static_cast<std::size_t>(n + j)] = policy == PadPolicy::cycle_from_first ? j % n : n - 1;
+  return gather(idx);
+}
+
+}  // namespace rlflow
