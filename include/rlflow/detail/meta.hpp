@@ -1,7 +1,7 @@
 // rlflow/detail/meta.hpp: small compile-time helpers shared across areas: type_list and its
 // operations (concat, size, at), dependent_false, value_tag, and readable names of types and
 // member pointers taken from __PRETTY_FUNCTION__ (used in error messages only).
-// Does not use Boost.Hana (see detail/hana.hpp for the single Hana include point).
+// Does not use Boost.Hana: measured against these scans, Hana compiled slower (docs/development.md).
 #pragma once
 #include <cstddef>      // std::size_t
 #include <string>
