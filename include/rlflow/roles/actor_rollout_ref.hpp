@@ -176,6 +176,21 @@ DataProto generate_with(Rollout& rollout, model::Tokenizer const& tok, TrainerCo
   }
   return out;
 }
+
+//! The training TP degree T of a worker's group (actor_rollout_ref.actor.megatron.
+//! tensor_model_parallel_size; the colocated group has one mesh, so the critic uses the actor's
+//! key): 1, or T on a group of a multiple of T workers built with GroupOptions::tp = T. Anything
+//! else is a config_error naming 'role' (the public name of the role asking).
+inline int training_tp_degree(WorkerContext const& ctx, TrainerConfig const& cfg, char const* role) {
+  auto const t = cfg.actor_rollout_ref.actor.megatron.tensor_model_parallel_size;
+  if (t == 1) return 1;
+  if (t < 1 || ctx.world_size % t != 0 || ctx.shape.tp != t)
+    throw config_error(msg(role, ": actor_rollout_ref.actor.megatron.tensor_model_parallel_size=", t,
+                           " needs a group of a multiple of ", t, " workers built with GroupOptions::tp = ", t,
+                           " (this group: ", ctx.world_size, " workers, tp = ", ctx.shape.tp,
+                           "); the Trainer does this, a hand-built group must set GroupOptions::tp"));
+  return static_cast<int>(t);
+}
 }  // namespace detail
 
 //! verl: ActorRolloutRefWorker (hybrid engine). Methods keep verl's names. 'System' picks the
@@ -524,12 +539,7 @@ class BasicActorRolloutRef {
     if constexpr (!std::is_same_v<System, cpu::tag>)
       throw config_error(msg("rlflow::roles::ActorRolloutRef: actor_rollout_ref.actor.megatron.tensor_model_parallel_size=", t,
                              " needs the CPU engines (the CUDA engines have no sharded layout); set it to 1"));
-    if (t < 1 || ctx.world_size % t != 0 || ctx.shape.tp != t)
-      throw config_error(msg("rlflow::roles::ActorRolloutRef: actor_rollout_ref.actor.megatron.tensor_model_parallel_size=", t,
-                             " needs a group of a multiple of ", t, " workers built with GroupOptions::tp = ", t,
-                             " (this group: ", ctx.world_size, " workers, tp = ", ctx.shape.tp,
-                             "); the Trainer does this, a hand-built group must set GroupOptions::tp"));
-    return static_cast<int>(t);
+    return detail::training_tp_degree(ctx, cfg, "rlflow::roles::ActorRolloutRef");
   }
   //! A training engine: sharded over the training TP group when T > 1.
   typename E::training make_training(model::GPTConfig const& m, engine::OptimizerConfig const& opt) {

@@ -138,14 +138,7 @@ class ValueCritic {
  private:
   //! The training TP degree T (the actor's key: the colocated group has one mesh).
   static int training_tp_of(WorkerContext const& ctx, TrainerConfig const& cfg) {
-    auto const t = cfg.actor_rollout_ref.actor.megatron.tensor_model_parallel_size;
-    if (t == 1) return 1;
-    if (t < 1 || ctx.world_size % t != 0 || ctx.shape.tp != t)
-      throw config_error(msg("rlflow::roles::ValueCritic: actor_rollout_ref.actor.megatron.tensor_model_parallel_size=", t,
-                             " needs a group of a multiple of ", t, " workers built with GroupOptions::tp = ", t,
-                             " (this group: ", ctx.world_size, " workers, tp = ", ctx.shape.tp,
-                             "); the Trainer does this, a hand-built group must set GroupOptions::tp"));
-    return static_cast<int>(t);
+    return detail::training_tp_degree(ctx, cfg, "rlflow::roles::ValueCritic");
   }
   engine::TrainingEngine make_engine(engine::OptimizerConfig const& opt) {
     if (train_tp_ > 1)
