@@ -426,9 +426,8 @@ class Trainer {
         return;
       }
       DataProto old = actor_rollout_wg().template call<&actor_role::compute_log_prob>(batch);
-      auto fmask = roles::detail::float_mask(rmask);
       m["actor/entropy"] = kernels::agg_loss(cpu::par, kernels::Dims{rows, R}, old.tensor("entropys").span<float>(),
-                                             std::span<float const>(fmask),
+                                             rmask.span<std::int32_t>(),
                                              kernels::parse_agg_mode(cfg_.actor_rollout_ref.actor.loss_agg_mode.view()));
       batch.union_with(old.pop(old.has_tensor("sum_pi_squared") ? std::vector<std::string>{"old_log_probs", "sum_pi_squared"}
                                                                  : std::vector<std::string>{"old_log_probs"}));
