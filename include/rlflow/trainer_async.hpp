@@ -49,6 +49,8 @@ struct AsyncHooks {
   std::function<void(std::int64_t step, DataProto const& batch)> before_train;
   //! In the checkpoint engine, before the weights of 'version' move to the rollout workers.
   std::function<void(std::int64_t version)> on_sync;
+  //! On each rollout worker's thread, before it loads weights sent by the checkpoint engine.
+  std::function<void(int rank)> in_update_weights;
 };
 
 //! Shared by the producer and its rollout workers: partial rollout on/off and the abort flag a
@@ -122,6 +124,7 @@ class StandaloneRollout {
   //! Loads a full flat copy of the policy's weights; each rank keeps its TP shard.
   //! verl: the checkpoint engine's receive side (update_weights on the replica)
   void update_weights(std::shared_ptr<std::vector<float> const> weights) {
+    if (hooks_ && hooks_->in_update_weights) hooks_->in_update_weights(ctx_->rank);
     rollout_.load_weights(std::span<float const>(*weights));
     rollout_.wake();
   }
@@ -407,8 +410,10 @@ class ReplayBuffer {
 //! order into a ReplayBuffer, applying the newest published weights before each batch, and
 //! never starting the batch of step s before version s - 1 - bound is published (so no batch is
 //! more than 'bound' versions behind when trained on). Errors of the producer (a rollout worker
-//! that throws, a failing weight sync) are rethrown by the next take(), wrapped with the pool,
-//! role and step. The destructor stops the producer and joins it.
+//! that throws, a failing weight sync) end the producer and are rethrown by the next take(),
+//! which joins it first, and by every later one, wrapped with the pool, role and step (the
+//! trainer's state is that of the last completed step: resume from a checkpoint). The
+//! destructor stops the producer and joins it.
 template <class System, int TP, class Backend = dispatch::InProcess>
 class AsyncRollout {
  public:
@@ -494,6 +499,9 @@ class AsyncRollout {
     try {
       b = buffer_.pop(depth);
     } catch (std::exception const& e) {
+      // the producer ended at the failure: join it now (the trainer holds no running thread);
+      // every later take() rethrows the same error, without waiting
+      stop();
       throw worker_error(msg("rlflow::Trainer: step ", step, ": the rollout workers on pool '", plan_.pool_name,
                              "' (role rollout, ", plan_.mode, ") failed: ", e.what()));
     }
@@ -573,6 +581,8 @@ class AsyncRollout {
   }
 
   group_type& workers() { return *group_; }
+  //! True until the producer thread is joined (by stop(), the destructor, or a failed take()).
+  bool producer_running() const { return producer_.joinable(); }
   std::int64_t bound() const { return plan_.bound; }
   std::size_t max_buffer_depth() const { return buffer_.max_depth(); }
   std::string_view checkpoint_engine_name() const { return engine_->name(); }

@@ -284,6 +284,95 @@ TEST_CASE("a failing weight sync fails a step with the pool and the version; no 
   REQUIRE((t.global_step() == 2 || t.global_step() == 3));
 }
 
+TEST_CASE("a failed async step leaves a trainer that fails again at once, joins its producer, and resumes from its checkpoint",
+          "[trainer][async][resume]") {
+  // bound 0: a schedule that does not depend on timing, so the resumed run must end with the
+  // uninterrupted run's weights exactly (which equal the sync trainer's)
+  auto const full_cfg = separate_config("fail_full", 2, 0, 5);
+  SepTrainer full(full_cfg, dataset(), task.charset(), quiet());
+  run(full);
+  auto const want = full.actor_weights();
+  for (std::string const kind : {"generate", "update_weights"}) {
+    for (bool const colocate : {false, true}) {
+      INFO(kind << (colocate ? " colocate_async" : " separate_async"));
+      auto cfg = separate_config(colocate ? "fail_c" : "fail_s", 2, 0, 5);
+      if (colocate) {
+        cfg.trainer.v1.trainer_mode = "colocate_async";
+        cfg.trainer.v1.colocate_async.num_warmup_batches = 0;
+      }
+      cfg.trainer.save_freq = 1;
+      cfg.trainer.resume_mode = "auto";
+      auto hooks = std::make_shared<AsyncHooks>();
+      std::atomic<int> loads_rank1{0};
+      if (kind == "generate")
+        hooks->in_generate = [](std::int64_t step, int rank) {
+          if (step == 3 && rank == 1) throw std::runtime_error("injected generation failure");
+        };
+      else  // rank 1's third load: version 2 (versions 0, 1, 2 are loaded before steps 1, 2, 3)
+        hooks->in_update_weights = [&loads_rank1](int rank) {
+          if (rank == 1 && ++loads_rank1 == 3) throw std::runtime_error("injected load failure");
+        };
+      auto const make = [&](std::shared_ptr<AsyncHooks const> h) -> std::unique_ptr<SepTrainer> {
+        return std::make_unique<SepTrainer>(cfg, dataset(), task.charset(), quiet(std::move(h)));
+      };
+      std::string first_error;
+      {
+        std::unique_ptr<SepTrainer> sep;
+        std::unique_ptr<SyncTrainer> co;
+        if (colocate) co = std::make_unique<SyncTrainer>(cfg, dataset(), task.charset(), quiet(hooks));
+        else sep = make(hooks);
+        auto fail_step = [&]() -> std::string {
+          try {
+            if (colocate) co->step();
+            else sep->step();
+          } catch (worker_error const& e) {
+            return e.what();
+          }
+          return "";
+        };
+        auto gstep = [&] { return colocate ? co->global_step() : sep->global_step(); };
+        auto producer = [&] { return colocate ? co->async_rollout()->producer_running() : sep->async_rollout()->producer_running(); };
+        REQUIRE(fail_step().empty());
+        REQUIRE(fail_step().empty());
+        REQUIRE(producer());
+        first_error = fail_step();
+        INFO(first_error);
+        std::string const pool = colocate ? "'global_pool/rollout'" : "'rollout_pool'";
+        REQUIRE_THAT(first_error, Catch::Contains("step 3") && Catch::Contains(pool) && Catch::Contains("role rollout") &&
+                                      Catch::Contains("rank 1 of 2"));
+        if (kind == "generate")
+          REQUIRE_THAT(first_error, Catch::Contains("rollout::generate_sequences") && Catch::Contains("injected generation failure"));
+        else
+          REQUIRE_THAT(first_error, Catch::Contains("weight sync of policy version 2") &&
+                                        Catch::Contains("rollout::update_weights") && Catch::Contains("injected load failure"));
+        REQUIRE(gstep() == 2);
+        REQUIRE_FALSE(producer());  // joined by the failed step
+        // a further step fails the same way at once (no hang, no half-done step)
+        auto const t0 = std::chrono::steady_clock::now();
+        REQUIRE(fail_step() == first_error);
+        REQUIRE(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5));
+        REQUIRE(gstep() == 2);
+      }  // destroyed cleanly
+      // a new trainer resumes from the step-2 checkpoint and ends with the uninterrupted weights
+      std::vector<float> got;
+      if (colocate) {
+        SyncTrainer co(cfg, dataset(), task.charset(), quiet());
+        REQUIRE(co.global_step() == 2);
+        run(co);
+        got = co.actor_weights();
+      } else {
+        auto sep = make(nullptr);
+        REQUIRE(sep->global_step() == 2);
+        run(*sep);
+        got = sep->actor_weights();
+      }
+      REQUIRE(got == want);
+      fs::remove_all(std::string(cfg.trainer.default_local_dir.view()));
+    }
+  }
+  fs::remove_all(std::string(full_cfg.trainer.default_local_dir.view()));
+}
+
 TEST_CASE("a trainer destroyed with the buffer full and the producer waiting joins it", "[trainer][async]") {
   auto hooks = std::make_shared<AsyncHooks>();
   SepTrainer t(separate_config("early", 1, 2, 8), dataset(), task.charset(), quiet(hooks));
