@@ -277,12 +277,16 @@ struct RolloutBatch {
   DataPosition pos_after;    //!< the data position after this batch's prompts
   std::int64_t epoch = 0;    //!< the epoch its prompts came from
   double generate_s = 0;     //!< seconds the rollout workers spent generating it
+  //! ReMax: the greedy rollout of the batch's prompts (one row per prompt), generated with the
+  //! weights that finished the batch; empty otherwise.
+  DataProto greedy;
 };
 
 //! Writes the buffered batches into the checkpoint being built, one file each
 //! ('replay_buffer_step_<s>.dataproto', DataProto::save), and returns the trainer_state.json
 //! field 'replay_buffer' that lists them (step, policy_version, epoch, data_position_after,
-//! generate_s, file). rlflow's own (verl does not checkpoint its async buffers).
+//! generate_s, file; ReMax: greedy_file, 'replay_buffer_step_<s>_greedy.dataproto'). rlflow's
+//! own (verl does not checkpoint its async buffers).
 inline nlohmann::ordered_json save_replay_buffer(CheckpointWriter& w, std::vector<RolloutBatch> const& batches) {
   auto out = nlohmann::ordered_json::array();
   for (auto const& b : batches) {
@@ -296,6 +300,11 @@ inline nlohmann::ordered_json save_replay_buffer(CheckpointWriter& w, std::vecto
                    {"data_position_after", {{"epoch", b.pos_after.epoch}, {"index", b.pos_after.index}}},
                    {"generate_s", b.generate_s},
                    {"file", file}});
+    if (b.greedy.size() > 0) {  // ReMax's greedy rollout of the batch's prompts
+      std::string const gfile = "replay_buffer_step_" + std::to_string(b.step) + "_greedy.dataproto";
+      b.greedy.save(w.path(gfile));
+      out.back()["greedy_file"] = gfile;
+    }
   }
   return out;
 }
@@ -333,6 +342,13 @@ inline std::vector<RolloutBatch> load_replay_buffer(std::filesystem::path const&
       throw format_error(msg("rlflow checkpoint: '", where, ".file' = ", f.dump(), " is not a file listed in ",
                              (dir / "MANIFEST.json").string(), "; the checkpoint is inconsistent, resume from another one"));
     b.batch = DataProto::load(dir / f.get<std::string>());
+    if (e.contains("greedy_file")) {  // ReMax's greedy rollout
+      auto const& g = e["greedy_file"];
+      if (!g.is_string() || !manifest.files.count(g.get<std::string>()))
+        throw format_error(msg("rlflow checkpoint: '", where, ".greedy_file' = ", g.dump(), " is not a file listed in ",
+                               (dir / "MANIFEST.json").string(), "; the checkpoint is inconsistent, resume from another one"));
+      b.greedy = DataProto::load(dir / g.get<std::string>());
+    }
     out.push_back(std::move(b));
   }
   return out;
@@ -443,6 +459,10 @@ class AsyncRollout {
     //! colocate_async: the rollout workers release their KV cache and activations whenever the
     //! producer goes idle (verl: sleep_replicas), and re-acquire them when generating again.
     bool sleep_when_idle = false;
+    //! ReMax: builds the greedy rollout's prompts of step 's' (one row per prompt, do_sample
+    //! false) from the data position before that step's prompts; the producer generates them
+    //! after the batch, with the same weights, into RolloutBatch::greedy. Empty: no greedy rollout.
+    std::function<DataProto(std::int64_t s, DataPosition pos_before)> make_greedy;
   };
 
   AsyncRollout(Plan plan, roles::RoleSetup setup, std::shared_ptr<AsyncHooks const> hooks, MakePrompts make)
@@ -653,26 +673,36 @@ class AsyncRollout {
         RolloutBatch b;
         b.step = s;
         b.version = b.max_version = applied;
+        DataPosition const pos_before = pos;
         DataProto prompts = make_(s, pos, b.epoch);
-        prompts.meta_info().set("global_step", s);
         auto const t0 = clock::now();
-        b.batch = group_->template call<&role::generate_sequences>(prompts);
-        while (control_->partial_rollout && unfinished(b.batch)) {
-          // aborted by a newer version (verl: abort_all_requests, update_weights, resume_generation)
-          {
-            std::lock_guard lk(mu_);
-            if (stopping_) return;
-            w = staged_version_ > applied ? staged_ : nullptr;
-            v = staged_version_;
-            control_->abort.store(false, std::memory_order_release);
+        // generates 'in' into 'out'; with partial rollout, a generation aborted by a newer version
+        // loads it and continues (verl: abort_all_requests, update_weights, resume_generation).
+        // false when the producer is stopping.
+        auto const generate = [&](DataProto in, DataProto& out) {
+          in.meta_info().set("global_step", s);
+          out = group_->template call<&role::generate_sequences>(in);
+          while (control_->partial_rollout && unfinished(out)) {
+            {
+              std::lock_guard lk(mu_);
+              if (stopping_) return false;
+              w = staged_version_ > applied ? staged_ : nullptr;
+              v = staged_version_;
+              control_->abort.store(false, std::memory_order_release);
+            }
+            if (w) sync(std::move(w), v, applied);
+            b.max_version = applied;
+            ++b.resumes;
+            out.meta_info().set("global_step", s);
+            out = group_->template call<&role::generate_sequences>(out);
           }
-          if (w) sync(std::move(w), v, applied);
-          b.max_version = applied;
-          ++b.resumes;
-          b.batch.meta_info().set("global_step", s);
-          b.batch = group_->template call<&role::generate_sequences>(b.batch);
-        }
-        if (control_->partial_rollout) (void)b.batch.pop(std::vector<std::string>{"partial_rollout_len"});
+          if (control_->partial_rollout) (void)out.pop(std::vector<std::string>{"partial_rollout_len"});
+          return true;
+        };
+        if (!generate(std::move(prompts), b.batch)) return;
+        // ReMax: the greedy baseline rollout of the same prompts, with the weights that finished
+        // the batch (= its version without partial rollout). verl: the greedy copy of gen_max.
+        if (plan_.make_greedy && !generate(plan_.make_greedy(s, pos_before), b.greedy)) return;
         b.generate_s = std::chrono::duration<double>(clock::now() - t0).count();
         b.pos_after = pos;
         auto const t1 = clock::now();
