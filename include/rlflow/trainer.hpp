@@ -68,6 +68,7 @@ struct TrainerOptions {
   //! Async modes: partial rollout (a weight sync aborts the batch being generated, which goes on
   //! with the new weights; verl v1 always does this). Off by default: a batch then depends on
   //! when the sync came, so runs are not reproducible (docs/trainer.md, "Partial rollout").
+  //! The config key async_training.partial_rollout does the same; either turns it on.
   bool partial_rollout = false;
 };
 
@@ -846,12 +847,30 @@ class Trainer {
   //! What the async modes support here, checked before work (verl's start-up asserts of
   //! separate_async are in check(cfg)).
   void check_async_config() const {
-    if (!async_mode()) return;
+    if (!async_mode()) {
+      if (cfg_.async_training.partial_rollout || opts_.partial_rollout)
+        throw config_error(msg("rlflow::Trainer: async_training.partial_rollout=true needs an async mode (the sync mode "
+                               "never syncs weights during a generation); set trainer.v1.trainer_mode=colocate_async "
+                               "or separate_async, or async_training.partial_rollout=false"));
+      return;
+    }
+    if ((cfg_.async_training.partial_rollout || opts_.partial_rollout) && parallel::size > 1)
+      throw config_error(msg("rlflow::Trainer<TP<", parallel::size, ">>: async_training.partial_rollout=true needs rollout "
+                             "TP 1 (the ranks of a TP replica could stop at different tokens); use TP<1> or "
+                             "async_training.partial_rollout=false"));
     std::string const mode = cfg_.trainer.v1.trainer_mode.str();
     if constexpr (on_cuda)
       throw config_error(msg("rlflow::Trainer<..., Backend<cuda::tag>>: trainer.v1.trainer_mode=", mode,
                              " runs its rollout workers on the CPU engines only; use trainer.v1.trainer_mode=sync with the "
                              "CUDA backend, or rlflow::Backend<rlflow::cpu::tag>"));
+    // verl (trainer_separate_async.py:66-71): a reward model needs its own pool in separate_async
+    // (check(cfg) rejects it without one); rlflow's reward roles score on the trainer pool
+    if (cfg_.is_separate_async() && cfg_.reward.reward_model.enable)
+      throw config_error(msg("rlflow::Trainer<SeparateAsync>: reward.reward_model.enable=true asks for a reward model on a "
+                             "reward pool of its own (reward.reward_model.nnodes=", cfg_.reward.reward_model.nnodes,
+                             " x n_gpus_per_node=", cfg_.reward.reward_model.n_gpus_per_node, "); rlflow has no "
+                             "reward-model worker to place there (the reward role scores on the trainer pool "
+                             "'global_pool'); set reward.reward_model.enable=false and score with a reward role"));
     if (warmup_batches() < 0)
       throw config_error(msg("rlflow::Trainer: trainer.v1.", mode, ".num_warmup_batches=", warmup_batches(),
                              " must be 0 (a synchronous schedule) or more (batches generated ahead)"));
@@ -880,7 +899,7 @@ class Trainer {
       // under mpirun the standalone rollout pool runs in the processes after the trainer's
       if (sep && mpi::launched()) mpi::place_pool(plan.pool_name, 1 + group_->world_size());
 #endif
-      plan.partial_rollout = opts_.partial_rollout;
+      plan.partial_rollout = opts_.partial_rollout || cfg_.async_training.partial_rollout;
       plan.sleep_when_idle = !sep;  // colocate_async: the rollout's memory goes back to training while it idles
       if (cfg_.algorithm.adv_estimator == "remax")  // ReMax's greedy rollout, on the producer thread (reads train_ only)
         plan.make_greedy = [this](std::int64_t s, DataPosition pos) {

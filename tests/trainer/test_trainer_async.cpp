@@ -514,6 +514,21 @@ TEST_CASE("separate_async start-up errors come before any work and name the key 
   rejects(c, {"colocate_async contradicts the SeparateAsync placement"});
   c = separate_config("errors", 1, 1);
   rejects(c, {"trainer_mode=separate_async", "rlflow::SeparateAsync"}, /*separate=*/false);
+  // a reward model needs its own pool in separate_async (verl's rule, check(cfg)) ...
+  c = separate_config("errors", 1, 1);
+  c.reward.reward_model.enable = true;
+  rejects(c, {"reward.reward_model.enable_resource_pool=true"});
+  // ... and with one, rlflow has no reward-model worker to put there
+  c.reward.reward_model.enable_resource_pool = true;
+  c.reward.reward_model.nnodes = 1;
+  c.reward.reward_model.n_gpus_per_node = 2;
+  rejects(c, {"reward.reward_model.enable=true", "nnodes=1 x n_gpus_per_node=2", "'global_pool'",
+              "reward.reward_model.enable=false"});
+  // partial rollout needs an async mode
+  c = base_config("errors");
+  c.async_training.partial_rollout = true;
+  rejects(c, {"async_training.partial_rollout=true needs an async mode", "trainer.v1.trainer_mode=colocate_async"},
+          /*separate=*/false);
 }
 
 TEST_CASE("SeparateAsync's pools follow the planner's accounting (the mission's group B shape: 8 train + 4 rollout, TP 2)",
@@ -543,6 +558,10 @@ TEST_CASE("SeparateAsync's pools follow the planner's accounting (the mission's 
   REQUIRE(shards[0] == shards[2]);  // replica 0 and replica 1, TP rank 0
   REQUIRE(shards[1] == shards[3]);
   REQUIRE(shards[0] != shards[1]);
+  // partial rollout needs rollout TP 1: an error before work
+  c.async_training.partial_rollout = true;
+  REQUIRE_THROWS_WITH(T(c, dataset(), task.charset(), quiet()),
+                      Catch::Contains("async_training.partial_rollout=true needs rollout TP 1") && Catch::Contains("TP<1>"));
 }
 
 TEST_CASE("separate_async resumes from a checkpoint: exact with bound 0, from the saved buffer with bound 1", "[trainer][async][resume]") {
@@ -852,9 +871,8 @@ TEST_CASE("partial rollout in separate_async: a weight sync aborts the batch in 
     while (holder->load() == nullptr || holder->load()->async_rollout()->published_version() < s - 1)
       std::this_thread::sleep_for(std::chrono::microseconds(200));
   };
-  auto o = quiet(hooks);
-  o.partial_rollout = true;
-  SepTrainer t(c, dataset(), task.charset(), o);
+  c.async_training.partial_rollout = true;  // the config key (the first test uses TrainerOptions::partial_rollout)
+  SepTrainer t(c, dataset(), task.charset(), quiet(hooks));
   *holder = &t;
   auto const ms = run(t);
   REQUIRE(ms.size() == 6);
