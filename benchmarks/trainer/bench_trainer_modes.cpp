@@ -1,16 +1,21 @@
 // BM_TrainerStep/mode:{sync,colocate_async,separate_async}: one GRPO step of the reverse task on
-// a generation-heavy configuration (4 prompts x 4 samples, responses up to 24 tokens sampled at
-// temperature 4: few rows, so generation's token-by-token latency outweighs the one-pass update;
-// one actor update a step, a learning rate too small to move the policy so that every step generates the
-// same amount), two worker threads for the roles in every mode: sync and colocate_async on a
-// 2-device pool (colocate_async adds a rollout worker per device that time-shares it),
-// separate_async on a 1-device trainer pool and a 1-device standalone rollout pool. One BLAS
-// thread each (run with OPENBLAS_NUM_THREADS=1). Counters, seconds per step: gen (generation
-// of one batch: sync's timing_s/gen, the async modes' <mode>/generate_s), train (the step minus
-// the trainer's wait for its batch), step (wall time of a step), and overlap = (gen + train) /
-// step, the overlap efficiency of docs/trainer.md (1 for sync by construction).
+// a generation-heavy configuration: 4 prompts x 4 samples over a 62-character alphabet, responses
+// up to 64 tokens sampled at temperature 4 from a policy that does not move (learning rate 1e-9, so every step generates
+// about the same amount; at temperature 4 the tiny GPT rarely hits EOS early), bypass mode (old
+// log-probs = rollout log-probs: no old-log-prob forward), no reference, one actor update a step
+// (one mini-batch of 16 rows). Few rows and long responses make generation's
+// token-by-token latency outweigh the update's one forward + backward pass. Two role worker
+// threads in every mode: sync and colocate_async on a 2-device pool (colocate_async adds a rollout
+// worker per device that time-shares it), separate_async on a 1-device trainer pool and a
+// 1-device standalone rollout pool. One BLAS thread each (run with OPENBLAS_NUM_THREADS=1).
+// Counters, seconds per step: gen (generation of one batch: sync's timing_s/gen, the async modes'
+// <mode>/generate_s), train (the step minus the trainer's wait for its batch), step (wall time of
+// a step), and overlap = (gen + train) / step, the overlap efficiency of docs/trainer.md (1 for
+// sync by construction). RLFLOW_BENCH_RESPONSE_LENGTH overrides the 64.
 #include <benchmark/benchmark.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <string>
 
@@ -23,7 +28,9 @@ using Reward = rlflow::roles::RuleReward<rlflow::examples::ReverseScore>;
 
 rlflow::TrainerConfig heavy_config(std::string const& mode) {
   rlflow::TrainerConfig c = rlflow::examples::grpo_reverse_config();
-  c.data.max_response_length = 24;
+  char const* len = std::getenv("RLFLOW_BENCH_RESPONSE_LENGTH");
+  c.data.max_response_length = len ? std::atoll(len) : 64;
+  c.algorithm.rollout_correction.bypass_mode = true;  // no old-log-prob forward in the update
   c.actor_rollout_ref.rollout.temperature = 4.0;  // a flatter policy: fewer early EOS, longer responses
   c.data.train_batch_size = 4;
   c.actor_rollout_ref.actor.ppo_mini_batch_size = 4;
@@ -48,12 +55,15 @@ rlflow::TrainerConfig heavy_config(std::string const& mode) {
 template <class T>
 void run_steps(benchmark::State& state, std::string const& mode) {
   rlflow::tasks::StringTask task;
+  // 62 letters and digits: at temperature 4 the untrained policy is near uniform over ~65 tokens,
+  // so a response runs ~40 tokens on average before EOS (capped at 64) instead of ~6 with "abcd"
+  task.alphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
   rlflow::TrainerOptions opts;
   opts.console = false;
   T t(heavy_config(mode), task.make_dataset(4096, 1), task.charset(), opts);
   t.step();
   t.step();
-  double gen = 0, train = 0, step = 0;
+  double gen = 0, train = 0, step = 0, resp = 0;
   std::string const p = mode + "/";
   for (auto _ : state) {
     auto m = t.step();
@@ -66,12 +76,17 @@ void run_steps(benchmark::State& state, std::string const& mode) {
       train += s - m["timing_s/gen"];  // timing_s/gen is the wait for the batch in the async modes
     }
     step += s;
+    resp += m["response_length/mean"];
+    if (std::getenv("RLFLOW_BENCH_TIMINGS"))  // diagnosis: every timing of the step
+      for (auto const& [k, v] : m)
+        if (k.starts_with("timing_s/") || k.ends_with("_s")) std::fprintf(stderr, "%s %s %.4f\n", mode.c_str(), k.c_str(), v);
   }
   double const n = static_cast<double>(state.iterations());
   state.counters["gen"] = gen / n;
   state.counters["train"] = train / n;
   state.counters["step"] = step / n;
   state.counters["overlap"] = (gen + train) / step;
+  state.counters["response_length"] = resp / n;  // mean response tokens per row
 }
 
 void BM_Sync(benchmark::State& s) { run_steps<rlflow::Trainer<rlflow::GRPO, rlflow::Colocate<3>, Reward>>(s, "sync"); }

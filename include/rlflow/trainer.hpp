@@ -69,6 +69,7 @@ struct TrainerOptions {
   //! Async modes: partial rollout (a weight sync aborts the batch being generated, which goes on
   //! with the new weights; verl v1 always does this). Off by default: a batch then depends on
   //! when the sync came, so runs are not reproducible (docs/trainer.md, "Partial rollout").
+  //! The config key async_training.partial_rollout does the same; either turns it on.
   bool partial_rollout = false;
   //! Called on the driver once per training step, after the advantages (step 12) and before the
   //! critic and actor updates, with the step's whole batch: prompts and responses, rewards,
@@ -390,14 +391,13 @@ class Trainer {
     std::optional<Tensor> remax_baselines;
     if (cfg_.algorithm.adv_estimator == "remax") {
       timed("gen_max", [&] {
-        DataProto greedy_in = prompts;
-        add_rollout_seeds(greedy_in, step_no, /*salt=*/1);
-        greedy_in.meta_info().set("do_sample", false);
-        DataProto greedy = actor_rollout_wg().template call<&actor_role::generate_sequences>(greedy_in);
+        // async modes: the rollout workers generated it with the batch's weights (take_async)
+        DataProto greedy = async_ ? std::exchange(async_greedy_, DataProto{})
+                                  : actor_rollout_wg().template call<&actor_role::generate_sequences>(greedy_prompts(prompts, step_no));
         DataProto s = reward_wg().template call<&reward_role::compute_rm_score>(greedy);
         check_reward_scores(s, greedy.size(), greedy.tensor("response_mask").dim(1));
         auto base = detail::row_sums(s.tensor("token_level_scores"));
-        std::vector<float> per_row(static_cast<std::size_t>(prompts.size() * n));
+        std::vector<float> per_row(static_cast<std::size_t>(greedy.size() * n));
         for (std::size_t i = 0; i < per_row.size(); ++i) per_row[i] = static_cast<float>(base[i / static_cast<std::size_t>(n)]);
         remax_baselines = Tensor::from(per_row);
       });
@@ -856,16 +856,30 @@ class Trainer {
   //! What the async modes support here, checked before work (verl's start-up asserts of
   //! separate_async are in check(cfg)).
   void check_async_config() const {
-    if (!async_mode()) return;
+    if (!async_mode()) {
+      if (cfg_.async_training.partial_rollout || opts_.partial_rollout)
+        throw config_error(msg("rlflow::Trainer: async_training.partial_rollout=true needs an async mode (the sync mode "
+                               "never syncs weights during a generation); set trainer.v1.trainer_mode=colocate_async "
+                               "or separate_async, or async_training.partial_rollout=false"));
+      return;
+    }
+    if ((cfg_.async_training.partial_rollout || opts_.partial_rollout) && parallel::size > 1)
+      throw config_error(msg("rlflow::Trainer<TP<", parallel::size, ">>: async_training.partial_rollout=true needs rollout "
+                             "TP 1 (the ranks of a TP replica could stop at different tokens); use TP<1> or "
+                             "async_training.partial_rollout=false"));
     std::string const mode = cfg_.trainer.v1.trainer_mode.str();
     if constexpr (on_cuda)
       throw config_error(msg("rlflow::Trainer<..., Backend<cuda::tag>>: trainer.v1.trainer_mode=", mode,
                              " runs its rollout workers on the CPU engines only; use trainer.v1.trainer_mode=sync with the "
                              "CUDA backend, or rlflow::Backend<rlflow::cpu::tag>"));
-    if (cfg_.algorithm.adv_estimator == "remax")  // ReMax, or FromConfig with adv_estimator=remax
-      throw config_error(msg("rlflow::Trainer<", algorithm::name, ">: algorithm.adv_estimator=remax with trainer.v1.trainer_mode=",
-                             mode, " is not supported: the rollout workers do not generate ReMax's greedy baseline yet; use "
-                             "trainer.v1.trainer_mode=sync with ReMax"));
+    // verl (trainer_separate_async.py:66-71): a reward model needs its own pool in separate_async
+    // (check(cfg) rejects it without one); rlflow's reward roles score on the trainer pool
+    if (cfg_.is_separate_async() && cfg_.reward.reward_model.enable)
+      throw config_error(msg("rlflow::Trainer<SeparateAsync>: reward.reward_model.enable=true asks for a reward model on a "
+                             "reward pool of its own (reward.reward_model.nnodes=", cfg_.reward.reward_model.nnodes,
+                             " x n_gpus_per_node=", cfg_.reward.reward_model.n_gpus_per_node, "); rlflow has no "
+                             "reward-model worker to place there (the reward role scores on the trainer pool "
+                             "'global_pool'); set reward.reward_model.enable=false and score with a reward role"));
     if (warmup_batches() < 0)
       throw config_error(msg("rlflow::Trainer: trainer.v1.", mode, ".num_warmup_batches=", warmup_batches(),
                              " must be 0 (a synchronous schedule) or more (batches generated ahead)"));
@@ -894,8 +908,12 @@ class Trainer {
       // under mpirun the standalone rollout pool runs in the processes after the trainer's
       if (sep && mpi::launched()) mpi::place_pool(plan.pool_name, 1 + group_->world_size());
 #endif
-      plan.partial_rollout = opts_.partial_rollout;
+      plan.partial_rollout = opts_.partial_rollout || cfg_.async_training.partial_rollout;
       plan.sleep_when_idle = !sep;  // colocate_async: the rollout's memory goes back to training while it idles
+      if (cfg_.algorithm.adv_estimator == "remax")  // ReMax's greedy rollout, on the producer thread (reads train_ only)
+        plan.make_greedy = [this](std::int64_t s, DataPosition pos) {
+          return greedy_prompts(make_prompt_batch(train_.next_batch(pos, cfg_.data.train_batch_size), s), s);
+        };
       std::int64_t const n = cfg_.actor_rollout_ref.rollout.n;
       // runs on the producer thread: reads train_, cfg_ and tok_ only (never changed after start)
       async_.emplace(std::move(plan), setup, opts_.async_hooks, [this, n](std::int64_t s, DataPosition& pos, std::int64_t& epoch) {
@@ -952,11 +970,22 @@ class Trainer {
       // verl v1: the 'gen' timer wraps replay_buffer.sample, i.e. the wait for a ready batch
       m["timing_s/gen"] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       batch = std::move(b.batch);
+      async_greedy_ = std::move(b.greedy);
+      if (cfg_.algorithm.adv_estimator == "remax" && async_greedy_.size() == 0)
+        throw error(msg("rlflow::Trainer: step ", step_no, ": ReMax's greedy rollout is missing from the batch (internal error)"));
       pos_ = b.pos_after;
       epoch = b.epoch;
       if (opts_.async_hooks && opts_.async_hooks->before_train) opts_.async_hooks->before_train(step_no, batch);
       return true;
     }
+  }
+
+  //! ReMax: the greedy rollout's input, the step's prompts (one row each) with seeds of salt 1
+  //! and do_sample false. verl: gen_baseline_batch (do_sample=False).
+  DataProto greedy_prompts(DataProto prompts, std::int64_t step_no) const {
+    add_rollout_seeds(prompts, step_no, /*salt=*/1);
+    prompts.meta_info().set("do_sample", false);
+    return prompts;
   }
 
   //! Async modes: hands the weights of version step_no to the rollout workers' producer.
@@ -1289,6 +1318,7 @@ class Trainer {
   using async_type = std::conditional_t<on_cuda, std::monostate, AsyncRollout<cpu::tag, parallel::size, detail::trainer_group_backend>>;
   std::optional<async_type> async_;
   std::vector<RolloutBatch> restored_batches_;  //!< a resumed checkpoint's replay buffer, until start_async
+  DataProto async_greedy_;  //!< ReMax in the async modes: the taken batch's greedy rollout, until the step uses it
   std::optional<MetricsLogger> logger_;
   std::vector<std::string> startup_warnings_;
   bool from_files_ = false;  // built by Trainer(cfg): model and data from files

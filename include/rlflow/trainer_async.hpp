@@ -49,6 +49,8 @@ struct AsyncHooks {
   std::function<void(std::int64_t step, DataProto const& batch)> before_train;
   //! In the checkpoint engine, before the weights of 'version' move to the rollout workers.
   std::function<void(std::int64_t version)> on_sync;
+  //! On each rollout worker's thread, before it loads weights sent by the checkpoint engine.
+  std::function<void(int rank)> in_update_weights;
 };
 
 //! Shared by the producer and its rollout workers: partial rollout on/off and the abort flag a
@@ -122,6 +124,7 @@ class StandaloneRollout {
   //! Loads a full flat copy of the policy's weights; each rank keeps its TP shard.
   //! verl: the checkpoint engine's receive side (update_weights on the replica)
   void update_weights(std::shared_ptr<std::vector<float> const> weights) {
+    if (hooks_ && hooks_->in_update_weights) hooks_->in_update_weights(ctx_->rank);
     rollout_.load_weights(std::span<float const>(*weights));
     rollout_.wake();
   }
@@ -274,12 +277,16 @@ struct RolloutBatch {
   DataPosition pos_after;    //!< the data position after this batch's prompts
   std::int64_t epoch = 0;    //!< the epoch its prompts came from
   double generate_s = 0;     //!< seconds the rollout workers spent generating it
+  //! ReMax: the greedy rollout of the batch's prompts (one row per prompt), generated with the
+  //! weights that finished the batch; empty otherwise.
+  DataProto greedy;
 };
 
 //! Writes the buffered batches into the checkpoint being built, one file each
 //! ('replay_buffer_step_<s>.dataproto', DataProto::save), and returns the trainer_state.json
 //! field 'replay_buffer' that lists them (step, policy_version, epoch, data_position_after,
-//! generate_s, file). rlflow's own (verl does not checkpoint its async buffers).
+//! generate_s, file; ReMax: greedy_file, 'replay_buffer_step_<s>_greedy.dataproto'). rlflow's
+//! own (verl does not checkpoint its async buffers).
 inline nlohmann::ordered_json save_replay_buffer(CheckpointWriter& w, std::vector<RolloutBatch> const& batches) {
   auto out = nlohmann::ordered_json::array();
   for (auto const& b : batches) {
@@ -293,6 +300,11 @@ inline nlohmann::ordered_json save_replay_buffer(CheckpointWriter& w, std::vecto
                    {"data_position_after", {{"epoch", b.pos_after.epoch}, {"index", b.pos_after.index}}},
                    {"generate_s", b.generate_s},
                    {"file", file}});
+    if (b.greedy.size() > 0) {  // ReMax's greedy rollout of the batch's prompts
+      std::string const gfile = "replay_buffer_step_" + std::to_string(b.step) + "_greedy.dataproto";
+      b.greedy.save(w.path(gfile));
+      out.back()["greedy_file"] = gfile;
+    }
   }
   return out;
 }
@@ -330,6 +342,13 @@ inline std::vector<RolloutBatch> load_replay_buffer(std::filesystem::path const&
       throw format_error(msg("rlflow checkpoint: '", where, ".file' = ", f.dump(), " is not a file listed in ",
                              (dir / "MANIFEST.json").string(), "; the checkpoint is inconsistent, resume from another one"));
     b.batch = DataProto::load(dir / f.get<std::string>());
+    if (e.contains("greedy_file")) {  // ReMax's greedy rollout
+      auto const& g = e["greedy_file"];
+      if (!g.is_string() || !manifest.files.count(g.get<std::string>()))
+        throw format_error(msg("rlflow checkpoint: '", where, ".greedy_file' = ", g.dump(), " is not a file listed in ",
+                               (dir / "MANIFEST.json").string(), "; the checkpoint is inconsistent, resume from another one"));
+      b.greedy = DataProto::load(dir / g.get<std::string>());
+    }
     out.push_back(std::move(b));
   }
   return out;
@@ -407,8 +426,10 @@ class ReplayBuffer {
 //! order into a ReplayBuffer, applying the newest published weights before each batch, and
 //! never starting the batch of step s before version s - 1 - bound is published (so no batch is
 //! more than 'bound' versions behind when trained on). Errors of the producer (a rollout worker
-//! that throws, a failing weight sync) are rethrown by the next take(), wrapped with the pool,
-//! role and step. The destructor stops the producer and joins it.
+//! that throws, a failing weight sync) end the producer and are rethrown by the next take(),
+//! which joins it first, and by every later one, wrapped with the pool, role and step (the
+//! trainer's state is that of the last completed step: resume from a checkpoint). The
+//! destructor stops the producer and joins it.
 template <class System, int TP, class Backend = dispatch::InProcess>
 class AsyncRollout {
  public:
@@ -438,6 +459,10 @@ class AsyncRollout {
     //! colocate_async: the rollout workers release their KV cache and activations whenever the
     //! producer goes idle (verl: sleep_replicas), and re-acquire them when generating again.
     bool sleep_when_idle = false;
+    //! ReMax: builds the greedy rollout's prompts of step 's' (one row per prompt, do_sample
+    //! false) from the data position before that step's prompts; the producer generates them
+    //! after the batch, with the same weights, into RolloutBatch::greedy. Empty: no greedy rollout.
+    std::function<DataProto(std::int64_t s, DataPosition pos_before)> make_greedy;
   };
 
   AsyncRollout(Plan plan, roles::RoleSetup setup, std::shared_ptr<AsyncHooks const> hooks, MakePrompts make)
@@ -494,6 +519,9 @@ class AsyncRollout {
     try {
       b = buffer_.pop(depth);
     } catch (std::exception const& e) {
+      // the producer ended at the failure: join it now (the trainer holds no running thread);
+      // every later take() rethrows the same error, without waiting
+      stop();
       throw worker_error(msg("rlflow::Trainer: step ", step, ": the rollout workers on pool '", plan_.pool_name,
                              "' (role rollout, ", plan_.mode, ") failed: ", e.what()));
     }
@@ -573,6 +601,8 @@ class AsyncRollout {
   }
 
   group_type& workers() { return *group_; }
+  //! True until the producer thread is joined (by stop(), the destructor, or a failed take()).
+  bool producer_running() const { return producer_.joinable(); }
   std::int64_t bound() const { return plan_.bound; }
   std::size_t max_buffer_depth() const { return buffer_.max_depth(); }
   std::string_view checkpoint_engine_name() const { return engine_->name(); }
@@ -643,26 +673,36 @@ class AsyncRollout {
         RolloutBatch b;
         b.step = s;
         b.version = b.max_version = applied;
+        DataPosition const pos_before = pos;
         DataProto prompts = make_(s, pos, b.epoch);
-        prompts.meta_info().set("global_step", s);
         auto const t0 = clock::now();
-        b.batch = group_->template call<&role::generate_sequences>(prompts);
-        while (control_->partial_rollout && unfinished(b.batch)) {
-          // aborted by a newer version (verl: abort_all_requests, update_weights, resume_generation)
-          {
-            std::lock_guard lk(mu_);
-            if (stopping_) return;
-            w = staged_version_ > applied ? staged_ : nullptr;
-            v = staged_version_;
-            control_->abort.store(false, std::memory_order_release);
+        // generates 'in' into 'out'; with partial rollout, a generation aborted by a newer version
+        // loads it and continues (verl: abort_all_requests, update_weights, resume_generation).
+        // false when the producer is stopping.
+        auto const generate = [&](DataProto in, DataProto& out) {
+          in.meta_info().set("global_step", s);
+          out = group_->template call<&role::generate_sequences>(in);
+          while (control_->partial_rollout && unfinished(out)) {
+            {
+              std::lock_guard lk(mu_);
+              if (stopping_) return false;
+              w = staged_version_ > applied ? staged_ : nullptr;
+              v = staged_version_;
+              control_->abort.store(false, std::memory_order_release);
+            }
+            if (w) sync(std::move(w), v, applied);
+            b.max_version = applied;
+            ++b.resumes;
+            out.meta_info().set("global_step", s);
+            out = group_->template call<&role::generate_sequences>(out);
           }
-          if (w) sync(std::move(w), v, applied);
-          b.max_version = applied;
-          ++b.resumes;
-          b.batch.meta_info().set("global_step", s);
-          b.batch = group_->template call<&role::generate_sequences>(b.batch);
-        }
-        if (control_->partial_rollout) (void)b.batch.pop(std::vector<std::string>{"partial_rollout_len"});
+          if (control_->partial_rollout) (void)out.pop(std::vector<std::string>{"partial_rollout_len"});
+          return true;
+        };
+        if (!generate(std::move(prompts), b.batch)) return;
+        // ReMax: the greedy baseline rollout of the same prompts, with the weights that finished
+        // the batch (= its version without partial rollout). verl: the greedy copy of gen_max.
+        if (plan_.make_greedy && !generate(plan_.make_greedy(s, pos_before), b.greedy)) return;
         b.generate_s = std::chrono::duration<double>(clock::now() - t0).count();
         b.pos_after = pos;
         auto const t1 = clock::now();

@@ -365,6 +365,14 @@ struct TrainerV1Config {
   SamplerConfig sampler{};
 };
 
+//! verl: async_training.* of the fully-async recipe (verl/experimental/fully_async_policy,
+//! config/fully_async_ppo_trainer.yaml); only the key rlflow's async modes honour.
+struct AsyncTrainingConfig {
+  //! A weight sync aborts the batch being generated; its unfinished rows resume with the new
+  //! weights (verl's default there: true; rlflow's: false, a run with it is not reproducible).
+  bool partial_rollout = false;
+};
+
 //! verl: custom_reward_function.* (rlflow: a C symbol in a shared library, see rewards/custom.hpp).
 struct CustomRewardFunctionConfig {
   config_string path = "";
@@ -413,6 +421,7 @@ struct TrainerConfig {
   CustomRewardFunctionConfig custom_reward_function{};
   AlgorithmConfig algorithm{};
   TrainerSection trainer{};
+  AsyncTrainingConfig async_training{};
   std::int64_t seed = 42;               //!< rlflow: master seed (model init, sampling, shuffling)
   std::int64_t max_colocate_count = 3;  //!< verl: ResourcePoolManager.max_colocate_count
 
@@ -691,6 +700,7 @@ struct TrainerConfig {
   X(trainer.v1.separate_async.parameter_sync_step, "", "local updates per weight sync in separate_async")           \
   X(trainer.v1.sampler.max_off_policy_threshold, "", "oldest weight version a sampled group may come from (> 0)")    \
   X(trainer.v1.sampler.strategy, "drop|wait", "what to do with groups older than the threshold")                   \
+  X(async_training.partial_rollout, "", "async modes: a weight sync aborts the batch in flight, resumed with the new weights") \
   X(seed, "", "rlflow: master seed (model init, sampling, shuffling)")                                              \
   X(max_colocate_count, "", "role workers per device in a pool; each takes 1/max_colocate_count of it")
 
