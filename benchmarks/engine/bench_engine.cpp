@@ -16,12 +16,15 @@
 //     rank copies its whole shard, replicated tensors included; BM_WeightSyncFromShard/tp:N: each
 //     rank loads from its training shard, as with training TP = rollout TP)
 //     and, timed in the same iterations,
-//     a memcpy of the same number of bytes: counter 'vs_memcpy' = memcpy time / sync time; and a
-//     fence-only round (release, two TP barriers, join): 'fence_share' = fence time / sync time.
-//   BM_CheckpointSave/tp:N: a training-TP group of N ranks saves its checkpoint (all-gather of the
-//     weights and both AdamW moments, rank 0 writes the full-model file; one thread per rank,
-//     started each iteration) and, in the same iterations, the unsharded engine saves the same
-//     file: counter 'vs_tp1' = unsharded time / gathered time (1: gathering costs nothing).
+//     a memcpy of the same number of bytes: counter 'vs_memcpy' = memcpy time / sync time; a
+//     fence-only round (release, join): 'fence_share' = fence time / sync time; and (shared, tp >= 2)
+//     the same load and a second TP barrier (the session-4 sync): 'barriers_vs_memcpy'.
+//   BM_CheckpointSave/tp:N: a training-TP group of N ranks saves its checkpoint (gather of the
+//     weights and both AdamW moments to rank 0, which writes the full-model file; one thread per
+//     rank, started each iteration) and, in the same iterations, the unsharded engine saves the
+//     same file: counter 'vs_tp1' = unsharded time / gathered time (1: gathering costs nothing);
+//     and the same group saving with its last rank writing (every rank all-gathers the full
+//     state, session 4's save): 'allgather_vs_gather' = that time / the gather-to-rank-0 time.
 //   BM_LMHead/tp:N/vocab:V: one replica's generate with the vocabulary-parallel LM head (manual
 //     time) and, in the same iterations, with the replicated head: counter 'vs_replicated' =
 //     replicated time / vocabulary-parallel time (> 1: vocabulary-parallel is faster).
@@ -297,9 +300,12 @@ GPTConfig sync_config() {
 //! (BM_WeightSyncPrivate): every rank copies its split tensors and all replicated ones.
 //! from_shard (BM_WeightSyncFromShard, the Trainer with training TP = rollout TP): each rank loads
 //! from its own training shard (RolloutEngine::load_shard) instead of the full weights.
-//! Each iteration also times a fence-only round (the same release / join of the ranks and the two
-//! TP-group barriers load_weights / load_shard take, no copy): counter 'fence_share' = fence time /
-//! sync time, the part of the sync that is synchronisation rather than copying.
+//! Each iteration also times a fence-only round (the same release / join of the ranks, no copy):
+//! counter 'fence_share' = fence time / sync time, the part of the sync that is the group's
+//! dispatch rather than copying. Shared, N > 1: and the same load followed by a TP-group barrier
+//! (the session-4 sync, which fenced every load before and after the copies; the load now has the
+//! first barrier only): 'barriers_vs_memcpy' = memcpy time / that time, to read next to
+//! 'vs_memcpy'. Every group round follows a memcpy on the releasing thread.
 void weight_sync(benchmark::State& state, bool shared, bool from_shard = false) {
   int const N = int(state.range(0));
   GPTConfig const cfg = sync_config();
@@ -321,23 +327,23 @@ void weight_sync(benchmark::State& state, bool shared, bool from_shard = false) 
   }
   if (shared && N > 1) floats += engines[0]->shard_layout().replicated_size();
   std::vector<float> src(floats, 1.0f), dst(floats, 0.0f);
-  double sync_s = 0, memcpy_s = 0, fence_s = 0;
+  double sync_s = 0, memcpy_s = 0, fence_s = 0, barrier_s = 0;
   using clock = std::chrono::steady_clock;
   // ranks 1..N-1 are persistent threads (as the trainer's workers are); rank 0 is this thread
   std::barrier start(N), done(N);
-  std::atomic<bool> stop{false}, fence_only{false};
+  std::atomic<bool> stop{false};
+  enum Round { sync, fence_only, with_barriers };
+  std::atomic<int> round{sync};
+  // the shared sync of session 4 fenced each load with two TP barriers, before and after the
+  // copies; the load now takes the first only (the next forward waits for the parts instead)
+  bool const fenced = shared && N > 1;
   auto one = [&](int r) {
     auto& e = *engines[std::size_t(r)];
-    if (fence_only.load()) {
-      if (shared && N > 1) {
-        comms[std::size_t(r)]->barrier();
-        comms[std::size_t(r)]->barrier();
-      }
-    } else if (from_shard) {
-      e.load_shard(shards[std::size_t(r)]);
-    } else {
-      e.load_weights(full);
-    }
+    int const what = round.load();
+    if (what == fence_only) return;
+    if (from_shard) e.load_shard(shards[std::size_t(r)]);
+    else e.load_weights(full);
+    if (what == with_barriers) comms[std::size_t(r)]->barrier();  // session 4's second barrier
   };
   std::vector<std::thread> th;
   for (int r = 1; r < N; ++r)
@@ -353,25 +359,33 @@ void weight_sync(benchmark::State& state, bool shared, bool from_shard = false) 
   if (shared && N > 1 && !engines[0]->share_replicated()) {
     state.SkipWithError("share_replicated failed");
   }
-  for (auto _ : state) {
-    fence_only = false;
-    auto const t0 = clock::now();
+  auto group_round = [&](int what) {
+    round = what;
     start.arrive_and_wait();
     one(0);
     done.arrive_and_wait();
-    auto const t1 = clock::now();
+  };
+  // each group round comes after a memcpy on this thread (the other ranks waiting to be released),
+  // so no round profits from ranks another round has just woken
+  auto copy = [&] {
     std::memcpy(dst.data(), src.data(), floats * sizeof(float));
     benchmark::ClobberMemory();
-    auto const t2 = clock::now();
-    fence_only = true;
-    start.arrive_and_wait();
-    one(0);
-    done.arrive_and_wait();
-    auto const t3 = clock::now();
-    double const s = std::chrono::duration<double>(t1 - t0).count();
+  };
+  auto timed = [&](auto&& f) {
+    auto const t0 = clock::now();
+    f();
+    return std::chrono::duration<double>(clock::now() - t0).count();
+  };
+  for (auto _ : state) {
+    copy();
+    double const s = timed([&] { group_round(sync); });
     sync_s += s;
-    memcpy_s += std::chrono::duration<double>(t2 - t1).count();
-    fence_s += std::chrono::duration<double>(t3 - t2).count();
+    memcpy_s += timed(copy);
+    fence_s += timed([&] { group_round(fence_only); });
+    if (fenced) {
+      copy();
+      barrier_s += timed([&] { group_round(with_barriers); });
+    }
     state.SetIterationTime(s);
   }
   stop = true;
@@ -381,6 +395,7 @@ void weight_sync(benchmark::State& state, bool shared, bool from_shard = false) 
   state.counters["memcpy_bytes/s"] = double(floats) * 4 * double(state.iterations()) / memcpy_s;
   state.counters["vs_memcpy"] = memcpy_s / sync_s;
   state.counters["fence_share"] = fence_s / sync_s;
+  if (fenced) state.counters["barriers_vs_memcpy"] = memcpy_s / barrier_s;
   state.SetLabel("L=4 C=256 V=256 T=256, " + std::to_string(floats * 4 / 1024) + " KiB over " + std::to_string(N) + " rank(s)" +
                  (shared && N > 1 ? ", replicated tensors shared" : "") + (from_shard ? ", from the training shards" : ""));
 }
@@ -390,7 +405,9 @@ void BM_WeightSyncFromShard(benchmark::State& state) { weight_sync(state, true, 
 
 //! A training-TP group of N ranks (engines of sync_config) saves with save_checkpoint_gathered
 //! (rank 0 writes); the unsharded engine saves the same model with save_checkpoint in the same
-//! iteration. Manual time: the group's save; 'vs_tp1' = unsharded time / group time.
+//! iteration, and the group again with its last rank writing (the all-gather path). Manual time:
+//! the group's save; 'vs_tp1' = unsharded time / group time; 'allgather_vs_gather' = all-gather
+//! save time / group time.
 void BM_CheckpointSave(benchmark::State& state) {
   int const N = int(state.range(0));
   GPTConfig const cfg = sync_config();
@@ -404,23 +421,32 @@ void BM_CheckpointSave(benchmark::State& state) {
   fs::path const dir = fs::temp_directory_path() / ("rlflow_bench_ckpt_" + std::to_string(::getpid()));
   fs::create_directories(dir);
   using clock = std::chrono::steady_clock;
-  double group_s = 0, plain_s = 0;
-  for (auto _ : state) {
-    auto const t0 = clock::now();
+  double group_s = 0, plain_s = 0, all_s = 0;
+  // the group's save with 'writer' writing: rank 0 (gather to rank 0) or rank N - 1 (every rank
+  // gathers the full state: the all-gather save of session 4)
+  auto group_save = [&](char const* file, int writer) {
     std::vector<std::thread> th;
     for (int r = 1; r < N; ++r)
-      th.emplace_back([&, r] { save_checkpoint_gathered(dir / "tp.safetensors", *group[std::size_t(r)], false); });
-    save_checkpoint_gathered(dir / "tp.safetensors", *group[0], true);
+      th.emplace_back([&, r] { save_checkpoint_gathered(dir / file, *group[std::size_t(r)], r == writer); });
+    save_checkpoint_gathered(dir / file, *group[0], writer == 0);
     for (auto& t : th) t.join();
+  };
+  for (auto _ : state) {
+    auto const t0 = clock::now();
+    group_save("tp.safetensors", 0);
     auto const t1 = clock::now();
     save_checkpoint(dir / "one.safetensors", plain);
     auto const t2 = clock::now();
+    group_save("tp_last.safetensors", N - 1);
+    auto const t3 = clock::now();
     double const g = std::chrono::duration<double>(t1 - t0).count();
     group_s += g;
     plain_s += std::chrono::duration<double>(t2 - t1).count();
+    all_s += std::chrono::duration<double>(t3 - t2).count();
     state.SetIterationTime(g);
   }
   state.counters["vs_tp1"] = plain_s / group_s;
+  state.counters["allgather_vs_gather"] = all_s / group_s;
   state.SetBytesProcessed(std::int64_t(state.iterations()) * std::int64_t(fs::file_size(dir / "one.safetensors")));
   fs::remove_all(dir);
 }

@@ -792,7 +792,8 @@ class Trainer {
         no("a custom critic role (the critic is sharded as the actor)", "use the built-in roles::ValueCritic");
     if constexpr (!requires { &actor_role::gather_actor_weights; })
       no("a custom actor role", "use the built-in roles::BasicActorRolloutRef");
-    if (async_mode()) no(msg("trainer.v1.trainer_mode=", cfg_.trainer.v1.trainer_mode.view()), "use trainer.v1.trainer_mode=sync");
+    // The async modes: the trainer's group trains as in the sync mode; the rollout workers take the
+    // gathered full weights (actor_weights()), so their TP<N> is independent of T.
   }
   std::int64_t training_tp() const { return cfg_.actor_rollout_ref.actor.megatron.tensor_model_parallel_size; }
 

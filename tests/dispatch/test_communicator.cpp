@@ -7,6 +7,7 @@
 #include <exception>
 #include <random>
 #include <thread>
+#include <string>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -198,4 +199,55 @@ TEST_CASE("split ranks members by (key, rank) and aborting the parent wakes a bl
 TEST_CASE("split_mesh rejects a mesh that does not divide the world", "[dispatch][comm]") {
   auto comms = comm::LocalCommunicator::make_group(1);
   REQUIRE_THROWS_WITH(comm::split_mesh(*comms[0], 3), Catch::Contains("tp = 3") && Catch::Contains("divides 1"));
+}
+
+TEST_CASE("gather to one rank: the root gets every rank's input in rank order, the others nothing", "[dispatch][comm]") {
+  std::mt19937_64 seeds(std::random_device{}());
+  for (int ws : {1, 2, 3, 4}) {
+    for (int root = 0; root < ws; ++root) {
+      std::size_t const n = 1 + seeds() % 37;
+      std::uint64_t const seed = seeds();
+      INFO("ranks " << ws << ", root " << root << ", " << n << " elements");
+      auto comms = comm::LocalCommunicator::make_group(ws);
+      std::vector<std::vector<float>> in(static_cast<std::size_t>(ws)), out(static_cast<std::size_t>(ws));
+      for (int r = 0; r < ws; ++r) {
+        in[std::size_t(r)] = Trainer::local_grad(int(n), seed, r);
+        // non-roots pass a sentinel-filled buffer of the root's size: gather must leave it alone
+        out[std::size_t(r)].assign(r == root ? n * std::size_t(ws) : 3, -7.f);
+      }
+      std::vector<std::thread> ts;
+      for (int r = 0; r < ws; ++r)
+        ts.emplace_back([&, r] {
+          auto& o = out[std::size_t(r)];
+          comms[std::size_t(r)]->gather(in[std::size_t(r)], r == root ? std::span<float>(o) : std::span<float>(), root);
+          comms[std::size_t(r)]->gather(in[std::size_t(r)], r == root ? std::span<float>(o) : std::span<float>(), root);  // reusable
+        });
+      for (auto& t : ts) t.join();
+      std::vector<float> expect;  // the plain loop: every rank's input, rank 0 first
+      for (int r = 0; r < ws; ++r) expect.insert(expect.end(), in[std::size_t(r)].begin(), in[std::size_t(r)].end());
+      REQUIRE(out[std::size_t(root)] == expect);
+      for (int r = 0; r < ws; ++r)
+        if (r != root) REQUIRE(out[std::size_t(r)] == std::vector<float>(3, -7.f));
+    }
+  }
+  // a root outside the group and a root buffer of the wrong size are errors naming the numbers
+  auto one = comm::LocalCommunicator::make_group(1);
+  std::vector<float> in{1.f, 2.f}, small(1);
+  REQUIRE_THROWS_WITH(one[0]->gather(in, small, 0), Catch::Contains("has 1 elements") && Catch::Contains("= 2"));
+  REQUIRE_THROWS_WITH(one[0]->gather(in, small, 1), Catch::Contains("root 1 is outside [0, 1)"));
+  // ranks passing different lengths: every rank gets the error
+  auto two = comm::LocalCommunicator::make_group(2);
+  std::vector<std::string> errs(2);
+  std::vector<std::thread> ts;
+  for (int r = 0; r < 2; ++r)
+    ts.emplace_back([&, r] {
+      std::vector<float> mine(std::size_t(1 + r)), got(r == 0 ? 2 : 0);  // the root's buffer fits its own length
+      try {
+        two[std::size_t(r)]->gather(mine, got, 0);
+      } catch (std::exception const& e) {
+        errs[std::size_t(r)] = e.what();
+      }
+    });
+  for (auto& t : ts) t.join();
+  for (auto const& e : errs) REQUIRE_THAT(e, Catch::Contains("every rank must pass the same length"));
 }

@@ -218,3 +218,28 @@ TEST_CASE("MpiCommunicator::split in a worker group: equal to in-process; a rank
     }
   }
 }
+
+TEST_CASE("MpiCommunicator: gather to one rank equals the loop; non-roots' buffers untouched", "[mpi][comm]") {
+  if (!mpi::launched()) return;
+  mpi::Runtime::get();
+  comm::MpiCommunicator c(MPI_COMM_WORLD);
+  int const ws = c.size(), me = c.rank();
+  for (int root = 0; root < ws; ++root) {
+    auto in = input_of<float>(me, 7, 11 + std::uint64_t(root));
+    std::vector<float> out(me == root ? std::size_t(7 * ws) : 2, -7.f);
+    c.gather(in, me == root ? std::span<float>(out) : std::span<float>(), root);
+    if (me == root) {
+      for (int r = 0; r < ws; ++r)
+        REQUIRE(std::vector<float>(out.begin() + 7 * r, out.begin() + 7 * (r + 1)) == input_of<float>(r, 7, 11 + std::uint64_t(root)));
+    } else {
+      REQUIRE(out == std::vector<float>(2, -7.f));
+    }
+  }
+  std::vector<float> in{1.f}, wrong(std::size_t(ws) + 1);
+  REQUIRE_THROWS_AS(c.gather(in, {}, ws), value_error);  // a root outside the group, on every rank
+  if (me == 0) REQUIRE_THROWS_AS(c.gather(in, wrong, 0), value_error);
+  c.barrier();
+  std::vector<float> one{1.f};  // and the communicator still works
+  c.allreduce_sum(std::span<float>(one));
+  REQUIRE(one[0] == static_cast<float>(ws));
+}

@@ -308,6 +308,7 @@ TEST_CASE("training TP checkpoints hold the full model and load at every TP", "[
     fs::path const out = dir / ("tp" + std::to_string(N) + ".safetensors");
     std::vector<std::vector<float>> shards(std::size_t(N) * 3);
     std::vector<std::int64_t> steps(static_cast<std::size_t>(N));
+    std::vector<std::vector<float>> gathered0;
     for (int r = 0; r < N; ++r)
       th.emplace_back([&, r] {
         try {
@@ -318,6 +319,13 @@ TEST_CASE("training TP checkpoints hold the full model and load at every TP", "[
           shards[std::size_t(r) * 3 + 1].assign(e.optimizer().m().begin(), e.optimizer().m().end());
           shards[std::size_t(r) * 3 + 2].assign(e.optimizer().v().begin(), e.optimizer().v().end());
           rlflow::engine::save_checkpoint_gathered(out, e, r == 0);  // a collective; rank 0 writes
+          // the last rank writing: not TP rank 0, so every rank gathers (the all-gather path)
+          rlflow::engine::save_checkpoint_gathered(dir / ("last_of_tp" + std::to_string(N) + ".safetensors"), e, r == N - 1);
+          // the gather to rank 0 directly: rank 0 gets the full state, the others pass empty spans
+          std::size_t const n = r == 0 ? e.layout().size() : 0;
+          std::vector<float> gp(n), gm(n), gv(n);
+          e.gather_state_to_rank0(gp, gm, gv);
+          if (r == 0) gathered0 = {gp, gm, gv};
         } catch (...) {
           errs[static_cast<std::size_t>(r)] = std::current_exception();
           comms[static_cast<std::size_t>(r)]->abort();
@@ -340,6 +348,11 @@ TEST_CASE("training TP checkpoints hold the full model and load at every TP", "[
     }
     // load at TP = N, save gathered: the same file as the unsharded engine's (round-trip law)
     require_same_file(out, dir / "tp1.safetensors");
+    require_same_file(dir / ("last_of_tp" + std::to_string(N) + ".safetensors"), dir / "tp1.safetensors");
+    REQUIRE(gathered0.size() == 3);
+    REQUIRE(gathered0[0] == p);
+    REQUIRE(gathered0[1] == m);
+    REQUIRE(gathered0[2] == v);
   }
   // the TP = 4 file loads into an unsharded engine: the same state as the reference
   TrainingEngine back(cfg, opt);

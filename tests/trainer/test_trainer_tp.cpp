@@ -286,17 +286,7 @@ TEST_CASE("training TP equal to the rollout's hands each shard over directly; ot
   SECTION("training TP 2 x DP 2, rollout TP<4>") { compare_training_tp<1, 4>(2, 2, 3, seed); }
 }
 
-TEST_CASE("training TP rejects what it does not cover before work, naming the key and the fix", "[trainer][tp][train_tp]") {
-  auto data = task.make_dataset(64, 1);
-  auto c = tp_config("ttp_bad", 2);
-  c.actor_rollout_ref.actor.megatron.tensor_model_parallel_size = 2;
-  for (auto const& m : validate(c)) REQUIRE_THAT(m, !Catch::Contains("tensor_model_parallel_size"));
-  SECTION("the async modes") {
-    c.trainer.v1.trainer_mode = config_string("colocate_async");
-    REQUIRE_THROWS_WITH((Trainer<GRPO>(c, data, task.charset(), quiet())),
-                        Catch::Contains("colocate_async") && Catch::Contains("trainer_mode=sync"));
-  }
-}
+// The async modes under training TP: tests/trainer/test_trainer_tp_async.cpp (test_trainer_async).
 
 // ---- checkpoints under training TP ----------------------------------------------------------
 // The file is the full model's (engine::save_checkpoint_gathered), so it is the same at every TP.

@@ -1,5 +1,6 @@
 // rlflow/dispatch/communicator.hpp: comm::Communicator, the interface a worker method uses for
-// collectives across the ranks of its group (barrier, all-reduce, broadcast, all-gather), and
+// collectives across the ranks of its group (barrier, all-reduce, broadcast, all-gather,
+// gather to one rank), and
 // comm::LocalCommunicator, its in-process implementation over shared memory and C++20 atomic
 // wait/notify. An MPI or NCCL communicator implements the same interface (milestone 2).
 // split(color, key) makes sub-communicators; split_mesh gives a rank its TP and DP groups.
@@ -34,6 +35,18 @@ class Communicator {
   virtual void broadcast(std::span<float> data, int root) = 0;
   //! out (size() * in.size()) := concatenation of every rank's 'in', in rank order.
   virtual void allgather(std::span<float const> in, std::span<float> out) = 0;
+  //! Gather to one rank: on 'root', out (size() * in.size()) := concatenation of every rank's
+  //! 'in', in rank order; on the other ranks 'out' is not touched (pass an empty span), so only
+  //! the root needs the receive buffer. A collective, as allgather. verl / torch:
+  //! torch.distributed.gather; MPI_Gather. The default throws: implement it (the in-process and
+  //! MPI communicators do).
+  virtual void gather(std::span<float const> in, std::span<float> out, int root) {
+    (void)in;
+    (void)out;
+    (void)root;
+    throw error("rlflow::comm::Communicator::gather: this communicator does not implement gather to one rank; "
+                "implement gather(in, out, root) (MPI: MPI_Gather) or use allgather");
+  }
   //! A sub-communicator of the ranks that pass the same 'color', ranked by (key, rank); every
   //! rank of this communicator must call it (a collective). verl / torch: new_group, MPI_Comm_split.
   //! The default throws: a communicator without sub-groups cannot host a TP or DP sub-group.
@@ -187,6 +200,22 @@ class LocalCommunicator final : public Communicator {
         std::memcpy(out.data() + static_cast<std::size_t>(r) * in.size(), st_->slots[static_cast<std::size_t>(r)],
                     in.size_bytes());
     st_->barrier(rank_);
+  }
+
+  void gather(std::span<float const> in, std::span<float> out, int root) override {
+    if (root < 0 || root >= st_->size)
+      throw value_error(msg("rlflow::comm::LocalCommunicator::gather: root ", root, " is outside [0, ", st_->size, ")"));
+    if (rank_ == root && out.size() != in.size() * static_cast<std::size_t>(st_->size))
+      throw value_error(msg("rlflow::comm::LocalCommunicator::gather: the root's out has ", out.size(), " elements, expected ",
+                            st_->size, " ranks * ", in.size(), " = ", in.size() * static_cast<std::size_t>(st_->size)));
+    publish(in.data(), in.size());
+    check_counts("gather", in.size());
+    if (rank_ == root)
+      for (int r = 0; r < st_->size; ++r)
+        if (!in.empty())
+          std::memcpy(out.data() + static_cast<std::size_t>(r) * in.size(), st_->slots[static_cast<std::size_t>(r)],
+                      in.size_bytes());
+    st_->barrier(rank_);  // the root has read every rank's 'in'
   }
 
   //! Collective: the ranks passing the same color form a new LocalCommunicator, ranked by

@@ -111,6 +111,25 @@ class MpiCommunicator final : public Communicator {
     std::copy(fb_.gath.begin(), fb_.gath.end(), out.begin());
   }
 
+  void gather(std::span<float const> in, std::span<float> out, int root) override {
+    refresh();
+    if (root < 0 || root >= size_)
+      throw value_error(msg("rlflow::comm::MpiCommunicator::gather: root ", root, " is outside [0, ", size_, ")"));
+    if (rank_ == root && out.size() != in.size() * static_cast<std::size_t>(size_))
+      throw value_error(msg("rlflow::comm::MpiCommunicator::gather: the root's out has ", out.size(), " elements, expected ",
+                            size_, " ranks * ", in.size(), " = ", in.size() * static_cast<std::size_t>(size_)));
+    check_usable("gather");
+    check_same_count("gather", in.size());
+    MPI_Request q;
+    fb_.send.assign(in.begin(), in.end());
+    if (rank_ == root) fb_.gath.resize(out.size());  // only the root receives
+    mpi::detail::check(MPI_Igather(fb_.send.data(), count(in.size()), MPI_FLOAT, rank_ == root ? fb_.gath.data() : nullptr,
+                                   count(in.size()), MPI_FLOAT, root, comm_, &q),
+                       "MPI_Igather");
+    wait(q, "gather");
+    if (rank_ == root) std::copy(fb_.gath.begin(), fb_.gath.begin() + std::ptrdiff_t(out.size()), out.begin());
+  }
+
   // ---- used by the MPI worker group ---------------------------------------------------------
   //! The call whose aborts this communicator (and its sub-communicators) honour (aborts of
   //! older calls are dropped).

@@ -4,6 +4,7 @@
 // and the model configuration before it touches the engine: a bad file is a format_error and the
 // engine is left as it was. verl: the actor's save_checkpoint / load_checkpoint.
 #pragma once
+#include <algorithm>  // std::all_of
 #include <cstdint>
 #include <cstring>      // std::memcpy
 #include <filesystem>
@@ -151,17 +152,28 @@ inline void save_checkpoint(std::filesystem::path const& path, TrainingEngine co
 //! the engine's TP group, every rank calls it; the shards of the parameters and both AdamW moments
 //! are gathered into the full layout and the ranks with 'write' set write the file (one of them: the
 //! same file as an unsharded engine's, so it loads at any TP). The gathered copies are scratch of
-//! this call. At TP = 1 it is save_checkpoint when 'write' is set and nothing otherwise.
+//! this call; when TP rank 0 is the only writer they exist on it alone (a gather to rank 0, the
+//! other ranks send their shards and allocate nothing), otherwise on every rank (an all-gather). At TP = 1 it is save_checkpoint when 'write' is set and nothing otherwise.
 inline void save_checkpoint_gathered(std::filesystem::path const& path, TrainingEngine& eng, bool write,
                                      std::map<std::string, std::string> extra_metadata = {}) {
   if (eng.tp().size == 1) {
     if (write) save_checkpoint(path, eng, std::move(extra_metadata));
     return;
   }
-  std::size_t const n = eng.layout().size();
+  // Which ranks write (one flag each, summed over the group): when only TP rank 0 does (the
+  // roles' case), the shards are gathered to it alone and the other ranks allocate nothing.
+  std::vector<double> writers(std::size_t(eng.tp().size), 0.0);
+  writers[std::size_t(eng.tp().rank)] = write ? 1.0 : 0.0;
+  eng.tp_communicator()->allreduce_sum(std::span<double>(writers));
+  bool const rank0_only = std::all_of(writers.begin() + 1, writers.end(), [](double w) { return w == 0.0; });
+  std::size_t const n = rank0_only && eng.tp().rank != 0 ? 0 : eng.layout().size();
   std::vector<float> p(n), m(n), v(n);
-  eng.gather_weights(p);
-  eng.gather_optimizer_state(m, v);
+  if (rank0_only) {
+    eng.gather_state_to_rank0(p, m, v);
+  } else {
+    eng.gather_weights(p);
+    eng.gather_optimizer_state(m, v);
+  }
   if (write) detail::write_checkpoint(path, eng.config(), p, m, v, eng.step(), std::move(extra_metadata));
 }
 

@@ -189,6 +189,13 @@ struct DecodeBook {
   }
 };
 
+//! The replicated tensors a replica's ranks share (RolloutEngine::share_replicated) and the count
+//! of parts written into them, one per rank and load.
+struct SharedReplicated {
+  Tensor buf;
+  std::atomic<std::uint64_t> written{0};
+};
+
 }  // namespace detail
 
 //! Generation engine for the built-in GPT. Weights are a private copy (load_weights); the KV
@@ -254,8 +261,10 @@ class RolloutEngine {
   //! Copies this rank's slice of a full flat parameter buffer (ParamLayout order) into the
   //! engine's weights, in place: one memcpy per contiguous run (ShardLayout::segments), so a TP
   //! rank copies its shard and the replicated tensors only. After share_replicated(), a collective
-  //! of the TP group: each rank copies its split tensors and 1/N of the replicated ones into the
-  //! replica's one shared copy, so the replica copies the model once. verl: update_weights (resharding).
+  //! of the TP group: after one barrier (no rank still reads the shared copy) each rank copies its
+  //! split tensors and 1/N of the replicated ones into the replica's one shared copy and counts its
+  //! part done, and returns; the next forward waits until every rank's part is there (see
+  //! share_replicated). verl: update_weights (resharding).
   void load_weights(std::span<float const> flat) {
     if (flat.size() != lay_.size())
       throw shape_error(msg("rlflow::engine::RolloutEngine::load_weights: ", flat.size(), " floats for a model of ",
@@ -264,18 +273,19 @@ class RolloutEngine {
       shard_.load(flat, weights_.span<float>());
       return;
     }
-    comm_->barrier();  // no rank still reads the shared copy (a generate that has not returned)
+    begin_shared_load();
     float* own = weights_.data<float>();
     for (auto const& sg : shard_.split_segments()) std::memcpy(own + sg.dst, flat.data() + sg.src, sizeof(float) * sg.count);
     fill_replicated(flat.data(), true);
-    comm_->barrier();  // every rank's part of the shared copy written
+    end_shared_load();
   }
 
   //! As load_weights, from a buffer already in this rank's ShardLayout order (a training engine
   //! sharded like this rollout: same GPTConfig and TPRank), so no full copy of the model exists:
-  //! one memcpy of the shard, or, after share_replicated(), a collective of the TP group copying the
-  //! split tensors and 1/N of the replicated ones (those are identical on every rank of a training
-  //! TP group). verl: update_weights when the training and rollout TP layouts coincide.
+  //! one memcpy of the shard, or, after share_replicated(), a collective of the TP group (one
+  //! barrier, as load_weights) copying the split tensors and 1/N of the replicated ones
+  //! (those are identical on every rank of a training TP group). verl: update_weights when the
+  //! training and rollout TP layouts coincide.
   void load_shard(std::span<float const> shard) {
     if (shard.size() != shard_.size())
       throw shape_error(msg("rlflow::engine::RolloutEngine::load_shard: ", shard.size(), " floats for TP rank ", tp().rank,
@@ -286,25 +296,34 @@ class RolloutEngine {
       std::memcpy(own, shard.data(), sizeof(float) * shard.size());
       return;
     }
-    comm_->barrier();  // no rank still reads the shared copy
+    begin_shared_load();
     for (auto const& sg : shard_.split_segments()) std::memcpy(own + sg.dst, shard.data() + sg.dst, sizeof(float) * sg.count);
     fill_replicated(shard.data(), false);
-    comm_->barrier();
+    end_shared_load();
   }
 
   //! Collective of the TP group: the replica's ranks keep one copy of the replicated tensors
   //! (wte, wpe, layer norms, row-parallel biases) instead of one each, read in place by every
   //! rank (zero-copy). Needs a communicator whose ranks share memory (comm::LocalCommunicator);
   //! returns false and changes nothing otherwise (or at TP = 1).
+  //! A weight sync into the shared copy takes one TP barrier, before the copies (no rank still
+  //! reads the copy: an aborted barrier leaves every rank's weights as they were); instead of a
+  //! second barrier after them, each rank counts its part written (one count per rank and load)
+  //! and the next forward waits until the counts of this load are all there. In the Trainer they
+  //! are by then (the ranks load in one group call and generate in the next), so that wait is a
+  //! single atomic load.
   bool share_replicated() {
     if (shard_.shard().size == 1 || !comm_) return false;
     std::shared_ptr<void> mine;
-    if (shard_.shard().rank == 0)
-      mine = std::make_shared<Tensor>(
-          Tensor::empty(DType::float32, Shape{static_cast<std::int64_t>(std::max<std::size_t>(shard_.replicated_size(), 1))}));
+    if (shard_.shard().rank == 0) {
+      auto st = std::make_shared<detail::SharedReplicated>();
+      st->buf = Tensor::empty(DType::float32, Shape{static_cast<std::int64_t>(std::max<std::size_t>(shard_.replicated_size(), 1))});
+      mine = st;
+    }
     std::shared_ptr<void> got = comm_->share(mine, 0);
     if (!got) return false;
-    shared_ = std::static_pointer_cast<Tensor>(got);
+    shared_ = std::static_pointer_cast<detail::SharedReplicated>(got);
+    version_ = 0;
     rep_base_.clear();
     std::size_t c = 0;
     for (auto const& sg : shard_.replicated_segments()) {
@@ -316,17 +335,19 @@ class RolloutEngine {
     return true;
   }
   bool shares_replicated() const { return shared_ != nullptr; }
-  //! Where the replica's shared replicated tensors live (null unless share_replicated()).
-  float const* shared_replicated_data() const { return shared_ ? shared_->data<float>() : nullptr; }
+  //! Where the replica's shared replicated tensors live (null unless share_replicated()); waits
+  //! until every rank of the replica has written its part of the last load.
+  float const* shared_replicated_data() const { return shared_ ? ready_replicated() : nullptr; }
   //! This rank's weights in ShardLayout order as the engine uses them (the replicated tensors
-  //! from the shared copy after share_replicated()).
+  //! from the shared copy after share_replicated(), once every rank has written its part).
   std::vector<float> shard_weights() const {
     auto w = weights_.span<float const>();
     std::vector<float> out(w.begin(), w.end());
     if (shared_) {
+      float const* rep = ready_replicated();
       auto const rs = shard_.replicated_segments();
       for (std::size_t k = 0; k < rs.size(); ++k)
-        std::memcpy(out.data() + rs[k].dst, shared_->data<float>() + rep_base_[k], sizeof(float) * rs[k].count);
+        std::memcpy(out.data() + rs[k].dst, rep + rep_base_[k], sizeof(float) * rs[k].count);
     }
     return out;
   }
@@ -466,6 +487,7 @@ class RolloutEngine {
   // Tensor parallel: this rank's NH / tp heads (Cl = their width) and 4C / tp MLP columns; the
   // residual stream x is replicated, the two row-parallel products are summed over the TP group.
   void run(int s0, int n) {
+    if (shared_) cur_rep_ = ready_replicated();  // every rank's part of this version written
     int const C = cfg_.n_embd, NH = shard_.local_heads(), hs = cfg_.head_dim(), V = cfg_.vocab_size, L = cfg_.n_layer;
     int const Cl = shard_.local_embd(), F = shard_.local_ff();
     bool const tp = shard_.shard().size > 1;
@@ -547,9 +569,31 @@ class RolloutEngine {
     if (shared_) {
       auto const rs = shard_.replicated_segments();
       for (std::size_t k = 0; k < rs.size(); ++k)
-        if (off >= rs[k].dst && off < rs[k].dst + rs[k].count) return shared_->data<float>() + rep_base_[k] + (off - rs[k].dst);
+        if (off >= rs[k].dst && off < rs[k].dst + rs[k].count) return cur_rep_ + rep_base_[k] + (off - rs[k].dst);
     }
     return weights_.data<float>() + off;
+  }
+  // The shared copy, once every rank has written its part of this rank's last load (version_
+  // loads since share_replicated(); every rank that passed a load's barrier writes its part, so
+  // the wait ends).
+  float const* ready_replicated() const {
+    std::uint64_t const want = std::uint64_t(shard_.shard().size) * version_;
+    for (std::uint64_t w = shared_->written.load(std::memory_order_acquire); w < want;
+         w = shared_->written.load(std::memory_order_acquire))
+      shared_->written.wait(w, std::memory_order_acquire);
+    return shared_->buf.data<float>();
+  }
+  // Before a load writes the shared copy: every rank has finished its forwards with the previous
+  // weights (they called this load) and has written its part of the previous load (its barrier
+  // comes after the previous load's writes), so nobody reads or writes the copy but this load.
+  // An aborted barrier throws before version_ moves: no rank has written anything.
+  void begin_shared_load() {
+    comm_->barrier();
+    ++version_;
+  }
+  void end_shared_load() {
+    shared_->written.fetch_add(1, std::memory_order_acq_rel);
+    shared_->written.notify_all();
   }
   // Writes this rank's part [R r / N, R (r + 1) / N) of the shared replicated copy (R floats in
   // replicated_segments() order) from 'base': a full buffer (from_full) or a shard buffer.
@@ -557,7 +601,7 @@ class RolloutEngine {
     std::size_t const R = shard_.replicated_size(), N = std::size_t(shard_.shard().size), r = std::size_t(shard_.shard().rank);
     std::size_t const a = R * r / N, b = R * (r + 1) / N;
     auto const rs = shard_.replicated_segments();
-    float* dst = shared_->data<float>();
+    float* dst = shared_->buf.data<float>();
     for (std::size_t k = 0; k < rs.size(); ++k) {
       std::size_t const c0 = rep_base_[k], c1 = c0 + rs[k].count;
       std::size_t const lo = std::max(a, c0), hi = std::min(b, c1);
@@ -761,8 +805,10 @@ class RolloutEngine {
   detail::DecodeBook book_;
   bool sleeping_ = false, use_cache_ = true;
   LMHead head_ = LMHead::replicated;
-  std::shared_ptr<Tensor> shared_;      //!< the replica's one copy of the replicated tensors (share_replicated)
-  std::vector<std::size_t> rep_base_;   //!< where each replicated segment starts in it
+  std::shared_ptr<detail::SharedReplicated> shared_;  //!< the replica's copy of the replicated tensors (share_replicated)
+  std::uint64_t version_ = 0;                         //!< loads since share_replicated()
+  float const* cur_rep_ = nullptr;                    //!< the current version's buffer, set by run()
+  std::vector<std::size_t> rep_base_;                 //!< where each replicated segment starts in it
   // vocabulary-parallel sampling scratch (reused across steps)
   std::vector<float> vp_f_, vp_g_, vp_max_, vp_lp_, cand_logit_;
   std::vector<double> vp_d_, vp_tok_, cand_w_;

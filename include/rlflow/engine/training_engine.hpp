@@ -85,6 +85,8 @@ class TrainingEngine {
   //! This rank's layout: params(), grads() and the optimizer's state follow it (layout() at TP = 1).
   model::ShardLayout const& shard_layout() const { return model_.shard_layout(); }
   model::TPRank tp() const { return model_.tp(); }
+  //! The TP group's communicator (null when not tensor-parallel).
+  comm::Communicator* tp_communicator() const { return comm_; }
   model::GPT& model() { return model_; }
   AdamW& optimizer() { return optim_; }
   AdamW const& optimizer() const { return optim_; }
@@ -260,6 +262,21 @@ class TrainingEngine {
     gather_full(optim_.m(), m);
     gather_full(optim_.v(), v);
   }
+  //! gather_weights and gather_optimizer_state to TP rank 0 only (a checkpoint save: one rank
+  //! writes): a collective of the TP group; on TP rank 0 'p', 'm' and 'v' (each layout().size())
+  //! receive the full model's parameters, exp_avg and exp_avg_sq; the other ranks pass empty
+  //! spans, allocate nothing and send their shards (comm::Communicator::gather).
+  void gather_state_to_rank0(std::span<float> p, std::span<float> m, std::span<float> v) {
+    bool const root = this->tp().rank == 0;
+    std::size_t const want = root ? layout().size() : 0;
+    if (p.size() != want || m.size() != want || v.size() != want)
+      throw shape_error(msg("rlflow::engine::TrainingEngine::gather_state_to_rank0: TP rank ", this->tp().rank, " passed ",
+                            p.size(), ", ", m.size(), " and ", v.size(), " floats; ",
+                            root ? msg("TP rank 0 receives the full model of ", want, " parameters") : "the other ranks pass empty spans"));
+    gather_full(params(), p, 0);
+    gather_full(optim_.m(), m, 0);
+    gather_full(optim_.v(), v, 0);
+  }
 
  private:
   enum class Last { none, logprob, value };
@@ -278,16 +295,22 @@ class TrainingEngine {
     return name.ends_with("attn.c_attn.weight") || name.ends_with("attn.c_attn.bias") || name.ends_with("attn.c_proj.weight") ||
            name.ends_with("mlp.c_fc.weight") || name.ends_with("mlp.c_fc.bias") || name.ends_with("mlp.c_proj.weight");
   }
-  // full := the group's shards put back in place (each rank's segments, replicated ones rewritten alike)
-  void gather_full(std::span<float const> mine, std::span<float> full) {
+  // full := the group's shards put back in place (each rank's segments, replicated ones rewritten
+  // alike); root >= 0: on TP rank 'root' only (a gather; the other ranks' 'full' is not touched)
+  void gather_full(std::span<float const> mine, std::span<float> full, int root = -1) {
     model::TPRank const tp = this->tp();
     if (tp.size == 1) {
       std::copy(mine.begin(), mine.end(), full.begin());
       return;
     }
     std::size_t const n = mine.size();
+    if (root >= 0 && tp.rank != root) {
+      comm_->gather(mine, {}, root);
+      return;
+    }
     gathered_.resize(n * std::size_t(tp.size));
-    comm_->allgather(mine, std::span<float>(gathered_));
+    if (root >= 0) comm_->gather(mine, std::span<float>(gathered_), root);
+    else comm_->allgather(mine, std::span<float>(gathered_));
     for (int r = 0; r < tp.size; ++r) {
       model::ShardLayout const sl(config(), model::TPRank{r, tp.size});
       for (auto const& sg : sl.segments())
