@@ -69,6 +69,9 @@ struct TrainerOptions {
   //! with the new weights; verl v1 always does this). Off by default: a batch then depends on
   //! when the sync came, so runs are not reproducible (docs/trainer.md, "Partial rollout").
   bool partial_rollout = false;
+  //! CPU: OpenMP threads per worker (the layout is workers = trainer.n_gpus_per_node x this);
+  //! 0: from the machine (OMP_NUM_THREADS when set, else the cores shared by the workers).
+  int threads_per_worker = 0;
 };
 
 //! One validation sample kept for trainer.log_val_generations.
@@ -248,6 +251,7 @@ class Trainer {
                              cfg_.data.train_batch_size, ", trainer.total_epochs=", cfg_.trainer.total_epochs,
                              "); set trainer.total_training_steps or provide more prompts"));
     setup.cfg = cfg_;
+    setup.threads_per_worker = opts_.threads_per_worker;
     setup.tokenizer = tok_;
     setup.policy_model.validate();
     setup.critic_model.validate();
