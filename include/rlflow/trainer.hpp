@@ -79,6 +79,9 @@ struct TrainerOptions {
   //! fails the step before any weight changes. verl has no hook here; its nearest relative is the
   //! JSON-lines dump of `trainer.rollout_data_dir` (`_dump_generations`).
   std::function<void(std::int64_t step, DataProto const& batch)> after_advantage;
+  //! CPU: OpenMP threads per worker (the layout is workers = trainer.n_gpus_per_node x this);
+  //! 0: from the machine (OMP_NUM_THREADS when set, else the cores shared by the workers).
+  int threads_per_worker = 0;
 };
 
 //! One validation sample kept for trainer.log_val_generations.
@@ -258,6 +261,7 @@ class Trainer {
                              cfg_.data.train_batch_size, ", trainer.total_epochs=", cfg_.trainer.total_epochs,
                              "); set trainer.total_training_steps or provide more prompts"));
     setup.cfg = cfg_;
+    setup.threads_per_worker = opts_.threads_per_worker;
     setup.tokenizer = tok_;
     setup.policy_model.validate();
     setup.critic_model.validate();

@@ -284,6 +284,87 @@ TEST_CASE("results do not depend on the OpenMP thread count", "[model][gpt]") {
   REQUIRE(one == two);
 }
 
+TEST_CASE("results do not depend on the thread count where every loop and product forks", "[model][gpt][threads]") {
+  // Sizes above every fork threshold of layers.hpp (products split by rows across the team,
+  // layer norm, GELU, column sums, the log-softmax head, AdamW): 1 and 2 threads agree bit for bit.
+  GPTConfig cfg = tiny();
+  cfg.n_embd = 64;
+  cfg.n_head = 4;
+  cfg.max_seq_len = 48;
+  int const B = 32, T = 48, R = 20;
+  rlflow::model::layers::set_load_aware(false);  // the full team, even on a busy machine
+  auto run = [&](int threads) {
+    rlflow::model::layers::set_worker_threads(threads);
+    TrainingEngine eng(cfg);
+    randomise(eng.params(), 5, 0.1f);
+    Batch const b = make_batch(B, T, cfg.vocab_size, 6);
+    eng.zero_grad();
+    auto r = eng.forward_backward(b.tids(), b.tmask(), R, Tensor::from(randn(std::size_t(B) * R, 3), Shape{B, R}),
+                                  Tensor::from(randn(std::size_t(B) * R, 4), Shape{B, R}));
+    eng.optimizer_step();
+    std::vector<float> out(eng.params().begin(), eng.params().end());
+    out.insert(out.end(), r.log_probs.span<float>().begin(), r.log_probs.span<float>().end());
+    out.insert(out.end(), r.entropy.span<float>().begin(), r.entropy.span<float>().end());
+    return out;
+  };
+#if defined(_OPENMP)
+  int const before = omp_get_max_threads();
+#endif
+  auto one = run(1), two = run(2);
+  rlflow::model::layers::set_load_aware(true);
+#if defined(_OPENMP)
+  omp_set_num_threads(before);
+#endif
+  REQUIRE(one.size() == two.size());
+  REQUIRE(one == two);
+}
+
+TEST_CASE("the split product equals one sgemm call", "[model][gpt][threads]") {
+  // layers::sgemm splits C by row blocks (or column blocks when M is small) across the team; each
+  // block is one sgemm over the same K, so every element equals the unsplit call's.
+  std::mt19937 g(9);
+  std::normal_distribution<float> n(0.0f, 1.0f);
+  struct Case { CBLAS_TRANSPOSE ta, tb; int M, N, K; };
+  Case const cases[] = {{CblasNoTrans, CblasTrans, 1536, 192, 64}, {CblasNoTrans, CblasNoTrans, 1000, 64, 256},
+                        {CblasTrans, CblasNoTrans, 256, 64, 1536}, {CblasNoTrans, CblasTrans, 40, 4096, 128},
+                        {CblasTrans, CblasTrans, 37, 3001, 97}};
+#if defined(_OPENMP)
+  int const before = omp_get_max_threads();
+#endif
+  rlflow::model::layers::set_load_aware(false);
+  for (auto const& c : cases) {
+    int const lda = c.ta == CblasNoTrans ? c.K : c.M, ldb = c.tb == CblasNoTrans ? c.N : c.K;
+    std::vector<float> A(std::size_t(c.M) * c.K), Bm(std::size_t(c.K) * c.N), C0(std::size_t(c.M) * c.N);
+    for (auto& x : A) x = n(g);
+    for (auto& x : Bm) x = n(g);
+    for (auto& x : C0) x = n(g);
+    std::vector<float> ref = C0, got = C0;
+    cblas_sgemm(CblasRowMajor, c.ta, c.tb, c.M, c.N, c.K, 0.5f, A.data(), lda, Bm.data(), ldb, 1.0f, ref.data(), c.N);
+    rlflow::model::layers::set_worker_threads(2);
+    rlflow::model::layers::sgemm(c.ta, c.tb, c.M, c.N, c.K, 0.5f, A.data(), lda, Bm.data(), ldb, 1.0f, got.data(), c.N);
+    INFO("M " << c.M << " N " << c.N << " K " << c.K);
+    REQUIRE(got == ref);
+    // and against a double-precision reference (the split covers every element exactly once)
+    double worst = 0;
+    for (int i = 0; i < c.M; ++i)
+      for (int j = 0; j < c.N; ++j) {
+        double s = 0;
+        for (int k = 0; k < c.K; ++k) {
+          double const a = c.ta == CblasNoTrans ? A[std::size_t(i) * lda + k] : A[std::size_t(k) * lda + i];
+          double const b = c.tb == CblasNoTrans ? Bm[std::size_t(k) * ldb + j] : Bm[std::size_t(j) * ldb + k];
+          s += a * b;
+        }
+        double const want = 0.5 * s + C0[std::size_t(i) * c.N + j];
+        worst = std::max(worst, std::abs(want - got[std::size_t(i) * c.N + j]) / (1.0 + std::abs(want)));
+      }
+    REQUIRE(worst < 1e-4);
+  }
+  rlflow::model::layers::set_load_aware(true);
+#if defined(_OPENMP)
+  omp_set_num_threads(before);
+#endif
+}
+
 TEST_CASE("training engine input errors name the problem", "[model][gpt]") {
   TrainingEngine eng(tiny());
   Batch const b = make_batch(2, 6, 7, 1);

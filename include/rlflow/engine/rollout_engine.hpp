@@ -415,7 +415,8 @@ class RolloutEngine {
         step_rows(next);
         continue;
       }
-      RLFLOW_MODEL_OMP_FOR_IF(std::int64_t{n} * V > model::layers::parallel_threshold)
+      // per row: a sample (an exp per candidate) and its log-prob (two passes, an exp each): weighed x16
+      RLFLOW_MODEL_OMP_FOR_IF(std::int64_t{n} * V * model::layers::exp_weight > model::layers::parallel_threshold)
       for (int i = 0; i < n; ++i) {
         int const r = active[std::size_t(i)];
         float const* row = lg + std::size_t(i) * V;

@@ -233,7 +233,7 @@ class GPT {
       if (targets[r] < 0 || targets[r] >= V)
         throw value_error(msg("rlflow::model::GPT::logprob_forward: target token ", targets[r], " (row ", r,
                               ") is outside the vocabulary [0, ", V, ")"));
-    RLFLOW_MODEL_OMP_FOR_IF(std::int64_t(head_rows_) * V > layers::parallel_threshold)
+    RLFLOW_MODEL_OMP_FOR_IF(std::int64_t(head_rows_) * V * layers::exp_weight > layers::parallel_threshold)
     for (std::int64_t r = 0; r < std::int64_t(head_rows_); ++r) {
       rows_[std::size_t(r)] = layers::logprob_forward_row(lg + std::size_t(r) * V, V, targets[r], inv_temp_);
       log_prob[r] = rows_[std::size_t(r)].log_prob;
@@ -248,7 +248,7 @@ class GPT {
       throw value_error("rlflow::model::GPT::sum_pi_squared: call logprob_forward first");
     int const V = cfg_.vocab_size;
     float const* lg = logits_.t.data<float>();
-    RLFLOW_MODEL_OMP_FOR_IF(std::int64_t(head_rows_) * V > layers::parallel_threshold)
+    RLFLOW_MODEL_OMP_FOR_IF(std::int64_t(head_rows_) * V * layers::exp_weight > layers::parallel_threshold)
     for (std::int64_t r = 0; r < std::int64_t(head_rows_); ++r)
       out[r] = layers::sum_pi_squared_row(lg + std::size_t(r) * V, V, inv_temp_, rows_[std::size_t(r)].lse);
   }
@@ -261,7 +261,7 @@ class GPT {
     int const V = cfg_.vocab_size, C = cfg_.n_embd;
     float* dlg = dlogits_.ensure(head_rows_ * V);
     float const* lg = logits_.t.data<float>();
-    RLFLOW_MODEL_OMP_FOR_IF(std::int64_t(head_rows_) * V > layers::parallel_threshold)
+    RLFLOW_MODEL_OMP_FOR_IF(std::int64_t(head_rows_) * V * layers::exp_weight > layers::parallel_threshold)
     for (std::int64_t r = 0; r < std::int64_t(head_rows_); ++r)
       layers::logprob_backward_row(dlg + std::size_t(r) * V, lg + std::size_t(r) * V, V, targets_[std::size_t(r)],
                                    inv_temp_, rows_[std::size_t(r)], dlogp[r], dentropy ? dentropy[r] : 0.0f);

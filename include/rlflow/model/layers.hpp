@@ -8,17 +8,27 @@
 #pragma once
 #include <cblas.h>      // cblas_sgemm (OpenBLAS)
 #include <algorithm>    // std::max, std::min
+#include <atomic>       // load-aware switch
 #include <bit>          // std::bit_cast
+#include <chrono>       // team_threads' refresh
 #include <cmath>        // std::exp, std::log, std::tanh, std::sqrt
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>      // std::getenv, std::atoi, getloadavg
 #include <cstring>      // std::memcpy, std::memset
+#include <thread>       // std::thread::hardware_concurrency
 #include <vector>       // per-thread scratch
 
 #if defined(_OPENMP)
+#include <omp.h>  // omp_get_max_threads, omp_in_parallel
 #define RLFLOW_MODEL_PRAGMA(x) _Pragma(#x)
-//! An OpenMP 'parallel for' over independent outputs, taken only when 'cond' holds.
-#define RLFLOW_MODEL_OMP_FOR_IF(cond) RLFLOW_MODEL_PRAGMA(omp parallel for schedule(static) if (cond))
+//! An OpenMP 'parallel for' over independent outputs, taken only when 'cond' holds. Dynamic
+//! schedule: on a shared machine a descheduled thread's share is taken by the others instead of
+//! holding up the loop's end.
+//! The team is layers::team_threads(): the worker's threads, fewer while other processes keep the
+//! cores busy (a fork on a busy machine waits for descheduled threads at every join).
+#define RLFLOW_MODEL_OMP_FOR_IF(cond) \
+  RLFLOW_MODEL_PRAGMA(omp parallel for schedule(dynamic) if (cond) num_threads(::rlflow::model::layers::team_threads()))
 #else
 #define RLFLOW_MODEL_OMP_FOR_IF(cond)
 #endif
@@ -40,10 +50,109 @@
 
 namespace rlflow::model::layers {
 
-//! Work (in floats touched) below which a loop stays on one thread. A fork costs about 3 us on an
-//! idle 2-core machine but milliseconds when the other core is busy (measured: the demo-sized
-//! train step ran 10x slower with 2 OpenMP threads on a loaded VM), so only large loops fork.
-inline constexpr std::int64_t parallel_threshold = std::int64_t{1} << 21;
+//! Work (in floats touched) below which a loop stays on one thread: a fork and join of an OpenMP
+//! team costs a few microseconds, about the time of 2^16 floats of simple work on one core, so
+//! smaller loops run on the calling thread. Loops whose elements cost more (an exp per element)
+//! weigh their count up (see the callers). Results never depend on the thread count: the loops
+//! split independent outputs, and every sum keeps its order.
+inline constexpr std::int64_t parallel_threshold = std::int64_t{1} << 16;
+//! How much more an element costs than a float of simple work when the loop takes an exp per
+//! element (the log-softmax head, sampling): such loops fork at parallel_threshold / exp_weight.
+inline constexpr std::int64_t exp_weight = 16;
+
+namespace detail {
+//! Load-aware team sizes (team_threads); on by default, off for tests that force a team.
+inline std::atomic<bool>& load_aware() {
+  static std::atomic<bool> on{true};
+  return on;
+}
+}  // namespace detail
+
+//! On (the default): team_threads() lowers the team while other processes keep the cores busy.
+//! Off: every parallel loop gets the worker's full team (tests that must exercise the split).
+inline void set_load_aware(bool on) { detail::load_aware().store(on, std::memory_order_relaxed); }
+
+//! Threads for a parallel loop of the calling worker (1 without OpenMP or inside a parallel
+//! region, where the layer functions run serially): its OpenMP team (omp_get_max_threads), less
+//! the cores other processes keep busy. That is estimated from the 1-minute load average less
+//! this team, read at most every 0.25 s per thread: on a shared 2-core VM at load 6 a 2-thread
+//! team ran the GRPO step 3x slower than one thread (every join waited for a descheduled thread),
+//! and on an idle machine the full team runs. Results never depend on it (independent outputs).
+inline int team_threads() {
+#if defined(_OPENMP)
+  if (omp_in_parallel()) return 1;
+  int const want = omp_get_max_threads();
+  if (want <= 1 || !detail::load_aware().load(std::memory_order_relaxed)) return want;
+  thread_local std::int64_t next_ns = 0;
+  thread_local int cached = 1;
+  std::int64_t const now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                               std::chrono::steady_clock::now().time_since_epoch()).count();
+  if (now >= next_ns) {
+    next_ns = now + 250'000'000;
+    static int const cores = std::max(1, int(std::thread::hardware_concurrency()));
+    double la[1] = {0.0};
+    double const others = getloadavg(la, 1) == 1 ? std::max(0.0, la[0] - want) : 0.0;
+    cached = std::clamp(int(double(cores) - others + 0.5), 1, want);
+  }
+  return cached;
+#else
+  return 1;
+#endif
+}
+
+//! The threads a worker of a pool of 'workers' per node uses by default: OMP_NUM_THREADS when set
+//! (the user's choice), else the machine's cores shared evenly (at least 1).
+inline int default_worker_threads(int workers) {
+  if (char const* e = std::getenv("OMP_NUM_THREADS"); e && std::atoi(e) > 0) return std::atoi(e);
+  unsigned const hw = std::thread::hardware_concurrency();
+  return std::max(1, int(hw == 0 ? 1u : hw) / std::max(1, workers));
+}
+
+//! Gives the calling (worker) thread an OpenMP team of 'threads' for the layer functions and
+//! leaves OpenBLAS on one thread (process-wide), so the engine's products are split by that team
+//! (sgemm below) and a single thread pool runs everything. Without OpenMP, a no-op.
+inline void set_worker_threads(int threads) {
+#if defined(_OPENMP)
+  omp_set_num_threads(std::max(1, threads));
+  openblas_set_num_threads(1);
+#else
+  (void)threads;
+#endif
+}
+
+//! FLOPs (2 M N K) from which a product is split across the team: about 100 us of one core's
+//! sgemm, well above the cost of the fork.
+inline constexpr std::int64_t gemm_split_flops = std::int64_t{1} << 23;
+
+//! Row-major C (M, N) = alpha op(A) op(B) + beta C, as cblas_sgemm, split across the calling
+//! worker's OpenMP team when the product is large enough: row blocks of C (or column blocks when
+//! M is small), each a single-threaded OpenBLAS call, so one thread pool (OpenMP) runs the whole
+//! engine and OpenBLAS's own pool stays idle (run with OPENBLAS_NUM_THREADS=1: two pools spinning
+//! on two cores made every stage slower; docs/model.md). Each element of C is computed by one
+//! call over the same K, so the result does not depend on the split.
+inline void sgemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K, float alpha, float const* A, int lda,
+                  float const* B, int ldb, float beta, float* C, int ldc) {
+  int const nt = team_threads();
+  if (nt <= 1 || 2 * std::int64_t{M} * N * K < gemm_split_flops || openblas_get_num_threads() > 1) {
+    cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    return;
+  }
+  bool const by_rows = M >= 32 * nt || M >= N;
+  int const extent = by_rows ? M : N;
+  int const chunks = std::min(extent / 16 > 0 ? extent / 16 : 1, 4 * nt);  // blocks of >= 16 rows / columns
+  RLFLOW_MODEL_OMP_FOR_IF(true)
+  for (int c = 0; c < chunks; ++c) {
+    int const a0 = int(std::int64_t{extent} * c / chunks), a1 = int(std::int64_t{extent} * (c + 1) / chunks);
+    if (a1 <= a0) continue;
+    if (by_rows) {
+      float const* Ab = ta == CblasNoTrans ? A + std::size_t(a0) * lda : A + a0;
+      cblas_sgemm(CblasRowMajor, ta, tb, a1 - a0, N, K, alpha, Ab, lda, B, ldb, beta, C + std::size_t(a0) * ldc, ldc);
+    } else {
+      float const* Bb = tb == CblasNoTrans ? B + a0 : B + std::size_t(a0) * ldb;
+      cblas_sgemm(CblasRowMajor, ta, tb, M, a1 - a0, K, alpha, A, lda, Bb, ldb, beta, C + a0, ldc);
+    }
+  }
+}
 
 // ---------------------------------------------------------------------------------------------
 // encoder: x = wte[token] + wpe[position]
@@ -175,13 +284,17 @@ inline void layernorm_backward(float* dinp, float* dw, float* db, float const* d
   RLFLOW_MODEL_OMP_FOR_IF(true)
   for (int n = 0; n < N; n += 16)
     detail::layernorm_backward_rows(dinp, dw, db, dout, inp, w, mean, rstd, n, std::min(N, n + 16), C, false);
-  for (int n = 0; n < N; ++n) {
-    float const* d = dout + std::size_t(n) * C;
-    float const* x = inp + std::size_t(n) * C;
-    float const m = mean[n], s = rstd[n];
-    for (int c = 0; c < C; ++c) {
-      db[c] += d[c];
-      dw[c] += (x[c] - m) * s * d[c];
+  RLFLOW_MODEL_OMP_FOR_IF(C > 32)
+  for (int c0 = 0; c0 < C; c0 += 32) {  // by blocks of columns: each column in row order (same bits)
+    int const c1 = std::min(C, c0 + 32);
+    for (int n = 0; n < N; ++n) {
+      float const* d = dout + std::size_t(n) * C;
+      float const* x = inp + std::size_t(n) * C;
+      float const m = mean[n], s = rstd[n];
+      for (int c = c0; c < c1; ++c) {
+        db[c] += d[c];
+        dw[c] += (x[c] - m) * s * d[c];
+      }
     }
   }
 }
@@ -205,10 +318,16 @@ inline void set_rows(float* out, float const* b, int M, int N, bool accumulate) 
       std::memset(o, 0, sizeof(float) * std::size_t(N));
   }
 }
+//! db (N) += the column sums of dout (M, N), rows in order; split across the team by blocks of
+//! 64 columns (each column is summed by one thread, in row order: the same bits on any count).
 inline void add_column_sums(float* db, float const* dout, int M, int N) {
-  for (int m = 0; m < M; ++m) {
-    float const* d = dout + std::size_t(m) * N;
-    for (int n = 0; n < N; ++n) db[n] += d[n];
+  RLFLOW_MODEL_OMP_FOR_IF(std::int64_t{M} * N > parallel_threshold && N > 64)
+  for (int n0 = 0; n0 < N; n0 += 64) {
+    int const n1 = std::min(N, n0 + 64);
+    for (int m = 0; m < M; ++m) {
+      float const* d = dout + std::size_t(m) * N;
+      for (int n = n0; n < n1; ++n) db[n] += d[n];
+    }
   }
 }
 }  // namespace detail
@@ -217,20 +336,20 @@ inline void add_column_sums(float* db, float const* dout, int M, int N) {
 inline void linear_nt_forward(float* out, float const* inp, float const* w, float const* b, int M, int K, int N,
                               bool accumulate = false) {
   detail::set_rows(out, b, M, N, accumulate);
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, inp, K, w, K, 1.0f, out, N);
+  sgemm(CblasNoTrans, CblasTrans, M, N, K, 1.0f, inp, K, w, K, 1.0f, out, N);
 }
 //! dinp (M, K) = dout W (skipped when null); dw (N, K) += dout^T inp; db (N) += column sums.
 inline void linear_nt_backward(float* dinp, float* dw, float* db, float const* dout, float const* inp, float const* w,
                                int M, int K, int N) {
-  if (dinp) cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, K, N, 1.0f, dout, N, w, K, 0.0f, dinp, K);
-  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, N, K, M, 1.0f, dout, N, inp, K, 1.0f, dw, K);
+  if (dinp) sgemm(CblasNoTrans, CblasNoTrans, M, K, N, 1.0f, dout, N, w, K, 0.0f, dinp, K);
+  sgemm(CblasTrans, CblasNoTrans, N, K, M, 1.0f, dout, N, inp, K, 1.0f, dw, K);
   if (db) detail::add_column_sums(db, dout, M, N);
 }
 //! out (M, N) = inp (M, K) W + b, W (K, N); with accumulate, out +=.
 inline void linear_nn_forward(float* out, float const* inp, float const* w, float const* b, int M, int K, int N,
                               bool accumulate = false) {
   detail::set_rows(out, b, M, N, accumulate);
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K, 1.0f, inp, K, w, N, 1.0f, out, N);
+  sgemm(CblasNoTrans, CblasNoTrans, M, N, K, 1.0f, inp, K, w, N, 1.0f, out, N);
 }
 //! out (M, N) = res (M, N) + b + inp (M, K) W: the residual connection without a separate copy
 //! of res into out (one pass writes res + b, then sgemm accumulates; the same bits as copying
@@ -246,13 +365,13 @@ inline void linear_nn_forward_residual(float* out, float const* res, float const
     else
       std::memcpy(o, r, sizeof(float) * std::size_t(N));
   }
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K, 1.0f, inp, K, w, N, 1.0f, out, N);
+  sgemm(CblasNoTrans, CblasNoTrans, M, N, K, 1.0f, inp, K, w, N, 1.0f, out, N);
 }
 //! dinp (M, K) = dout W^T; dw (K, N) += inp^T dout; db (N) += column sums.
 inline void linear_nn_backward(float* dinp, float* dw, float* db, float const* dout, float const* inp, float const* w,
                                int M, int K, int N) {
-  if (dinp) cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, K, N, 1.0f, dout, N, w, N, 0.0f, dinp, K);
-  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, K, N, M, 1.0f, inp, K, dout, N, 1.0f, dw, N);
+  if (dinp) sgemm(CblasNoTrans, CblasTrans, M, K, N, 1.0f, dout, N, w, N, 0.0f, dinp, K);
+  sgemm(CblasTrans, CblasNoTrans, K, N, M, 1.0f, inp, K, dout, N, 1.0f, dw, N);
   if (db) detail::add_column_sums(db, dout, M, N);
 }
 

@@ -239,6 +239,12 @@ class BasicActorRolloutRef {
         rollout_(std::make_from_tuple<typename E::rollout>(
             E::rollout_args(setup_.policy_model, model::TPRank{ctx.rank % RolloutTP, RolloutTP}))),
         ref_(make_training(setup_.policy_model, engine::OptimizerConfig{})) {
+    if (setup_.threads_per_worker < 0)
+      throw config_error(msg("rlflow::roles::ActorRolloutRef: threads_per_worker = ", setup_.threads_per_worker,
+                             " must be >= 0 (0: from the machine); set TrainerOptions::threads_per_worker"));
+    if constexpr (std::is_same_v<System, cpu::tag>)  // this worker thread's team (workers x threads)
+      model::layers::set_worker_threads(setup_.threads_per_worker > 0 ? setup_.threads_per_worker
+                                                                      : model::layers::default_worker_threads(ctx.local_world_size));
     if (setup_.policy_init) {  // weights from model.path
       std::size_t const have = E::full_size(actor_);
       if (setup_.policy_init->size() != have)

@@ -32,6 +32,9 @@ struct RoleSetup {
   //! Initial weights (ParamLayout of policy_model / critic_model, e.g. from a Hugging Face
   //! folder); null: the seeded initialisation. Shared read-only by every worker.
   std::shared_ptr<std::vector<float> const> policy_init, critic_init;
+  //! CPU engines: the OpenMP threads each worker's engines use (model::layers::set_worker_threads);
+  //! 0: from the machine (OMP_NUM_THREADS when set, else the cores shared by the node's workers).
+  int threads_per_worker = 0;
 };
 
 //! The tokenizer a role uses: setup.tokenizer, or a CharTokenizer over setup.alphabet.
