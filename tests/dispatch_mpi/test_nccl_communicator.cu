@@ -1,7 +1,8 @@
 // tests/dispatch_mpi/test_nccl_communicator.cu <-> include/rlflow/dispatch/nccl_communicator.hpp:
 // comm::NcclCommunicator bootstrapped over MPI, one device per rank (run: mpiexec -np 2 with two
 // GPUs). The all-reduce must equal the rank-order loop bit for bit (every rank rebuilds every
-// rank's input from its seed); broadcast and all-gather against the host values. Label 'cuda':
+// rank's input from its seed); broadcast and all-gather against the host values; split into
+// sub-communicators (ncclCommSplit) sums in the sub-group's rank order. Label 'cuda':
 // skipped (with a warning) where no GPU, or fewer GPUs than ranks, answers.
 #include <mpi.h>
 
@@ -96,5 +97,45 @@ TEST_CASE("NcclCommunicator: rank-order all-reduce, broadcast and all-gather ove
   auto h = out.host();
   for (int r = 0; r < size; ++r)
     REQUIRE(std::vector<float>(h.begin() + 5 * r, h.begin() + 5 * (r + 1)) == input_of<float>(r, 5));
+  c.barrier();
+}
+
+TEST_CASE("NcclCommunicator::split: sub-communicators sum in their own rank order", "[cuda][nccl]") {
+  session();
+  int size = 1, rank = 0, devices = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices < size) {
+    WARN("fewer GPUs (" << devices << ") than ranks (" << size << "): NCCL split test skipped");
+    return;
+  }
+  cudaSetDevice(rank);
+  rlflow::comm::NcclCommunicator c(MPI_COMM_WORLD);
+  std::size_t const n = 1031;
+  SECTION("one group with the ranks reversed: sub-rank s is world rank size-1-s") {
+    auto sub = c.split(0, size - rank);
+    REQUIRE(sub->size() == size);
+    REQUIRE(sub->rank() == size - 1 - rank);
+    DeviceVec<float> d(input_of<float>(rank, n));
+    sub->allreduce_sum(std::span<float>(d.p, n));
+    std::vector<float> expect(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      float acc = input_of<float>(size - 1, n)[i];  // sub-rank 0 first
+      for (int s = 1; s < size; ++s) acc += input_of<float>(size - 1 - s, n)[i];
+      expect[i] = acc;
+    }
+    REQUIRE(d.host() == expect);
+  }
+  SECTION("a group per rank: the all-reduce is the identity") {
+    auto sub = c.split(rank, 0);
+    REQUIRE(sub->size() == 1);
+    REQUIRE(sub->rank() == 0);
+    DeviceVec<float> d(input_of<float>(rank, n));
+    sub->allreduce_sum(std::span<float>(d.p, n));
+    REQUIRE(d.host() == input_of<float>(rank, n));
+  }
+  SECTION("a negative color is an error naming it, before any collective") {
+    REQUIRE_THROWS_WITH(c.split(-1, 0), Catch::Contains("color -1"));
+  }
   c.barrier();
 }

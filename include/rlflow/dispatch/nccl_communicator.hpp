@@ -18,6 +18,7 @@
 #include <nccl.h>
 
 #include <cstddef>
+#include <memory>
 #include <span>
 #include <string>
 
@@ -92,6 +93,18 @@ class NcclCommunicator final : public Communicator {
                        "ncclBroadcast");
     sync();
   }
+  //! The ranks passing the same 'color' (>= 0), ranked by (key, rank), as a communicator of their
+  //! own: ncclCommSplit (NCCL >= 2.18), a collective of every rank of this communicator; the
+  //! sub-communicator enqueues on this one's stream. The TP and DP groups of a mesh come from it
+  //! (comm::split_mesh). verl / torch: new_group on the nccl backend.
+  std::unique_ptr<Communicator> split(int color, int key) override {
+    if (color < 0)
+      throw value_error(msg("rlflow::comm::NcclCommunicator::split: color ", color, " is negative; every rank needs a "
+                            "group (colors >= 0)"));
+    ncclComm_t sub = nullptr;
+    detail::nccl_check(ncclCommSplit(comm_, color, key, &sub, nullptr), "ncclCommSplit");
+    return std::unique_ptr<Communicator>(new NcclCommunicator(sub, stream_));
+  }
   void allgather(std::span<float const> in, std::span<float> out) override {
     if (out.size() != in.size() * static_cast<std::size_t>(size_))
       throw value_error(msg("rlflow::comm::NcclCommunicator::allgather: out has ", out.size(), " elements, expected ", size_,
@@ -101,6 +114,11 @@ class NcclCommunicator final : public Communicator {
   }
 
  private:
+  //! Wraps a communicator made by ncclCommSplit (owned from here on).
+  NcclCommunicator(ncclComm_t comm, cudaStream_t stream) : comm_(comm), stream_(stream) {
+    detail::nccl_check(ncclCommUserRank(comm_, &rank_), "ncclCommUserRank");
+    detail::nccl_check(ncclCommCount(comm_, &size_), "ncclCommCount");
+  }
   void sync() { detail::cuda_check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize"); }
   void* scratch(std::size_t bytes) {
     if (bytes > scratch_bytes_) {
