@@ -1,7 +1,7 @@
 // tests/dispatch_mpi/test_nccl_communicator.cu <-> include/rlflow/dispatch/nccl_communicator.hpp:
 // comm::NcclCommunicator bootstrapped over MPI, one device per rank (run: mpiexec -np 2 with two
 // GPUs). The all-reduce must equal the rank-order loop bit for bit (every rank rebuilds every
-// rank's input from its seed); broadcast and all-gather against the host values; split into
+// rank's input from its seed); broadcast, all-gather and gather against the host values; split into
 // sub-communicators (ncclCommSplit) sums in the sub-group's rank order. Label 'cuda':
 // skipped (with a warning) where no GPU, or fewer GPUs than ranks, answers.
 #include <mpi.h>
@@ -97,6 +97,16 @@ TEST_CASE("NcclCommunicator: rank-order all-reduce, broadcast and all-gather ove
   auto h = out.host();
   for (int r = 0; r < size; ++r)
     REQUIRE(std::vector<float>(h.begin() + 5 * r, h.begin() + 5 * (r + 1)) == input_of<float>(r, 5));
+  for (int root : {0, size - 1}) {
+    DeviceVec<float> g(std::vector<float>(rank == root ? static_cast<std::size_t>(5 * size) : 0));
+    c.gather(std::span<float const>(in.p, 5), std::span<float>(g.p, g.n), root);
+    auto gh = g.host();
+    if (rank == root)
+      for (int r = 0; r < size; ++r)
+        REQUIRE(std::vector<float>(gh.begin() + 5 * r, gh.begin() + 5 * (r + 1)) == input_of<float>(r, 5));
+    else
+      REQUIRE(gh.empty());
+  }
   c.barrier();
 }
 

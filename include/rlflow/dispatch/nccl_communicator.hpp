@@ -93,6 +93,24 @@ class NcclCommunicator final : public Communicator {
                        "ncclBroadcast");
     sync();
   }
+  //! On 'root': out (size() * in.size()) := every rank's 'in' in rank order (grouped
+  //! ncclSend / ncclRecv; the root's own part too); 'out' is not touched elsewhere (pass an empty
+  //! span). verl / torch: torch.distributed.gather.
+  void gather(std::span<float const> in, std::span<float> out, int root) override {
+    if (root < 0 || root >= size_)
+      throw value_error(msg("rlflow::comm::NcclCommunicator::gather: root ", root, " is outside [0, ", size_, ")"));
+    std::size_t const n = in.size();
+    if (rank_ == root && out.size() != n * static_cast<std::size_t>(size_))
+      throw value_error(msg("rlflow::comm::NcclCommunicator::gather: the root's out has ", out.size(), " elements, expected ",
+                            size_, " ranks * ", n));
+    detail::nccl_check(ncclGroupStart(), "ncclGroupStart");
+    if (rank_ == root)
+      for (int r = 0; r < size_; ++r)
+        detail::nccl_check(ncclRecv(out.data() + static_cast<std::size_t>(r) * n, n, ncclFloat32, r, comm_, stream_), "ncclRecv");
+    detail::nccl_check(ncclSend(in.data(), n, ncclFloat32, root, comm_, stream_), "ncclSend");
+    detail::nccl_check(ncclGroupEnd(), "ncclGroupEnd");
+    sync();
+  }
   //! The ranks passing the same 'color' (>= 0), ranked by (key, rank), as a communicator of their
   //! own: ncclCommSplit (NCCL >= 2.18), a collective of every rank of this communicator; the
   //! sub-communicator enqueues on this one's stream. The TP and DP groups of a mesh come from it
