@@ -21,7 +21,6 @@
 
 #include <rlflow/backend.hpp>                 // cpu::par
 #include <rlflow/data_proto.hpp>              // DataProto
-#include <rlflow/detail/mask_buffer.hpp>      // pooled_floats
 #include <rlflow/error.hpp>                   // config_error, key_error, value_error
 #include <rlflow/kernels/kernels.hpp>         // estimators, apply_kl_penalty, rollout correction
 #include <rlflow/metrics.hpp>                 // Metrics
@@ -31,16 +30,22 @@ namespace rlflow {
 
 namespace detail::adv {
 
-//! A (B, T) mask tensor (int32/int64/uint8/bool/float32; nonzero = valid) as float 0/1.
-//! The buffer comes from a per-thread pool (rlflow::detail::pooled_floats): no allocation per call.
-inline rlflow::detail::pooled_floats mask_of(Tensor const& m, const char* fn) {
-  rlflow::detail::pooled_floats out(static_cast<std::size_t>(m.numel()));
+//! The one mask representation inside rlflow: verl's int32 (B, T) response_mask, nonzero = valid,
+//! which every kernel reads in place. A mask of another dtype (int64, uint8, bool or float32, from
+//! a custom driver's batch) is converted to int32 here, once, at the boundary; for an int32 mask
+//! the returned handle shares the batch's storage (no copy).
+inline Tensor int32_mask(Tensor const& m, const char* fn) {
+  if (m.dtype() == DType::int32) return m;
+  Tensor out = Tensor::empty(DType::int32, m.shape());
+  auto o = out.span<std::int32_t>();
+  auto convert = [&](auto s) {
+    for (std::size_t i = 0; i < o.size(); ++i) o[i] = s[i] != 0;
+  };
   switch (m.dtype()) {
-    case DType::int32: { auto s = m.span<std::int32_t>(); for (std::size_t i = 0; i < out.size(); ++i) out[i] = s[i] != 0; break; }
-    case DType::int64: { auto s = m.span<std::int64_t>(); for (std::size_t i = 0; i < out.size(); ++i) out[i] = s[i] != 0; break; }
-    case DType::uint8:
-    case DType::bool_: { auto s = m.span<std::uint8_t>(); for (std::size_t i = 0; i < out.size(); ++i) out[i] = s[i] != 0; break; }
-    case DType::float32: { auto s = m.span<float>(); for (std::size_t i = 0; i < out.size(); ++i) out[i] = s[i] != 0.0f; break; }
+    case DType::int64: convert(m.span<std::int64_t>()); break;
+    case DType::uint8: convert(m.span<std::uint8_t>()); break;
+    case DType::bool_: convert(m.span<bool>()); break;
+    case DType::float32: convert(m.span<float>()); break;
     default:
       throw format_error(msg("rlflow::", fn, ": response_mask has dtype ", dtype_name(m.dtype()),
                              "; use int32, int64, uint8, bool or float32"));
@@ -57,9 +62,10 @@ inline Tensor response_mask_of(DataProto const& batch, const char* fn) {
   Tensor const& am = batch.tensor("attention_mask");
   std::int64_t const B = am.dim(0), L = am.dim(1), T = batch.tensor("responses").dim(1);
   Tensor rm = Tensor::zeros(DType::int32, Shape{B, T});
-  auto const fm = mask_of(am, fn);
+  Tensor const am32 = int32_mask(am, fn);
+  auto const fm = am32.span<std::int32_t>();
   for (std::int64_t i = 0; i < B; ++i)
-    for (std::int64_t t = 0; t < T; ++t) rm.at<std::int32_t>(i, t) = fm[static_cast<std::size_t>(i * L + L - T + t)] != 0.0f;
+    for (std::int64_t t = 0; t < T; ++t) rm.at<std::int32_t>(i, t) = fm[static_cast<std::size_t>(i * L + L - T + t)] != 0;
   return rm;
 }
 
@@ -122,13 +128,13 @@ Metrics apply_kl_penalty(DataProto& batch, Controller& kl_ctrl, std::string_view
   const char* fn = "apply_kl_penalty";
   Tensor const mt = detail::adv::response_mask_of(batch, fn);
   std::int64_t const B = mt.dim(0), T = mt.dim(1);
-  auto const mask = detail::adv::mask_of(mt, fn);
+  Tensor const mask = detail::adv::int32_mask(mt, fn);
   Tensor const& scores = detail::adv::need_tensor(batch, "token_level_scores", fn, "holds the rewards");
   Tensor const& old = detail::adv::need_tensor(batch, "old_log_probs", fn, "the KL penalty is taken of");
   Tensor const& ref = detail::adv::need_tensor(batch, "ref_log_prob", fn, "the KL penalty is taken against");
   Tensor rewards = Tensor::empty(DType::float32, Shape{B, T});
   auto const r = kernels::apply_kl_penalty(cpu::par, kernels::Dims{B, T}, scores.span<float>(), old.span<float>(), ref.span<float>(),
-                                           std::span<float const>(mask), kernels::parse_kl_penalty(kl_penalty), kl_ctrl,
+                                           mask.span<std::int32_t>(), kernels::parse_kl_penalty(kl_penalty), kl_ctrl,
                                            rewards.span<float>());
   batch.set_tensor("token_level_rewards", rewards);
   return Metrics{{"actor/reward_kl_penalty", r.current_kl}, {"actor/reward_kl_penalty_coeff", r.beta}};
@@ -179,13 +185,13 @@ inline Metrics compute_rollout_correction_and_add_to_batch(DataProto& batch, Rol
   const char* fn = "compute_rollout_correction_and_add_to_batch";
   Tensor const mt = detail::adv::response_mask_of(batch, fn);
   std::int64_t const B = mt.dim(0), T = mt.dim(1);
-  auto const mask = detail::adv::mask_of(mt, fn);
+  Tensor const mask = detail::adv::int32_mask(mt, fn);
   auto const o = rollout_correction_options(rc);
   auto res = kernels::compute_rollout_correction_and_rejection_mask(
       cpu::par, kernels::Dims{B, T}, detail::adv::need_tensor(batch, "old_log_probs", fn, "is the training policy").span<float>(),
       detail::adv::need_tensor(batch, "rollout_log_probs", fn, "is the rollout policy (rollout.calculate_log_probs=true)")
           .span<float>(),
-      std::span<float const>(mask), o);
+      mask.span<std::int32_t>(), o);
   Tensor nm = Tensor::zeros(DType::int32, Shape{B, T});
   auto nms = nm.span<std::int32_t>();
   for (std::size_t k = 0; k < nms.size(); ++k) nms[k] = res.response_mask[k] != 0.0f;
@@ -216,13 +222,9 @@ inline void compute_advantage(DataProto& batch, AlgorithmConfig const& algo, std
   if (!batch.has_tensor("response_mask")) batch.set_tensor("response_mask", mt);
   std::int64_t const B = mt.dim(0), T = mt.dim(1);
   kernels::Dims const d{B, T};
-  // The float copy of the mask is made only for estimators that need it: GRPO reads verl's int32
-  // response_mask in place.
-  std::optional<rlflow::detail::pooled_floats> fmask;
-  auto mask = [&]() -> std::span<float const> {
-    if (!fmask) fmask.emplace(detail::adv::mask_of(mt, fn));
-    return std::span<float const>(*fmask);
-  };
+  // Every estimator reads the int32 mask in place (converted once above when the batch's is not).
+  Tensor const mask32 = detail::adv::int32_mask(mt, fn);
+  auto mask = [&] { return mask32.span<std::int32_t>(); };
   Tensor const& rewards = detail::adv::need_tensor(batch, "token_level_rewards", fn, "every estimator reads");
   Tensor adv = Tensor::zeros(DType::float32, Shape{B, T});
   Tensor ret = Tensor::zeros(DType::float32, Shape{B, T});
@@ -244,10 +246,7 @@ inline void compute_advantage(DataProto& batch, AlgorithmConfig const& algo, std
   } else if (est == "grpo" || est == "grpo_vectorized") {
     auto s = scores();
     auto idx = detail::adv::group_ids(batch, fn, est);
-    if (mt.dtype() == DType::int32)
-      kernels::grpo_outcome_advantage(cpu::par, d, F(s), mt.span<std::int32_t>(), I(idx), adv.span<float>(), ret.span<float>(), go);
-    else
-      kernels::grpo_outcome_advantage(cpu::par, d, F(s), mask(), I(idx), adv.span<float>(), ret.span<float>(), go);
+    kernels::grpo_outcome_advantage(cpu::par, d, F(s), mask(), I(idx), adv.span<float>(), ret.span<float>(), go);
   } else if (est == "gdpo") {
     auto idx = detail::adv::group_ids(batch, fn, est);
     auto const keys = algo.gdpo_reward_keys.items();
@@ -367,25 +366,27 @@ inline void compute_advantage_for_multi_trajectories(DataProto& batch, std::vect
   DataProto sub = batch.index(rows);
   compute_advantage(sub, algo, pf_ppo_seed);
   Tensor const& sa = sub.tensor("advantages");
-  auto const sm = detail::adv::mask_of(detail::adv::response_mask_of(sub, fn), fn);
+  Tensor const sm32 = detail::adv::int32_mask(detail::adv::response_mask_of(sub, fn), fn);
+  auto const sm = sm32.span<std::int32_t>();
   std::int64_t const T = sa.dim(1);
   std::vector<float> value(rows.size(), 0.0f);
   for (std::size_t j = 0; j < rows.size(); ++j) {
     std::int64_t first = 0;  // torch argmax of the mask: the first valid token, 0 when none
     for (std::int64_t t = 0; t < T; ++t)
-      if (sm[j * static_cast<std::size_t>(T) + static_cast<std::size_t>(t)] != 0.0f) {
+      if (sm[j * static_cast<std::size_t>(T) + static_cast<std::size_t>(t)] != 0) {
         first = t;
         break;
       }
     value[j] = sa.span<float>()[j * static_cast<std::size_t>(T) + static_cast<std::size_t>(first)];
   }
-  auto const fm = detail::adv::mask_of(detail::adv::response_mask_of(batch, fn), fn);
+  Tensor const fm32 = detail::adv::int32_mask(detail::adv::response_mask_of(batch, fn), fn);
+  auto const fm = fm32.span<std::int32_t>();
   Tensor adv = Tensor::zeros(DType::float32, Shape{B, T});
   auto as = adv.span<float>();
   for (std::int64_t i = 0; i < B; ++i) {
     float const a = value[local.at(session[static_cast<std::size_t>(i)])];
     for (std::int64_t t = 0; t < T; ++t)
-      if (fm[static_cast<std::size_t>(i * T + t)] != 0.0f) as[static_cast<std::size_t>(i * T + t)] = a;
+      if (fm[static_cast<std::size_t>(i * T + t)] != 0) as[static_cast<std::size_t>(i * T + t)] = a;
   }
   batch.set_tensor("advantages", adv);
   batch.set_tensor("returns", adv.clone());

@@ -20,7 +20,7 @@ struct PromptItem {
   std::string prompt;
   std::string ground_truth;
   std::string data_source = "rlflow";
-  std::string extra_info;  //!< verl's extra_info, as JSON text ("" when absent)
+  std::string extra_info{};  //!< verl's extra_info, as JSON text ("" when absent)
 };
 
 //! Where a data loader stands: epoch and the index of the next prompt within that epoch's order.

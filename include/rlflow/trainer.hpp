@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <functional>  // TrainerOptions::after_advantage
 #include <limits>
 #include <memory>
 #include <optional>
@@ -69,6 +70,14 @@ struct TrainerOptions {
   //! with the new weights; verl v1 always does this). Off by default: a batch then depends on
   //! when the sync came, so runs are not reproducible (docs/trainer.md, "Partial rollout").
   bool partial_rollout = false;
+  //! Called on the driver once per training step, after the advantages (step 12) and before the
+  //! critic and actor updates, with the step's whole batch: prompts and responses, rewards,
+  //! old/ref log-probs, values, `advantages`, `returns` and every column the roles added. For
+  //! inspection only (logging, dumping a step, checking an estimator); the batch is the one the
+  //! updates will read, so the hook must not keep references past the call. A hook that throws
+  //! fails the step before any weight changes. verl has no hook here; its nearest relative is the
+  //! JSON-lines dump of `trainer.rollout_data_dir` (`_dump_generations`).
+  std::function<void(std::int64_t step, DataProto const& batch)> after_advantage;
   //! CPU: OpenMP threads per worker (the layout is workers = trainer.n_gpus_per_node x this);
   //! 0: from the machine (OMP_NUM_THREADS when set, else the cores shared by the workers).
   int threads_per_worker = 0;
@@ -421,9 +430,8 @@ class Trainer {
         return;
       }
       DataProto old = actor_rollout_wg().template call<&actor_role::compute_log_prob>(batch);
-      auto fmask = roles::detail::float_mask(rmask);
       m["actor/entropy"] = kernels::agg_loss(cpu::par, kernels::Dims{rows, R}, old.tensor("entropys").span<float>(),
-                                             std::span<float const>(fmask),
+                                             rmask.span<std::int32_t>(),
                                              kernels::parse_agg_mode(cfg_.actor_rollout_ref.actor.loss_agg_mode.view()));
       batch.union_with(old.pop(old.has_tensor("sum_pi_squared") ? std::vector<std::string>{"old_log_probs", "sum_pi_squared"}
                                                                  : std::vector<std::string>{"old_log_probs"}));
@@ -439,6 +447,7 @@ class Trainer {
 
     // 12: KL in the reward, then advantages on the driver.
     timed("adv", [&] { compute_advantage(batch, remax_baselines, m); });
+    if (opts_.after_advantage) opts_.after_advantage(step_no, batch);
 
     // 13-14: critic update (always), actor update after the critic warm-up, weight sync.
     if constexpr (has_critic) {

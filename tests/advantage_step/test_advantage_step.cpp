@@ -341,3 +341,61 @@ TEST_CASE("compute_advantage_for_multi_trajectories: GRPO over each session's la
   DataProto bad = f.batch;
   CHECK_THROWS_AS(compute_advantage_for_multi_trajectories(bad, keys, algo("grpo")), value_error);
 }
+
+TEST_CASE("a response_mask of another dtype is converted once at the boundary: every output equals the int32 mask's bit for bit",
+          "[advantage_step][mask]") {
+  // Inside rlflow the mask is verl's int32 column, read in place; a custom driver's batch may carry
+  // int64, uint8, bool or float32 (nonzero = valid, whatever the value).
+  auto with_mask = [](DataProto b, DType dt, std::vector<std::int32_t> const& im) {
+    Shape const shape = b.tensor("response_mask").shape();
+    Tensor m = Tensor::empty(dt, shape);
+    for (std::size_t q = 0; q < im.size(); ++q) {
+      switch (dt) {
+        case DType::int64: m.span<std::int64_t>()[q] = im[q] ? 3 : 0; break;
+        case DType::uint8: m.span<std::uint8_t>()[q] = im[q] ? 9 : 0; break;
+        case DType::bool_: m.span<bool>()[q] = im[q] != 0; break;
+        case DType::float32: m.span<float>()[q] = im[q] ? 0.25f : 0.0f; break;
+        default: FAIL("unexpected dtype");
+      }
+    }
+    b.set_tensor("response_mask", m);
+    return b;
+  };
+  for (unsigned seed = 1; seed <= 4; ++seed) {
+    fixture f(seed);
+    for (std::string est : {"gae", "grpo", "gdpo", "grpo_passk", "rloo", "rloo_vectorized", "opo", "gpg", "reinforce_plus_plus",
+                            "reinforce_plus_plus_baseline", "optimal_token_baseline", "tir_optimal_token_baseline"}) {
+      TrainerConfig c;
+      c.apply_overrides({"algorithm.adv_estimator=" + est, "algorithm.use_kl_in_reward=true", "algorithm.kl_penalty=low_var_kl",
+                         "algorithm.rollout_correction.rollout_is=token", "algorithm.rollout_correction.rollout_rs=token_k1",
+                         "algorithm.rollout_correction.rollout_rs_threshold=1.05", "algorithm.gdpo_reward_keys=[format_reward,accuracy_reward]"});
+      KLInRewardController kl0(c.algorithm);
+      DataProto want = f.batch;
+      Metrics const mw = compute_advantage_step(want, c, kl0);
+      for (DType dt : {DType::int64, DType::uint8, DType::bool_, DType::float32}) {
+        INFO("seed " << seed << ", " << est << ", mask dtype " << dtype_name(dt));
+        KLInRewardController kl(c.algorithm);
+        DataProto got = with_mask(f.batch, dt, f.imask);
+        Metrics const mg = compute_advantage_step(got, c, kl);
+        CHECK(mg == mw);
+        for (std::string key : {"token_level_rewards", "advantages", "returns", "rollout_is_weights"}) {
+          INFO(key);
+          REQUIRE(got.has_tensor(key));
+          auto a = got.tensor(key).span<float>();
+          auto w = want.tensor(key).span<float>();
+          REQUIRE(a.size() == w.size());
+          CHECK(std::equal(a.begin(), a.end(), w.begin()));
+        }
+        // the rejection mask the rollout correction writes back is int32 again
+        REQUIRE(got.tensor("response_mask").dtype() == DType::int32);
+        auto gm = got.tensor("response_mask").span<std::int32_t>();
+        auto wm = want.tensor("response_mask").span<std::int32_t>();
+        CHECK(std::equal(gm.begin(), gm.end(), wm.begin(), wm.end()));
+      }
+    }
+  }
+  fixture f;
+  DataProto b = f.batch;
+  b.set_tensor("response_mask", Tensor::zeros(DType::bfloat16, Shape{f.B, f.T}));
+  CHECK_THROWS_WITH(compute_advantage(b, algo("grpo")), Catch::Contains("response_mask has dtype bfloat16") && Catch::Contains("int32"));
+}

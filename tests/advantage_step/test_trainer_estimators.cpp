@@ -3,7 +3,8 @@
 // configuration (rlflow::FromConfig reads algorithm.adv_estimator, as verl does). Checked against
 // independent paths: FromConfig equals the type-named option bit for bit; the vectorized
 // variants (other kernels, same math) equal GRPO / RLOO; GDPO's whitened advantage has mean 0;
-// the optimal token baseline gets sum_pi_squared from the actor's old-log-prob pass.
+// the optimal token baseline gets sum_pi_squared from the actor's old-log-prob pass, and the step's
+// advantages equal a double-precision OTB of the batch TrainerOptions::after_advantage hands over.
 #include <catch2/catch.hpp>
 
 #include <rlflow/trainer.hpp>
@@ -16,6 +17,7 @@
 #include <vector>
 #include <unistd.h>
 
+#include "kernels/reference.hpp"
 #include "trainer/trainer_fixtures.hpp"
 
 using namespace rlflow;
@@ -262,6 +264,82 @@ TEST_CASE("the optimal token baseline gets sum_pi_squared from the actor's old-l
     auto c2 = c;
     c2.apply_overrides({"algorithm.adv_estimator=optimal_token_baseline"});
     require_same(run<Trainer<FromConfig, Reward>>(c2, 2), run<Trainer<OptimalTokenBaseline, Reward>>(c, 2), 0);
+  }
+  SECTION("the step's advantages equal a plain double-precision OTB of the step's own batch") {
+    // TrainerOptions::after_advantage hands over the batch the updates will read: the rewards,
+    // the mask, the uids, the actor's old log-probs and sum_pi_squared, and the advantages the
+    // Trainer computed. ref::otb (tests/kernels/reference.hpp, written from verl's
+    // compute_optimal_token_baseline_advantage) recomputes them in double from those inputs.
+    auto c = cfg;
+    c.trainer.total_training_steps = 3;
+    c.apply_overrides({"actor_rollout_ref.actor.calculate_sum_pi_squared=true"});
+    auto check_steps = [&]<class T>(bool tir) {
+      std::int64_t seen = 0;
+      double spread = 0;
+      auto opts = quiet();
+      opts.after_advantage = [&](std::int64_t step, DataProto const& b) {
+        INFO((tir ? "tir_" : "") << "optimal_token_baseline, step " << step);
+        ++seen;
+        auto const& rm = b.tensor("response_mask");
+        int const B = static_cast<int>(rm.dim(0)), R = static_cast<int>(rm.dim(1));
+        auto dbl = [](Tensor const& x) {
+          ref::vec v;
+          if (x.dtype() == DType::float32) for (float f : x.span<float>()) v.push_back(f);
+          else for (std::int32_t i : x.span<std::int32_t>()) v.push_back(i);
+          return v;
+        };
+        ref::vec const m = dbl(rm), r = dbl(b.tensor("token_level_rewards")), lp = dbl(b.tensor("old_log_probs")),
+                       sp = dbl(b.tensor("sum_pi_squared")), adv = dbl(b.tensor("advantages")),
+                       ret = dbl(b.tensor("returns"));
+        REQUIRE(b.has_tensor("rollout_is_weights") == false);
+        std::map<std::string, std::int64_t> ids;
+        std::vector<std::int64_t> g;
+        for (int i = 0; i < B; ++i) g.push_back(ids.try_emplace(b.non_tensor("uid")[static_cast<std::size_t>(i)].as_string(),
+                                                                static_cast<std::int64_t>(ids.size())).first->second);
+        REQUIRE(static_cast<int>(ids.size()) * c.actor_rollout_ref.rollout.n == B);
+        // sum_pi_squared sits at the sampled token's position: p(token)^2 <= sum_v p_v^2 <= 1.
+        for (std::size_t k = 0; k < m.size(); ++k)
+          if (m[k] != 0) {
+            CHECK(sp[k] <= 1 + 1e-5);
+            CHECK(sp[k] >= std::exp(2 * lp[k]) - 1e-5);
+          }
+        auto [wa, wr] = ref::otb(r, m, g, lp, sp, {}, B, R, tir, /*zero_tail=*/true);
+        double lo = 1e300, hi = -1e300;
+        for (std::size_t k = 0; k < m.size(); ++k) {
+          if (m[k] == 0) continue;
+          CHECK(adv[k] == Approx(wa[k]).margin(1e-5).epsilon(1e-5));
+          CHECK(ret[k] == Approx(wr[k]).margin(1e-5).epsilon(1e-5));
+          lo = std::min(lo, adv[k]), hi = std::max(hi, adv[k]);
+        }
+        spread = std::max(spread, hi - lo);
+      };
+      T t(c, task.make_dataset(64, 3), task.charset(), opts);
+      for (int s = 0; s < 3; ++s) t.step();
+      CHECK(seen == 3);
+      CHECK(spread > 0.1);  // not a comparison of constants
+    };
+    check_steps.template operator()<Trainer<OptimalTokenBaseline, Reward>>(false);
+    check_steps.template operator()<Trainer<TIROptimalTokenBaseline, Reward>>(true);
+  }
+  SECTION("a throwing after_advantage hook fails the step before the update; the retried step equals an uninterrupted one") {
+    auto c = cfg;
+    c.apply_overrides({"actor_rollout_ref.actor.calculate_sum_pi_squared=true"});
+    auto const plain = run<Trainer<OptimalTokenBaseline, Reward>>(c, 2);
+    bool thrown = false;
+    auto opts = quiet();
+    opts.after_advantage = [&](std::int64_t step, DataProto const&) {
+      if (step == 2 && !thrown) {
+        thrown = true;
+        throw std::runtime_error("inspection hook failed");
+      }
+    };
+    Trainer<OptimalTokenBaseline, Reward> t(c, task.make_dataset(64, 3), task.charset(), opts);
+    std::vector<Metrics> got{deterministic_part(t.step())};
+    auto const pos = t.data_position();
+    REQUIRE_THROWS_WITH(t.step(), Catch::Contains("inspection hook failed"));
+    CHECK(t.data_position() == pos);
+    got.push_back(deterministic_part(t.step()));
+    require_same(got, plain, 0);
   }
   fs::remove_all(dir);
 }

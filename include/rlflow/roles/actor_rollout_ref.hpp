@@ -397,8 +397,7 @@ class BasicActorRolloutRef {
             return;
           }
           engine::LogProbResult fwd = actor_.forward(mc.tensor("input_ids"), mc.tensor("attention_mask"), R, temperature, use_entropy);
-          auto fmask = detail::float_mask(mc.tensor("response_mask"));
-          std::span<float const> mask(fmask);
+          std::span<std::int32_t const> const mask = mc.tensor("response_mask").span<std::int32_t>();  // verl's int32, read in place
           Tensor dlogp = Tensor::zeros(DType::float32, Shape{micro, R});
           auto res = kernels::compute_policy_loss(cpu::par, d, pcfg, mc.tensor("old_log_probs").span<float>(),
                                                   fwd.log_probs.span<float>(), mc.tensor("advantages").span<float>(), mask, agg,

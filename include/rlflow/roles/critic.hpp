@@ -85,10 +85,9 @@ class ValueCritic {
         [&](DataProto const& mc, kernels::AggInfo const& info) {
           kernels::Dims const d{micro, R};
           Tensor vpred = critic_.forward_values(mc.tensor("input_ids"), mc.tensor("attention_mask"), R);
-          auto fmask = detail::float_mask(mc.tensor("response_mask"));
           Tensor dv = Tensor::zeros(DType::float32, Shape{micro, R});
           auto res = kernels::compute_value_loss(cpu::par, d, vpred.span<float>(), mc.tensor("values").span<float>(),
-                                                 mc.tensor("returns").span<float>(), std::span<float const>(fmask),
+                                                 mc.tensor("returns").span<float>(), mc.tensor("response_mask").span<std::int32_t>(),
                                                  c.cliprange_value, agg, info, kernels::Grad{dv.span<float>(), 1.0, false});
           vf_loss += res.vf_loss;
           m["critic/vf_clipfrac"].push_back(res.vf_clipfrac);

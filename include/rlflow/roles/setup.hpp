@@ -12,7 +12,6 @@
 #include <vector>
 
 #include <rlflow/data_proto.hpp>        // DataProto
-#include <rlflow/detail/mask_buffer.hpp>  // pooled_floats
 #include <rlflow/dispatch/context.hpp>  // WorkerContext
 #include <rlflow/kernels/options.hpp>   // AggInfo, AggMode
 #include <rlflow/model/gpt.hpp>         // GPTConfig
@@ -49,15 +48,6 @@ inline std::shared_ptr<model::Tokenizer const> role_tokenizer(RoleSetup const& s
 using MetricLists = std::map<std::string, std::vector<double>>;
 
 namespace detail {
-
-//! (B, R) int32 mask -> float copy (the kernels take float, bool or uint8 masks), in a buffer
-//! from a per-thread pool (no allocation per call in steady state).
-inline rlflow::detail::pooled_floats float_mask(Tensor const& m) {
-  auto s = m.span<std::int32_t>();
-  rlflow::detail::pooled_floats f(s.size());
-  for (std::size_t i = 0; i < s.size(); ++i) f[i] = s[i] ? 1.0f : 0.0f;
-  return f;
-}
 
 inline double mask_sum(Tensor const& m) {
   double n = 0;
