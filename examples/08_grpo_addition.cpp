@@ -12,18 +12,98 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <vector>
+#include <algorithm>
 
 #include "common/addition_task.hpp"  // DigitTokenReward
 
 namespace {
+//! The task's own per-digit score (AdditionTask::score / score_reversed) of every sampled
+//! response of the training steps, whatever reward the trainer optimises (the token mode's
+//! reward also credits EOS), averaged over trainer.log_freq steps and printed.
+struct TaskScoreMonitor {
+  rlflow::tasks::AdditionTask task;
+  rlflow::model::CharTokenizer tok;
+  std::int64_t every = 50;
+  double sum = 0, exact = 0;
+  std::int64_t rows = 0;
+  // per answer position (as written; EOS after the last): matches and -log p of the sampled token
+  // (old_log_probs), a one-sample estimate of the position's entropy
+  std::vector<double> hit, nll;
+  std::vector<std::int64_t> seen;
+  double first = -1, best = -1, last = -1;
+  void operator()(std::int64_t step, rlflow::DataProto const& batch) {
+    rlflow::Tensor const& resp = batch.tensor("responses");
+    rlflow::Tensor const& mask = batch.tensor("response_mask");
+    auto const& rm = batch.non_tensor("reward_model");
+    rlflow::Tensor const* lp = batch.has_tensor("old_log_probs") ? &batch.tensor("old_log_probs") : nullptr;
+    auto const P = static_cast<std::size_t>(resp.dim(1));
+    hit.resize(P);
+    nll.resize(P);
+    seen.resize(P);
+    for (std::int64_t i = 0; i < resp.dim(0); ++i) {
+      {
+        std::string const truth = rm[static_cast<std::size_t>(i)].as_dict().get("ground_truth").as_string();
+        auto const want = tok.encode(truth);
+        for (std::int64_t t = 0; t < resp.dim(1) && mask.at<std::int32_t>(i, t); ++t) {
+          auto const k = static_cast<std::size_t>(t);
+          std::int32_t const w = k < want.size() ? want[k] : (k == want.size() ? tok.eos_id() : -1);
+          hit[k] += resp.at<std::int32_t>(i, t) == w;
+          if (lp) nll[k] -= lp->at<float>(i, t);
+          ++seen[k];
+        }
+      }
+      std::vector<std::int32_t> ids;
+      for (std::int64_t t = 0; t < resp.dim(1) && mask.at<std::int32_t>(i, t); ++t) {
+        std::int32_t const id = resp.at<std::int32_t>(i, t);
+        if (id == tok.eos_id()) break;
+        ids.push_back(id);
+      }
+      // decode without skipping special tokens: a PAD or BOS inside an answer is a wrong digit
+      std::string const text = tok.decode(ids, /*skip_special=*/false);
+      std::string const truth = rm[static_cast<std::size_t>(i)].as_dict().get("ground_truth").as_string();
+      double const s = task.reversed_answer ? rlflow::tasks::AdditionTask::score_reversed(text, truth)
+                                            : rlflow::tasks::AdditionTask::score(text, truth);
+      sum += s;
+      exact += s == 1.0;
+      ++rows;
+    }
+    if (step == 1 || step % every == 0) {
+      double const mean = sum / static_cast<double>(rows);
+      if (first < 0) first = mean;
+      best = std::max(best, mean);
+      last = mean;
+      std::printf("task score (AdditionTask::score%s, steps up to %lld): mean %.3f, exact %.3f\n",
+                  task.reversed_answer ? "_reversed" : "", static_cast<long long>(step), mean,
+                  exact / static_cast<double>(rows));
+      std::printf("  per position (accuracy / -log p):");
+      for (std::size_t k = 0; k < hit.size(); ++k)
+        if (seen[k]) std::printf(" [%zu] %.2f / %.2f", k, hit[k] / static_cast<double>(seen[k]), nll[k] / static_cast<double>(seen[k]));
+      std::printf("\n");
+      std::fflush(stdout);
+      sum = exact = 0;
+      rows = 0;
+      std::fill(hit.begin(), hit.end(), 0.0);
+      std::fill(nll.begin(), nll.end(), 0.0);
+      std::fill(seen.begin(), seen.end(), 0);
+    }
+  }
+};
+
 template <class TrainerType>
 void train(int argc, char** argv, rlflow::tasks::AdditionTask const& task, rlflow::TrainerConfig defaults) {
   rlflow::TrainerConfig cfg = rlflow::TrainerConfig::from_args(argc, argv, defaults);
   std::printf("%s\n", rlflow::describe<TrainerType>().c_str());
-  TrainerType trainer(cfg, task.make_dataset(8192, static_cast<std::uint64_t>(cfg.seed)), task.charset());
+  auto monitor = std::make_shared<TaskScoreMonitor>(
+      TaskScoreMonitor{task, rlflow::model::CharTokenizer(task.charset()), std::max<std::int64_t>(cfg.trainer.log_freq, 1)});
+  rlflow::TrainerOptions opts;
+  opts.after_advantage = [monitor](std::int64_t step, rlflow::DataProto const& b) { (*monitor)(step, b); };
+  TrainerType trainer(cfg, task.make_dataset(8192, static_cast<std::uint64_t>(cfg.seed)), task.charset(), opts);
   rlflow::Metrics last = trainer.fit();
-  std::printf("done: %lld steps, final critic/score/mean %.3f, response_length/clip_ratio %.3f\n",
-              static_cast<long long>(trainer.global_step()), last["critic/score/mean"], last["response_length/clip_ratio"]);
+  std::printf("done: %lld steps, final critic/score/mean %.3f, response_length/clip_ratio %.3f; task score "
+              "first %.3f best %.3f last %.3f\n",
+              static_cast<long long>(trainer.global_step()), last["critic/score/mean"], last["response_length/clip_ratio"],
+              monitor->first, monitor->best, monitor->last);
 }
 }  // namespace
 
@@ -32,6 +112,7 @@ int main(int argc, char** argv) {
     rlflow::tasks::AdditionTask task;
     if (char const* d = std::getenv("RLFLOW_ADD_DIGITS")) task.digits = std::atoi(d);
     if (char const* p = std::getenv("RLFLOW_ADD_FIXED")) task.fixed_width = std::string(p) == "1";
+    if (char const* p = std::getenv("RLFLOW_ADD_REVERSED")) task.reversed_answer = std::string(p) == "1";
     std::string const mode = std::getenv("RLFLOW_ADD_MODE") ? std::getenv("RLFLOW_ADD_MODE") : "grpo";
     // BOS + "99+99=" ; up to 3 answer digits + EOS
     rlflow::TrainerConfig defaults =
@@ -42,10 +123,14 @@ int main(int argc, char** argv) {
       defaults.algorithm.gamma = 0.0;  // each token's return is its own reward
       train<rlflow::Trainer<rlflow::ReinforcePlusPlus, rlflow::Colocate<3>, rlflow::examples::DigitTokenReward>>(
           argc, argv, task, defaults);
+    } else if (mode == "token_rloo") {
+      defaults.algorithm.gamma = 0.0;
+      train<rlflow::Trainer<rlflow::ReinforcePlusPlus, rlflow::Colocate<3>, rlflow::examples::DigitTokenRLOOReward>>(
+          argc, argv, task, defaults);
     } else if (mode == "grpo") {
       train<rlflow::Trainer<rlflow::GRPO, rlflow::Colocate<3>>>(argc, argv, task, defaults);
     } else {
-      throw rlflow::config_error("08_grpo_addition: RLFLOW_ADD_MODE=" + mode + " is not known; use grpo or token");
+      throw rlflow::config_error("08_grpo_addition: RLFLOW_ADD_MODE=" + mode + " is not known; use grpo, token or token_rloo");
     }
   });
 }
