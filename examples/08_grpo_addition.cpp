@@ -5,8 +5,9 @@
 //              each answer digit (and the EOS) credited on its own token, less the mean credit
 //              of the other samples of the same prompt at that position; zero-padded operands,
 //              answers written units first ("05+27=" -> "230"), 64 prompts x 16 samples,
-//              lr 1e-3, actor.entropy_coeff 0.1, 1200 steps. The best measured set-up, but it does NOT
-//              reach 0.9: the units and tens digits stay near chance (docs/trainer.md)
+//              lr 1e-3, actor.entropy_coeff 0.1, 1200 steps. The best measured score (0.63),
+//              but NOT 0.9: the units digit stays at chance; with RLFLOW_ADD_REVERSED=0 it
+//              starts to be learned after ~650 steps (docs/trainer.md, "The addition task")
 //   token      REINFORCE++ with algorithm.gamma=0 and examples::DigitTokenReward (raw credit)
 //   grpo       GRPO with the per-digit score on the last token (roles::DefaultReward)
 // docs/trainer.md ("The addition task") gives the runs and what limits each. Takes key=value

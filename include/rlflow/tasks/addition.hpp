@@ -26,7 +26,8 @@ struct AdditionTask {
   //! "05+27=" -> "230"), as in the "reversed addition" literature: output digit k then depends
   //! only on the operand digits at position k and the carry out of the digit the model has just
   //! written, instead of on every lower position. The data source is then "addition_reversed"
-  //! (scored by score_reversed: digits compared from the left, units with units).
+  //! (scored by score_reversed: digits compared from the left, units with units). With this
+  //! repo's tiny GPT and per-token RL it did not help (docs/trainer.md, "The addition task").
   bool reversed_answer = false;
 
   //! Characters the tokenizer must know: the digits, '+' and the separator.
