@@ -22,6 +22,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <utility>
 #include <vector>
 #include <algorithm>
 
@@ -32,6 +33,8 @@ namespace {
 //! response of the training steps, whatever reward the trainer optimises (the token mode's
 //! reward also credits EOS), averaged over trainer.log_freq steps and printed.
 struct TaskScoreMonitor {
+  TaskScoreMonitor(rlflow::tasks::AdditionTask t, std::int64_t log_every)
+      : task(std::move(t)), tok(task.charset()), every(log_every) {}
   rlflow::tasks::AdditionTask task;
   rlflow::model::CharTokenizer tok;
   std::int64_t every = 50;
@@ -104,8 +107,7 @@ template <class TrainerType>
 void train(int argc, char** argv, rlflow::tasks::AdditionTask const& task, rlflow::TrainerConfig defaults) {
   rlflow::TrainerConfig cfg = rlflow::TrainerConfig::from_args(argc, argv, defaults);
   std::printf("%s\n", rlflow::describe<TrainerType>().c_str());
-  auto monitor = std::make_shared<TaskScoreMonitor>(
-      TaskScoreMonitor{task, rlflow::model::CharTokenizer(task.charset()), std::max<std::int64_t>(cfg.trainer.log_freq, 1)});
+  auto monitor = std::make_shared<TaskScoreMonitor>(task, std::max<std::int64_t>(cfg.trainer.log_freq, 1));
   rlflow::TrainerOptions opts;
   opts.after_advantage = [monitor](std::int64_t step, rlflow::DataProto const& b) { (*monitor)(step, b); };
   TrainerType trainer(cfg, task.make_dataset(8192, static_cast<std::uint64_t>(cfg.seed)), task.charset(), opts);
