@@ -11,6 +11,7 @@
 
 #include "common/addition_task.hpp"  // examples::DigitTokenReward
 
+#include <algorithm>
 #include <random>
 #include <string>
 
@@ -79,6 +80,53 @@ TEST_CASE("AdditionTask::score matches a plain per-digit reference on random res
   }
 }
 
+TEST_CASE("AdditionTask reversed_answer writes the sum least significant digit first", "[tasks]") {
+  for (int digits : {1, 2, 3}) {
+    for (bool pad : {false, true}) {
+      tasks::AdditionTask plain, rev;
+      plain.digits = rev.digits = digits;
+      plain.fixed_width = rev.fixed_width = pad;
+      rev.reversed_answer = true;
+      auto const p = plain.make_dataset(300, 9, /*shuffle=*/false), r = rev.make_dataset(300, 9, /*shuffle=*/false);
+      REQUIRE(r.size() == 300);
+      for (std::int64_t i = 0; i < r.size(); ++i) {
+        REQUIRE(r[i].prompt == p[i].prompt);  // same operands, same prompt
+        REQUIRE(r[i].data_source == "addition_reversed");
+        // reference: the decimal digits of the sum, read from the units up
+        auto const plus = r[i].prompt.find('+');
+        long sum = std::stol(r[i].prompt.substr(0, plus)) + std::stol(r[i].prompt.substr(plus + 1));
+        std::string want;
+        do {
+          want += static_cast<char>('0' + sum % 10);
+          sum /= 10;
+        } while (sum > 0);
+        if (pad) want.resize(static_cast<std::size_t>(digits + 1), '0');
+        REQUIRE(r[i].ground_truth == want);
+      }
+    }
+  }
+}
+
+TEST_CASE("AdditionTask::score_reversed matches the plain reference on reversed strings", "[tasks]") {
+  // a reversed answer compared from the left is the plain answer compared from the right
+  std::mt19937_64 rng(13);
+  std::string const chars = "0123456789+=";
+  for (int trial = 0; trial < 20000; ++trial) {
+    std::string r, t = std::to_string(rng() % 199);
+    int const len = static_cast<int>(rng() % 5);
+    for (int k = 0; k < len; ++k) r += chars[rng() % (trial % 2 ? 10 : chars.size())];
+    if (trial % 7 == 0) r = t;
+    std::string const rr(r.rbegin(), r.rend()), tr(t.rbegin(), t.rend());
+    INFO("reversed response '" << rr << "' reversed truth '" << tr << "'");
+    REQUIRE(tasks::AdditionTask::score_reversed(rr, tr) == reference_score(r, t));
+  }
+  CHECK(tasks::AdditionTask::score_reversed("64", "64") == 1.0);
+  CHECK(tasks::AdditionTask::score_reversed("65", "64") == 0.5);  // units right, tens wrong
+  CHECK(tasks::AdditionTask::score_reversed("6", "64") == 0.5);   // stops after the units
+  CHECK(tasks::AdditionTask::score_reversed("", "") == 1.0);
+  CHECK(tasks::default_compute_score("addition_reversed", "65", "64") == 0.5);
+}
+
 TEST_CASE("AdditionTask::score edge cases", "[tasks]") {
   using tasks::AdditionTask;
   CHECK(AdditionTask::score("46", "46") == 1.0);
@@ -145,5 +193,73 @@ TEST_CASE("DigitTokenReward credits each answer digit and the EOS after it on it
         REQUIRE(s.at<float>(i, t) == Approx(want));
       }
     }
+  }
+}
+
+TEST_CASE("DigitTokenRLOOReward is DigitTokenReward less the leave-one-out mean of its prompt group", "[tasks]") {
+  tasks::AdditionTask task;
+  task.fixed_width = true;
+  task.reversed_answer = true;
+  roles::RoleSetup setup;
+  setup.alphabet = task.charset();
+  model::CharTokenizer tok(task.charset());
+  STATIC_REQUIRE(roles::reward_role<examples::DigitTokenRLOOReward>);
+  examples::DigitTokenReward plain(setup);
+  examples::DigitTokenRLOOReward rloo(setup);
+  std::mt19937_64 rng(17);
+  int const R = 4;
+  for (int n : {1, 2, 5}) {
+    int const prompts = 12, B = prompts * n;
+    Tensor resp = Tensor::full(Shape{B, R}, tok.pad_id());
+    Tensor mask = Tensor::zeros(DType::int32, Shape{B, R});
+    NonTensorColumn rm, uid;
+    std::vector<int> group(static_cast<std::size_t>(B));
+    // rows of one prompt interleaved as the trainer repeats them, plus a shuffled order: the
+    // groups come from 'uid', not from the row order
+    std::vector<int> order(static_cast<std::size_t>(B));
+    for (int i = 0; i < B; ++i) order[static_cast<std::size_t>(i)] = i;
+    if (n == 5) std::shuffle(order.begin(), order.end(), rng);
+    std::vector<std::string> truth_of(prompts);
+    for (int p = 0; p < prompts; ++p)
+      truth_of[static_cast<std::size_t>(p)] = task.answer(static_cast<std::int64_t>(rng() % 100), static_cast<std::int64_t>(rng() % 100));
+    for (int i = 0; i < B; ++i) {
+      int const p = order[static_cast<std::size_t>(i)] / n;
+      group[static_cast<std::size_t>(i)] = p;
+      std::string text = truth_of[static_cast<std::size_t>(p)];
+      for (auto& c : text)
+        if (rng() % 2 == 0) c = static_cast<char>('0' + rng() % 10);
+      text = text.substr(0, rng() % 4);
+      auto ids = tok.encode(text);
+      if (rng() % 4 != 0) ids.push_back(tok.eos_id());
+      for (std::size_t t = 0; t < ids.size() && t < std::size_t(R); ++t) {
+        resp.at<std::int32_t>(i, std::int64_t(t)) = ids[t];
+        mask.at<std::int32_t>(i, std::int64_t(t)) = 1;
+      }
+      rm.emplace_back(Dict{{"ground_truth", truth_of[static_cast<std::size_t>(p)]}});
+      uid.emplace_back(std::string("prompt-") + std::to_string(p));
+    }
+    DataProto const in =
+        DataProto::from_dict({{"responses", resp}, {"response_mask", mask}}, {{"reward_model", rm}, {"uid", uid}});
+    Tensor const raw = plain.compute_rm_score(in).tensor("token_level_scores");
+    Tensor const s = rloo.compute_rm_score(in).tensor("token_level_scores");
+    for (int i = 0; i < B; ++i)
+      for (int t = 0; t < R; ++t) {
+        // plain reference in double: own credit less the mean of the other rows of the group
+        double others = 0;
+        int k = 0;
+        for (int j = 0; j < B; ++j)
+          if (j != i && group[static_cast<std::size_t>(j)] == group[static_cast<std::size_t>(i)]) {
+            others += raw.at<float>(j, t);
+            ++k;
+          }
+        double const want = k == 0 ? raw.at<float>(i, t) : raw.at<float>(i, t) - others / k;
+        INFO("n " << n << " row " << i << " t " << t);
+        REQUIRE(s.at<float>(i, t) == Approx(want).margin(1e-6));
+      }
+    // without 'uid' (validation batches) the raw credit comes back
+    Tensor const v = rloo.compute_rm_score(DataProto::from_dict({{"responses", resp}, {"response_mask", mask}}, {{"reward_model", rm}}))
+                         .tensor("token_level_scores");
+    for (int i = 0; i < B; ++i)
+      for (int t = 0; t < R; ++t) REQUIRE(v.at<float>(i, t) == raw.at<float>(i, t));
   }
 }

@@ -22,6 +22,13 @@ struct AdditionTask {
   //! length, so each digit sits at a fixed position (what a tiny model learns; see docs).
   bool fixed_width = false;
   char separator = '=';
+  //! Answers written least significant digit first ("12+34=" -> "64"; with fixed_width
+  //! "05+27=" -> "230"), as in the "reversed addition" literature: output digit k then depends
+  //! only on the operand digits at position k and the carry out of the digit the model has just
+  //! written, instead of on every lower position. The data source is then "addition_reversed"
+  //! (scored by score_reversed: digits compared from the left, units with units). With this
+  //! repo's tiny GPT and per-token RL it did not help (docs/trainer.md, "The addition task").
+  bool reversed_answer = false;
 
   //! Characters the tokenizer must know: the digits, '+' and the separator.
   std::string charset() const { return std::string("0123456789+") + separator; }
@@ -37,9 +44,15 @@ struct AdditionTask {
     return s;
   }
   std::string prompt(std::int64_t a, std::int64_t b) const { return number(a, digits) + "+" + number(b, digits) + separator; }
-  std::string answer(std::int64_t a, std::int64_t b) const { return number(a + b, max_answer_length()); }
+  std::string answer(std::int64_t a, std::int64_t b) const {
+    std::string s = number(a + b, max_answer_length());
+    if (reversed_answer) std::reverse(s.begin(), s.end());
+    return s;
+  }
+  //! The data source of the generated rows: "addition", or "addition_reversed" with reversed_answer.
+  std::string_view data_source() const { return reversed_answer ? "addition_reversed" : "addition"; }
 
-  //! 'count' prompts from a seeded generator (same seed, same dataset); data source "addition".
+  //! 'count' prompts from a seeded generator (same seed, same dataset); data source data_source().
   PromptDataset make_dataset(std::int64_t count, std::uint64_t seed, bool shuffle = true) const {
     if (digits < 1 || digits > 4)
       throw config_error(msg("rlflow::tasks::AdditionTask: digits=", digits, " is out of range; use 1 to 4"));
@@ -51,7 +64,7 @@ struct AdditionTask {
     items.reserve(static_cast<std::size_t>(count));
     for (std::int64_t i = 0; i < count; ++i) {
       std::int64_t const a = d(rng), b = d(rng);
-      items.push_back({prompt(a, b), answer(a, b), "addition", ""});
+      items.push_back({prompt(a, b), answer(a, b), std::string(data_source()), ""});
     }
     return PromptDataset(std::move(items), shuffle, seed);
   }
@@ -66,6 +79,15 @@ struct AdditionTask {
     std::size_t hits = 0;
     for (std::size_t k = 1; k <= std::min(response.size(), ground_truth.size()); ++k)
       hits += response[response.size() - k] == ground_truth[ground_truth.size() - k];
+    return static_cast<double>(hits) / static_cast<double>(n);
+  }
+  //! score for reversed answers (data source "addition_reversed"): the same per-digit credit with
+  //! the digits compared from the left (units first), divided by the longer length.
+  static double score_reversed(std::string_view response, std::string_view ground_truth) {
+    std::size_t const n = std::max(response.size(), ground_truth.size());
+    if (n == 0) return 1.0;
+    std::size_t hits = 0;
+    for (std::size_t k = 0; k < std::min(response.size(), ground_truth.size()); ++k) hits += response[k] == ground_truth[k];
     return static_cast<double>(hits) / static_cast<double>(n);
   }
 };

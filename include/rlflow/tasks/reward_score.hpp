@@ -1,7 +1,7 @@
 // rlflow/tasks/reward_score.hpp: the score registry behind the default reward role (verl:
 // verl/utils/reward_score/__init__.py default_compute_score). A row's 'data_source' names the
-// scorer; the project's own tasks ("reverse", "sort": tasks::StringTask; "addition":
-// tasks::AdditionTask) are built in, and a
+// scorer; the project's own tasks ("reverse", "sort": tasks::StringTask; "addition",
+// "addition_reversed": tasks::AdditionTask) are built in, and a
 // user adds a scorer for another data source at run time with register_score. An unknown data
 // source is a key_error naming it and the registered ones. No role here (roles/reward.hpp).
 #pragma once
@@ -88,6 +88,7 @@ class ScoreRegistry {
     map_.emplace("reverse", &StringTask::score);
     map_.emplace("sort", &StringTask::score);
     map_.emplace("addition", &AdditionTask::score);
+    map_.emplace("addition_reversed", &AdditionTask::score_reversed);
     // verl's default_compute_score: gsm8k.compute_score (strict) and math.compute_score
     map_.emplace("openai/gsm8k", [](std::string_view r, std::string_view g) { return rewards::gsm8k_compute_score(r, g); });
     map_.emplace("lighteval/MATH", [](std::string_view r, std::string_view g) { return rewards::math_compute_score(r, g); });
