@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <barrier>
 #include <cstdio>
 #include <cmath>
 #include <exception>
@@ -427,4 +428,59 @@ TEST_CASE("share_replicated: a replica keeps one copy of the replicated tensors,
   RolloutEngine one(cfg);
   REQUIRE(!one.share_replicated());
   REQUIRE(one.shared_replicated_data() == nullptr);
+}
+
+TEST_CASE("shared weight sync: a sync aborted in its barrier changes nothing, and the next one works", "[model][tp][share]") {
+  // The shared sync takes one TP barrier before its copies and none after them (the next forward
+  // waits for every rank's part): rank 1 fails instead of syncing w2, so rank 0's load is aborted
+  // in that barrier and must leave rank 0 on w1 (shard_weights returns, not blocked); after the
+  // group is re-armed both ranks sync w2, read it back and generate as TP = 1 on w2.
+  GPTConfig const cfg = model_cfg(8, 64, 8);
+  auto const w1 = random_weights(cfg, 2001), w2 = random_weights(cfg, 2002);
+  Batch const b = random_batch(6, 6, cfg.vocab_size, 5);
+  SamplingParams sp;
+  sp.max_new_tokens = 8;
+  RolloutEngine ref(cfg);
+  ref.load_weights(w2);
+  Gen const want = generate(ref, b, sp);
+  int const N = 2;
+  auto comms = rlflow::comm::LocalCommunicator::make_group(N);
+  std::barrier<> step(N);
+  std::vector<int> wrong(N, 0), aborted(N, 0);
+  std::vector<Gen> gen(N);
+  std::vector<std::thread> th;
+  for (int r = 0; r < N; ++r)
+    th.emplace_back([&, r] {
+      auto& c = *comms[std::size_t(r)];
+      RolloutEngine e(cfg, TPRank{r, N}, &c);
+      e.load_weights(w1);
+      if (!e.share_replicated()) wrong[std::size_t(r)] += 1000;
+      std::vector<float> s1(e.shard_layout().size()), s2(e.shard_layout().size());
+      e.shard_layout().load(w1, s1);
+      e.shard_layout().load(w2, s2);
+      step.arrive_and_wait();
+      if (r == 1) {
+        c.abort();  // rank 1 fails instead of syncing
+      } else {
+        try {
+          e.load_weights(w2);
+        } catch (rlflow::worker_error const&) {
+          aborted[std::size_t(r)] = 1;
+        }
+        wrong[std::size_t(r)] += e.shard_weights() != s1;  // still w1, and no wait for rank 1's part
+      }
+      step.arrive_and_wait();
+      if (r == 0) c.reset();  // no rank is inside a collective now
+      step.arrive_and_wait();
+      e.load_weights(w2);
+      wrong[std::size_t(r)] += e.shard_weights() != s2;
+      gen[std::size_t(r)] = generate(e, b, sp);
+    });
+  for (auto& t : th) t.join();
+  REQUIRE(aborted[0] == 1);
+  REQUIRE(wrong == std::vector<int>(N, 0));
+  for (auto const& g : gen) {
+    REQUIRE(g.tokens == want.tokens);
+    require_close(g.logp, want.logp);
+  }
 }
