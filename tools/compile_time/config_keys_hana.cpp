@@ -41,9 +41,10 @@ BOOST_HANA_ADAPT_STRUCT(rlflow::ColocateAsyncConfig, num_warmup_batches);
 BOOST_HANA_ADAPT_STRUCT(rlflow::SeparateAsyncConfig, num_warmup_batches, parameter_sync_step);
 BOOST_HANA_ADAPT_STRUCT(rlflow::SamplerConfig, max_off_policy_threshold, strategy);
 BOOST_HANA_ADAPT_STRUCT(rlflow::TrainerV1Config, trainer_mode, colocate_async, separate_async, sampler);
+BOOST_HANA_ADAPT_STRUCT(rlflow::AsyncTrainingConfig, partial_rollout);
 BOOST_HANA_ADAPT_STRUCT(rlflow::CustomRewardFunctionConfig, path, name);
 BOOST_HANA_ADAPT_STRUCT(rlflow::TrainerSection, project_name, experiment_name, logger, nnodes, n_gpus_per_node, total_epochs, total_training_steps, save_freq, test_freq, critic_warmup, default_local_dir, resume_mode, resume_from_path, balance_batch, val_before_train, log_val_generations, log_freq, log_train_generations, max_actor_ckpt_to_keep, max_critic_ckpt_to_keep, device, use_v1, v1);
-BOOST_HANA_ADAPT_STRUCT(rlflow::TrainerConfig, data, actor_rollout_ref, critic, reward, custom_reward_function, algorithm, trainer, seed, max_colocate_count);
+BOOST_HANA_ADAPT_STRUCT(rlflow::TrainerConfig, data, actor_rollout_ref, critic, reward, custom_reward_function, algorithm, trainer, async_training, seed, max_colocate_count);
 
 namespace hana = boost::hana;
 
