@@ -30,10 +30,14 @@ import math
 import os
 import statistics
 import subprocess
+import sys
 import time
 
 import torch
 import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from torch_side_by_side import GPT as TrunkGPT  # noqa: E402  (the same model, one definition)
 
 V, S, L, C, NH = 30, 48, 4, 128, 4
 PROMPTS, N_SAMPLES, P, R = 64, 8, 16, 32
@@ -41,41 +45,13 @@ EOS = 2
 MINI, MICRO = 128, 128
 
 
-class Block(torch.nn.Module):
+class GPT(TrunkGPT):
+    """torch_side_by_side's GPT-2 block stack at these shapes, with GPT-2's initialisation (as
+    rlflow's init_params, so EOS comes as often); forward returns the tied head's logits."""
+
     def __init__(self):
-        super().__init__()
-        self.ln1, self.ln2 = torch.nn.LayerNorm(C), torch.nn.LayerNorm(C)
-        self.qkv, self.proj = torch.nn.Linear(C, 3 * C), torch.nn.Linear(C, C)
-        self.fc, self.fcproj = torch.nn.Linear(C, 4 * C), torch.nn.Linear(4 * C, C)
-
-    def attn(self, x, cache=None):
-        B, T, _ = x.shape
-        hs = C // NH
-        q, k, v = self.qkv(x).split(C, dim=2)
-        q, k, v = (t.view(B, T, NH, hs).transpose(1, 2) for t in (q, k, v))
-        if cache is not None:
-            if cache[0] is not None:
-                k, v = torch.cat([cache[0], k], 2), torch.cat([cache[1], v], 2)
-            cache[0], cache[1] = k, v
-        Sc = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))
-        Tk = k.shape[2]
-        causal = torch.ones(T, Tk, dtype=torch.bool).tril(Tk - T)
-        Sc = Sc.masked_fill(~causal, float("-inf"))
-        y = (Sc.softmax(-1) @ v).transpose(1, 2).reshape(B, T, C)
-        return self.proj(y)
-
-    def forward(self, x, cache=None):
-        x = x + self.attn(self.ln1(x), cache)
-        return x + self.fcproj(F.gelu(self.fc(self.ln2(x)), approximate="tanh"))
-
-
-class GPT(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.wte, self.wpe = torch.nn.Embedding(V, C), torch.nn.Embedding(S, C)
-        self.blocks = torch.nn.ModuleList([Block() for _ in range(L)])
-        self.lnf = torch.nn.LayerNorm(C)
-        for m in self.modules():  # GPT-2's initialisation, as rlflow's init_params (so EOS comes as often)
+        super().__init__(V, S, L, C, NH)
+        for m in self.modules():
             if isinstance(m, (torch.nn.Linear, torch.nn.Embedding)):
                 torch.nn.init.normal_(m.weight, 0.0, 0.02)
             if isinstance(m, torch.nn.Linear):
@@ -86,11 +62,7 @@ class GPT(torch.nn.Module):
                 torch.nn.init.normal_(w, 0.0, 0.02 / math.sqrt(2 * L))
 
     def forward(self, ids, pos0=0, caches=None):
-        T = ids.shape[1]
-        x = self.wte(ids) + self.wpe(torch.arange(pos0, pos0 + T))
-        for i, b in enumerate(self.blocks):
-            x = b(x, None if caches is None else caches[i])
-        return self.lnf(x) @ self.wte.weight.t()
+        return self.logits(self.trunk(ids, pos0, caches))
 
 
 def generate(actor, prompts):
