@@ -8,8 +8,9 @@
 //
 // From verl's interface (uid strings, an int32 response_mask (B, L), token_level_rewards (B, L)):
 // BM_GRPOAdvantageFromUids/rows:R/group:G/len:L/impl:0 runs rlflow's kernels on those inputs
-// (sequence_scores, group_index over the uid strings, grpo_outcome_advantage reading the int32
-// mask in place); impl:1 runs, in plain C++, verl's vectorized algorithm step by step
+// (sequence_scores_and_groups: row sums and uid strings hashed in one pass; grpo_outcome_advantage reading
+// the int32 mask in place and writing advantages, which verl also returns as returns); impl:2 the
+// same writing a separate returns too; impl:1 runs, in plain C++, verl's vectorized algorithm step by step
 // (verl: core_algos.compute_grpo_vectorized_outcome_advantage with utils.groupwise.as_torch_index
 // and group_mean_std): the rewards' row sums; np.unique(uids, return_inverse=True) = sort a copy of
 // the labels, unique, and the inverse by binary search; three index_add_ (float32) for count,
@@ -145,14 +146,19 @@ UidInputs make_uids(std::int64_t R, std::int64_t G, std::int64_t L) {
   return in;
 }
 
-//! rlflow from verl's inputs through the kernels: row scores, group_index over the uid strings,
-//! and the estimator reading verl's int32 mask in place (no conversion).
-void rlflow_from_uids(UidInputs& in, std::int64_t R, std::int64_t L, std::vector<float>& scores) {
+//! rlflow from verl's inputs through the kernels: row scores and first-seen group ids hashed from
+//! the uid strings in one pass (sequence_scores_and_groups, into reused buffers), and the estimator reading verl's
+//! int32 mask in place (no conversion). verl's function returns one tensor as both advantages and
+//! returns, so one output is written (impl:2 writes a second one; rlflow::compute_advantage
+//! shares one buffer for both, as verl does).
+void rlflow_from_uids(UidInputs& in, std::int64_t R, std::int64_t L, std::vector<float>& scores, std::vector<std::int64_t>& idx,
+                      bool both) {
   k::Dims d{R, L};
-  k::sequence_scores(rlflow::cpu::par, d, std::span<float const>(in.rewards), std::span<float>(scores));
-  auto const idx = k::group_index(in.uid);
+  k::sequence_scores_and_groups(rlflow::cpu::par, d, std::span<float const>(in.rewards), std::span<std::string const>(in.uid),
+                                std::span<float>(scores), std::span<std::int64_t>(idx));
   k::grpo_outcome_advantage(rlflow::cpu::par, d, std::span<float const>(scores), std::span<std::int32_t const>(in.mask),
-                            std::span<std::int64_t const>(idx), std::span<float>(in.adv), std::span<float>(in.ret));
+                            std::span<std::int64_t const>(idx), std::span<float>(in.adv),
+                            both ? std::span<float>(in.ret) : std::span<float>());
 }
 
 //! verl's vectorized GRPO, step by step, eager (every op a fresh array). The reference algorithm.
@@ -205,8 +211,9 @@ void BM_GRPOAdvantageFromUids(benchmark::State& st) {
   std::int64_t const R = st.range(0), G = st.range(1), L = st.range(2), impl = st.range(3);
   UidInputs in = make_uids(R, G, L);
   std::vector<float> scores(R);
+  std::vector<std::int64_t> idx(R);
   // Both paths agree (verl's float32 sums vs rlflow's doubles: within 1e-3 on these scores).
-  rlflow_from_uids(in, R, L, scores);
+  rlflow_from_uids(in, R, L, scores, idx, true);
   auto const want = verl_vectorized_reference(in, R, L);
   for (std::int64_t i = 0; i < R * L; i += std::max<std::int64_t>(1, R * L / 4099))
     if (std::fabs(in.adv[i] - want[i]) > 1e-3 * std::max(1.0f, std::fabs(want[i]))) {
@@ -214,8 +221,8 @@ void BM_GRPOAdvantageFromUids(benchmark::State& st) {
       return;
     }
   for (auto _ : st) {
-    if (impl == 0) {
-      rlflow_from_uids(in, R, L, scores);
+    if (impl == 0 || impl == 2) {
+      rlflow_from_uids(in, R, L, scores, idx, impl == 2);
       benchmark::DoNotOptimize(in.adv.data());
     } else {
       auto a = verl_vectorized_reference(in, R, L);
@@ -223,13 +230,13 @@ void BM_GRPOAdvantageFromUids(benchmark::State& st) {
     }
     benchmark::ClobberMemory();
   }
-  st.SetLabel(impl == 0 ? "rlflow" : "verl_vectorized_algorithm");
+  st.SetLabel(impl == 0 ? "rlflow" : impl == 2 ? "rlflow_adv_and_ret" : "verl_vectorized_algorithm");
 }
 
 void uid_args(benchmark::internal::Benchmark* b) {
   b->ArgNames({"rows", "group", "len", "impl"});
   for (std::int64_t R : {1 << 16, 1 << 20})
-    for (std::int64_t impl : {0, 1}) b->Args({R, 8, 64, impl});
+    for (std::int64_t impl : {0, 1, 2}) b->Args({R, 8, 64, impl});
   b->Unit(benchmark::kMillisecond)->UseRealTime();
 }
 

@@ -75,20 +75,40 @@ inline Tensor const& need_tensor(DataProto const& batch, const char* key, const 
   return batch.tensor(key);
 }
 
-inline std::vector<std::int64_t> group_ids(DataProto const& batch, const char* fn, std::string_view estimator) {
+//! A float buffer (B) from the caching resource, passed to the kernels as a span.
+struct floats_t {
+  Tensor t;
+  operator std::span<float const>() const { return t.span<float>(); }
+};
+
+//! Dense group ids (B) of the 'uid' column, held in an int64 tensor from the caching resource
+//! (no fresh allocation in steady state); converts to the span the estimators take.
+struct group_ids_t {
+  Tensor ids;
+  operator std::span<std::int64_t const>() const { return ids.span<std::int64_t>(); }
+};
+
+//! Groups rows by 'uid' in first-seen order (the estimators depend only on which rows share a
+//! uid, not on how groups are numbered): string uids are hashed in place (viewed, no copies);
+//! other values group by their repr.
+//! each_row(i) runs once per row inside the grouping pass (see kernels::detail::hashed_group_ids).
+template <class RowFn = kernels::detail::no_row_work>
+group_ids_t group_ids(DataProto const& batch, const char* fn, std::string_view estimator, RowFn each_row = {}) {
   if (!batch.has_non_tensor("uid"))
     throw key_error(msg("rlflow::", fn, ": algorithm.adv_estimator=", estimator,
                         " groups rows by the non-tensor key 'uid' (one id per prompt), which the batch lacks; add it"));
-  // String uids are viewed in place (no copies); other values group by their repr.
   auto const& col = batch.non_tensor("uid");
-  std::vector<std::string> reprs;
-  for (auto const& v : col)
-    if (!v.is_string()) reprs.push_back(v.repr());
-  std::vector<std::string_view> labels;
-  labels.reserve(col.size());
-  std::size_t r = 0;
-  for (auto const& v : col) labels.push_back(v.is_string() ? std::string_view(v.as_string()) : std::string_view(reprs[r++]));
-  return kernels::group_index(labels);
+  std::vector<std::string> reprs;  // only when some uid is not a string (verl's are uuid strings)
+  for (std::size_t i = 0; i < col.size(); ++i)
+    if (!col[i].is_string()) {
+      if (reprs.empty()) reprs.resize(col.size());
+      reprs[i] = col[i].repr();
+    }
+  group_ids_t out{Tensor::empty(DType::int64, Shape{static_cast<std::int64_t>(col.size())})};
+  kernels::detail::hashed_group_ids<std::string_view>(
+      col.size(), [&](std::size_t i) { return col[i].is_string() ? std::string_view(col[i].as_string()) : std::string_view(reprs[i]); },
+      out.ids.span<std::int64_t>().data(), nullptr, each_row);
+  return out;
 }
 
 inline std::vector<double> parse_weights(string_list const& l) {
@@ -226,12 +246,15 @@ inline void compute_advantage(DataProto& batch, AlgorithmConfig const& algo, std
   Tensor const mask32 = detail::adv::int32_mask(mt, fn);
   auto mask = [&] { return mask32.span<std::int32_t>(); };
   Tensor const& rewards = detail::adv::need_tensor(batch, "token_level_rewards", fn, "every estimator reads");
-  Tensor adv = Tensor::zeros(DType::float32, Shape{B, T});
-  Tensor ret = Tensor::zeros(DType::float32, Shape{B, T});
+  // verl's GRPO returns one tensor as both advantages and returns, and its kernel writes every
+  // element: no zero fill, one buffer (the other estimators keep two zeroed ones).
+  bool const grpo = est == "grpo" || est == "grpo_vectorized";
+  Tensor adv = grpo ? Tensor::empty(DType::float32, Shape{B, T}) : Tensor::zeros(DType::float32, Shape{B, T});
+  Tensor ret = grpo ? adv : Tensor::zeros(DType::float32, Shape{B, T});
   auto rs = rewards.span<float>();
-  auto scores = [&] {
-    std::vector<float> s(static_cast<std::size_t>(B));
-    kernels::sequence_scores(cpu::par, d, rs, std::span<float>(s));
+  auto scores = [&] {  // (B) row scores in a buffer from the caching resource
+    detail::adv::floats_t s{Tensor::empty(DType::float32, Shape{B})};
+    kernels::sequence_scores(cpu::par, d, rs, s.t.span<float>());
     return s;
   };
   kernels::GRPOOptions go;
@@ -243,10 +266,21 @@ inline void compute_advantage(DataProto& batch, AlgorithmConfig const& algo, std
     kernels::gae_advantage_return(cpu::par, d, rs, detail::adv::need_tensor(batch, "values", fn, "GAE needs (the critic's values)").span<float>(),
                                   mask(), algo.gamma, algo.lam, adv.span<float>(), ret.span<float>());
     resample = algo.use_pf_ppo;
-  } else if (est == "grpo" || est == "grpo_vectorized") {
-    auto s = scores();
-    auto idx = detail::adv::group_ids(batch, fn, est);
-    kernels::grpo_outcome_advantage(cpu::par, d, F(s), mask(), I(idx), adv.span<float>(), ret.span<float>(), go);
+  } else if (grpo) {
+    // the row scores are summed inside the uid grouping pass (kernels::sequence_scores_and_groups)
+    if (batch.has_non_tensor("uid") && static_cast<std::int64_t>(batch.non_tensor("uid").size()) != B)
+      throw shape_error(msg("rlflow::", fn, ": 'uid' has ", batch.non_tensor("uid").size(), " entries for ", B,
+                            " rows; give one uid per row"));
+    detail::adv::floats_t s{Tensor::empty(DType::float32, Shape{B})};
+    float* sp = s.t.span<float>().data();
+    float const* rp = rs.data();
+    if (static_cast<std::int64_t>(rs.size()) != B * T)
+      throw shape_error(msg("rlflow::", fn, ": token_level_rewards has ", rs.size(), " elements but must have B*T = ", B * T));
+    auto idx = detail::adv::group_ids(batch, fn, est, [=](std::size_t i) {
+      auto const r = static_cast<std::int64_t>(i);
+      sp[r] = kernels::detail::row_score(rp + r * T, T);
+    });
+    kernels::grpo_outcome_advantage(cpu::par, d, F(s), mask(), I(idx), adv.span<float>(), {}, go);  // returns = adv
   } else if (est == "gdpo") {
     auto idx = detail::adv::group_ids(batch, fn, est);
     auto const keys = algo.gdpo_reward_keys.items();

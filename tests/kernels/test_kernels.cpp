@@ -8,6 +8,9 @@
 #include <cmath>
 #include <cstdint>
 #include <numeric>
+#include <map>
+#include <memory>
+#include <set>
 #include <optional>
 #include <type_traits>
 #include <random>
@@ -329,6 +332,257 @@ TEST_CASE("group_index (hashing) equals the sort-and-search factorization", "[ke
     REQUIRE(k::group_index(std::span<std::int64_t const>(nums)) == reference(nums));
   }
   CHECK(k::group_index(std::vector<std::string>{}).empty());
+}
+
+namespace {
+
+//! Plain-loop first-seen factorization: a std::map from label to the number of labels before it.
+template <class L>
+ivec first_seen_reference(std::vector<L> const& labels) {
+  std::map<L, std::int64_t> seen;
+  ivec out;
+  for (auto const& l : labels) out.push_back(seen.emplace(l, static_cast<std::int64_t>(seen.size())).first->second);
+  return out;
+}
+
+//! Labels that stress the text table: empty, 1-3 / 4-7 / 8-16 bytes (the hash's short paths),
+//! around the 48-byte inline limit, long labels differing only past byte 48 or in their last
+//! byte, shared prefixes, embedded NULs and high-bit bytes.
+std::vector<std::string> tricky_names(std::mt19937& g, int distinct) {
+  std::set<std::string> uniq;
+  std::vector<std::string> names;
+  std::string const long_prefix(52, 'p');
+  while (static_cast<int>(names.size()) < distinct) {
+    std::string s;
+    switch (g() % 6) {
+      case 0: break;  // empty
+      case 1: s = long_prefix; break;
+      case 2: s = std::string(47 + g() % 3, 'q'); break;  // 47, 48, 49 bytes
+      case 3: s = "prompt-0"; break;
+      default: break;
+    }
+    int const len = static_cast<int>(g() % 20);
+    for (int c = 0; c < len; ++c) {
+      unsigned const r = g() % 5;
+      s.push_back(r == 0 ? '\0' : r == 1 ? static_cast<char>(0xC3) : static_cast<char>('a' + g() % 3));
+    }
+    if (uniq.insert(s).second) names.push_back(s);
+  }
+  return names;
+}
+
+}  // namespace
+
+TEST_CASE("group_index_first_seen equals a plain-loop first-seen factorization and the sorted grouping", "[kernels][advantage]") {
+  std::mt19937 g(23);
+  for (int trial = 0; trial < 24; ++trial) {
+    int const B = trial == 0 ? 1 : 1 + static_cast<int>(g() % 5000);
+    int const distinct = trial == 1 ? 1 : 1 + static_cast<int>(g() % (B + 1));  // trial 1: every row the same uid
+    auto const names = tricky_names(g, distinct);
+    std::vector<std::string> labels;
+    for (int i = 0; i < B; ++i) labels.push_back(names[g() % names.size()]);
+    ivec ids(static_cast<std::size_t>(B), -1);
+    std::int64_t const G = k::group_index_first_seen(std::span<std::string const>(labels), std::span<std::int64_t>(ids));
+    auto const want = first_seen_reference(labels);
+    REQUIRE(ids == want);
+    REQUIRE(G == *std::max_element(want.begin(), want.end()) + 1);
+    // the sorted factorization (group_index) is the same partition, renumbered one-to-one
+    auto const sorted = k::group_index(labels);
+    std::map<std::int64_t, std::int64_t> to_sorted, from_sorted;
+    for (int i = 0; i < B; ++i) {
+      REQUIRE(to_sorted.emplace(ids[i], sorted[i]).first->second == sorted[i]);
+      REQUIRE(from_sorted.emplace(sorted[i], ids[i]).first->second == ids[i]);
+    }
+    // string_view labels and integer labels take the same path
+    std::vector<std::string_view> views(labels.begin(), labels.end());
+    ivec vids(static_cast<std::size_t>(B));
+    k::group_index_first_seen(std::span<std::string_view const>(views), std::span<std::int64_t>(vids));
+    REQUIRE(vids == want);
+    std::vector<std::int64_t> nums;
+    for (int i = 0; i < B; ++i) nums.push_back(static_cast<std::int64_t>(g() % (distinct + 1)) * 1000003 - 5000);
+    ivec nids(static_cast<std::size_t>(B));
+    k::group_index_first_seen(std::span<std::int64_t const>(nums), std::span<std::int64_t>(nids));
+    REQUIRE(nids == first_seen_reference(nums));
+  }
+  ivec none;
+  CHECK(k::group_index_first_seen(std::span<std::string const>(), std::span<std::int64_t>(none)) == 0);
+  std::vector<std::string> two{"a", "b"};
+  ivec one(1);
+  CHECK_THROWS_AS(k::group_index_first_seen(std::span<std::string const>(two), std::span<std::int64_t>(one)), rlflow::shape_error);
+}
+
+TEST_CASE("the hashed grouping stays exact when hashes collide", "[kernels][advantage]") {
+  // Forced hashes: every label the same hash (one probe chain through the whole table, growth
+  // included), three hash values, and the hash of the first byte only.
+  std::mt19937 g(31);
+  int const B = 3000;
+  auto const names = tricky_names(g, 700);
+  std::vector<std::string> labels;
+  for (int i = 0; i < B; ++i) labels.push_back(names[g() % names.size()]);
+  auto const want = first_seen_reference(labels);
+  auto key = [&](std::size_t i) { return std::string_view(labels[i]); };
+  auto run = [&](auto hash) {
+    ivec ids(static_cast<std::size_t>(B), -1);
+    std::int64_t const G = k::detail::hashed_group_ids<std::string_view>(labels.size(), key, ids.data(), nullptr,
+                                                                          k::detail::no_row_work{}, hash);
+    REQUIRE(G == *std::max_element(want.begin(), want.end()) + 1);
+    return ids;
+  };
+  CHECK(run([](std::string_view) -> std::uint64_t { return 42; }) == want);
+  CHECK(run([](std::string_view s) -> std::uint64_t { return (s.size() % 3) << 62; }) == want);
+  CHECK(run([](std::string_view s) -> std::uint64_t { return s.empty() ? 0 : static_cast<unsigned char>(s[0]) * 0x9E3779B97F4A7C15ull; }) == want);
+  // integer keys through a constant hash as well
+  std::vector<std::int64_t> nums;
+  for (int i = 0; i < B; ++i) nums.push_back(static_cast<std::int64_t>(g() % 900) - 450);
+  ivec nids(static_cast<std::size_t>(B));
+  k::detail::hashed_group_ids<std::int64_t>(nums.size(), [&](std::size_t i) { return nums[i]; }, nids.data(), nullptr,
+                                            k::detail::no_row_work{}, [](std::int64_t) -> std::uint64_t { return 7; });
+  CHECK(nids == first_seen_reference(nums));
+}
+
+TEST_CASE("hash_bytes reads only the label's bytes and sees every one of them", "[kernels][advantage]") {
+  // Exact-size heap buffers (an over-read trips the sanitizers); the same bytes elsewhere hash
+  // the same; changing any single byte changes the hash.
+  std::mt19937 g(37);
+  for (std::size_t n = 0; n <= 80; ++n) {
+    std::unique_ptr<char[]> a(new char[n + 1]), b(new char[n + 1]);
+    for (std::size_t i = 0; i < n; ++i) a[i] = static_cast<char>(g());
+    std::copy(a.get(), a.get() + n, b.get());
+    std::string_view const va(a.get(), n), vb(b.get(), n);
+    std::uint64_t const h = k::detail::hash_bytes(va);
+    REQUIRE(k::detail::hash_bytes(vb) == h);
+    for (std::size_t i = 0; i < n; ++i) {
+      b[i] = static_cast<char>(b[i] ^ 0x01);
+      REQUIRE(k::detail::hash_bytes(vb) != h);
+      b[i] = a[i];
+    }
+    if (n > 0) REQUIRE(k::detail::hash_bytes(std::string_view(a.get(), n - 1)) != h);  // the length counts
+  }
+}
+
+TEST_CASE("sequence_scores_and_groups equals sequence_scores plus group_index_first_seen", "[kernels][advantage]") {
+  std::mt19937 g(41);
+  for (int trial = 0; trial < 6; ++trial) {
+    int const B = 1 + static_cast<int>(g() % 700), T = static_cast<int>(g() % 70);  // T = 0 and T not a multiple of 4 too
+    auto const r = uniform(g, static_cast<std::size_t>(B) * T, -2, 2);
+    auto const names = tricky_names(g, 1 + static_cast<int>(g() % B));
+    std::vector<std::string> labels;
+    for (int i = 0; i < B; ++i) labels.push_back(names[g() % names.size()]);
+    k::Dims const d{B, T};
+    fvec s1(B), s2(B);
+    ivec i1(B), i2(B);
+    k::sequence_scores(par, d, cs(r), ms(s1));
+    std::int64_t const G1 = k::group_index_first_seen(std::span<std::string const>(labels), std::span<std::int64_t>(i1));
+    std::int64_t const G2 =
+        k::sequence_scores_and_groups(par, d, cs(r), std::span<std::string const>(labels), ms(s2), std::span<std::int64_t>(i2));
+    REQUIRE(s1 == s2);  // bit for bit
+    REQUIRE(i1 == i2);
+    REQUIRE(G1 == G2);
+    for (int i = 0; i < B; ++i) {  // and against a double-precision plain loop
+      double want = 0;
+      for (int t = 0; t < T; ++t) want += r[static_cast<std::size_t>(i) * T + t];
+      REQUIRE(std::fabs(s2[i] - want) <= 1e-5 * std::max(1.0, std::fabs(want)));
+    }
+  }
+  std::vector<std::string> labels{"a", "b"};
+  fvec r(6), s(2);
+  ivec ids(2);
+  CHECK_THROWS_AS(k::sequence_scores_and_groups(par, k::Dims{2, 4}, cs(r), std::span<std::string const>(labels), ms(s),
+                                                std::span<std::int64_t>(ids)),
+                  rlflow::shape_error);
+}
+
+TEST_CASE("the group estimators do not depend on how groups are numbered", "[kernels][advantage]") {
+  // first-seen ids (the advantage path's), sorted ids (numpy.unique's) and a random renumbering
+  // give bit-identical advantages and returns
+  std::mt19937 g(43);
+  for (int trial = 0; trial < 4; ++trial) {
+    int const B = 2 + static_cast<int>(g() % 300), T = 1 + static_cast<int>(g() % 20);
+    auto const names = tricky_names(g, 1 + static_cast<int>(g() % (B / 2 + 1)));
+    std::vector<std::string> labels;
+    for (int i = 0; i < B; ++i) labels.push_back(names[g() % names.size()]);
+    ivec first(B);
+    std::int64_t const G = k::group_index_first_seen(std::span<std::string const>(labels), std::span<std::int64_t>(first));
+    auto const sorted = k::group_index(labels);
+    std::vector<std::int64_t> perm(static_cast<std::size_t>(G));
+    std::iota(perm.begin(), perm.end(), 0);
+    std::shuffle(perm.begin(), perm.end(), g);
+    ivec shuffled(B);
+    for (int i = 0; i < B; ++i) shuffled[i] = perm[static_cast<std::size_t>(first[i])];
+    fvec s(B);
+    for (auto& x : s) x = static_cast<float>(g() % 4) * 0.5f + 0.01f * static_cast<float>(g() % 7);
+    auto const m = random_mask(g, B, T);
+    k::Dims const d{B, T};
+    auto all = [&](ivec const& ids) {
+      std::vector<fvec> out;
+      auto add = [&](auto f) {
+        fvec a(static_cast<std::size_t>(B) * T, -3.0f), r(static_cast<std::size_t>(B) * T, -3.0f);
+        f(ms(a), ms(r));
+        out.push_back(a);
+        out.push_back(r);
+      };
+      for (bool norm : {true, false}) {
+        add([&](auto a, auto r) { k::grpo_outcome_advantage(par, d, cs(s), cs(m), cs(ids), a, r, k::GRPOOptions{1e-6, norm}); });
+        bool const passk_ok = [&] {  // pass@k needs groups of two or more
+          std::map<std::int64_t, int> n;
+          for (auto v : ids) ++n[v];
+          return std::all_of(n.begin(), n.end(), [](auto const& e) { return e.second >= 2; });
+        }();
+        if (passk_ok)
+          add([&](auto a, auto r) { k::grpo_passk_outcome_advantage(par, d, cs(s), cs(m), cs(ids), a, r, k::GRPOOptions{1e-6, norm}); });
+      }
+      add([&](auto a, auto r) { k::rloo_outcome_advantage(par, d, cs(s), cs(m), cs(ids), a, r); });
+      add([&](auto a, auto r) { k::rloo_vectorized_outcome_advantage(par, d, cs(s), cs(m), cs(ids), a, r); });
+      add([&](auto a, auto r) { k::opo_outcome_advantage(par, d, cs(s), cs(m), cs(ids), a, r); });
+      add([&](auto a, auto r) { k::gpg_outcome_advantage(par, d, cs(s), cs(m), cs(ids), a, r); });
+      add([&](auto a, auto r) { k::reinforce_plus_plus_baseline_outcome_advantage(par, d, cs(s), cs(m), cs(ids), a, r); });
+      return out;
+    };
+    auto const want = all(sorted);
+    REQUIRE(all(first) == want);
+    REQUIRE(all(shuffled) == want);
+  }
+}
+
+TEST_CASE("an int32 mask streams above the streaming-store size exactly, into one or two outputs", "[kernels][advantage]") {
+  // The broadcast's vector path for verl's int32 mask (any nonzero value is valid), at odd widths
+  // and with advantages and returns shifted off 16-byte alignment by different amounts.
+  using ex_t = k::detail::exec<rlflow::cpu::tag>;
+  std::int64_t const need = static_cast<std::int64_t>(ex_t::stream_store_bytes / sizeof(float)) + 1;
+  std::mt19937 g(47);
+  int const T = 37;
+  int const B = static_cast<int>((need + T - 1) / T);
+  ivec ids(static_cast<std::size_t>(B));
+  for (int i = 0; i < B; ++i) ids[i] = i / 3;
+  std::shuffle(ids.begin(), ids.end(), g);
+  fvec s(B);
+  for (auto& x : s) x = static_cast<float>(g() % 9) * 0.25f;
+  auto const mf = random_mask(g, B, T);
+  std::vector<std::int32_t> im(mf.size());
+  for (std::size_t i = 0; i < mf.size(); ++i) {
+    std::int32_t const v[] = {1, 2, -1, 1 << 30};
+    im[i] = mf[i] != 0.0f ? v[g() % 4] : 0;
+  }
+  std::size_t const n = static_cast<std::size_t>(B) * T;
+  auto const want = ref::broadcast(ref::grpo(dbl(s), ids, 1e-6, true), dbl(mf), T);
+  fvec abuf(n + 4, -7.0f), rbuf(n + 4, -7.0f), fa(n), fr(n);
+  std::span<float> adv(abuf.data() + 1, n), ret(rbuf.data() + 2, n);
+  k::Dims const d{B, T};
+  k::grpo_outcome_advantage(par, d, cs(s), cs(mf), cs(ids), ms(fa), ms(fr));  // float mask, aligned: the reference bits
+  k::grpo_outcome_advantage(par, d, cs(s), std::span<std::int32_t const>(im), cs(ids), adv, ret);
+  for (std::size_t q = 0; q < n; ++q) {
+    REQUIRE(adv[q] == fa[q]);
+    REQUIRE(ret[q] == fa[q]);
+    REQUIRE(std::fabs(adv[q] - want[q]) <= 1e-6 * std::max(1.0, std::fabs(want[q])));
+  }
+  REQUIRE(abuf[0] == -7.0f);
+  REQUIRE(rbuf[0] == -7.0f);
+  REQUIRE(rbuf[1] == -7.0f);
+  for (std::size_t q = n + 1; q < abuf.size(); ++q) REQUIRE(abuf[q] == -7.0f);
+  for (std::size_t q = n + 2; q < rbuf.size(); ++q) REQUIRE(rbuf[q] == -7.0f);
+  std::fill(abuf.begin(), abuf.end(), -7.0f);
+  k::grpo_outcome_advantage(par, d, cs(s), std::span<std::int32_t const>(im), cs(ids), adv);  // one output
+  for (std::size_t q = 0; q < n; ++q) REQUIRE(adv[q] == fa[q]);
 }
 
 TEST_CASE("an int32 mask (verl's dtype) gives the same advantages as the float mask", "[kernels][advantage]") {

@@ -128,8 +128,8 @@ struct exec<cpu::tag> {
       float const v = value(i);
       M const* __restrict mr = m + i * cols;
       if (stream) {
-        stream_row(v, mr, adv + i * cols, cols);
-        if (ret) stream_row(v, mr, ret + i * cols, cols);
+        if (ret) stream_row<true>(v, mr, adv + i * cols, ret + i * cols, cols);
+        else stream_row<false>(v, mr, adv + i * cols, nullptr, cols);
         continue;
       }
       float* __restrict ar = adv + i * cols;
@@ -151,34 +151,50 @@ struct exec<cpu::tag> {
   static constexpr std::size_t stream_store_bytes = std::size_t{16} << 20;
 
  private:
-  //! out[t] = m[t] ? v : 0 for t < n with non-temporal stores (SSE2 where available: 16-byte
-  //! aligned movntps for the body, movnti for the unaligned head and the tail).
-  template <class M>
-  static void stream_row(float v, M const* __restrict m, float* __restrict out, std::int64_t n) {
+  //! out[t] = m[t] ? v : 0 for t < n (and the same into out2 when Two) with non-temporal stores
+  //! (SSE2 where available: 16-byte aligned movntps for the body, movnti for the unaligned head
+  //! and the tail). Both outputs are written from one read of the mask row.
+  template <bool Two, class M>
+  static void stream_row(float v, M const* __restrict m, float* __restrict out, float* __restrict out2, std::int64_t n) {
 #if defined(__SSE2__)
     auto scalar = [&](std::int64_t t) {
       float const x = m[t] != M(0) ? v : 0.0f;
       int bits;
       std::memcpy(&bits, &x, sizeof bits);
       _mm_stream_si32(reinterpret_cast<int*>(out + t), bits);
+      if constexpr (Two) _mm_stream_si32(reinterpret_cast<int*>(out2 + t), bits);
     };
+    // the head runs until out is 16-byte aligned; out2 (same row offset in a buffer of the same
+    // alignment class, in practice) is stored aligned when it is, unaligned-then-flushed otherwise
     std::int64_t t = 0;
     for (; t < n && (reinterpret_cast<std::uintptr_t>(out + t) & 15u) != 0; ++t) scalar(t);
+    bool const aligned2 = !Two || (reinterpret_cast<std::uintptr_t>(out2 + t) & 15u) == 0;
     __m128 const vv = _mm_set1_ps(v);
     for (; t + 4 <= n; t += 4) {
       __m128 x;
       if constexpr (std::is_same_v<M, float>) {
         // m != 0 exactly as the scalar test: NaN counts as set, +0 and -0 as clear
         x = _mm_andnot_ps(_mm_cmpeq_ps(_mm_loadu_ps(m + t), _mm_setzero_ps()), vv);
+      } else if constexpr (std::is_same_v<M, std::int32_t>) {
+        // verl's int32 mask: the same test on four lanes (m == 0 -> 0, anything else -> v)
+        __m128i const mi = _mm_loadu_si128(reinterpret_cast<__m128i const*>(m + t));
+        x = _mm_andnot_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(mi, _mm_setzero_si128())), vv);
       } else {
         x = _mm_setr_ps(m[t] != M(0) ? v : 0.0f, m[t + 1] != M(0) ? v : 0.0f, m[t + 2] != M(0) ? v : 0.0f,
                         m[t + 3] != M(0) ? v : 0.0f);
       }
       _mm_stream_ps(out + t, x);
+      if constexpr (Two) {
+        if (aligned2) _mm_stream_ps(out2 + t, x);
+        else _mm_storeu_ps(out2 + t, x);
+      }
     }
     for (; t < n; ++t) scalar(t);
 #else
-    for (std::int64_t t = 0; t < n; ++t) out[t] = m[t] != M(0) ? v : 0.0f;
+    for (std::int64_t t = 0; t < n; ++t) {
+      out[t] = m[t] != M(0) ? v : 0.0f;
+      if constexpr (Two) out2[t] = out[t];
+    }
 #endif
   }
 
