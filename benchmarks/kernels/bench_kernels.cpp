@@ -8,7 +8,7 @@
 //
 // From verl's interface (uid strings, an int32 response_mask (B, L), token_level_rewards (B, L)):
 // BM_GRPOAdvantageFromUids/rows:R/group:G/len:L/impl:0 runs rlflow's kernels on those inputs
-// (sequence_scores_and_groups: row sums and uid strings hashed in one pass; grpo_outcome_advantage reading
+// (sequence_scores, group_index_first_seen hashing the uid strings, grpo_outcome_advantage reading
 // the int32 mask in place and writing advantages, which verl also returns as returns); impl:2 the
 // same writing a separate returns too; impl:1 runs, in plain C++, verl's vectorized algorithm step by step
 // (verl: core_algos.compute_grpo_vectorized_outcome_advantage with utils.groupwise.as_torch_index
@@ -146,16 +146,16 @@ UidInputs make_uids(std::int64_t R, std::int64_t G, std::int64_t L) {
   return in;
 }
 
-//! rlflow from verl's inputs through the kernels: row scores and first-seen group ids hashed from
-//! the uid strings in one pass (sequence_scores_and_groups, into reused buffers), and the estimator reading verl's
+//! rlflow from verl's inputs through the kernels: row scores, first-seen group ids hashed from the
+//! uid strings (group_index_first_seen, into a reused buffer), and the estimator reading verl's
 //! int32 mask in place (no conversion). verl's function returns one tensor as both advantages and
 //! returns, so one output is written (impl:2 writes a second one; rlflow::compute_advantage
 //! shares one buffer for both, as verl does).
 void rlflow_from_uids(UidInputs& in, std::int64_t R, std::int64_t L, std::vector<float>& scores, std::vector<std::int64_t>& idx,
                       bool both) {
   k::Dims d{R, L};
-  k::sequence_scores_and_groups(rlflow::cpu::par, d, std::span<float const>(in.rewards), std::span<std::string const>(in.uid),
-                                std::span<float>(scores), std::span<std::int64_t>(idx));
+  k::sequence_scores(rlflow::cpu::par, d, std::span<float const>(in.rewards), std::span<float>(scores));
+  k::group_index_first_seen(std::span<std::string const>(in.uid), std::span<std::int64_t>(idx));
   k::grpo_outcome_advantage(rlflow::cpu::par, d, std::span<float const>(scores), std::span<std::int32_t const>(in.mask),
                             std::span<std::int64_t const>(idx), std::span<float>(in.adv),
                             both ? std::span<float>(in.ret) : std::span<float>());

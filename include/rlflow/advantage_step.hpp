@@ -91,9 +91,7 @@ struct group_ids_t {
 //! Groups rows by 'uid' in first-seen order (the estimators depend only on which rows share a
 //! uid, not on how groups are numbered): string uids are hashed in place (viewed, no copies);
 //! other values group by their repr.
-//! each_row(i) runs once per row inside the grouping pass (see kernels::detail::hashed_group_ids).
-template <class RowFn = kernels::detail::no_row_work>
-group_ids_t group_ids(DataProto const& batch, const char* fn, std::string_view estimator, RowFn each_row = {}) {
+inline group_ids_t group_ids(DataProto const& batch, const char* fn, std::string_view estimator) {
   if (!batch.has_non_tensor("uid"))
     throw key_error(msg("rlflow::", fn, ": algorithm.adv_estimator=", estimator,
                         " groups rows by the non-tensor key 'uid' (one id per prompt), which the batch lacks; add it"));
@@ -107,7 +105,7 @@ group_ids_t group_ids(DataProto const& batch, const char* fn, std::string_view e
   group_ids_t out{Tensor::empty(DType::int64, Shape{static_cast<std::int64_t>(col.size())})};
   kernels::detail::hashed_group_ids<std::string_view>(
       col.size(), [&](std::size_t i) { return col[i].is_string() ? std::string_view(col[i].as_string()) : std::string_view(reprs[i]); },
-      out.ids.span<std::int64_t>().data(), nullptr, each_row);
+      out.ids.span<std::int64_t>().data());
   return out;
 }
 
@@ -267,19 +265,8 @@ inline void compute_advantage(DataProto& batch, AlgorithmConfig const& algo, std
                                   mask(), algo.gamma, algo.lam, adv.span<float>(), ret.span<float>());
     resample = algo.use_pf_ppo;
   } else if (grpo) {
-    // the row scores are summed inside the uid grouping pass (kernels::sequence_scores_and_groups)
-    if (batch.has_non_tensor("uid") && static_cast<std::int64_t>(batch.non_tensor("uid").size()) != B)
-      throw shape_error(msg("rlflow::", fn, ": 'uid' has ", batch.non_tensor("uid").size(), " entries for ", B,
-                            " rows; give one uid per row"));
-    detail::adv::floats_t s{Tensor::empty(DType::float32, Shape{B})};
-    float* sp = s.t.span<float>().data();
-    float const* rp = rs.data();
-    if (static_cast<std::int64_t>(rs.size()) != B * T)
-      throw shape_error(msg("rlflow::", fn, ": token_level_rewards has ", rs.size(), " elements but must have B*T = ", B * T));
-    auto idx = detail::adv::group_ids(batch, fn, est, [=](std::size_t i) {
-      auto const r = static_cast<std::int64_t>(i);
-      sp[r] = kernels::detail::row_score(rp + r * T, T);
-    });
+    auto s = scores();
+    auto idx = detail::adv::group_ids(batch, fn, est);
     kernels::grpo_outcome_advantage(cpu::par, d, F(s), mask(), I(idx), adv.span<float>(), {}, go);  // returns = adv
   } else if (est == "gdpo") {
     auto idx = detail::adv::group_ids(batch, fn, est);

@@ -423,8 +423,7 @@ TEST_CASE("the hashed grouping stays exact when hashes collide", "[kernels][adva
   auto key = [&](std::size_t i) { return std::string_view(labels[i]); };
   auto run = [&](auto hash) {
     ivec ids(static_cast<std::size_t>(B), -1);
-    std::int64_t const G = k::detail::hashed_group_ids<std::string_view>(labels.size(), key, ids.data(), nullptr,
-                                                                          k::detail::no_row_work{}, hash);
+    std::int64_t const G = k::detail::hashed_group_ids<std::string_view>(labels.size(), key, ids.data(), nullptr, hash);
     REQUIRE(G == *std::max_element(want.begin(), want.end()) + 1);
     return ids;
   };
@@ -436,7 +435,7 @@ TEST_CASE("the hashed grouping stays exact when hashes collide", "[kernels][adva
   for (int i = 0; i < B; ++i) nums.push_back(static_cast<std::int64_t>(g() % 900) - 450);
   ivec nids(static_cast<std::size_t>(B));
   k::detail::hashed_group_ids<std::int64_t>(nums.size(), [&](std::size_t i) { return nums[i]; }, nids.data(), nullptr,
-                                            k::detail::no_row_work{}, [](std::int64_t) -> std::uint64_t { return 7; });
+                                            [](std::int64_t) -> std::uint64_t { return 7; });
   CHECK(nids == first_seen_reference(nums));
 }
 
@@ -458,38 +457,6 @@ TEST_CASE("hash_bytes reads only the label's bytes and sees every one of them", 
     }
     if (n > 0) REQUIRE(k::detail::hash_bytes(std::string_view(a.get(), n - 1)) != h);  // the length counts
   }
-}
-
-TEST_CASE("sequence_scores_and_groups equals sequence_scores plus group_index_first_seen", "[kernels][advantage]") {
-  std::mt19937 g(41);
-  for (int trial = 0; trial < 6; ++trial) {
-    int const B = 1 + static_cast<int>(g() % 700), T = static_cast<int>(g() % 70);  // T = 0 and T not a multiple of 4 too
-    auto const r = uniform(g, static_cast<std::size_t>(B) * T, -2, 2);
-    auto const names = tricky_names(g, 1 + static_cast<int>(g() % B));
-    std::vector<std::string> labels;
-    for (int i = 0; i < B; ++i) labels.push_back(names[g() % names.size()]);
-    k::Dims const d{B, T};
-    fvec s1(B), s2(B);
-    ivec i1(B), i2(B);
-    k::sequence_scores(par, d, cs(r), ms(s1));
-    std::int64_t const G1 = k::group_index_first_seen(std::span<std::string const>(labels), std::span<std::int64_t>(i1));
-    std::int64_t const G2 =
-        k::sequence_scores_and_groups(par, d, cs(r), std::span<std::string const>(labels), ms(s2), std::span<std::int64_t>(i2));
-    REQUIRE(s1 == s2);  // bit for bit
-    REQUIRE(i1 == i2);
-    REQUIRE(G1 == G2);
-    for (int i = 0; i < B; ++i) {  // and against a double-precision plain loop
-      double want = 0;
-      for (int t = 0; t < T; ++t) want += r[static_cast<std::size_t>(i) * T + t];
-      REQUIRE(std::fabs(s2[i] - want) <= 1e-5 * std::max(1.0, std::fabs(want)));
-    }
-  }
-  std::vector<std::string> labels{"a", "b"};
-  fvec r(6), s(2);
-  ivec ids(2);
-  CHECK_THROWS_AS(k::sequence_scores_and_groups(par, k::Dims{2, 4}, cs(r), std::span<std::string const>(labels), ms(s),
-                                                std::span<std::int64_t>(ids)),
-                  rlflow::shape_error);
 }
 
 TEST_CASE("the group estimators do not depend on how groups are numbered", "[kernels][advantage]") {

@@ -158,19 +158,13 @@ using slot_of = std::conditional_t<std::is_same_v<Key, std::string_view>, text_s
 //! call, no page faults in steady state) and grows x4 from 1024 slots. Rows go in blocks of 32:
 //! hash the block and prefetch each home slot, then probe, so the table's cache misses overlap.
 //! When distinct is given, it receives the distinct keys in first-seen order. Returns G.
-//! each_row(i) runs once per row, in row order, inside the probe loop: independent streaming
-//! work placed there (a row sum) overlaps the table's cache misses. Hash: the row hash (a
-//! parameter so tests can force collisions).
-struct no_row_work {
-  void operator()(std::size_t) const {}
-};
+//! Hash: the row hash (a parameter so tests can force collisions).
 template <class Key>
 struct default_hash {
   std::uint64_t operator()(Key const& k) const { return hash_key<Key>(k); }
 };
-template <class Key, class KeyOf, class RowFn = no_row_work, class Hash = default_hash<Key>>
-std::int64_t hashed_group_ids(std::size_t n, KeyOf key, std::int64_t* out, std::vector<Key>* distinct = nullptr,
-                              RowFn each_row = {}, Hash hash = {}) {
+template <class Key, class KeyOf, class Hash = default_hash<Key>>
+std::int64_t hashed_group_ids(std::size_t n, KeyOf key, std::int64_t* out, std::vector<Key>* distinct = nullptr, Hash hash = {}) {
   static_assert(std::is_trivially_copyable_v<Key>, "rlflow::kernels::group_index: a label key must be trivially copyable; "
                                                   "pass strings (viewed as std::string_view) or integers");
   using slot = slot_of<Key>;
@@ -215,7 +209,6 @@ std::int64_t hashed_group_ids(std::size_t n, KeyOf key, std::int64_t* out, std::
     std::size_t const e = std::min(n, i0 + block);
     std::uint64_t const* hb = hs + (i0 / block % 2) * block;
     for (std::size_t r = i0; r < e; ++r) {
-      each_row(r);
       Key const k = key(r);
       std::uint64_t const h = hb[r - i0];
       std::size_t const msk = static_cast<std::size_t>(table.size()) - 1;
@@ -411,18 +404,6 @@ inline float row_score(float const* x, std::int64_t T) {
   return static_cast<float>((a0 + a1) + (a2 + a3));
 }
 
-//! sequence_scores + hashed first-seen group ids in one pass over the rows (CPU): each row's
-//! reward sum runs inside the grouping's probe loop, so the streaming read of the rewards
-//! overlaps the hash table's cache misses. key(i) as in hashed_group_ids. Returns G.
-template <class Key, class KeyOf>
-std::int64_t scores_and_group_ids(Dims d, float const* token_level_rewards, KeyOf key, float* scores, std::int64_t* ids) {
-  std::int64_t const T = d.cols;
-  return hashed_group_ids<Key>(static_cast<std::size_t>(d.rows), key, ids, nullptr, [=](std::size_t i) {
-    auto const r = static_cast<std::int64_t>(i);
-    scores[r] = row_score(token_level_rewards + r * T, T);
-  });
-}
-
 }  // namespace detail
 
 //! s_i = sum_t r[i,t] over every position (unmasked, like verl's token_level_rewards.sum(-1)).
@@ -445,26 +426,6 @@ void sequence_scores(Policy const& policy, Dims d, std::span<float const> token_
   }
   ex.row_reduce(d.rows, T, 0.0, [=] RLFLOW_HD(std::int64_t i, std::int64_t t) -> double { return r[i * T + t]; },
                 [=] RLFLOW_HD(std::int64_t i, double v) { s[i] = static_cast<float>(v); });
-}
-
-//! sequence_scores and group_index_first_seen in one pass over the rows (CPU only): the same
-//! scores (bit for bit) and ids, with the rewards' streaming read overlapping the hash table's
-//! cache misses. Returns G. The GRPO-family path from verl's batch (compute_advantage) uses it.
-//! verl: token_level_rewards.sum(dim=-1) and utils.groupwise.as_torch_index (ids numbered here
-//! in first-seen order; the estimators depend only on which rows share a uid)
-//! token_level_rewards: (B, T); labels, scores, ids: (B)
-template <class Label>
-std::int64_t sequence_scores_and_groups(cpu::par_t const&, Dims d, std::span<float const> token_level_rewards,
-                                        std::span<Label const> labels, std::span<float> scores, std::span<std::int64_t> ids) {
-  using Key = decltype(detail::label_key(std::declval<Label const&>()));
-  const char* fn = "sequence_scores_and_groups";
-  detail::expect_dims(fn, d);
-  detail::expect_size(fn, "token_level_rewards", token_level_rewards.size(), d.numel(), "B*T");
-  detail::expect_size(fn, "labels", labels.size(), d.rows, "B");
-  detail::expect_size(fn, "scores", scores.size(), d.rows, "B");
-  detail::expect_size(fn, "ids", ids.size(), d.rows, "B");
-  return detail::scores_and_group_ids<Key>(
-      d, token_level_rewards.data(), [&](std::size_t i) { return detail::label_key(labels[i]); }, scores.data(), ids.data());
 }
 
 // ---------------------------------------------------------------------------------------------
