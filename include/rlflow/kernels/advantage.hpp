@@ -149,20 +149,21 @@ struct value_slot {
 };
 
 template <class Key>
+struct default_hash {
+  std::uint64_t operator()(Key const& k) const { return hash_key<Key>(k); }
+};
+
+template <class Key>
 using slot_of = std::conditional_t<std::is_same_v<Key, std::string_view>, text_slot, value_slot<Key>>;
 
 //! Dense ids in first-seen order: out[i] = the number of distinct labels seen before row i's
 //! first occurrence. key(i) gives row i's key (a string_view views the caller's bytes, which
 //! must stay alive for the call). The table is linear probing over a power-of-two array of
 //! slots kept at most half full; it comes from the caching host resource (reused from call to
-//! call, no page faults in steady state) and grows x4 from 1024 slots. Rows go in blocks of 32:
-//! hash the block and prefetch each home slot, then probe, so the table's cache misses overlap.
-//! When distinct is given, it receives the distinct keys in first-seen order. Returns G.
-//! Hash: the row hash (a parameter so tests can force collisions).
-template <class Key>
-struct default_hash {
-  std::uint64_t operator()(Key const& k) const { return hash_key<Key>(k); }
-};
+//! call, no page faults in steady state) and grows x4 from 1024 slots. Rows go in blocks of 64:
+//! the next block is hashed and its home slots prefetched before this one is probed, so the
+//! table's cache misses overlap. When distinct is given, it receives the distinct keys in
+//! first-seen order. Hash: the row hash (a parameter so tests can force collisions). Returns G.
 template <class Key, class KeyOf, class Hash = default_hash<Key>>
 std::int64_t hashed_group_ids(std::size_t n, KeyOf key, std::int64_t* out, std::vector<Key>* distinct = nullptr, Hash hash = {}) {
   static_assert(std::is_trivially_copyable_v<Key>, "rlflow::kernels::group_index: a label key must be trivially copyable; "
