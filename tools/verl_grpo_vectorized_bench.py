@@ -97,17 +97,20 @@ def main():
     for B in (1 << 16, 1 << 20):
         r, m, uid = inputs(B, 8, 64)
         verl_grpo_vectorized(r, m, uid)  # warm-up
-        ts = []
+        ts, cs = [], []
         for _ in range(a.reps):
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             verl_grpo_vectorized(r, m, uid)
             ts.append(time.perf_counter() - t0)
+            cs.append(time.process_time() - c0)
         verl_ms = statistics.median(ts) * 1e3
+        verl_cpu_ms = statistics.median(cs) * 1e3  # process CPU time: not inflated by waiting for a core
         out = subprocess.run([a.bench, f"--benchmark_filter=BM_GRPOAdvantageFromUids/rows:{B}/group:8/len:64/impl:[02](/|$)",
                               f"--benchmark_repetitions={a.reps}", "--benchmark_report_aggregates_only=true",
                               "--benchmark_format=json"], capture_output=True, text=True, check=True)
-        med = {b["name"].split("impl:")[1][0]: b["real_time"]  # the benchmark reports milliseconds
-               for b in json.loads(out.stdout)["benchmarks"] if b.get("aggregate_name") == "median"}
+        meds = [b for b in json.loads(out.stdout)["benchmarks"] if b.get("aggregate_name") == "median"]
+        med = {b["name"].split("impl:")[1][0]: b["real_time"] for b in meds}  # the benchmark reports milliseconds
+        cpu = {b["name"].split("impl:")[1][0]: b["cpu_time"] for b in meds}
         ours_ms, both_ms = med["0"], med["2"]
         rows.append((B, verl_ms, ours_ms))
         # impl:0 writes advantages (verl's function returns that one tensor as advantages and
@@ -115,6 +118,8 @@ def main():
         print(f"rows {B}: verl vectorized (python) {verl_ms:.1f} ms median, rlflow {ours_ms:.1f} ms median, "
               f"speed-up {verl_ms / ours_ms:.1f}x (with a separate returns buffer {both_ms:.1f} ms, {verl_ms / both_ms:.1f}x), "
               f"load {os.getloadavg()[0]:.2f}")
+        print(f"rows {B}: CPU time (one thread each; on a loaded machine the steadier figure): verl {verl_cpu_ms:.1f} ms, "
+              f"rlflow {cpu['0']:.1f} ms, speed-up {verl_cpu_ms / cpu['0']:.1f}x")
 
 
 if __name__ == "__main__":
