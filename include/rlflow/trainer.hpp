@@ -468,6 +468,7 @@ class Trainer {
     });
 
     global_step_ = step_no;
+    async_taken_ = 0;  // the taken batch is consumed
     position_guard.done = true;
     bool const last = global_step_ == total_steps_;
 
@@ -967,11 +968,22 @@ class Trainer {
       return false;
     } else {
       if (!async_) return false;
+      if (async_taken_ != 0) {
+        // A step that failed on the driver after taking its batch (reward role, hook, update): the
+        // batch has left the buffer and the producer generates only forward, so no later step can
+        // have its batch. Fail at once (at bound 0 take() would wait for weights that never come).
+        async_->stop();
+        throw error(msg("rlflow::Trainer::step: step ", step_no, " cannot run: step ", async_taken_,
+                        " failed after taking its generated batch from the replay buffer (trainer.v1.trainer_mode=",
+                        cfg_.trainer.v1.trainer_mode.str(), "), and the rollout workers do not generate a batch twice; "
+                        "build a new Trainer with trainer.resume_mode=auto to resume from the last checkpoint"));
+      }
       if (step_no > total_steps_)
         throw config_error(msg("rlflow::Trainer::step: step ", step_no, " is past the run's ", total_steps_,
                                " steps; the rollout workers generated for steps up to ", total_steps_));
       auto const t0 = std::chrono::steady_clock::now();
       RolloutBatch b = async_->take(step_no, m);
+      async_taken_ = step_no;  // until the step completes (step() clears it)
       // verl v1: the 'gen' timer wraps replay_buffer.sample, i.e. the wait for a ready batch
       m["timing_s/gen"] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       batch = std::move(b.batch);
@@ -1313,23 +1325,26 @@ class Trainer {
   std::vector<ValGeneration> val_generations_;
   std::int64_t total_steps_ = 0;
   std::int64_t global_step_ = 0;
+  std::int64_t async_taken_ = 0;  //!< async modes: the step that took its batch and has not completed (0: none)
   std::int64_t truncated_prompts_ = 0;
   DataPosition pos_;
   kernels::FixedKLController fixed_kl_;
   std::optional<kernels::AdaptiveKLController> adaptive_kl_;
   std::optional<ResourcePool> pool_;
   std::optional<group_type> group_;
-  //! The async modes' rollout workers and producer (after group_: stopped and joined first).
-  using async_type = std::conditional_t<on_cuda, std::monostate, AsyncRollout<cpu::tag, parallel::size, detail::trainer_group_backend>>;
-  std::optional<async_type> async_;
   std::vector<RolloutBatch> restored_batches_;  //!< a resumed checkpoint's replay buffer, until start_async
   DataProto async_greedy_;  //!< ReMax in the async modes: the taken batch's greedy rollout, until the step uses it
   std::optional<MetricsLogger> logger_;
   std::vector<std::string> startup_warnings_;
   bool from_files_ = false;  // built by Trainer(cfg): model and data from files
 #if defined(RLFLOW_HAS_MPI)
-  mpi::DriverScope driver_;  // last: released (workers stop serving) before the group goes
+  mpi::DriverScope driver_;  // released (workers stop serving) before the group goes
 #endif
+  //! The async modes' rollout workers and producer. Last member: stopped and joined first, so a
+  //! rollout call in flight when the trainer goes (e.g. after a driver-side error) finishes while
+  //! the MPI workers still serve, instead of ending at their liveness timeout.
+  using async_type = std::conditional_t<on_cuda, std::monostate, AsyncRollout<cpu::tag, parallel::size, detail::trainer_group_backend>>;
+  std::optional<async_type> async_;
 };
 
 //! A human-readable description of a Trainer type (placement, algorithm, layout, roles).

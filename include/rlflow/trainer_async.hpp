@@ -86,7 +86,11 @@ class StandaloneRollout {
         tok_(role_tokenizer(setup_)),
         rollout_(std::make_from_tuple<typename E::rollout>(E::rollout_args(setup_.policy_model, model::TPRank{ctx.rank % TP, TP}))),
         hooks_(std::move(hooks)),
-        control_(std::move(control)) {}
+        control_(std::move(control)) {
+    // this worker thread's team, by the trainer workers' rule (TrainerOptions::threads_per_worker)
+    model::layers::set_worker_threads(setup_.threads_per_worker > 0 ? setup_.threads_per_worker
+                                                                    : model::layers::default_worker_threads(ctx.local_world_size));
+  }
 
   //! Same contract as the hybrid role's generate_sequences (the same code runs); meta_info
   //! 'global_step' names the step for the in_generate hook. Never sleeps: the pool only generates.

@@ -3,6 +3,15 @@
 // runs it in process and under mpiexec -np 5 (driver, 2 trainer processes, 2 rollout processes:
 // the rollout pool in processes of its own, the weights synced over MPI by MpiCheckpointEngine)
 // and compares the files byte for byte. Usage: test_mpi_async OUT_FILE [key=value ...]
+//
+// With RLFLOW_TEST_DRIVER_THROW_AT=S (run_fault.cmake, bound K = 1) the driver's after_advantage
+// hook throws at step S once the producer has started the batch of step S + 1, whose generation
+// takes 2 s on the rollout ranks (in_generate): the trainer is destroyed with a rollout call in
+// flight, which must finish and the job end with the driver's error, not a liveness timeout.
+#include <chrono>
+#include <cstdlib>
+#include <memory>
+#include <thread>
 #include <cstdio>
 #include <fstream>
 #include <stdexcept>
@@ -31,7 +40,24 @@ int main(int argc, char** argv) {
     rlflow::TrainerOptions opts;
     opts.console = false;
     opts.metrics_file = std::string(argv[1]) + ".metrics.jsonl";
+    std::int64_t const throw_at = std::getenv("RLFLOW_TEST_DRIVER_THROW_AT") ? std::atoll(std::getenv("RLFLOW_TEST_DRIVER_THROW_AT")) : 0;
+    Trainer* holder = nullptr;
+    if (throw_at > 0) {
+      cfg.trainer.v1.separate_async.num_warmup_batches = 1;  // K = 1: the next batch is generated during the step
+      auto hooks = std::make_shared<rlflow::AsyncHooks>();
+      hooks->in_generate = [throw_at](std::int64_t step, int) {
+        if (step == throw_at + 1) std::this_thread::sleep_for(std::chrono::seconds(2));
+      };
+      opts.async_hooks = hooks;
+      opts.after_advantage = [throw_at, &holder](std::int64_t step, rlflow::DataProto const&) {
+        if (step != throw_at) return;
+        while (holder->async_rollout()->started_through() < throw_at + 1) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the rollout call is in flight
+        throw std::runtime_error("injected driver failure at step " + std::to_string(step));
+      };
+    }
     Trainer t(cfg, dataset, task.charset(), opts);
+    holder = &t;
     if (!t.is_driver()) return 0;
     std::vector<float> const before = t.actor_weights();
     t.fit();

@@ -1,10 +1,14 @@
 # tests/dispatch_mpi/run_fault.cmake: runs test_mpi_fault under mpiexec and checks the failure is
 # reported within BOUND seconds, names the dead rank, and leaves no process of the job running.
 # -DMPIEXEC=... -DEXE=... -DHOW=kill|stop|throw -DEXTRA="--enable-recovery" -DEXPECT=<regex> -DBOUND=<s>
-# [-DALLOW_ZERO=1]
+# [-DALLOW_ZERO=1] [-DNP=<processes, 3>] [-DREJECT=<regex the output must not match>]
+# (HOW is the executable's argument)
 separate_arguments(extra UNIX_COMMAND "${EXTRA}")
+if(NOT NP)
+  set(NP 3)
+endif()
 string(TIMESTAMP t0 "%s")
-execute_process(COMMAND ${MPIEXEC} --oversubscribe ${extra} -np 3 ${EXE} ${HOW}
+execute_process(COMMAND ${MPIEXEC} --oversubscribe ${extra} -np ${NP} ${EXE} ${HOW}
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 120)
 string(TIMESTAMP t1 "%s")
 math(EXPR took "${t1} - ${t0}")
@@ -18,6 +22,9 @@ if(took GREATER BOUND)
 endif()
 if(NOT "${out}${err}" MATCHES "${EXPECT}")
   message(FATAL_ERROR "the output does not match '${EXPECT}'")
+endif()
+if(REJECT AND "${out}${err}" MATCHES "${REJECT}")
+  message(FATAL_ERROR "the output matches '${REJECT}'")
 endif()
 execute_process(COMMAND sleep 1)
 # the job's processes have command lines starting with the executable's path

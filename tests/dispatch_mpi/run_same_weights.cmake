@@ -3,12 +3,13 @@
 # expected backend (and engine, placement): every regex of LOCAL_EXPECT in the in-process output,
 # every regex of MPI_EXPECT in the MPI one (';'-separated lists).
 # -DMPIEXEC=... -DEXE=... -DDIR=<scratch dir> -DNP=<processes> -DLOCAL_EXPECT=... -DMPI_EXPECT=...
+# [-DARGS=<key=value overrides for both runs, ';'-separated>]
 file(REMOVE_RECURSE ${DIR})
 file(MAKE_DIRECTORY ${DIR})
-execute_process(COMMAND ${EXE} ${DIR}/local.bin trainer.default_local_dir=${DIR}/local
+execute_process(COMMAND ${EXE} ${DIR}/local.bin trainer.default_local_dir=${DIR}/local ${ARGS}
                 RESULT_VARIABLE rc1 OUTPUT_VARIABLE o1 ERROR_VARIABLE e1 TIMEOUT 300)
 message("in process: exit ${rc1}\n${o1}${e1}")
-execute_process(COMMAND ${MPIEXEC} --oversubscribe -np ${NP} ${EXE} ${DIR}/mpi.bin trainer.default_local_dir=${DIR}/mpi
+execute_process(COMMAND ${MPIEXEC} --oversubscribe -np ${NP} ${EXE} ${DIR}/mpi.bin trainer.default_local_dir=${DIR}/mpi ${ARGS}
                 RESULT_VARIABLE rc2 OUTPUT_VARIABLE o2 ERROR_VARIABLE e2 TIMEOUT 300)
 message("mpiexec -np ${NP}: exit ${rc2}\n${o2}${e2}")
 if(NOT rc1 EQUAL 0 OR NOT rc2 EQUAL 0)

@@ -32,16 +32,28 @@ int main(int argc, char** argv) {
     if (!t.is_driver()) return 0;
     std::vector<float> const before = t.actor_weights();
     t.fit();
-    // every DP rank holds the same weights (the gradient all-reduce keeps the replicas equal)
-    auto all = t.workers().execute_all<&rlflow::roles::ActorRolloutRef::actor_weights>();
-    for (std::size_t r = 1; r < all.size(); ++r)
-      if (all[r] != all[0]) throw std::runtime_error("the actor weights of rank " + std::to_string(r) + " differ from rank 0's");
-    auto const dp = static_cast<std::size_t>(cfg.trainer.nnodes * cfg.trainer.n_gpus_per_node);
-    if (all.size() != dp) throw std::runtime_error("expected " + std::to_string(dp) + " DP ranks, got " + std::to_string(all.size()));
-    if (all[0] == before) throw std::runtime_error("the weights did not change: nothing was trained");
+    auto const world = static_cast<std::size_t>(cfg.world_size());
+    auto const tp = cfg.actor_rollout_ref.actor.megatron.tensor_model_parallel_size;
+    std::vector<float> out;
+    if (tp == 1) {
+      // every DP rank holds the same weights (the gradient all-reduce keeps the replicas equal)
+      auto all = t.workers().execute_all<&rlflow::roles::ActorRolloutRef::actor_weights>();
+      for (std::size_t r = 1; r < all.size(); ++r)
+        if (all[r] != all[0]) throw std::runtime_error("the actor weights of rank " + std::to_string(r) + " differ from rank 0's");
+      if (all.size() != world) throw std::runtime_error("expected " + std::to_string(world) + " DP ranks, got " + std::to_string(all.size()));
+      out = std::move(all[0]);
+    } else {
+      // training TP: every rank holds a shard; the gather (over the MPI sub-communicators of the
+      // TP groups when under mpiexec) gives the full weights
+      out = t.actor_weights();
+      if (static_cast<std::size_t>(t.workers().world_size()) != world)
+        throw std::runtime_error("expected " + std::to_string(world) + " ranks, got " + std::to_string(t.workers().world_size()));
+    }
+    if (out == before) throw std::runtime_error("the weights did not change: nothing was trained");
     std::ofstream f(argv[1], std::ios::binary);
-    f.write(reinterpret_cast<char const*>(all[0].data()), static_cast<std::streamsize>(all[0].size() * sizeof(float)));
-    std::printf("wrote %zu weights (%s)\n", all[0].size(), t.workers().in_process() ? "in process" : "MPI");
+    f.write(reinterpret_cast<char const*>(out.data()), static_cast<std::streamsize>(out.size() * sizeof(float)));
+    std::printf("wrote %zu weights (%s, training TP %lld)\n", out.size(), t.workers().in_process() ? "in process" : "MPI",
+                static_cast<long long>(tp));
     return f ? 0 : 1;
   } catch (std::exception const& e) {
     std::fprintf(stderr, "error: %s\n", e.what());

@@ -22,6 +22,9 @@
 #include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
+#if defined(_OPENMP)
+#include <omp.h>  // omp_get_max_threads (the rollout workers' team)
+#endif
 
 #include "trainer_fixtures.hpp"  // run_killed_after
 
@@ -372,6 +375,150 @@ TEST_CASE("a failed async step leaves a trainer that fails again at once, joins 
   }
   fs::remove_all(std::string(full_cfg.trainer.default_local_dir.view()));
 }
+
+TEST_CASE("a driver-side failure after an async step took its batch fails every later step at once; the run resumes "
+          "from its checkpoint",
+          "[trainer][async][resume]") {
+  // The after_advantage hook throws at step 3, after the batch left the replay buffer. Without the
+  // check, a second step() at bound 0 waits forever for version 3; with bound 1 it would train on
+  // step 4's batch with step 3's prompts lost. Both modes, bounds 0 and 1.
+  for (std::int64_t const k : {0, 1}) {
+    for (bool const colocate : {false, true}) {
+      INFO((colocate ? "colocate_async" : "separate_async") << " bound " << k);
+      auto cfg = separate_config(colocate ? "drv_c" : "drv_s", 2, k, 5);
+      if (colocate) {
+        cfg.trainer.v1.trainer_mode = "colocate_async";
+        cfg.trainer.v1.colocate_async.num_warmup_batches = k;
+      }
+      cfg.trainer.save_freq = 1;
+      cfg.trainer.resume_mode = "auto";
+      std::string const dir(cfg.trainer.default_local_dir.view());
+      auto const make = [&](bool failing) -> std::unique_ptr<SepTrainer> {
+        auto o = quiet();
+        if (failing)
+          o.after_advantage = [](std::int64_t step, DataProto const&) {
+            if (step == 3) throw std::runtime_error("injected driver failure");
+          };
+        return std::make_unique<SepTrainer>(cfg, dataset(), task.charset(), std::move(o));
+      };
+      auto const make_co = [&](bool failing) -> std::unique_ptr<SyncTrainer> {
+        auto o = quiet();
+        if (failing)
+          o.after_advantage = [](std::int64_t step, DataProto const&) {
+            if (step == 3) throw std::runtime_error("injected driver failure");
+          };
+        return std::make_unique<SyncTrainer>(cfg, dataset(), task.charset(), std::move(o));
+      };
+      // the uninterrupted run (same config, its own directory); bound 0 makes the schedule, and so
+      // the weights, independent of timing (with bound 1 the resumed run is checked to finish)
+      std::vector<float> want;
+      if (k == 0) {
+        auto full_cfg = cfg;
+        full_cfg.trainer.save_freq = -1;
+        full_cfg.trainer.resume_mode = "disable";
+        full_cfg.trainer.default_local_dir = (dir + "_full").c_str();
+        if (colocate) {
+          SyncTrainer t(full_cfg, dataset(), task.charset(), quiet());
+          run(t);
+          want = t.actor_weights();
+        } else {
+          SepTrainer t(full_cfg, dataset(), task.charset(), quiet());
+          run(t);
+          want = t.actor_weights();
+        }
+        fs::remove_all(dir + "_full");
+      }
+      {
+        auto sep = colocate ? nullptr : make(true);
+        auto co = colocate ? make_co(true) : nullptr;
+        auto step = [&] { return colocate ? co->step() : sep->step(); };
+        auto gstep = [&] { return colocate ? co->global_step() : sep->global_step(); };
+        auto producer = [&] { return colocate ? co->async_rollout()->producer_running() : sep->async_rollout()->producer_running(); };
+        step();
+        step();
+        REQUIRE_THROWS_WITH(step(), "injected driver failure");
+        REQUIRE(gstep() == 2);
+        // every later step fails at once, names the failed step and the fix, and joins the producer
+        for (int again = 0; again < 2; ++again) {
+          auto const t0 = std::chrono::steady_clock::now();
+          std::string what;
+          try {
+            step();
+          } catch (rlflow::error const& e) {
+            what = e.what();
+          }
+          INFO(what);
+          REQUIRE_THAT(what, Catch::Contains("step 3 cannot run") && Catch::Contains("step 3 failed after taking") &&
+                                 Catch::Contains("trainer.resume_mode=auto"));
+          REQUIRE(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5));
+          REQUIRE(gstep() == 2);
+          REQUIRE_FALSE(producer());
+        }
+      }  // destroyed cleanly
+      // a new trainer resumes from the step-2 checkpoint and ends with the uninterrupted weights
+      std::vector<float> got;
+      std::int64_t last = 0;
+      if (colocate) {
+        auto co = make_co(false);
+        REQUIRE(co->global_step() == 2);
+        run(*co);
+        got = co->actor_weights();
+        last = co->global_step();
+      } else {
+        auto sep = make(false);
+        REQUIRE(sep->global_step() == 2);
+        run(*sep);
+        got = sep->actor_weights();
+        last = sep->global_step();
+      }
+      REQUIRE(last == 5);
+      if (k == 0) REQUIRE(got == want);
+      fs::remove_all(dir);
+    }
+  }
+}
+
+#if defined(_OPENMP)
+TEST_CASE("the async modes' rollout workers run with TrainerOptions::threads_per_worker threads, like the trainer's",
+          "[trainer][async][threads]") {
+  // in_generate runs on each rollout worker's thread: its OpenMP team is the one the engine's
+  // products split across (model::layers::set_worker_threads); the tests run with
+  // OMP_NUM_THREADS=1, so without the layout the team would be 1
+  for (bool const colocate : {false, true}) {
+    for (int const threads : {2, 3}) {
+      INFO((colocate ? "colocate_async" : "separate_async") << ", threads_per_worker " << threads);
+      auto cfg = separate_config(colocate ? "thr_c" : "thr_s", 2, 1, 2);
+      if (colocate) {
+        cfg.trainer.v1.trainer_mode = "colocate_async";
+        cfg.trainer.v1.colocate_async.num_warmup_batches = 1;
+      }
+      std::mutex mu;
+      std::map<int, std::set<int>> seen;  // rank -> teams seen
+      auto hooks = std::make_shared<AsyncHooks>();
+      hooks->in_generate = [&](std::int64_t, int rank) {
+        int const team = omp_get_max_threads();
+        std::lock_guard lk(mu);
+        seen[rank].insert(team);
+      };
+      auto o = quiet(hooks);
+      o.threads_per_worker = threads;
+      if (colocate) {
+        SyncTrainer t(cfg, dataset(), task.charset(), std::move(o));
+        run(t);
+      } else {
+        SepTrainer t(cfg, dataset(), task.charset(), std::move(o));
+        run(t);
+      }
+      REQUIRE(seen.size() == 2);  // both rollout ranks generated
+      for (auto const& [rank, teams] : seen) {
+        INFO("rollout rank " << rank);
+        REQUIRE(teams == std::set<int>{threads});
+      }
+      fs::remove_all(std::string(cfg.trainer.default_local_dir.view()));
+    }
+  }
+}
+#endif
 
 TEST_CASE("ReMax in the async modes: bound 0 gives the sync ReMax trainer's weights; the greedy baseline comes from the "
           "batch's weights and is checkpointed with it",
