@@ -7,7 +7,7 @@
 // a TPRank of size N > 1 and its TP group's communicator): the engine holds one rank's shard of
 // the parameters, gradients and AdamW moments; the GPT all-reduces within the TP group, the
 // gradient norm is the full model's, and load_weights / gather_weights convert from / to the full
-// layout.
+// layout; the LM head is replicated or vocabulary-parallel (set_lm_head, model::GPT).
 // Letters: B sequences, T = P + R positions (left-padded prompt P, right-padded response R), V vocabulary.
 #pragma once
 #include <cmath>  // std::sqrt
