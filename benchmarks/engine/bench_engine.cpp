@@ -28,13 +28,18 @@
 //   BM_LMHead/tp:N/vocab:V: one replica's generate with the vocabulary-parallel LM head (manual
 //     time) and, in the same iterations, with the replicated head: counter 'vs_replicated' =
 //     replicated time / vocabulary-parallel time (> 1: vocabulary-parallel is faster).
+//   BM_TrainLMHead/tp:N/vocab:V: one training-TP group's forward + backward (log-probs, entropy,
+//     their gradients) with the vocabulary-parallel LM head (manual time) and, in the same
+//     iterations, with the replicated head: counter 'vs_replicated' as for BM_LMHead.
 // Run: ./build/benchmarks/engine/bench_engine --benchmark_min_time=0.2
 #include <benchmark/benchmark.h>
 
 #include <cblas.h>
+#include <algorithm>
 #include <atomic>
 #include <barrier>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <memory>
@@ -504,8 +509,72 @@ void BM_LMHead(benchmark::State& state) {
   state.SetLabel("B=64 P=8 R=16 L=2 NH=8 C=64 V=" + std::to_string(V) + ", one replica of tp=" + std::to_string(N));
 }
 
+//! One training-TP group of N ranks (a thread each, started per round) runs forward + backward of
+//! the same micro-batch with the replicated LM head and with the vocabulary-parallel one,
+//! alternately in the same iterations, after checking that both give the same log-probs to 1e-5:
+//! manual time = the vocabulary-parallel round; vs_replicated = replicated time / that time.
+void BM_TrainLMHead(benchmark::State& state) {
+  int const N = int(state.range(0)), V = int(state.range(1));
+  GPTConfig cfg = tp_config();
+  cfg.vocab_size = V;
+  int const B = 16, T = 48, R = 32;
+  std::mt19937 g(3);
+  std::vector<std::int32_t> ids(std::size_t(B) * T), mask(std::size_t(B) * T, 1);
+  for (auto& x : ids) x = std::int32_t(g() % unsigned(V));
+  Tensor const tid = Tensor::from(ids, Shape{B, T}), tmask = Tensor::from(mask, Shape{B, T});
+  std::vector<float> d(std::size_t(B) * R);
+  std::normal_distribution<float> n(0.0f, 1.0f);
+  for (auto& x : d) x = n(g);
+  Tensor const dlogp = Tensor::from(d, Shape{B, R});
+  for (auto& x : d) x = 0.01f * n(g);
+  Tensor const dent = Tensor::from(d, Shape{B, R});
+  auto comms_rep = rlflow::comm::LocalCommunicator::make_group(N), comms_vp = rlflow::comm::LocalCommunicator::make_group(N);
+  std::vector<std::unique_ptr<TrainingEngine>> rep, vp;
+  for (int r = 0; r < N; ++r) {
+    rep.push_back(std::make_unique<TrainingEngine>(cfg, OptimizerConfig{}, rlflow::model::TPRank{r, N}, comms_rep[std::size_t(r)].get()));
+    vp.push_back(std::make_unique<TrainingEngine>(cfg, OptimizerConfig{}, rlflow::model::TPRank{r, N}, comms_vp[std::size_t(r)].get()));
+    rep.back()->set_lm_head(rlflow::model::LMHead::replicated);
+    vp.back()->set_lm_head(rlflow::model::LMHead::vocab_parallel);
+  }
+  std::vector<Tensor> lp(static_cast<std::size_t>(N));
+  auto run = [&](std::vector<std::unique_ptr<TrainingEngine>>& engines) {
+    std::vector<std::thread> th;
+    for (int r = 0; r < N; ++r)
+      th.emplace_back([&, r] {
+        auto& e = *engines[std::size_t(r)];
+        lp[std::size_t(r)] = e.forward(tid, tmask, R, 1.0f, true).log_probs;
+        e.backward(dlogp, dent);
+      });
+    for (auto& t : th) t.join();
+    return lp[0];
+  };
+  Tensor const a = run(rep), b = run(vp);
+  for (std::int64_t i = 0; i < a.numel(); ++i)
+    if (std::abs(a.data<float>()[i] - b.data<float>()[i]) > 1e-5f * std::max(1.0f, std::abs(a.data<float>()[i]))) {
+      state.SkipWithError("the vocabulary-parallel head's log-probs differ from the replicated head's");
+      return;
+    }
+  using clock = std::chrono::steady_clock;
+  double rep_s = 0, vp_s = 0;
+  for (auto _ : state) {
+    auto const t0 = clock::now();
+    run(rep);
+    auto const t1 = clock::now();
+    run(vp);
+    auto const t2 = clock::now();
+    double const s = std::chrono::duration<double>(t2 - t1).count();
+    rep_s += std::chrono::duration<double>(t1 - t0).count();
+    vp_s += s;
+    state.SetIterationTime(s);
+  }
+  state.counters["tokens/s"] = benchmark::Counter(double(B) * T, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["vs_replicated"] = rep_s / vp_s;
+  state.SetLabel("B=16 T=48 R=32 L=2 NH=8 C=64 V=" + std::to_string(V) + ", one group of tp=" + std::to_string(N));
+}
+
 }  // namespace
 
+BENCHMARK(BM_TrainLMHead)->ArgNames({"tp", "vocab"})->Args({2, 64})->Args({4, 64})->Args({2, 256})->Args({4, 256})->Args({2, 1024})->Args({4, 1024})->Args({2, 8192})->Args({4, 8192})->Unit(benchmark::kMillisecond)->UseManualTime();
 BENCHMARK(BM_LMHead)->ArgNames({"tp", "vocab"})->Args({2, 64})->Args({4, 64})->Args({2, 256})->Args({4, 256})->Args({2, 1024})->Args({4, 1024})->Args({2, 8192})->Args({4, 8192})->Unit(benchmark::kMillisecond)->UseManualTime();
 BENCHMARK(BM_RolloutDecodeTP)->Name("BM_RolloutDecode")->ArgName("tp")->Arg(1)->Arg(2)->Arg(4)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_WeightSync)->ArgName("tp")->Arg(1)->Arg(2)->Arg(4)->Unit(benchmark::kMillisecond)->UseManualTime();

@@ -11,12 +11,14 @@
 #include <algorithm>
 #include <cmath>
 #include <exception>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include <filesystem>
+#include <memory>
 
 #include <unistd.h>
 
@@ -89,7 +91,7 @@ std::vector<float> to_vec(Tensor const& t) {
 
 //! What one engine (one rank) reports after the scenario.
 struct Outcome {
-  std::vector<float> logits, log_probs, entropy, values, grads, weights, shard;
+  std::vector<float> logits, log_probs, entropy, values, grads, weights, shard, sum_pi2;
   double norm = 0;
 };
 
@@ -107,6 +109,7 @@ Outcome scenario(TrainingEngine& e, std::vector<float> const& full, Batch const&
     auto r = e.forward(b.ids, b.mask, b.R, 0.7f, true);
     o.log_probs = to_vec(r.log_probs);
     o.entropy = to_vec(r.entropy);
+    o.sum_pi2 = to_vec(e.sum_pi_squared());
     e.backward(b.dlogp, b.dent);
   }
   o.grads.resize(e.layout().size());
@@ -133,8 +136,9 @@ Outcome scenario(TrainingEngine& e, std::vector<float> const& full, Batch const&
 }
 
 //! Runs the scenario on the N ranks of one TP group (a thread each); returns every rank's outcome.
+//! head: the LM head every rank sets first (none: the engine's default).
 std::vector<Outcome> on_group(GPTConfig const& cfg, OptimizerConfig const& opt, int N, std::vector<float> const& full,
-                              Batch const& b, int steps) {
+                              Batch const& b, int steps, std::optional<rlflow::model::LMHead> head = {}) {
   auto comms = rlflow::comm::LocalCommunicator::make_group(N);
   std::vector<Outcome> out(static_cast<std::size_t>(N));
   std::vector<std::exception_ptr> errs(static_cast<std::size_t>(N));
@@ -143,6 +147,7 @@ std::vector<Outcome> on_group(GPTConfig const& cfg, OptimizerConfig const& opt, 
     th.emplace_back([&, r] {
       try {
         TrainingEngine e(cfg, opt, TPRank{r, N}, comms[static_cast<std::size_t>(r)].get());
+        if (head) e.set_lm_head(*head);
         out[static_cast<std::size_t>(r)] = scenario(e, full, b, steps);
       } catch (...) {
         errs[static_cast<std::size_t>(r)] = std::current_exception();
@@ -247,6 +252,108 @@ TEST_CASE("training TP = 2 and 4: outputs, gradients and AdamW steps equal TP = 
             for (std::size_t i = t.offset; i < t.offset + t.numel; ++i) REQUIRE(got[std::size_t(r)].weights[i] == w0[i]);
     }
   }
+}
+
+TEST_CASE("training TP, vocabulary-parallel LM head: log-probs, entropies, sum pi^2, gradients and AdamW steps equal TP = 1 and the replicated head",
+          "[tp][training][vocab_parallel]") {
+  using rlflow::model::LMHead;
+  struct Case {
+    int heads, embd, vocab;
+  };
+  // V = 13 leaves uneven slices at TP = 2, 4 and 8 (6/7, 3/3/3/4, 1/2/...); V = 37 wider rows
+  for (Case const c : {Case{8, 32, 13}, Case{4, 32, 37}}) {
+    GPTConfig cfg = model_cfg(c.heads, c.embd, 5u + unsigned(c.vocab));
+    cfg.vocab_size = c.vocab;
+    auto const full = random_weights(cfg, 300u + unsigned(c.vocab));
+    Batch const b = random_batch(4, 12, 6, cfg.vocab_size, 17u + unsigned(c.vocab));
+    OptimizerConfig opt;
+    opt.lr = 1e-2f;
+    opt.weight_decay = 0.1f;
+    opt.max_grad_norm = 0.05f;
+    opt.eps = 1e-6f;  // as in the case above (the key bias's noise-level gradient)
+    int const steps = 3;
+    TrainingEngine ref_engine(cfg, opt);
+    Outcome const ref = scenario(ref_engine, full, b, steps);
+    REQUIRE(ref.norm > opt.max_grad_norm);
+    REQUIRE(ref.sum_pi2.size() == ref.log_probs.size());
+    rlflow::model::ParamLayout const lay(cfg);
+    for (int N : {2, 4, 8}) {
+      if (N > cfg.n_head) continue;
+      INFO("n_head " << c.heads << ", V " << c.vocab << ", TP " << N);
+      auto const vp = on_group(cfg, opt, N, full, b, steps, LMHead::vocab_parallel);
+      auto const rp = on_group(cfg, opt, N, full, b, steps, LMHead::replicated);
+      for (auto const* got : {&vp, &rp})
+        for (auto const& o : *got) {
+          require_close(o.logits, ref.logits, 1e-5);
+          require_close(o.log_probs, ref.log_probs, 1e-5);
+          require_close(o.entropy, ref.entropy, 1e-5);
+          require_close(o.sum_pi2, ref.sum_pi2, 1e-5);
+          require_close_tensors(lay, o.grads, ref.grads, 1e-5);
+          REQUIRE(std::abs(o.norm - ref.norm) <= 1e-5 * ref.norm);
+          require_close_tensors(lay, o.weights, ref.weights, 1e-4);
+          // rank-order sums and the all-gathered wte gradient: every rank holds the same model
+          REQUIRE(o.weights == (*got)[0].weights);
+          REQUIRE(o.grads == (*got)[0].grads);
+          REQUIRE(o.log_probs == (*got)[0].log_probs);
+          REQUIRE(o.entropy == (*got)[0].entropy);
+        }
+      // the two heads agree with each other as closely as with TP = 1
+      require_close(vp[0].log_probs, rp[0].log_probs, 1e-5);
+      require_close(vp[0].entropy, rp[0].entropy, 1e-5);
+      require_close_tensors(lay, vp[0].grads, rp[0].grads, 1e-5);
+      // every rank's shard is its slice of the gathered weights: wte (and every replicated
+      // tensor) bit-identical on every rank after the AdamW steps
+      for (int r = 0; r < N; ++r) {
+        rlflow::model::ShardLayout const sl(cfg, TPRank{r, N});
+        std::vector<float> slice(sl.size());
+        sl.load(vp[0].weights, slice);
+        REQUIRE(vp[std::size_t(r)].shard == slice);
+      }
+    }
+  }
+}
+
+TEST_CASE("training TP, vocabulary-parallel LM head: the default by vocabulary size, the slices, and V < TP refused", "[tp][training][vocab_parallel]") {
+  using rlflow::model::LMHead;
+  std::vector<std::vector<std::unique_ptr<rlflow::comm::LocalCommunicator>>> comms;
+  for (int N = 1; N <= 4; ++N) comms.push_back(rlflow::comm::LocalCommunicator::make_group(N));
+  auto make = [&](int V, int N, int r) {
+    GPTConfig cfg = model_cfg(4, 16, 3);
+    cfg.vocab_size = V;
+    return std::make_unique<TrainingEngine>(cfg, OptimizerConfig{}, TPRank{r, N}, comms[std::size_t(N - 1)][std::size_t(r)].get());
+  };
+  int const big = rlflow::model::training_vocab_parallel_min_vocab;
+  // the default follows the vocabulary size (the constructor does not communicate)
+  REQUIRE(make(big - 1, 4, 0)->lm_head() == LMHead::replicated);
+  REQUIRE(make(big, 4, 0)->lm_head() == LMHead::vocab_parallel);
+  {
+    GPTConfig cfg = model_cfg(4, 16, 3);
+    cfg.vocab_size = big;
+    REQUIRE(TrainingEngine(cfg).lm_head() == LMHead::replicated);  // TP = 1: nothing to split
+  }
+  // the slices tile [0, V) in rank order, uneven ones differing by at most one row
+  for (int V : {4, 13, 37, big + 1})
+    for (int N : {1, 2, 4}) {
+      int prev = 0, lo = V, hi = 0;
+      for (int r = 0; r < N; ++r) {
+        auto e = make(V, N, r);
+        if (N > 1) e->set_lm_head(LMHead::vocab_parallel);
+        INFO("V " << V << ", TP " << N << ", rank " << r);
+        REQUIRE(e->model().vocab_begin() == prev);
+        prev = e->model().vocab_end();
+        lo = std::min(lo, e->model().vocab_end() - e->model().vocab_begin());
+        hi = std::max(hi, e->model().vocab_end() - e->model().vocab_begin());
+      }
+      REQUIRE(prev == V);
+      REQUIRE(hi - lo <= 1);
+      REQUIRE(lo >= 1);
+    }
+  // fewer vocabulary rows than ranks: refused with the numbers and the fix
+  auto e = make(3, 4, 0);
+  REQUIRE_THROWS_AS(e->set_lm_head(LMHead::vocab_parallel), rlflow::config_error);
+  REQUIRE_THROWS_WITH(e->set_lm_head(LMHead::vocab_parallel),
+                      Catch::Contains("vocab_size (3) >= the TP size (4)") && Catch::Contains("LMHead::replicated"));
+  REQUIRE(e->lm_head() == LMHead::replicated);
 }
 
 TEST_CASE("training TP: errors before work", "[tp][training]") {

@@ -83,7 +83,8 @@ template <class T>
 void require_synced(T& t, int N) {
   auto const actor = t.actor_weights();
   auto const per_rank = t.actor_rollout_wg().template call<&T::actor_role::rollout_weights>();
-  model::GPTConfig const cfg = policy_of(t.config());
+  model::GPTConfig cfg = policy_of(t.config());
+  cfg.vocab_size = t.tokenizer().vocab_size();  // a test may pass a wider alphabet than the task's
   REQUIRE(per_rank.size() == std::size_t(t.config().world_size()));
   for (std::size_t rank = 0; rank < per_rank.size(); ++rank) {
     INFO("rank " << rank);
@@ -211,8 +212,9 @@ double rel_l2(std::vector<float> const& a, std::vector<float> const& b) {
 //! TP = 1's; the rollout shards equal the actor's slices bit for bit after every sync;
 //! compute_log_prob / compute_ref_log_prob of a random batch within 1e-5 before training (the same
 //! weights) and within 1e-4 after (the actor's weights then differ by rounding).
+//! 'charset': the tokenizer's alphabet (the task's by default; a wider one widens the vocabulary).
 template <int RolloutA, int RolloutN>
-void compare_training_tp(int dp, int train_tp, int steps, std::int64_t seed) {
+void compare_training_tp(int dp, int train_tp, int steps, std::int64_t seed, std::string const& charset = task.charset()) {
   using TA = Trainer<Colocate<3>, GRPO, TP<RolloutA>>;
   using T = Trainer<Colocate<3>, GRPO, TP<RolloutN>>;
   int const workers = dp * train_tp;
@@ -221,15 +223,15 @@ void compare_training_tp(int dp, int train_tp, int steps, std::int64_t seed) {
   c1.seed = cn.seed = seed;
   cn.actor_rollout_ref.actor.megatron.tensor_model_parallel_size = train_tp;
   auto data = task.make_dataset(256, std::uint64_t(seed));
-  TA a(c1, data, task.charset(), quiet());
-  T b(cn, data, task.charset(), quiet());
+  TA a(c1, data, charset, quiet());
+  T b(cn, data, charset, quiet());
   REQUIRE(b.actor_rollout_wg().world_size() == workers);
   for (int t : b.actor_rollout_wg().template call<&T::actor_role::training_tp>()) REQUIRE(t == train_tp);
   for (int t : a.actor_rollout_wg().template call<&TA::actor_role::training_tp>()) REQUIRE(t == 1);
   require_synced(b, RolloutN);  // the constructor's sync
   // compute_log_prob (log-probs, entropies) and compute_ref_log_prob of a random batch
   int const R = int(cn.data.max_response_length), P = int(cn.data.max_prompt_length);
-  DataProto const batch = random_scoring_batch(2 * workers, P, R, policy_of(cn).vocab_size, std::uint64_t(seed) + 7);
+  DataProto const batch = random_scoring_batch(2 * workers, P, R, b.tokenizer().vocab_size(), std::uint64_t(seed) + 7);
   auto check_log_probs = [&](double tol) {
     DataProto const la = a.actor_rollout_wg().template call<&TA::actor_role::compute_log_prob>(batch);
     DataProto const lb = b.actor_rollout_wg().template call<&T::actor_role::compute_log_prob>(batch);
@@ -284,6 +286,22 @@ TEST_CASE("training TP equal to the rollout's hands each shard over directly; ot
   SECTION("training TP 2 x DP 2, rollout TP<2>: load_shard into the shared replicas") { compare_training_tp<2, 2>(2, 2, 4, seed); }
   SECTION("training TP 4 x DP 1, rollout TP<2>") { compare_training_tp<1, 2>(1, 4, 3, seed); }
   SECTION("training TP 2 x DP 2, rollout TP<4>") { compare_training_tp<1, 4>(2, 2, 3, seed); }
+}
+
+TEST_CASE("training TP = 2 with a 256-token vocabulary: the vocabulary-parallel LM heads (training and rollout TP<2>) train as TP = 1",
+          "[trainer][tp][train_tp][vocab_parallel]") {
+  std::int64_t const seed = GENERATE(take(1, random(1, 1000000)));
+  INFO("seed " << seed);
+  // the task's alphabet plus bytes it never uses, up to 253 characters (+ pad, bos, eos = 256)
+  std::string wide = task.charset();
+  for (int c = 1; c < 256 && wide.size() < 253; ++c)
+    if (wide.find(char(c)) == std::string::npos) wide.push_back(char(c));
+  int const V = model::CharTokenizer(wide).vocab_size();
+  REQUIRE(V == 256);
+  // both defaults switch to the vocabulary-parallel head at this size (model::GPT, RolloutEngine)
+  REQUIRE(V >= model::training_vocab_parallel_min_vocab);
+  REQUIRE(V >= engine::vocab_parallel_min_vocab);
+  compare_training_tp<1, 2>(1, 2, 4, seed, wide);
 }
 
 // The async modes under training TP: tests/trainer/test_trainer_tp_async.cpp (test_trainer_async).

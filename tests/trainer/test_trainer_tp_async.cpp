@@ -4,14 +4,24 @@
 // mini-batches): every non-timing metric within 1e-4 relative at every step, the final weights
 // within 1e-4 (element-wise and relative L2), every rank gathering the same full weights, and the
 // rollout workers holding the gathered weights the trainer published for the last batch (bit for bit).
+// Resume under training TP = 2 in both modes, with bound 0 and bound 1 (batches generated ahead, in
+// the checkpoint's replay buffer; lockstep hooks fix the schedule): the run resumed from the step-3
+// checkpoint equals the uninterrupted one bit for bit (weights and metrics), and at bound 1 both
+// stay within 1e-4 of the same schedule at training TP = 1.
 #include <catch2/catch.hpp>
 
 #include <rlflow/trainer.hpp>
 
+#include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
+#include <memory>
 #include <string>
+#include <thread>
 #include <unistd.h>
+
+#include <nlohmann/json.hpp>
 
 #include "common/reverse_task.hpp"
 
@@ -25,10 +35,25 @@ using SepTrainer = Trainer<GRPO, SeparateAsync, Reward>;
 
 tasks::StringTask const task{};
 
-TrainerOptions quiet() {
+TrainerOptions quiet(std::shared_ptr<AsyncHooks const> hooks = nullptr) {
   TrainerOptions o;
   o.console = false;
+  o.async_hooks = std::move(hooks);
   return o;
+}
+
+//! Before training step t, waits until the producer has started the batches through step t + K,
+//! so that the batch of step s is generated with version max(start, s - 1 - K) however slow either
+//! side is (the same hook as test_trainer_async.cpp's lockstep_hooks).
+template <class T>
+std::shared_ptr<AsyncHooks> lockstep(std::shared_ptr<T*> holder, std::int64_t k) {
+  auto h = std::make_shared<AsyncHooks>();
+  h->before_train = [holder, k](std::int64_t t, DataProto const&) {
+    T& tr = **holder;
+    std::int64_t const want = std::min(t + k, tr.total_steps());
+    while (tr.async_rollout()->started_through() < want) std::this_thread::sleep_for(std::chrono::microseconds(200));
+  };
+  return h;
 }
 
 //! 8 prompts x 4 samples a step, training TP 'train_tp' on train_tp trainer workers (DP 1), bound 0.
@@ -132,4 +157,119 @@ TEST_CASE("training TP = 2 in separate_async (bound 0) trains as TP = 1 in separ
   std::int64_t const seed = GENERATE(take(2, random(1, 1000000)));
   INFO("seed " << seed);
   compare_async_training_tp<SepTrainer>(true, seed, 4);
+}
+
+namespace {
+//! What one run reports: the metrics of the steps it ran, the final full weights, every TP rank's
+//! gathered weights, the weights right after construction and the start-up warnings.
+struct RunResult {
+  std::vector<Metrics> metrics;
+  std::vector<float> weights, at_start;
+  std::vector<std::vector<float>> per_rank;
+  std::vector<std::string> warnings;
+  std::int64_t start_step = 0;
+};
+
+template <class T>
+RunResult run_lockstep(TrainerConfig const& c, std::int64_t k, PromptDataset const& data) {
+  auto holder = std::make_shared<T*>(nullptr);
+  T t(c, data, task.charset(), quiet(lockstep(holder, k)));
+  *holder = &t;
+  RunResult r;
+  r.start_step = t.global_step();
+  r.at_start = t.actor_weights();
+  r.warnings = t.startup_warnings();
+  while (t.global_step() < t.total_steps()) r.metrics.push_back(t.step());
+  r.weights = t.actor_weights();
+  r.per_rank = t.actor_rollout_wg().template call<&T::actor_role::gather_actor_weights>();
+  return r;
+}
+
+bool skipped_metric(std::string const& k) {
+  return k.starts_with("timing_s/") || k.starts_with("perf/") || k.starts_with("separate_async/") || k.starts_with("colocate_async/");
+}
+
+//! Every non-timing, non-bookkeeping metric of a within rel of b's (rel = 0: bit for bit).
+void require_metrics(std::vector<Metrics> const& a, std::vector<Metrics> const& b, double rel) {
+  REQUIRE(a.size() == b.size());
+  for (std::size_t i = 0; i < a.size(); ++i)
+    for (auto const& [k, v] : b[i]) {
+      if (skipped_metric(k)) continue;
+      INFO("step index " << i << " metric " << k << ": " << (a[i].count(k) ? a[i].at(k) : NAN) << " vs " << v);
+      REQUIRE(a[i].count(k) == 1);
+      if (std::isnan(v)) REQUIRE(std::isnan(a[i].at(k)));
+      else if (rel == 0) REQUIRE(a[i].at(k) == v);
+      else REQUIRE(close(a[i].at(k), v, rel));
+    }
+}
+
+template <class T>
+void resume_under_training_tp(bool separate, std::int64_t k, std::int64_t seed) {
+  std::string const mode = separate ? "separate_async" : "colocate_async";
+  std::string const tag = std::string(separate ? "sep" : "co") + std::to_string(k);
+  auto const data = task.make_dataset(256, std::uint64_t(seed));
+  auto warmup = [&](TrainerConfig& c) {
+    (separate ? c.trainer.v1.separate_async.num_warmup_batches : c.trainer.v1.colocate_async.num_warmup_batches) = k;
+  };
+  // uninterrupted: 6 steps at training TP 2, checkpoints at steps 3 and 6
+  TrainerConfig cfg = tp_async_config("rfull_" + tag, separate, 2, seed, 6);
+  warmup(cfg);
+  cfg.trainer.save_freq = 3;
+  RunResult const full = run_lockstep<T>(cfg, k, data);
+  REQUIRE(full.metrics.size() == 6);
+  for (std::size_t i = 0; i < full.metrics.size(); ++i)  // the lockstep schedule
+    REQUIRE(full.metrics[i].at(mode + "/policy_version") == double(std::max<std::int64_t>(0, std::int64_t(i) - k)));
+  auto const ck = fs::path(std::string(cfg.trainer.default_local_dir.view())) / "global_step_3";
+  REQUIRE(fs::exists(ck));
+  if (k > 0) {  // the checkpoint holds the batches generated ahead
+    auto const st = nlohmann::json::parse(std::ifstream(ck / "trainer_state.json"));
+    REQUIRE(st.at("replay_buffer").size() >= std::size_t(k));
+    REQUIRE(st["replay_buffer"][0]["step"] == 4);
+  }
+  // resumed from step 3 in another folder at training TP 2
+  TrainerConfig rcfg = tp_async_config("rres_" + tag, separate, 2, seed, 6);
+  warmup(rcfg);
+  rcfg.trainer.save_freq = 3;
+  rcfg.trainer.resume_mode = "resume_path";
+  rcfg.trainer.resume_from_path = ck.string().c_str();
+  RunResult const res = run_lockstep<T>(rcfg, k, data);
+  REQUIRE(res.warnings.empty());
+  REQUIRE(res.start_step == 3);
+  REQUIRE(res.at_start != full.weights);  // steps 4..6 move the weights: the checks below can fail
+  REQUIRE(res.metrics.size() == 3);
+  REQUIRE(res.per_rank.size() == 2);
+  REQUIRE(res.per_rank[0] == res.per_rank[1]);
+  REQUIRE(res.weights == full.weights);
+  require_metrics(res.metrics, std::vector<Metrics>(full.metrics.begin() + 3, full.metrics.end()), 0.0);
+  for (std::size_t i = 0; i < res.metrics.size(); ++i)
+    REQUIRE(res.metrics[i].at(mode + "/policy_version") == full.metrics[i + 3].at(mode + "/policy_version"));
+  if (k > 0) {  // staleness > 0 under training TP: the same schedule at training TP 1, within 1e-4
+    TrainerConfig ocfg = tp_async_config("rone_" + tag, separate, 1, seed, 6);
+    warmup(ocfg);
+    RunResult const one = run_lockstep<T>(ocfg, k, data);
+    bool stale = false;
+    for (auto const& m : full.metrics) stale = stale || m.at("training/off_policy/trajectory_staleness/max") > 0;
+    REQUIRE(stale);
+    require_metrics(full.metrics, one.metrics, 1e-4);
+    INFO("relative L2 difference of the final weights: " << rel_l2(full.weights, one.weights));
+    REQUIRE(rel_l2(full.weights, one.weights) <= 1e-4);
+    fs::remove_all(std::string(ocfg.trainer.default_local_dir.view()));
+  }
+  fs::remove_all(std::string(cfg.trainer.default_local_dir.view()));
+  fs::remove_all(std::string(rcfg.trainer.default_local_dir.view()));
+}
+}  // namespace
+
+TEST_CASE("training TP = 2 in colocate_async resumes from a checkpoint exactly, at bound 0 and 1", "[trainer][async][train_tp][resume]") {
+  std::int64_t const seed = GENERATE(take(1, random(1, 1000000)));
+  std::int64_t const k = GENERATE(0, 1);
+  INFO("seed " << seed << ", bound " << k);
+  resume_under_training_tp<SyncTrainer>(false, k, seed);
+}
+
+TEST_CASE("training TP = 2 in separate_async resumes from a checkpoint exactly, at bound 0 and 1", "[trainer][async][train_tp][resume]") {
+  std::int64_t const seed = GENERATE(take(1, random(1, 1000000)));
+  std::int64_t const k = GENERATE(0, 1);
+  INFO("seed " << seed << ", bound " << k);
+  resume_under_training_tp<SepTrainer>(true, k, seed);
 }

@@ -29,13 +29,9 @@
 
 namespace rlflow::engine {
 
-//! How a tensor-parallel rollout computes the LM head (tied to wte). verl / Megatron: the output
-//! layer of a TP model is vocabulary-parallel (VocabParallelEmbedding + vocab_parallel_cross_entropy).
-enum class LMHead {
-  replicated,      //!< every rank computes all V logits (the default below vocab_parallel_min_vocab)
-  vocab_parallel,  //!< rank r computes the logits of its vocabulary rows [V r / N, V (r + 1) / N);
-                   //!< softmax statistics, entropy-free log-prob and sampling via all-reduces
-};
+//! How a tensor-parallel rollout computes the LM head (tied to wte): model::LMHead (replicated or
+//! vocabulary-parallel; defined next to TPRank so that training TP shares it).
+using LMHead = model::LMHead;
 
 //! The vocabulary size from which a tensor-parallel RolloutEngine defaults to the
 //! vocabulary-parallel head: measured faster at V = 256, 1024 and 8192 for TP = 2 and 4, and a

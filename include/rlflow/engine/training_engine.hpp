@@ -7,7 +7,7 @@
 // a TPRank of size N > 1 and its TP group's communicator): the engine holds one rank's shard of
 // the parameters, gradients and AdamW moments; the GPT all-reduces within the TP group, the
 // gradient norm is the full model's, and load_weights / gather_weights convert from / to the full
-// layout.
+// layout; the LM head is replicated or vocabulary-parallel (set_lm_head, model::GPT).
 // Letters: B sequences, T = P + R positions (left-padded prompt P, right-padded response R), V vocabulary.
 #pragma once
 #include <cmath>  // std::sqrt
@@ -87,6 +87,11 @@ class TrainingEngine {
   model::TPRank tp() const { return model_.tp(); }
   //! The TP group's communicator (null when not tensor-parallel).
   comm::Communicator* tp_communicator() const { return comm_; }
+  //! The LM head's split under training TP (model::GPT::set_lm_head): every rank of the TP group
+  //! must choose the same. Default: vocab_parallel at tp.size > 1 when vocab_size >=
+  //! model::training_vocab_parallel_min_vocab, replicated otherwise.
+  void set_lm_head(model::LMHead h) { model_.set_lm_head(h); }
+  model::LMHead lm_head() const { return model_.lm_head(); }
   model::GPT& model() { return model_; }
   AdamW& optimizer() { return optim_; }
   AdamW const& optimizer() const { return optim_; }

@@ -5,6 +5,11 @@
 // a GPT built with a TPRank of size N > 1 and its TP group's communicator holds one rank's shard
 // (tensor_parallel.hpp) and all-reduces the row-parallel outputs in forward and the column-parallel
 // input gradients in backward; the replicated tensors get identical gradients on every rank.
+// The LM head is replicated or vocabulary-parallel (set_lm_head; default from V >=
+// training_vocab_parallel_min_vocab): rank r computes the logits of its vocabulary rows only and
+// the log-softmax, log-prob, entropy and sum of squared probabilities come from all-reduces of the
+// rows' max and partial sums; backward all-reduces the head's input gradient and all-gathers the
+// wte gradient rows, so wte (held whole, tied to the embedding) stays identical on every rank.
 // Does not own an optimizer or a KV cache: see engine/training_engine.hpp, engine/rollout_engine.hpp.
 // Letters: B sequences, T positions, C width, NH heads, hs = C / NH, V vocabulary, L layers,
 // R response positions (the head rows).
@@ -27,6 +32,10 @@
 #include <rlflow/dispatch/communicator.hpp>  // comm::Communicator (the TP group's all-reduces)
 
 namespace rlflow::model {
+
+//! The vocabulary size from which a training-TP GPT (tp.size > 1) defaults to the
+//! vocabulary-parallel LM head (BM_TrainLMHead, docs/model.md); below it the head is replicated.
+inline constexpr int training_vocab_parallel_min_vocab = 256;
 
 // ---------------------------------------------------------------------------------------------
 // the model
@@ -139,7 +148,28 @@ class GPT {
       Tensor full = Tensor::empty(DType::float32, Shape{static_cast<std::int64_t>(lay_.size())});
       init_params(cfg_, full.span<float>());
       sl_.load(full.span<float const>(), params_.span<float>());
+      if (cfg_.vocab_size >= training_vocab_parallel_min_vocab) head_ = LMHead::vocab_parallel;
     }
+  }
+
+  //! The LM head's split across the TP group (every rank must choose the same, before a forward).
+  //! Default: vocab_parallel when tp.size > 1 and vocab_size >= training_vocab_parallel_min_vocab.
+  //! Both heads give the same log-probs, entropies, sum_pi_squared and gradients to rounding;
+  //! logits_forward() (compute_logits, inspection only) returns the full logits with either.
+  //! verl: Megatron's vocab_parallel_log_probs_from_logits / vocab_parallel_entropy.
+  void set_lm_head(LMHead h) {
+    if (h == LMHead::vocab_parallel && cfg_.vocab_size < sl_.shard().size)
+      throw config_error(msg("rlflow::model::GPT::set_lm_head: the vocabulary-parallel head needs vocab_size (", cfg_.vocab_size,
+                             ") >= the TP size (", sl_.shard().size, "); use LMHead::replicated"));
+    head_ = h;
+    rows_.clear();  // the last forward's row statistics belong to the other head
+  }
+  LMHead lm_head() const { return head_; }
+  //! This rank's vocabulary rows [vocab_begin(), vocab_end()) of the LM head (all of them unless
+  //! vocabulary-parallel at tp.size > 1).
+  int vocab_begin() const { return vocab_parallel() ? vocab_slice_begin(cfg_.vocab_size, tp().rank, tp().size) : 0; }
+  int vocab_end() const {
+    return vocab_parallel() ? vocab_slice_begin(cfg_.vocab_size, tp().rank + 1, tp().size) : cfg_.vocab_size;
   }
 
   GPTConfig const& config() const { return cfg_; }
@@ -223,16 +253,20 @@ class GPT {
   void logprob_forward(std::int32_t const* targets, float temperature, float* log_prob, float* entropy) {
     if (!(temperature > 0.0f))
       throw value_error(msg("rlflow::model::GPT::logprob_forward: temperature = ", temperature, " must be > 0"));
-    logits_forward();
     int const V = cfg_.vocab_size;
-    inv_temp_ = 1.0f / temperature;
-    targets_.assign(targets, targets + head_rows_);
-    rows_.resize(head_rows_);
-    float const* lg = logits_.t.data<float>();
     for (std::size_t r = 0; r < head_rows_; ++r)
       if (targets[r] < 0 || targets[r] >= V)
         throw value_error(msg("rlflow::model::GPT::logprob_forward: target token ", targets[r], " (row ", r,
                               ") is outside the vocabulary [0, ", V, ")"));
+    inv_temp_ = 1.0f / temperature;
+    targets_.assign(targets, targets + head_rows_);
+    if (vocab_parallel()) {
+      vocab_parallel_logprob_forward(log_prob, entropy);
+      return;
+    }
+    logits_forward();
+    rows_.resize(head_rows_);
+    float const* lg = logits_.t.data<float>();
     RLFLOW_MODEL_OMP_FOR_IF(std::int64_t(head_rows_) * V * layers::exp_weight > layers::parallel_threshold)
     for (std::int64_t r = 0; r < std::int64_t(head_rows_); ++r) {
       rows_[std::size_t(r)] = layers::logprob_forward_row(lg + std::size_t(r) * V, V, targets[r], inv_temp_);
@@ -246,8 +280,23 @@ class GPT {
   void sum_pi_squared(float* out) const {
     if (rows_.size() != head_rows_ || head_rows_ == 0)
       throw value_error("rlflow::model::GPT::sum_pi_squared: call logprob_forward first");
-    int const V = cfg_.vocab_size;
+    int const V = vocab_end() - vocab_begin();  // vocabulary-parallel: this rank's slice, summed below
     float const* lg = logits_.t.data<float>();
+    if (vocab_parallel()) {
+      if (stats_.size() < head_rows_) stats_.resize(head_rows_);
+      double* part = stats_.data();  // (rows) partial sums over the slice, then over the group
+      RLFLOW_MODEL_OMP_FOR_IF(std::int64_t(head_rows_) * V * layers::exp_weight > layers::parallel_threshold)
+      for (std::int64_t r = 0; r < std::int64_t(head_rows_); ++r) {
+        double s = 0.0;
+        float const* z = lg + std::size_t(r) * V;
+        double const lse = double(rows_[std::size_t(r)].lse);
+        for (int v = 0; v < V; ++v) s += std::exp(2.0 * (double(z[v]) * inv_temp_ - lse));
+        part[r] = s;
+      }
+      comm_->allreduce_sum(std::span<double>(part, head_rows_));
+      for (std::size_t r = 0; r < head_rows_; ++r) out[r] = float(part[r]);
+      return;
+    }
     RLFLOW_MODEL_OMP_FOR_IF(std::int64_t(head_rows_) * V * layers::exp_weight > layers::parallel_threshold)
     for (std::int64_t r = 0; r < std::int64_t(head_rows_); ++r)
       out[r] = layers::sum_pi_squared_row(lg + std::size_t(r) * V, V, inv_temp_, rows_[std::size_t(r)].lse);
@@ -258,6 +307,10 @@ class GPT {
     need_head("logprob_backward");
     if (rows_.size() != head_rows_) throw value_error("rlflow::model::GPT::logprob_backward: call logprob_forward first");
     check_grads(grads);
+    if (vocab_parallel()) {
+      vocab_parallel_logprob_backward(dlogp, dentropy, grads);
+      return;
+    }
     int const V = cfg_.vocab_size, C = cfg_.n_embd;
     float* dlg = dlogits_.ensure(head_rows_ * V);
     float const* lg = logits_.t.data<float>();
@@ -309,7 +362,7 @@ class GPT {
   //! Bytes held by activations and scratch (not parameters).
   std::size_t workspace_bytes() const {
     return acts_.bytes() + grads_ws_.bytes() + part_.bytes() + head_in_.bytes() + lnf_.bytes() + lnf_mean_.bytes() + lnf_rstd_.bytes() +
-           logits_.bytes() + dlogits_.bytes() + dlnf_.bytes();
+           logits_.bytes() + dlogits_.bytes() + dlnf_.bytes() + maxima_.bytes() + wgrad_.bytes();
   }
   int batch() const { return B_; }
   int seq_len() const { return T_; }
@@ -344,6 +397,89 @@ class GPT {
     for (std::size_t i = 0; i < std::size_t(M); ++i)
       for (int c = 0; c < C; ++c) out[i * C + c] = (res[i * C + c] + b[c]) + part[i * C + c];
   }
+  bool vocab_parallel() const { return head_ == LMHead::vocab_parallel && sl_.shard().size > 1; }
+
+  //! The vocabulary-parallel head's forward on the head rows (targets_ and inv_temp_ set): this
+  //! rank's logits (rows, Vl) = lnf wte[v0, v0 + Vl)^T into logits_; per row the global max logit
+  //! (an all-gather of the ranks' maxima: exact, a float max), then one all-reduce (double, rank
+  //! order) of the slice's sum exp(z - m), sum z exp(z - m) and the target's z (on its owner, 0
+  //! elsewhere): lse = m + log(s), log_prob = z_t - lse, entropy = lse - sz / s, as
+  //! layers::logprob_forward_row computes them over the whole row. Every rank gets the same bits.
+  void vocab_parallel_logprob_forward(float* log_prob, float* entropy) {
+    int const C = cfg_.n_embd, N = sl_.shard().size, v0 = vocab_begin(), Vl = vocab_end() - v0;
+    std::size_t const rows = head_rows_;
+    float* lg = logits_.ensure(rows * std::size_t(Vl));
+    layers::linear_nt_forward(lg, lnf_.t.data<float>(), params_.data<float>() + sl_.wte + std::size_t(v0) * C, nullptr, int(rows), C,
+                              Vl);
+    float* mx = maxima_.ensure(rows * std::size_t(N + 1));  // [0, rows): mine; then the group's (N, rows)
+    for (std::size_t r = 0; r < rows; ++r) mx[r] = *std::max_element(lg + r * Vl, lg + (r + 1) * Vl);
+    comm_->allgather(std::span<float const>(mx, rows), std::span<float>(mx + rows, rows * std::size_t(N)));
+    stats_.resize(rows * 3);
+    double* st = stats_.data();
+    double const it = double(inv_temp_);
+    RLFLOW_MODEL_OMP_FOR_IF(std::int64_t(rows) * Vl * layers::exp_weight > layers::parallel_threshold)
+    for (std::int64_t r = 0; r < std::int64_t(rows); ++r) {
+      float m = mx[rows + std::size_t(r)];
+      for (int q = 1; q < N; ++q) m = std::max(m, mx[rows * std::size_t(q + 1) + std::size_t(r)]);
+      double const md = double(m) * it;  // = max_v double(z_v) * it: the product is monotone in z
+      float const* z = lg + std::size_t(r) * Vl;
+      double s = 0.0, sz = 0.0;
+      for (int v = 0; v < Vl; ++v) {
+        double const zv = double(z[v]) * it;
+        double const e = std::exp(zv - md);
+        s += e;
+        sz += e * zv;
+      }
+      int const t = targets_[std::size_t(r)] - v0;
+      st[3 * r] = s;
+      st[3 * r + 1] = sz;
+      st[3 * r + 2] = (t >= 0 && t < Vl) ? double(z[t]) * it : 0.0;
+    }
+    comm_->allreduce_sum(std::span<double>(st, rows * 3));
+    rows_.resize(rows);
+    for (std::size_t r = 0; r < rows; ++r) {
+      float m = mx[rows + r];
+      for (int q = 1; q < N; ++q) m = std::max(m, mx[rows * std::size_t(q + 1) + r]);
+      double const lse = double(m) * it + std::log(st[3 * r]);
+      rows_[r] = {float(st[3 * r + 2] - lse), float(lse - st[3 * r + 1] / st[3 * r]), float(lse)};
+      log_prob[r] = rows_[r].log_prob;
+      if (entropy) entropy[r] = rows_[r].entropy;
+    }
+  }
+
+  //! The vocabulary-parallel head's backward: this rank's dlogits (rows, Vl); the head's input
+  //! gradient dlnf = sum over the group of dlogits wte[v0, v0 + Vl) (one all-reduce of (rows, C));
+  //! the wte gradient of this rank's rows, all-gathered (padded to the widest slice) so that every
+  //! rank adds the whole (V, C) head gradient to its copy of wte's gradient, as TP = 1 does.
+  void vocab_parallel_logprob_backward(float const* dlogp, float const* dentropy, std::span<float> grads) {
+    int const C = cfg_.n_embd, N = sl_.shard().size, V = cfg_.vocab_size, v0 = vocab_begin(), Vl = vocab_end() - v0;
+    int const Vw = (V + N - 1) / N;  // the widest slice
+    std::size_t const rows = head_rows_;
+    float* dlg = dlogits_.ensure(rows * std::size_t(Vl));
+    float const* lg = logits_.t.data<float>();
+    RLFLOW_MODEL_OMP_FOR_IF(std::int64_t(rows) * Vl * layers::exp_weight > layers::parallel_threshold)
+    for (std::int64_t r = 0; r < std::int64_t(rows); ++r)
+      layers::logprob_backward_row(dlg + std::size_t(r) * Vl, lg + std::size_t(r) * Vl, Vl, targets_[std::size_t(r)] - v0, inv_temp_,
+                                   rows_[std::size_t(r)], dlogp[r], dentropy ? dentropy[r] : 0.0f);
+    float* dw = wgrad_.ensure(std::size_t(Vw) * C * std::size_t(N + 1));  // [0, Vw C): mine; then the group's
+    std::memset(dw, 0, sizeof(float) * std::size_t(Vw) * C);
+    float* dlnf = dlnf_.ensure(rows * C);
+    layers::linear_nt_backward(dlnf, dw, nullptr, dlg, lnf_.t.data<float>(), params_.data<float>() + sl_.wte + std::size_t(v0) * C,
+                               int(rows), C, Vl);
+    comm_->allreduce_sum(std::span<float>(dlnf, rows * C));
+    std::size_t const slot = std::size_t(Vw) * C;
+    comm_->allgather(std::span<float const>(dw, slot), std::span<float>(dw + slot, slot * std::size_t(N)));
+    float* G = grads.data() + sl_.wte;
+    for (int q = 0; q < N; ++q) {
+      int const b = vocab_slice_begin(V, q, N), e = vocab_slice_begin(V, q + 1, N);
+      float const* src = dw + slot * std::size_t(q + 1);
+      std::size_t const n = std::size_t(e - b) * C;
+      float* dst = G + std::size_t(b) * C;
+      for (std::size_t i = 0; i < n; ++i) dst[i] += src[i];
+    }
+    backward_from_head(grads);
+  }
+
   //! Sums a replicated activation's gradient over the TP group (no-op at TP = 1).
   void tp_allreduce(float* x, std::size_t n) {
     if (sl_.shard().size > 1) comm_->allreduce_sum(std::span<float>(x, n));
@@ -407,6 +543,9 @@ class GPT {
   std::vector<std::int32_t> ids_, pos_, targets_;
   std::vector<std::uint8_t> valid_;
   std::vector<layers::logprob_row> rows_;
+  LMHead head_ = LMHead::replicated;
+  detail::grow_buffer maxima_, wgrad_;  //!< vocabulary-parallel head: row maxima, wte gradient rows
+  mutable std::vector<double> stats_;   //!< vocabulary-parallel head: per-row partial sums
 };
 
 }  // namespace rlflow::model

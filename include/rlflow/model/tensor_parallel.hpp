@@ -12,6 +12,7 @@
 // Letters: C width, NH heads, hs = C / NH, nh = NH / tp heads per rank, h0 = rank * nh.
 #pragma once
 #include <cstddef>
+#include <cstdint>
 #include <cstring>  // std::memcpy
 #include <span>
 #include <vector>
@@ -20,6 +21,20 @@
 #include <rlflow/model/param_layout.hpp>  // GPTConfig, ParamLayout
 
 namespace rlflow::model {
+
+//! How a tensor-parallel model computes the LM head (tied to wte, which every rank holds whole).
+//! verl / Megatron: the output layer of a TP model is vocabulary-parallel (VocabParallelEmbedding's
+//! rows + vocab_parallel_cross_entropy / vocab_parallel_entropy). Used by the rollout
+//! (engine::RolloutEngine::set_lm_head) and by training TP (model::GPT::set_lm_head).
+enum class LMHead {
+  replicated,      //!< every rank computes all V logits
+  vocab_parallel,  //!< rank r computes the logits of its vocabulary rows [V r / N, V (r + 1) / N);
+                   //!< softmax statistics, log-prob, entropy (and sampling) via all-reduces
+};
+
+//! Rank r's vocabulary rows [vocab_slice_begin(V, r, N), vocab_slice_begin(V, r + 1, N)) under
+//! the vocabulary-parallel head (uneven slices allowed; needs V >= N).
+inline int vocab_slice_begin(int V, int r, int N) { return int(std::int64_t(V) * r / N); }
 
 //! One rank of a tensor-parallel group: its index and the group's size.
 struct TPRank {
