@@ -31,6 +31,7 @@
 #include "common/reverse_task.hpp"
 
 using namespace rlflow;
+using rlflow::testing::lockstep_hooks;
 namespace fs = std::filesystem;
 
 namespace {
@@ -96,20 +97,6 @@ void require_same_metrics(std::vector<Metrics> const& a, std::vector<Metrics> co
       REQUIRE(b[s].count(k) == 1);
       REQUIRE(b[s].at(k) == v);
     }
-}
-//! A schedule that does not depend on timing, for bound K: step t trains only once the batch of
-//! step t + K has been started (its version chosen), i.e. before version t exists, so the batch of
-//! step s is generated with version max(start, s - 1 - K) however slow either side is. The hook
-//! reads the trainer through 'holder' (set once the trainer is built).
-template <class T>
-std::shared_ptr<AsyncHooks> lockstep_hooks(std::shared_ptr<T*> holder, std::int64_t k) {
-  auto h = std::make_shared<AsyncHooks>();
-  h->before_train = [holder, k](std::int64_t t, DataProto const&) {
-    T& tr = **holder;
-    std::int64_t const want = std::min(t + k, tr.total_steps());
-    while (tr.async_rollout()->started_through() < want) std::this_thread::sleep_for(std::chrono::microseconds(200));
-  };
-  return h;
 }
 
 //! The per-step value of metric 'key' in a metrics.jsonl, in file order.

@@ -24,6 +24,8 @@ namespace fs = std::filesystem;
 
 namespace {
 using rlflow::testing::quiet;
+using rlflow::testing::close;
+using rlflow::testing::rel_l2;
 
 TrainerConfig tp_config(char const* name, int workers) {
   TrainerConfig c = examples::reverse_base_config();
@@ -92,7 +94,6 @@ void require_synced(T& t, int N) {
   }
 }
 
-bool close(double a, double b, double rel) { return std::abs(a - b) <= rel * std::max(1.0, std::abs(b)); }
 
 //! steps of TP<N> against TP<1> on 'workers' workers: metrics every step, shards every step, weights at the end.
 template <int N>
@@ -196,14 +197,6 @@ DataProto random_scoring_batch(int rows, int P, int R, int vocab, std::uint64_t 
   return DataProto::from_dict({{"input_ids", ids}, {"attention_mask", am}, {"responses", resp}});
 }
 
-double rel_l2(std::vector<float> const& a, std::vector<float> const& b) {
-  double num = 0, den = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    num += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
-    den += double(b[i]) * b[i];
-  }
-  return std::sqrt(num / den);
-}
 
 //! 'steps' steps of Trainer<GRPO, TP<RolloutN>> with training TP = 'train_tp' on dp * train_tp
 //! workers against Trainer<GRPO, TP<RolloutA>> with training TP = 1 on dp workers (the same DP

@@ -24,9 +24,13 @@
 #include <nlohmann/json.hpp>
 
 #include "common/reverse_task.hpp"
+#include "trainer/trainer_fixtures.hpp"  // close, rel_l2, lockstep_hooks
 
 using namespace rlflow;
 namespace fs = std::filesystem;
+using rlflow::testing::close;
+using rlflow::testing::lockstep_hooks;
+using rlflow::testing::rel_l2;
 
 namespace {
 using Reward = roles::RuleReward<examples::ReverseScore>;
@@ -42,19 +46,6 @@ TrainerOptions quiet(std::shared_ptr<AsyncHooks const> hooks = nullptr) {
   return o;
 }
 
-//! Before training step t, waits until the producer has started the batches through step t + K,
-//! so that the batch of step s is generated with version max(start, s - 1 - K) however slow either
-//! side is (the same hook as test_trainer_async.cpp's lockstep_hooks).
-template <class T>
-std::shared_ptr<AsyncHooks> lockstep(std::shared_ptr<T*> holder, std::int64_t k) {
-  auto h = std::make_shared<AsyncHooks>();
-  h->before_train = [holder, k](std::int64_t t, DataProto const&) {
-    T& tr = **holder;
-    std::int64_t const want = std::min(t + k, tr.total_steps());
-    while (tr.async_rollout()->started_through() < want) std::this_thread::sleep_for(std::chrono::microseconds(200));
-  };
-  return h;
-}
 
 //! 8 prompts x 4 samples a step, training TP 'train_tp' on train_tp trainer workers (DP 1), bound 0.
 TrainerConfig tp_async_config(std::string const& name, bool separate, int train_tp, std::int64_t seed, std::int64_t steps) {
@@ -88,16 +79,7 @@ TrainerConfig tp_async_config(std::string const& name, bool separate, int train_
   return c;
 }
 
-bool close(double a, double b, double rel) { return std::abs(a - b) <= rel * std::max(1.0, std::abs(b)); }
 
-double rel_l2(std::vector<float> const& a, std::vector<float> const& b) {
-  double num = 0, den = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    num += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
-    den += double(b[i]) * b[i];
-  }
-  return std::sqrt(num / den);
-}
 
 //! 'steps' steps of trainer type T at training TP 2 against training TP 1, both in the same async mode.
 template <class T>
@@ -173,7 +155,7 @@ struct RunResult {
 template <class T>
 RunResult run_lockstep(TrainerConfig const& c, std::int64_t k, PromptDataset const& data) {
   auto holder = std::make_shared<T*>(nullptr);
-  T t(c, data, task.charset(), quiet(lockstep(holder, k)));
+  T t(c, data, task.charset(), quiet(lockstep_hooks(holder, k)));
   *holder = &t;
   RunResult r;
   r.start_step = t.global_step();

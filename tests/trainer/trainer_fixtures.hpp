@@ -3,7 +3,11 @@
 #pragma once
 #include <rlflow/trainer.hpp>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
+#include <memory>
+#include <vector>
 #include <stdexcept>
 #include <string>
 #include <csignal>
@@ -16,6 +20,34 @@
 #include "common/reverse_task.hpp"
 
 namespace rlflow::testing {
+
+//! |a - b| <= rel * max(1, |b|): the tolerance of the TP-against-TP=1 comparisons.
+inline bool close(double a, double b, double rel) { return std::abs(a - b) <= rel * std::max(1.0, std::abs(b)); }
+
+//! ||a - b|| / ||b|| in double (relative L2 difference of two weight vectors).
+inline double rel_l2(std::vector<float> const& a, std::vector<float> const& b) {
+  double num = 0, den = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    num += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+    den += double(b[i]) * b[i];
+  }
+  return std::sqrt(num / den);
+}
+
+//! A schedule that does not depend on timing, for bound K: step t trains only once the batch of
+//! step t + K has been started (its version chosen), i.e. before version t exists, so the batch of
+//! step s is generated with version max(start, s - 1 - K) however slow either side is. The hook
+//! reads the trainer through 'holder' (set once the trainer is built).
+template <class T>
+std::shared_ptr<AsyncHooks> lockstep_hooks(std::shared_ptr<T*> holder, std::int64_t k) {
+  auto h = std::make_shared<AsyncHooks>();
+  h->before_train = [holder, k](std::int64_t t, DataProto const&) {
+    T& tr = **holder;
+    std::int64_t const want = std::min(t + k, tr.total_steps());
+    while (tr.async_rollout()->started_through() < want) std::this_thread::sleep_for(std::chrono::microseconds(200));
+  };
+  return h;
+}
 
 inline TrainerOptions quiet() {
   TrainerOptions o;
