@@ -49,12 +49,15 @@ struct TaskScoreMonitor {
     rlflow::Tensor const& resp = batch.tensor("responses");
     rlflow::Tensor const& mask = batch.tensor("response_mask");
     auto const& rm = batch.non_tensor("reward_model");
+    // rows added by AdditionTask::single_digit_fraction (the curriculum) are not scored
+    auto const* extra = batch.has_non_tensor("extra_info") ? &batch.non_tensor("extra_info") : nullptr;
     rlflow::Tensor const* lp = batch.has_tensor("old_log_probs") ? &batch.tensor("old_log_probs") : nullptr;
     auto const P = static_cast<std::size_t>(resp.dim(1));
     hit.resize(P);
     nll.resize(P);
     seen.resize(P);
     for (std::int64_t i = 0; i < resp.dim(0); ++i) {
+      if (extra && (*extra)[static_cast<std::size_t>(i)].as_string() == rlflow::tasks::AdditionTask::kCurriculumTag) continue;
       {
         std::string const truth = rm[static_cast<std::size_t>(i)].as_dict().get("ground_truth").as_string();
         auto const want = tok.encode(truth);
@@ -116,6 +119,10 @@ void train(int argc, char** argv, rlflow::tasks::AdditionTask const& task, rlflo
               "first %.3f best %.3f last %.3f\n",
               static_cast<long long>(trainer.global_step()), last["critic/score/mean"], last["response_length/clip_ratio"],
               monitor->first, monitor->best, monitor->last);
+  // RLFLOW_ADD_MIN_SCORE: fail (exit status 1) when the last task score is below it (the long test)
+  if (char const* m = std::getenv("RLFLOW_ADD_MIN_SCORE"); m && monitor->last < std::atof(m))
+    throw rlflow::error(rlflow::msg("08_grpo_addition: the last task score ", monitor->last, " is below RLFLOW_ADD_MIN_SCORE=", m,
+                                    "; the configuration did not learn the task to that level"));
 }
 }  // namespace
 
@@ -128,6 +135,7 @@ int main(int argc, char** argv) {
     if (char const* d = std::getenv("RLFLOW_ADD_DIGITS")) task.digits = std::atoi(d);
     if (char const* p = std::getenv("RLFLOW_ADD_FIXED")) task.fixed_width = std::string(p) == "1";
     if (char const* p = std::getenv("RLFLOW_ADD_REVERSED")) task.reversed_answer = std::string(p) == "1";
+    if (char const* p = std::getenv("RLFLOW_ADD_SINGLE_DIGIT")) task.single_digit_fraction = std::atof(p);
     // BOS + "99+99=" ; up to 3 answer digits + EOS
     rlflow::TrainerConfig defaults =
         rlflow::presets::grpo_tiny_cpu(task.max_prompt_length() + 1, task.max_answer_length() + 1);
