@@ -7,7 +7,7 @@
 //              and answers in the usual order ("05+27=" -> "032"), 64 prompts x 16 samples a
 //              step, four actor updates a step (ppo_mini_batch_size 16), lr 1e-3,
 //              actor.entropy_coeff 0.1, 1500 steps. Reaches a task score of 0.9 at steps
-//              1200-1300 and 0.93 at step 1500 (seeds 1 and 2; docs/trainer.md, "The addition task")
+//              1200-1300 and 0.93-0.95 at step 1500 (seeds 1-3; docs/trainer.md, "The addition task")
 //   token      REINFORCE++ with algorithm.gamma=0 and examples::DigitTokenReward (raw credit)
 //   grpo       GRPO with the per-digit score on the last token (roles::DefaultReward)
 // docs/trainer.md ("The addition task") gives the runs and what limits each. Takes key=value
