@@ -12,6 +12,7 @@
 #include "common/addition_task.hpp"  // examples::DigitTokenReward
 
 #include <algorithm>
+#include <cmath>
 #include <random>
 #include <string>
 
@@ -64,6 +65,53 @@ TEST_CASE("AdditionTask prompts are 'a+b=' and answers their decimal sum", "[tas
         for (char c : it.prompt + it.ground_truth) REQUIRE(task.charset().find(c) != std::string::npos);
       }
     }
+  }
+}
+
+TEST_CASE("AdditionTask single_digit_fraction mixes in tagged prompts with operands below 10", "[tasks]") {
+  tasks::AdditionTask plain;
+  plain.fixed_width = true;
+  SECTION("0 keeps the dataset of the task without the option") {
+    tasks::AdditionTask t = plain;
+    t.single_digit_fraction = 0.0;
+    auto a = t.make_dataset(300, 11, false);
+    // an independent regeneration of the uniform stream: two draws per prompt from [0, 100)
+    std::mt19937_64 rng(11);
+    std::uniform_int_distribution<std::int64_t> d(0, 99);
+    for (std::int64_t i = 0; i < a.size(); ++i) {
+      std::int64_t const x = d(rng), y = d(rng);
+      REQUIRE(a[i].prompt == plain.prompt(x, y));
+      REQUIRE(a[i].extra_info.empty());
+    }
+  }
+  for (double f : {0.25, 0.5, 1.0}) {
+    tasks::AdditionTask t = plain;
+    t.single_digit_fraction = f;
+    std::int64_t const n = 4000;
+    auto ds = t.make_dataset(n, 5, false);
+    std::int64_t tagged = 0;
+    for (std::int64_t i = 0; i < ds.size(); ++i) {
+      auto const& it = ds[i];
+      long const a = std::stol(it.prompt.substr(0, 2)), b = std::stol(it.prompt.substr(3, 2));
+      REQUIRE(it.prompt == plain.prompt(a, b));
+      REQUIRE(std::stol(it.ground_truth) == a + b);
+      REQUIRE(it.ground_truth.size() == 3u);
+      REQUIRE(it.data_source == "addition");
+      if (!it.extra_info.empty()) {
+        REQUIRE(it.extra_info == tasks::AdditionTask::kCurriculumTag);
+        REQUIRE((a < 10 && b < 10));
+        ++tagged;
+      }
+    }
+    // binomial(n, f): within 5 standard deviations
+    double const sd = std::sqrt(static_cast<double>(n) * f * (1 - f));
+    CAPTURE(f, tagged);
+    REQUIRE(std::abs(static_cast<double>(tagged) - f * static_cast<double>(n)) <= 5 * sd + 1e-9);
+  }
+  tasks::AdditionTask bad = plain;
+  for (double f : {-0.1, 1.5, std::nan("")}) {
+    bad.single_digit_fraction = f;
+    REQUIRE_THROWS_WITH(bad.make_dataset(10, 1), Catch::Contains("single_digit_fraction") && Catch::Contains("use 0"));
   }
 }
 

@@ -29,6 +29,16 @@ struct AdditionTask {
   //! (scored by score_reversed: digits compared from the left, units with units). With this
   //! repo's tiny GPT and per-token RL it did not help (docs/trainer.md, "The addition task").
   bool reversed_answer = false;
+  //! A curriculum by mixture: this fraction of the generated prompts (0 to 1) have both operands
+  //! below 10 ("03+05=" with fixed_width), the rest are drawn as without it. On such a prompt the
+  //! tens digit is the carry of a0 + b0, a coarse function of the units sum that a tiny model
+  //! learns early, and the features it builds then serve the units digit of every prompt
+  //! (docs/trainer.md, "The addition task"). Those rows carry extra_info kCurriculumTag, so a
+  //! monitor can leave them out of a score meant for the uniform prompts. 0: no such rows, and
+  //! the same prompts as before the option existed.
+  double single_digit_fraction = 0.0;
+  //! extra_info of the rows added by single_digit_fraction.
+  static constexpr std::string_view kCurriculumTag = R"({"curriculum":"single_digit"})";
 
   //! Characters the tokenizer must know: the digits, '+' and the separator.
   std::string charset() const { return std::string("0123456789+") + separator; }
@@ -53,18 +63,31 @@ struct AdditionTask {
   std::string_view data_source() const { return reversed_answer ? "addition_reversed" : "addition"; }
 
   //! 'count' prompts from a seeded generator (same seed, same dataset); data source data_source().
+  //! With single_digit_fraction > 0 each prompt is, with that probability, one with both
+  //! operands below 10, tagged extra_info kCurriculumTag.
   PromptDataset make_dataset(std::int64_t count, std::uint64_t seed, bool shuffle = true) const {
     if (digits < 1 || digits > 4)
       throw config_error(msg("rlflow::tasks::AdditionTask: digits=", digits, " is out of range; use 1 to 4"));
+    if (!(single_digit_fraction >= 0.0 && single_digit_fraction <= 1.0))
+      throw config_error(msg("rlflow::tasks::AdditionTask: single_digit_fraction=", single_digit_fraction,
+                             " is out of range; use 0 (uniform operands) to 1 (operands below 10 only)"));
     std::int64_t hi = 1;
     for (int i = 0; i < digits; ++i) hi *= 10;
     std::mt19937_64 rng(seed);
     std::uniform_int_distribution<std::int64_t> d(0, hi - 1);
     std::vector<PromptItem> items;
     items.reserve(static_cast<std::size_t>(count));
+    std::uniform_int_distribution<std::int64_t> small(0, 9);
+    std::bernoulli_distribution easy(single_digit_fraction);
     for (std::int64_t i = 0; i < count; ++i) {
-      std::int64_t const a = d(rng), b = d(rng);
-      items.push_back({prompt(a, b), answer(a, b), std::string(data_source()), ""});
+      // draw the coin only when the option is on: without it the generator's stream is unchanged
+      if (single_digit_fraction > 0.0 && easy(rng)) {
+        std::int64_t const a = small(rng), b = small(rng);
+        items.push_back({prompt(a, b), answer(a, b), std::string(data_source()), std::string(kCurriculumTag)});
+      } else {
+        std::int64_t const a = d(rng), b = d(rng);
+        items.push_back({prompt(a, b), answer(a, b), std::string(data_source()), ""});
+      }
     }
     return PromptDataset(std::move(items), shuffle, seed);
   }
