@@ -37,27 +37,31 @@ namespace detail {
 //! built by one non-template function (cat), so a call site instantiates only an array of these,
 //! not a stream expression per combination of argument types (compile time, docs/development.md).
 struct msg_piece {
-  void const* object;
-  void (*put)(std::ostream&, void const*);
+  void const* object;          //!< the piece (an object)
+  void (*function)();          //!< or the piece (a function, e.g. the manipulator std::hex)
+  void (*put)(std::ostream&, msg_piece const&);
 };
 template <class T>
-void put_piece(std::ostream& os, void const* p) {
-  os << *static_cast<T const*>(p);
-}
-template <class E>
-void put_array_piece(std::ostream& os, void const* p) {
-  os << static_cast<E const*>(p);  // an array streams as its decayed pointer ("text" as char const*)
+void put_piece(std::ostream& os, msg_piece const& p) {
+  if constexpr (std::is_function_v<T>)
+    os << reinterpret_cast<T*>(p.function);
+  else if constexpr (std::is_array_v<T>)
+    os << static_cast<std::remove_extent_t<T> const*>(p.object);  // as its decayed pointer ("text" as char const*)
+  else
+    os << *static_cast<T const*>(p.object);
 }
 template <class T>
 msg_piece piece(T const& x) {
-  if constexpr (std::is_array_v<T>)
-    return {static_cast<void const*>(&x[0]), &put_array_piece<std::remove_extent_t<T>>};
+  if constexpr (std::is_function_v<T>)
+    return {nullptr, reinterpret_cast<void (*)()>(&x), &put_piece<T>};
+  else if constexpr (std::is_array_v<T>)
+    return {static_cast<void const*>(&x[0]), nullptr, &put_piece<T>};
   else
-    return {static_cast<void const*>(&x), &put_piece<T>};
+    return {static_cast<void const*>(&x), nullptr, &put_piece<T>};
 }
 inline std::string cat(std::initializer_list<msg_piece> pieces) {
   std::ostringstream os;
-  for (msg_piece const& p : pieces) p.put(os, p.object);
+  for (msg_piece const& p : pieces) p.put(os, p);
   return os.str();
 }
 }  // namespace detail
