@@ -5,7 +5,9 @@
 # no MPI), one at a time, under /usr/bin/time -v, and prints CPU seconds (user + sys) and the
 # compiler's peak memory per file. No ccache; nothing is written but a temporary object.
 # Usage: tools/compile_time.sh [-O LEVEL] [file.cpp ...]     (CXX overrides the compiler;
-#        RLFLOW_INCLUDE=<other tree>/include measures another tree's headers, for comparisons)
+#        RLFLOW_INCLUDE=<other tree>/include measures another tree's headers, for comparisons;
+#        RLFLOW_CXXFLAGS adds flags, e.g. -DRLFLOW_SEPARATE_COMPILATION: a TU of a program that
+#        links rlflow::rlflow_compiled, as the examples are built)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 opt=-O3
@@ -21,7 +23,7 @@ fi
 printf '%-36s %10s %12s\n' "translation unit ($cxx $opt)" "CPU s" "peak MiB"
 for f in "${files[@]}"; do
   if ! /usr/bin/time -v -o "$tmp/time.txt" "$cxx" -std=c++20 "$opt" -DNDEBUG -fopenmp -I"${RLFLOW_INCLUDE:-$root/include}" \
-       -I"$root/examples" -c "$f" -o "$tmp/out.o" 2> "$tmp/err.txt"; then
+       -I"$root/examples" ${RLFLOW_CXXFLAGS:-} -c "$f" -o "$tmp/out.o" 2> "$tmp/err.txt"; then
     echo "compile_time.sh: $f does not compile:" >&2
     head -20 "$tmp/err.txt" >&2
     exit 1

@@ -22,6 +22,16 @@
 #define RLFLOW_KERNEL __global__ __attribute__((visibility("hidden")))
 #endif
 
+// RLFLOW_SEPARATE_COMPILATION (docs/development.md, "Compile time"): the common instantiations
+// come from the compiled part (rlflow/impl/src.hpp). RLFLOW_SC_NOINLINE marks the heavy worker
+// methods of those instantiations, so that a caller does not inline (and so compile) their bodies
+// and what they reach; without the macro it is empty and nothing changes.
+#if defined(RLFLOW_SEPARATE_COMPILATION)
+#define RLFLOW_SC_NOINLINE [[gnu::noinline]]
+#else
+#define RLFLOW_SC_NOINLINE
+#endif
+
 namespace rlflow {
 inline constexpr int version_major = RLFLOW_VERSION_MAJOR;
 inline constexpr int version_minor = RLFLOW_VERSION_MINOR;

@@ -3,8 +3,11 @@
 // thing, the numbers and the fix. Does not define CUDA/NCCL checks (see kernels/cuda).
 #pragma once
 #include <sstream>    // message building
+#include <initializer_list>
+#include <ostream>
 #include <stdexcept>  // std::runtime_error
 #include <string>
+#include <type_traits>
 
 namespace rlflow {
 
@@ -30,17 +33,44 @@ struct worker_error : error { using error::error; };
 struct io_error : error { using error::error; };
 
 namespace detail {
-template <class... Args>
-std::string cat(Args const&... args) {
+//! One piece of a message: the object and the function that streams its type. The message is
+//! built by one non-template function (cat), so a call site instantiates only an array of these,
+//! not a stream expression per combination of argument types (compile time, docs/development.md).
+struct msg_piece {
+  void const* object;          //!< the piece (an object)
+  void (*function)();          //!< or the piece (a function, e.g. the manipulator std::hex)
+  void (*put)(std::ostream&, msg_piece const&);
+};
+template <class T>
+void put_piece(std::ostream& os, msg_piece const& p) {
+  if constexpr (std::is_function_v<T>)
+    os << reinterpret_cast<T*>(p.function);
+  else if constexpr (std::is_array_v<T>)
+    os << static_cast<std::remove_extent_t<T> const*>(p.object);  // as its decayed pointer ("text" as char const*)
+  else
+    os << *static_cast<T const*>(p.object);
+}
+template <class T>
+msg_piece piece(T const& x) {
+  if constexpr (std::is_function_v<T>)
+    return {nullptr, reinterpret_cast<void (*)()>(&x), &put_piece<T>};
+  else if constexpr (std::is_array_v<T>)
+    return {static_cast<void const*>(&x[0]), nullptr, &put_piece<T>};
+  else
+    return {static_cast<void const*>(&x), nullptr, &put_piece<T>};
+}
+inline std::string cat(std::initializer_list<msg_piece> pieces) {
   std::ostringstream os;
-  (os << ... << args);
+  for (msg_piece const& p : pieces) p.put(os, p);
   return os.str();
 }
 }  // namespace detail
 
 //! Builds a message from streamable pieces: rlflow::msg("x = ", x, " must be > 0").
 template <class... Args>
-std::string msg(Args const&... args) { return detail::cat(args...); }
+std::string msg(Args const&... args) {
+  return detail::cat({detail::piece(args)...});
+}
 
 }  // namespace rlflow
 

@@ -1357,3 +1357,6 @@ std::string describe() {
 }
 
 }  // namespace rlflow
+
+// RLFLOW_SEPARATE_COMPILATION: the common instantiations come from the compiled part.
+#include <rlflow/detail/separate_compilation.hpp>

@@ -79,7 +79,7 @@ class StandaloneRollout {
   using rollout_dispatch = std::conditional_t<TP == 1, dispatch::DPComputeProto,
                                               dispatch::NDComputeProto<dispatch::MeshLayout<TP>>>;
 
-  StandaloneRollout(WorkerContext const& ctx, RoleSetup setup, std::shared_ptr<AsyncHooks const> hooks,
+  RLFLOW_SC_NOINLINE StandaloneRollout(WorkerContext const& ctx, RoleSetup setup, std::shared_ptr<AsyncHooks const> hooks,
                     std::shared_ptr<RolloutControl const> control = nullptr)
       : ctx_(&ctx),
         setup_(std::move(setup)),
@@ -95,7 +95,7 @@ class StandaloneRollout {
   //! Same contract as the hybrid role's generate_sequences (the same code runs); meta_info
   //! 'global_step' names the step for the in_generate hook. Never sleeps: the pool only generates.
   //! verl: generate_sequences (AsyncLLMServerManager.generate on a standalone replica)
-  DataProto generate_sequences(DataProto const& prompts) {
+  RLFLOW_SC_NOINLINE DataProto generate_sequences(DataProto const& prompts) {
     if constexpr (TP > 1) {
       if (!mesh_.tp) {
         mesh_ = comm::split_mesh(ctx_->comm(), TP);
@@ -117,7 +117,7 @@ class StandaloneRollout {
   //! Releases the rollout engine's KV cache and activations (colocate_async: the memory goes back
   //! to training while the rollout idles); returns the bytes released. The next generation
   //! re-acquires them. verl: sleep_replicas / release_kv_cache.
-  std::int64_t sleep() {
+  RLFLOW_SC_NOINLINE std::int64_t sleep() {
     auto const held = static_cast<std::int64_t>(rollout_.memory_bytes());
     rollout_.sleep();
     return held;
@@ -127,7 +127,7 @@ class StandaloneRollout {
 
   //! Loads a full flat copy of the policy's weights; each rank keeps its TP shard.
   //! verl: the checkpoint engine's receive side (update_weights on the replica)
-  void update_weights(std::shared_ptr<std::vector<float> const> weights) {
+  RLFLOW_SC_NOINLINE void update_weights(std::shared_ptr<std::vector<float> const> weights) {
     if (hooks_ && hooks_->in_update_weights) hooks_->in_update_weights(ctx_->rank);
     rollout_.load_weights(std::span<float const>(*weights));
     rollout_.wake();
@@ -148,7 +148,7 @@ class StandaloneRollout {
   //! the sampling counter goes on at its token index, so every token stays a function of (seed,
   //! index, the weights that drew it). Rows with the same length go in one call. verl:
   //! resume_generation (the partial rollout continues with the new weights).
-  DataProto continue_partial(DataProto const& part, engine::GenerateControl gc) {
+  RLFLOW_SC_NOINLINE DataProto continue_partial(DataProto const& part, engine::GenerateControl gc) {
     if (rollout_.is_sleeping()) rollout_.wake();
     Tensor const& pids = part.tensor("prompts");
     Tensor const& am_full = part.tensor("attention_mask");

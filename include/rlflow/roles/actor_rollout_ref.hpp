@@ -226,7 +226,7 @@ class BasicActorRolloutRef {
   //! tp_rank 0); the actor and the reference hold TP rank (rank % T)'s shard; gradients are averaged
   //! across the world / T DP ranks only. The TP and DP communicators are split here, the first thing
   //! every rank does (no work before it can fail on one rank only).
-  BasicActorRolloutRef(WorkerContext const& ctx, RoleSetup setup, std::int64_t total_optimizer_steps = 1)
+  RLFLOW_SC_NOINLINE BasicActorRolloutRef(WorkerContext const& ctx, RoleSetup setup, std::int64_t total_optimizer_steps = 1)
       : ctx_(&ctx),
         bind_(ctx),
         setup_(std::move(setup)),
@@ -282,7 +282,7 @@ class BasicActorRolloutRef {
   //! response_mask (b, R) int32, rollout_log_probs (b, R). meta_info 'do_sample' = false makes it
   //! greedy. Releases the rollout memory afterwards when rollout.free_cache_engine.
   //! verl: generate_sequences
-  DataProto generate_sequences(DataProto const& prompts) {
+  RLFLOW_SC_NOINLINE DataProto generate_sequences(DataProto const& prompts) {
     auto const& rc = setup_.cfg.actor_rollout_ref.rollout;
     if constexpr (RolloutTP > 1) {
       if (!mesh_.tp) {  // made inside the first collective call, so a failing rank aborts it
@@ -303,7 +303,7 @@ class BasicActorRolloutRef {
   //! Training TP = T > 1: when the rollout's TP equals T, each rank hands its training shard to
   //! its rollout shard directly (the layouts coincide; no full copy exists); otherwise the TP
   //! group all-gathers the full weights into one reused buffer per rank, which is resharded.
-  void update_weights() {
+  RLFLOW_SC_NOINLINE void update_weights() {
     if (train_tp_ == 1) {
       E::load_rollout(rollout_, actor_);
     } else if constexpr (std::is_same_v<System, cpu::tag>) {
@@ -322,7 +322,7 @@ class BasicActorRolloutRef {
 
   //! old_log_probs and entropys (b, R) of the responses under the current actor, logits divided
   //! by rollout.temperature. verl: compute_log_prob
-  DataProto compute_log_prob(DataProto const& data) {
+  RLFLOW_SC_NOINLINE DataProto compute_log_prob(DataProto const& data) {
     bool const sps = setup_.cfg.actor_rollout_ref.actor.calculate_sum_pi_squared;
     auto [lp, ent, sq] = log_probs_of(actor_, data, true, sps);
     DataProto out = DataProto::from_dict({{"old_log_probs", lp}, {"entropys", ent}});
@@ -331,7 +331,7 @@ class BasicActorRolloutRef {
   }
 
   //! ref_log_prob (b, R) under the frozen reference policy. verl: compute_ref_log_prob
-  DataProto compute_ref_log_prob(DataProto const& data) {
+  RLFLOW_SC_NOINLINE DataProto compute_ref_log_prob(DataProto const& data) {
     Tensor lp = std::get<0>(log_probs_of(ref_, data, false, false));
     return DataProto::from_dict({{"ref_log_prob", lp}});
   }
@@ -342,7 +342,7 @@ class BasicActorRolloutRef {
   //! ppo_mini_batch_size * n / dp rows, each cut into micro-batches whose gradients accumulate,
   //! then averaged across the DP ranks and applied (clip, AdamW). Losses use verl's global
   //! normalisation (token count of the whole mini-batch on all ranks). verl: update_actor
-  MetricLists update_actor(DataProto const& data) {
+  RLFLOW_SC_NOINLINE MetricLists update_actor(DataProto const& data) {
     auto const& cfg = setup_.cfg;
     auto const& a = cfg.actor_rollout_ref.actor;
     WorkerContext const& dctx = train_tp_ > 1 ? dp_ctx_ : *ctx_;  // the DP group (every rank at T = 1)
@@ -446,7 +446,7 @@ class BasicActorRolloutRef {
   //! with training TP, the ranks of rank 0's TP group can gather the shards with it (a collective
   //! of that group; the other ranks return at once). The file is the same at every training TP.
   //! verl: save_checkpoint
-  void save_checkpoint(std::string path) {
+  RLFLOW_SC_NOINLINE void save_checkpoint(std::string path) {
     if (train_tp_ == 1) {
       if (ctx_->rank == 0) E::save(path, actor_);
     } else if constexpr (std::is_same_v<System, cpu::tag>) {
@@ -456,7 +456,7 @@ class BasicActorRolloutRef {
 
   //! Restores the actor from 'path' on every rank (each training-TP rank keeps its shard of the
   //! full file, whatever TP wrote it) and syncs the rollout. verl: load_checkpoint
-  void load_checkpoint(std::string path) {
+  RLFLOW_SC_NOINLINE void load_checkpoint(std::string path) {
     E::load(path, actor_);
     update_weights();
   }
@@ -468,7 +468,7 @@ class BasicActorRolloutRef {
   }
   //! The actor's full flat parameters on every rank: with training TP a collective of each TP
   //! group (all-gather of the shards); otherwise a copy. For tests, tools and the async modes.
-  std::vector<float> gather_actor_weights() {
+  RLFLOW_SC_NOINLINE std::vector<float> gather_actor_weights() {
     if (train_tp_ == 1) return E::weights(actor_);
     if constexpr (std::is_same_v<System, cpu::tag>) {
       std::vector<float> full(actor_.layout().size());
