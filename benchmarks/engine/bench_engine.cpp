@@ -456,6 +456,27 @@ void BM_CheckpointSave(benchmark::State& state) {
   fs::remove_all(dir);
 }
 
+//! Runs 'replicated' then 'vocab_parallel' in each iteration (the same iterations, so the ratio
+//! sees the same machine state): manual time = the vocabulary-parallel round; returns the
+//! replicated / vocabulary-parallel time ratio (the counter 'vs_replicated').
+template <class Replicated, class VocabParallel>
+double time_heads(benchmark::State& state, Replicated&& replicated, VocabParallel&& vocab_parallel) {
+  using clock = std::chrono::steady_clock;
+  double rep_s = 0, vp_s = 0;
+  for (auto _ : state) {
+    auto const t0 = clock::now();
+    replicated();
+    auto const t1 = clock::now();
+    vocab_parallel();
+    auto const t2 = clock::now();
+    double const s = std::chrono::duration<double>(t2 - t1).count();
+    rep_s += std::chrono::duration<double>(t1 - t0).count();
+    vp_s += s;
+    state.SetIterationTime(s);
+  }
+  return rep_s / vp_s;
+}
+
 //! One replica of N ranks generates with the replicated LM head and with the vocabulary-parallel
 //! one, alternately in the same iterations (same prompts, same seeds, same tokens checked first):
 //! manual time = the vocabulary-parallel generate; counter vs_replicated = replicated time /
@@ -491,21 +512,9 @@ void BM_LMHead(benchmark::State& state) {
     state.SkipWithError("the vocabulary-parallel head sampled other tokens than the replicated one");
     return;
   }
-  using clock = std::chrono::steady_clock;
-  double rep_s = 0, vp_s = 0;
-  for (auto _ : state) {
-    auto const t0 = clock::now();
-    run(rep);
-    auto const t1 = clock::now();
-    run(vp);
-    auto const t2 = clock::now();
-    double const s = std::chrono::duration<double>(t2 - t1).count();
-    rep_s += std::chrono::duration<double>(t1 - t0).count();
-    vp_s += s;
-    state.SetIterationTime(s);
-  }
+  double const ratio = time_heads(state, [&] { run(rep); }, [&] { run(vp); });
   state.counters["tokens/s"] = benchmark::Counter(double(B) * R, benchmark::Counter::kIsIterationInvariantRate);
-  state.counters["vs_replicated"] = rep_s / vp_s;
+  state.counters["vs_replicated"] = ratio;
   state.SetLabel("B=64 P=8 R=16 L=2 NH=8 C=64 V=" + std::to_string(V) + ", one replica of tp=" + std::to_string(N));
 }
 
@@ -554,21 +563,9 @@ void BM_TrainLMHead(benchmark::State& state) {
       state.SkipWithError("the vocabulary-parallel head's log-probs differ from the replicated head's");
       return;
     }
-  using clock = std::chrono::steady_clock;
-  double rep_s = 0, vp_s = 0;
-  for (auto _ : state) {
-    auto const t0 = clock::now();
-    run(rep);
-    auto const t1 = clock::now();
-    run(vp);
-    auto const t2 = clock::now();
-    double const s = std::chrono::duration<double>(t2 - t1).count();
-    rep_s += std::chrono::duration<double>(t1 - t0).count();
-    vp_s += s;
-    state.SetIterationTime(s);
-  }
+  double const ratio = time_heads(state, [&] { run(rep); }, [&] { run(vp); });
   state.counters["tokens/s"] = benchmark::Counter(double(B) * T, benchmark::Counter::kIsIterationInvariantRate);
-  state.counters["vs_replicated"] = rep_s / vp_s;
+  state.counters["vs_replicated"] = ratio;
   state.SetLabel("B=16 T=48 R=32 L=2 NH=8 C=64 V=" + std::to_string(V) + ", one group of tp=" + std::to_string(N));
 }
 
