@@ -380,22 +380,16 @@ TEST_CASE("a driver-side failure after an async step took its batch fails every 
       cfg.trainer.save_freq = 1;
       cfg.trainer.resume_mode = "auto";
       std::string const dir(cfg.trainer.default_local_dir.view());
-      auto const make = [&](bool failing) -> std::unique_ptr<SepTrainer> {
+      auto const options = [](bool failing) {
         auto o = quiet();
         if (failing)
           o.after_advantage = [](std::int64_t step, DataProto const&) {
             if (step == 3) throw std::runtime_error("injected driver failure");
           };
-        return std::make_unique<SepTrainer>(cfg, dataset(), task.charset(), std::move(o));
+        return o;
       };
-      auto const make_co = [&](bool failing) -> std::unique_ptr<SyncTrainer> {
-        auto o = quiet();
-        if (failing)
-          o.after_advantage = [](std::int64_t step, DataProto const&) {
-            if (step == 3) throw std::runtime_error("injected driver failure");
-          };
-        return std::make_unique<SyncTrainer>(cfg, dataset(), task.charset(), std::move(o));
-      };
+      auto const make = [&](bool failing) { return std::make_unique<SepTrainer>(cfg, dataset(), task.charset(), options(failing)); };
+      auto const make_co = [&](bool failing) { return std::make_unique<SyncTrainer>(cfg, dataset(), task.charset(), options(failing)); };
       // the uninterrupted run (same config, its own directory); bound 0 makes the schedule, and so
       // the weights, independent of timing (with bound 1 the resumed run is checked to finish)
       std::vector<float> want;

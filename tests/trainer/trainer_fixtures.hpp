@@ -1,6 +1,7 @@
 // Shared fixtures of the Trainer tests: a quiet TrainerOptions, a fresh temporary folder, the
 // demo task's trainers and a small, fast configuration (8 prompts x 4 samples, 2 DP workers).
 #pragma once
+#include <catch2/catch.hpp>  // REQUIRE in require_tp_weights_match
 #include <rlflow/trainer.hpp>
 
 #include <algorithm>
@@ -32,6 +33,18 @@ inline double rel_l2(std::vector<float> const& a, std::vector<float> const& b) {
     den += double(b[i]) * b[i];
   }
   return std::sqrt(num / den);
+}
+
+//! The training-TP run's final weights 'wb' against the TP = 1 run's 'wa': every rank's gathered
+//! copy ('per_rank') identical and equal to wb, and wb within 1e-4 of wa (relative L2 and per weight).
+inline void require_tp_weights_match(std::vector<std::vector<float>> const& per_rank, std::vector<float> const& wa,
+                                     std::vector<float> const& wb) {
+  for (auto const& w : per_rank) REQUIRE(w == per_rank[0]);
+  REQUIRE(wb == per_rank[0]);
+  REQUIRE(wa.size() == wb.size());
+  INFO("relative L2 difference of the final weights: " << rel_l2(wb, wa));
+  REQUIRE(rel_l2(wb, wa) <= 1e-4);
+  for (std::size_t i = 0; i < wa.size(); ++i) REQUIRE(close(wb[i], wa[i], 1e-4));
 }
 
 //! A schedule that does not depend on timing, for bound K: step t trains only once the batch of
