@@ -32,6 +32,26 @@
 #define RLFLOW_SC_NOINLINE
 #endif
 
+// Non-template functions under RLFLOW_SEPARATE_COMPILATION (Asio's pattern). A header declares
+// such a function (or a class's member) and defines it in an impl/*.ipp file that it includes at
+// its end when RLFLOW_DEFINE_BODIES is 1; each definition is marked RLFLOW_DECL.
+// - Header-only (the default): RLFLOW_DECL is `inline` and every .ipp is included, so nothing
+//   changes for a program that does not opt in.
+// - A program's translation units with the macro: RLFLOW_DEFINE_BODIES is 0, so they see the
+//   declarations only and call the compiled part's definitions (no body to parse or optimise).
+// - The compiled part (RLFLOW_COMPILED_PART, rlflow/impl/src.hpp): RLFLOW_DECL is empty, so each
+//   function is defined once there, with external linkage.
+#if defined(RLFLOW_SEPARATE_COMPILATION)
+#define RLFLOW_DECL
+#else
+#define RLFLOW_DECL inline
+#endif
+#if !defined(RLFLOW_SEPARATE_COMPILATION) || defined(RLFLOW_COMPILED_PART)
+#define RLFLOW_DEFINE_BODIES 1
+#else
+#define RLFLOW_DEFINE_BODIES 0
+#endif
+
 namespace rlflow {
 inline constexpr int version_major = RLFLOW_VERSION_MAJOR;
 inline constexpr int version_minor = RLFLOW_VERSION_MINOR;
