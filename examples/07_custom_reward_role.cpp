@@ -43,10 +43,10 @@ class ReverseReward {
       std::string const response = tok_->decode(ids);
       std::string const truth = reward_model[static_cast<std::size_t>(i)].as_dict().get("ground_truth").as_string();
       double score = response == truth ? 1.0 : 0.0;
-      if (data_source[static_cast<std::size_t>(i)].as_string() == "reverse" && score == 0.0) {  // partial credit
-        std::size_t hits = 0;
+      if (data_source[static_cast<std::size_t>(i)].as_string() == "reverse" && score == 0.0) {  // partial credit:
+        std::size_t hits = 0;  // letters in the right place over the longer of the two
         for (std::size_t k = 0; k < std::min(response.size(), truth.size()); ++k) hits += response[k] == truth[k];
-        score = 0.5 * static_cast<double>(hits) / static_cast<double>(std::max(response.size(), truth.size()));
+        score = static_cast<double>(hits) / static_cast<double>(std::max(response.size(), truth.size()));
       }
       if (last >= 0) scores.at<float>(i, last) = static_cast<float>(score);  // the score sits on the last token
     }
