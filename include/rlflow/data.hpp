@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include <rlflow/config.hpp>  // RLFLOW_DECL, RLFLOW_DEFINE_BODIES
 #include <rlflow/error.hpp>  // config_error
 
 namespace rlflow {
@@ -49,35 +50,17 @@ class PromptDataset {
 
   //! The next batch of 'batch_size' prompts from 'pos'; advances 'pos' (to the next epoch when
   //! fewer than batch_size prompts remain, as drop_last does).
-  std::vector<PromptItem> next_batch(DataPosition& pos, std::int64_t batch_size) const {
-    if (batch_size <= 0 || batch_size > size())
-      throw config_error(msg("rlflow::PromptDataset: data.train_batch_size=", batch_size, " but the dataset holds ",
-                             size(), " prompts; lower data.train_batch_size or provide more prompts"));
-    if (pos.index + batch_size > size()) {
-      ++pos.epoch;
-      pos.index = 0;
-    }
-    auto order = epoch_order(pos.epoch);
-    std::vector<PromptItem> out;
-    out.reserve(static_cast<std::size_t>(batch_size));
-    for (std::int64_t i = 0; i < batch_size; ++i) out.push_back(items_[order[static_cast<std::size_t>(pos.index + i)]]);
-    pos.index += batch_size;
-    return out;
-  }
+  std::vector<PromptItem> next_batch(DataPosition& pos, std::int64_t batch_size) const;
 
  private:
-  std::vector<std::size_t> epoch_order(std::int64_t epoch) const {
-    std::vector<std::size_t> order(items_.size());
-    std::iota(order.begin(), order.end(), std::size_t{0});
-    if (shuffle_) {
-      std::mt19937_64 rng(seed_ * 0x9E3779B97F4A7C15ull + static_cast<std::uint64_t>(epoch));
-      std::shuffle(order.begin(), order.end(), rng);
-    }
-    return order;
-  }
+  std::vector<std::size_t> epoch_order(std::int64_t epoch) const;
   std::vector<PromptItem> items_;
   bool shuffle_ = true;
   std::uint64_t seed_ = 1;
 };
 
 }  // namespace rlflow
+
+#if RLFLOW_DEFINE_BODIES
+#include <rlflow/impl/data.ipp>
+#endif

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include <rlflow/backend.hpp>  // Device
+#include <rlflow/config.hpp>   // RLFLOW_DECL, RLFLOW_DEFINE_BODIES
 #include <rlflow/error.hpp>    // shape_error, dtype_error
 #include <rlflow/memory.hpp>   // memory_resource, default_host_resource
 
@@ -147,11 +148,7 @@ class Shape {
   friend bool operator==(Shape const& a, Shape const& b) {
     return a.rank_ == b.rank_ && std::equal(a.d_.begin(), a.d_.begin() + a.rank_, b.d_.begin());
   }
-  std::string str() const {
-    std::string s = "(";
-    for (int i = 0; i < rank_; ++i) s += (i ? ", " : "") + std::to_string(d_[static_cast<std::size_t>(i)]);
-    return s + (rank_ == 1 ? ",)" : ")");
-  }
+  std::string str() const;
 
  private:
   template <class It>
@@ -195,19 +192,8 @@ class Tensor {
   Tensor() = default;
 
   //! Uninitialised tensor of the given dtype and shape.
-  static Tensor empty(DType dtype, Shape const& shape, memory_resource* mr = nullptr, Device device = Device::cpu) {
-    Tensor t;
-    t.dtype_ = dtype;
-    t.shape_ = shape;
-    std::size_t const n = static_cast<std::size_t>(shape.numel()) * dtype_size(dtype);
-    t.storage_ = std::make_shared<detail::Storage>(n, mr ? mr : &default_host_resource(), device);
-    return t;
-  }
-  static Tensor zeros(DType dtype, Shape const& shape, memory_resource* mr = nullptr) {
-    Tensor t = empty(dtype, shape, mr);
-    if (t.nbytes()) std::memset(t.raw_data(), 0, t.nbytes());
-    return t;
-  }
+  static Tensor empty(DType dtype, Shape const& shape, memory_resource* mr = nullptr, Device device = Device::cpu);
+  static Tensor zeros(DType dtype, Shape const& shape, memory_resource* mr = nullptr);
   //! A tensor holding a copy of 'values' with the given shape (numel must match).
   template <class T>
   static Tensor from(std::span<T const> values, Shape const& shape, memory_resource* mr = nullptr) {
@@ -283,15 +269,7 @@ class Tensor {
   }
 
   //! A view of rows [begin, end) sharing this tensor's storage.
-  Tensor slice_rows(std::int64_t begin, std::int64_t end) const {
-    if (rank() == 0) throw shape_error("rlflow::Tensor::slice_rows: a rank-0 tensor has no rows");
-    if (begin < 0 || end < begin || end > rows())
-      throw shape_error(msg("rlflow::Tensor::slice_rows(", begin, ", ", end, "): out of range for ", rows(), " rows"));
-    Tensor t = *this;
-    t.offset_ += static_cast<std::size_t>(begin) * row_bytes();
-    t.shape_[0] = end - begin;
-    return t;
-  }
+  Tensor slice_rows(std::int64_t begin, std::int64_t end) const;
   //! A view of one row with the first dimension dropped.
   Tensor row(std::int64_t i) const {
     Tensor t = slice_rows(i, i + 1);
@@ -299,61 +277,13 @@ class Tensor {
     return t;
   }
   //! A view with a new shape of the same element count.
-  Tensor reshape(Shape const& s) const {
-    if (s.numel() != numel())
-      throw shape_error(msg("rlflow::Tensor::reshape: cannot view ", shape_.str(), " (", numel(), " elements) as ",
-                            s.str(), " (", s.numel(), " elements)"));
-    Tensor t = *this;
-    t.shape_ = s;
-    return t;
-  }
+  Tensor reshape(Shape const& s) const;
   //! A deep copy in fresh storage.
-  Tensor clone(memory_resource* mr = nullptr) const {
-    host_only("clone");
-    Tensor t = empty(dtype_, shape_, mr ? mr : resource());
-    if (nbytes()) std::memcpy(t.raw_data(), raw_data(), nbytes());
-    return t;
-  }
+  Tensor clone(memory_resource* mr = nullptr) const;
   //! Gathers rows by index into a new tensor (indices may repeat; each must be in range).
-  Tensor index_rows(std::span<std::int64_t const> idx, memory_resource* mr = nullptr) const {
-    host_only("index_rows");
-    if (rank() == 0) throw shape_error("rlflow::Tensor::index_rows: a rank-0 tensor has no rows");
-    Tensor t = empty(dtype_, shape_.with_dim0(static_cast<std::int64_t>(idx.size())), mr ? mr : resource());
-    std::size_t const rb = row_bytes();
-    auto* dst = static_cast<char*>(t.raw_data());
-    auto const* src = static_cast<char const*>(raw_data());
-    for (std::size_t i = 0; i < idx.size(); ++i) {
-      if (idx[i] < 0 || idx[i] >= rows())
-        throw shape_error(msg("rlflow::Tensor::index_rows: index ", idx[i], " at position ", i, " is out of range for ",
-                              rows(), " rows"));
-      if (rb) std::memcpy(dst + i * rb, src + static_cast<std::size_t>(idx[i]) * rb, rb);
-    }
-    return t;
-  }
+  Tensor index_rows(std::span<std::int64_t const> idx, memory_resource* mr = nullptr) const;
   //! Concatenates tensors along the first dimension (all must agree in dtype and trailing shape).
-  static Tensor concat_rows(std::span<Tensor const> parts, memory_resource* mr = nullptr) {
-    if (parts.empty()) throw shape_error("rlflow::Tensor::concat_rows: no tensors to concatenate");
-    Tensor const& first = parts[0];
-    std::int64_t total = 0;
-    for (std::size_t i = 0; i < parts.size(); ++i) {
-      Tensor const& p = parts[i];
-      p.host_only("concat_rows");
-      if (p.dtype() != first.dtype())
-        throw dtype_error(msg("rlflow::Tensor::concat_rows: part ", i, " is ", dtype_name(p.dtype()), " but part 0 is ",
-                              dtype_name(first.dtype())));
-      if (p.rank() == 0 || p.rank() != first.rank() || !(p.shape().tail() == first.shape().tail()))
-        throw shape_error(msg("rlflow::Tensor::concat_rows: part ", i, " has shape ", p.shape().str(),
-                              ", incompatible with part 0's ", first.shape().str()));
-      total += p.rows();
-    }
-    Tensor t = empty(first.dtype(), first.shape().with_dim0(total), mr ? mr : first.resource());
-    auto* dst = static_cast<char*>(t.raw_data());
-    for (auto const& p : parts) {
-      if (p.nbytes()) std::memcpy(dst, p.raw_data(), p.nbytes());
-      dst += p.nbytes();
-    }
-    return t;
-  }
+  static Tensor concat_rows(std::span<Tensor const> parts, memory_resource* mr = nullptr);
 
   //! True when both tensors view the same allocation.
   bool shares_storage_with(Tensor const& o) const { return storage_ && storage_ == o.storage_; }
@@ -361,16 +291,9 @@ class Tensor {
   std::size_t storage_offset() const { return offset_; }
 
   //! Same dtype, same shape and bit-identical bytes (NaN == NaN when the bits agree).
-  friend bool bit_equal(Tensor const& a, Tensor const& b) {
-    if (a.defined() != b.defined()) return false;
-    if (!a.defined()) return true;
-    if (a.dtype() != b.dtype() || !(a.shape() == b.shape())) return false;
-    return a.nbytes() == 0 || std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()) == 0;
-  }
+  friend bool bit_equal(Tensor const& a, Tensor const& b);
 
-  std::string describe() const {
-    return msg("Tensor<", dtype_name(dtype_), ">", shape_.str(), "@", device_name(device()));
-  }
+  std::string describe() const;
 
  private:
   template <class T>
@@ -385,10 +308,7 @@ class Tensor {
     if (row < 0 || row >= rows() || col < 0 || col >= shape_.row_numel())
       throw shape_error(msg("rlflow::Tensor::at(", row, ", ", col, "): out of range for shape ", shape_.str()));
   }
-  void host_only(const char* what) const {
-    if (device() != Device::cpu)
-      throw error(msg("rlflow::Tensor::", what, ": tensor ", describe(), " lives on the device; copy it to the host first"));
-  }
+  void host_only(const char* what) const;
 
   std::shared_ptr<detail::Storage> storage_;
   std::size_t offset_ = 0;
@@ -397,3 +317,7 @@ class Tensor {
 };
 
 }  // namespace rlflow
+
+#if RLFLOW_DEFINE_BODIES
+#include <rlflow/impl/tensor.ipp>
+#endif
