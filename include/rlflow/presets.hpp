@@ -6,6 +6,7 @@
 #pragma once
 #include <cstdint>
 
+#include <rlflow/config.hpp>          // RLFLOW_DECL, RLFLOW_DEFINE_BODIES
 #include <rlflow/trainer_config.hpp>  // TrainerConfig
 
 namespace rlflow::presets {
@@ -14,39 +15,15 @@ namespace rlflow::presets {
 //! worker threads (trainer.n_gpus_per_node=2), no weight decay, one PPO epoch, no checkpoints,
 //! no resume, seed 1. 'max_prompt_length' counts BOS and the prompt's tokens,
 //! 'max_response_length' the answer's tokens and EOS.
-inline TrainerConfig tiny_gpt_cpu(std::int64_t max_prompt_length, std::int64_t max_response_length) {
-  TrainerConfig c;
-  c.data.max_prompt_length = max_prompt_length;
-  c.data.max_response_length = max_response_length;
-  c.actor_rollout_ref.model.n_layer = 2;
-  c.actor_rollout_ref.model.n_head = 4;
-  c.actor_rollout_ref.model.n_embd = 64;
-  c.actor_rollout_ref.actor.optim.weight_decay = 0.0;
-  c.actor_rollout_ref.actor.ppo_epochs = 1;
-  c.actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu = 128;  // used when KL is on
-  c.trainer.nnodes = 1;
-  c.trainer.n_gpus_per_node = 2;  // two DP workers (threads) on the CPU
-  c.trainer.device = "cpu";       // what Backend<cpu::tag> runs on (verl's default is cuda)
-  c.trainer.save_freq = -1;
-  c.trainer.project_name = "rlflow";
-  c.trainer.resume_mode = "disable";
-  c.seed = 1;
-  return c;
-}
+RLFLOW_DECL TrainerConfig tiny_gpt_cpu(std::int64_t max_prompt_length, std::int64_t max_response_length);
 
 //! tiny_gpt_cpu plus GRPO's batch: 32 prompts x 8 samples a step, one actor update a step
 //! (mini-batch 32 prompts, micro-batches of 128 rows), lr 3e-3, 200 steps. This is the demo's
 //! configuration (examples/00_grpo_reverse); it learns short string tasks in seconds.
-inline TrainerConfig grpo_tiny_cpu(std::int64_t max_prompt_length, std::int64_t max_response_length) {
-  TrainerConfig c = tiny_gpt_cpu(max_prompt_length, max_response_length);
-  c.data.train_batch_size = 32;
-  c.actor_rollout_ref.actor.ppo_mini_batch_size = 32;
-  c.actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu = 128;
-  c.actor_rollout_ref.actor.optim.lr = 3e-3;
-  c.actor_rollout_ref.rollout.n = 8;
-  c.actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu = 128;
-  c.trainer.total_training_steps = 200;
-  return c;
-}
+RLFLOW_DECL TrainerConfig grpo_tiny_cpu(std::int64_t max_prompt_length, std::int64_t max_response_length);
 
 }  // namespace rlflow::presets
+
+#if RLFLOW_DEFINE_BODIES
+#include <rlflow/impl/presets.ipp>
+#endif

@@ -9,7 +9,8 @@
 #include <string_view>
 #include <vector>
 
-#include <rlflow/error.hpp>  // config_error, msg
+#include <rlflow/config.hpp>  // RLFLOW_DECL, RLFLOW_DEFINE_BODIES
+#include <rlflow/error.hpp>   // config_error, msg
 
 namespace rlflow {
 
@@ -76,17 +77,7 @@ struct string_list {
   config_string joined{};
   constexpr string_list() = default;
   constexpr string_list(char const* s) : joined(s) {}  // NOLINT: "console,jsonl"
-  std::vector<std::string> items() const {
-    std::vector<std::string> out;
-    std::string_view v = joined.view();
-    while (!v.empty()) {
-      auto const comma = v.find(',');
-      out.emplace_back(v.substr(0, comma));
-      if (comma == std::string_view::npos) break;
-      v.remove_prefix(comma + 1);
-    }
-    return out;
-  }
+  std::vector<std::string> items() const;
   constexpr bool contains(std::string_view item) const {
     std::string_view v = joined.view();
     while (true) {
@@ -99,3 +90,7 @@ struct string_list {
 };
 
 }  // namespace rlflow
+
+#if RLFLOW_DEFINE_BODIES
+#include <rlflow/trainer_config/impl/values.ipp>
+#endif
