@@ -319,9 +319,11 @@ TEST_CASE("results do not depend on the thread count where every loop and produc
   REQUIRE(one == two);
 }
 
-TEST_CASE("the split product equals one sgemm call", "[model][gpt][threads]") {
-  // layers::sgemm splits C by row blocks (or column blocks when M is small) across the team; each
-  // block is one sgemm over the same K, so every element equals the unsplit call's.
+TEST_CASE("the split product does not depend on the team size and equals one sgemm call", "[model][gpt][threads]") {
+  // layers::sgemm splits C by row blocks (or column blocks when M is small) fixed by the shape;
+  // each block is one sgemm over the same K. One and two threads give the same bits; against one
+  // unsplit call the bits are equal only where OpenBLAS has no shape-dependent kernel (its
+  // AVX-512 small-matrix kernels sum in another order), so that comparison is within rounding.
   std::mt19937 g(9);
   std::normal_distribution<float> n(0.0f, 1.0f);
   struct Case { CBLAS_TRANSPOSE ta, tb; int M, N, K; };
@@ -338,12 +340,18 @@ TEST_CASE("the split product equals one sgemm call", "[model][gpt][threads]") {
     for (auto& x : A) x = n(g);
     for (auto& x : Bm) x = n(g);
     for (auto& x : C0) x = n(g);
-    std::vector<float> ref = C0, got = C0;
+    std::vector<float> ref = C0, got = C0, got1 = C0;
     cblas_sgemm(CblasRowMajor, c.ta, c.tb, c.M, c.N, c.K, 0.5f, A.data(), lda, Bm.data(), ldb, 1.0f, ref.data(), c.N);
+    rlflow::model::layers::set_worker_threads(1);
+    rlflow::model::layers::sgemm(c.ta, c.tb, c.M, c.N, c.K, 0.5f, A.data(), lda, Bm.data(), ldb, 1.0f, got1.data(), c.N);
     rlflow::model::layers::set_worker_threads(2);
     rlflow::model::layers::sgemm(c.ta, c.tb, c.M, c.N, c.K, 0.5f, A.data(), lda, Bm.data(), ldb, 1.0f, got.data(), c.N);
     INFO("M " << c.M << " N " << c.N << " K " << c.K);
-    REQUIRE(got == ref);
+    REQUIRE(got == got1);
+    double worst_vs_one_call = 0;  // relative to the size of the sum's terms
+    for (std::size_t i = 0; i < got.size(); ++i)
+      worst_vs_one_call = std::max(worst_vs_one_call, std::abs(double(got[i]) - ref[i]) / (1.0 + std::abs(double(ref[i]))));
+    REQUIRE(worst_vs_one_call < 1e-4);
     // and against a double-precision reference (the split covers every element exactly once)
     double worst = 0;
     for (int i = 0; i < c.M; ++i)

@@ -130,23 +130,30 @@ inline void set_worker_threads(int threads) {
 //! sgemm, well above the cost of the fork.
 inline constexpr std::int64_t gemm_split_flops = std::int64_t{1} << 23;
 
+//! The most blocks a split product is cut into (sgemm below): fixed, never taken from the team
+//! size, so the blocks (and so the bits of the result) are the same for every thread count.
+inline constexpr int gemm_split_blocks = 8;
+
 //! Row-major C (M, N) = alpha op(A) op(B) + beta C, as cblas_sgemm, split across the calling
 //! worker's OpenMP team when the product is large enough: row blocks of C (or column blocks when
 //! M is small), each a single-threaded OpenBLAS call, so one thread pool (OpenMP) runs the whole
 //! engine and OpenBLAS's own pool stays idle (run with OPENBLAS_NUM_THREADS=1: two pools spinning
-//! on two cores made every stage slower; docs/model.md). Each element of C is computed by one
-//! call over the same K, so the result does not depend on the split.
+//! on two cores made every stage slower; docs/model.md). The blocks depend on the shape only, not
+//! on the team size (one thread runs them in turn), because OpenBLAS picks its kernel by shape:
+//! on AVX-512 CPUs its small-matrix kernels sum in another order, so a block can differ in the
+//! last bits from the same rows of one unsplit call. The result therefore does not depend on the
+//! thread count, on any CPU; it equals one cblas_sgemm call within float rounding (bit for bit
+//! where OpenBLAS has no shape-dependent kernels, e.g. its Haswell kernels).
 inline void sgemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K, float alpha, float const* A, int lda,
                   float const* B, int ldb, float beta, float* C, int ldc) {
-  int const nt = team_threads();
-  if (nt <= 1 || 2 * std::int64_t{M} * N * K < gemm_split_flops || openblas_get_num_threads() > 1) {
+  if (2 * std::int64_t{M} * N * K < gemm_split_flops || openblas_get_num_threads() > 1) {
     cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     return;
   }
-  bool const by_rows = M >= 32 * nt || M >= N;
+  bool const by_rows = M >= 64 || M >= N;
   int const extent = by_rows ? M : N;
-  int const chunks = std::min(extent / 16 > 0 ? extent / 16 : 1, 4 * nt);  // blocks of >= 16 rows / columns
-  RLFLOW_MODEL_OMP_FOR_IF(true)
+  int const chunks = std::min(extent / 16 > 0 ? extent / 16 : 1, gemm_split_blocks);  // blocks of >= 16 rows / columns
+  RLFLOW_MODEL_OMP_FOR_IF(team_threads() > 1)
   for (int c = 0; c < chunks; ++c) {
     int const a0 = int(std::int64_t{extent} * c / chunks), a1 = int(std::int64_t{extent} * (c + 1) / chunks);
     if (a1 <= a0) continue;
