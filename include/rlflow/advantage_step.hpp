@@ -34,46 +34,12 @@ namespace detail::adv {
 //! which every kernel reads in place. A mask of another dtype (int64, uint8, bool or float32, from
 //! a custom driver's batch) is converted to int32 here, once, at the boundary; for an int32 mask
 //! the returned handle shares the batch's storage (no copy).
-inline Tensor int32_mask(Tensor const& m, const char* fn) {
-  if (m.dtype() == DType::int32) return m;
-  Tensor out = Tensor::empty(DType::int32, m.shape());
-  auto o = out.span<std::int32_t>();
-  auto convert = [&](auto s) {
-    for (std::size_t i = 0; i < o.size(); ++i) o[i] = s[i] != 0;
-  };
-  switch (m.dtype()) {
-    case DType::int64: convert(m.span<std::int64_t>()); break;
-    case DType::uint8: convert(m.span<std::uint8_t>()); break;
-    case DType::bool_: convert(m.span<bool>()); break;
-    case DType::float32: convert(m.span<float>()); break;
-    default:
-      throw format_error(msg("rlflow::", fn, ": response_mask has dtype ", dtype_name(m.dtype()),
-                             "; use int32, int64, uint8, bool or float32"));
-  }
-  return out;
-}
+RLFLOW_DECL Tensor int32_mask(Tensor const& m, const char* fn);
 
 //! verl: compute_response_mask (the last T columns of attention_mask) when the batch has none.
-inline Tensor response_mask_of(DataProto const& batch, const char* fn) {
-  if (batch.has_tensor("response_mask")) return batch.tensor("response_mask");
-  if (!batch.has_tensor("responses") || !batch.has_tensor("attention_mask"))
-    throw key_error(msg("rlflow::", fn, ": the batch has no 'response_mask' and no 'responses' + 'attention_mask' to derive it "
-                        "from; add response_mask (B, T)"));
-  Tensor const& am = batch.tensor("attention_mask");
-  std::int64_t const B = am.dim(0), L = am.dim(1), T = batch.tensor("responses").dim(1);
-  Tensor rm = Tensor::zeros(DType::int32, Shape{B, T});
-  Tensor const am32 = int32_mask(am, fn);
-  auto const fm = am32.span<std::int32_t>();
-  for (std::int64_t i = 0; i < B; ++i)
-    for (std::int64_t t = 0; t < T; ++t) rm.at<std::int32_t>(i, t) = fm[static_cast<std::size_t>(i * L + L - T + t)] != 0;
-  return rm;
-}
+RLFLOW_DECL Tensor response_mask_of(DataProto const& batch, const char* fn);
 
-inline Tensor const& need_tensor(DataProto const& batch, const char* key, const char* fn, const char* why) {
-  if (!batch.has_tensor(key))
-    throw key_error(msg("rlflow::", fn, ": the batch has no tensor '", key, "', which ", why, "; add it to the batch"));
-  return batch.tensor(key);
-}
+RLFLOW_DECL Tensor const& need_tensor(DataProto const& batch, const char* key, const char* fn, const char* why);
 
 //! A float buffer (B) from the caching resource, passed to the kernels as a span.
 struct floats_t {
@@ -91,50 +57,14 @@ struct group_ids_t {
 //! Groups rows by 'uid' in first-seen order (the estimators depend only on which rows share a
 //! uid, not on how groups are numbered): string uids are hashed in place (viewed, no copies);
 //! other values group by their repr.
-inline group_ids_t group_ids(DataProto const& batch, const char* fn, std::string_view estimator) {
-  if (!batch.has_non_tensor("uid"))
-    throw key_error(msg("rlflow::", fn, ": algorithm.adv_estimator=", estimator,
-                        " groups rows by the non-tensor key 'uid' (one id per prompt), which the batch lacks; add it"));
-  auto const& col = batch.non_tensor("uid");
-  std::vector<std::string> reprs;  // only when some uid is not a string (verl's are uuid strings)
-  for (std::size_t i = 0; i < col.size(); ++i)
-    if (!col[i].is_string()) {
-      if (reprs.empty()) reprs.resize(col.size());
-      reprs[i] = col[i].repr();
-    }
-  group_ids_t out{Tensor::empty(DType::int64, Shape{static_cast<std::int64_t>(col.size())})};
-  kernels::detail::hashed_group_ids<std::string_view>(
-      col.size(), [&](std::size_t i) { return col[i].is_string() ? std::string_view(col[i].as_string()) : std::string_view(reprs[i]); },
-      out.ids.span<std::int64_t>().data());
-  return out;
-}
+RLFLOW_DECL group_ids_t group_ids(DataProto const& batch, const char* fn, std::string_view estimator);
 
-inline std::vector<double> parse_weights(string_list const& l) {
-  std::vector<double> w;
-  for (auto const& s : l.items()) {
-    char* end = nullptr;
-    double const v = std::strtod(s.c_str(), &end);
-    if (s.empty() || end != s.c_str() + s.size() || !std::isfinite(v))
-      throw config_error(msg("rlflow::compute_advantage: algorithm.gdpo_reward_weights entry '", s, "' is not a finite number"));
-    w.push_back(v);
-  }
-  return w;
-}
+RLFLOW_DECL std::vector<double> parse_weights(string_list const& l);
 
 }  // namespace detail::adv
 
 //! algorithm.rollout_correction as the kernels' options (empty strings are verl's nulls).
-inline kernels::RolloutCorrectionOptions rollout_correction_options(RolloutCorrectionConfig const& rc) {
-  kernels::RolloutCorrectionOptions o;
-  o.rollout_is = rc.rollout_is.empty() ? std::nullopt : std::optional<std::string>(rc.rollout_is.str());
-  o.rollout_is_threshold = rc.rollout_is_threshold.str();
-  o.rollout_is_batch_normalize = rc.rollout_is_batch_normalize;
-  o.rollout_rs = rc.rollout_rs.empty() ? std::nullopt : std::optional<std::string>(rc.rollout_rs.str());
-  o.rollout_rs_threshold = rc.rollout_rs_threshold.empty() ? std::nullopt : std::optional<std::string>(rc.rollout_rs_threshold.str());
-  o.bypass_mode = rc.bypass_mode;
-  o.loss_type = rc.loss_type.str();
-  return o;
-}
+RLFLOW_DECL kernels::RolloutCorrectionOptions rollout_correction_options(RolloutCorrectionConfig const& rc);
 
 //! KL in the reward: token_level_rewards = token_level_scores - beta * kl_penalty(old_log_probs,
 //! ref_log_prob) * m with the controller's coefficient before its update; then the controller
@@ -164,65 +94,14 @@ Metrics apply_kl_penalty(DataProto& batch, Controller& kl_ctrl, std::string_view
 //! non-tensor column is gathered. verl draws with torch.multinomial; rlflow draws with a
 //! std::mt19937_64 seeded by 'seed' (same distribution, different stream; docs/kernels.md).
 //! verl: core_algos.compute_pf_ppo_reweight_data
-inline DataProto compute_pf_ppo_reweight_data(DataProto const& data, std::string_view reweight_method = "pow",
-                                              double weight_pow = 2.0, std::uint64_t seed = 0) {
-  const char* fn = "compute_pf_ppo_reweight_data";
-  Tensor const& sc = detail::adv::need_tensor(data, "token_level_scores", fn, "the sample weights come from");
-  std::int64_t const B = sc.dim(0), T = sc.dim(1);
-  std::vector<double> s(static_cast<std::size_t>(B), 0.0);
-  auto const v = sc.span<float>();
-  for (std::int64_t i = 0; i < B; ++i)
-    for (std::int64_t t = 0; t < T; ++t) s[static_cast<std::size_t>(i)] += v[static_cast<std::size_t>(i * T + t)];
-  std::vector<double> w(static_cast<std::size_t>(B));
-  if (B == 0) return data;
-  double const mx = *std::max_element(s.begin(), s.end()), mn = *std::min_element(s.begin(), s.end());
-  for (std::size_t i = 0; i < w.size(); ++i) {
-    if (reweight_method == "pow") w[i] = std::pow(std::fabs(s[i]), weight_pow);
-    else if (reweight_method == "max_min") w[i] = (s[i] == mx || s[i] == mn) ? 1.0 : 0.0;
-    else if (reweight_method == "max_random") w[i] = s[i] == mx ? 0.4 : 0.1;
-    else
-      throw config_error(msg("rlflow::", fn, ": unsupported reweight_method '", std::string(reweight_method),
-                             "'; use pow, max_min or max_random (verl raises ValueError)"));
-    w[i] = std::max(static_cast<double>(static_cast<float>(w[i]) + 1e-8f), 1e-8);  // torch.clamp(w + 1e-8, min=1e-8), float32
-    if (!std::isfinite(w[i]))
-      throw value_error(msg("rlflow::", fn, ": the weight of row ", i, " is ", w[i], " (score ", s[i], ", weight_pow ", weight_pow,
-                            "); use finite scores and a smaller algorithm.pf_ppo.weight_pow"));
-  }
-  std::mt19937_64 gen(seed);
-  std::discrete_distribution<std::int64_t> pick(w.begin(), w.end());
-  std::vector<std::int64_t> idx(static_cast<std::size_t>(B));
-  for (auto& x : idx) x = pick(gen);
-  return data.index(idx);
-}
+RLFLOW_DECL DataProto compute_pf_ppo_reweight_data(DataProto const& data, std::string_view reweight_method = "pow",
+                                                   double weight_pow = 2.0, std::uint64_t seed = 0);
 
 //! IS weights and rejection sampling of the decoupled mode: response_mask is replaced by the
 //! rejected one, rollout_is_weights (B, T) is added when rollout_is is set; returns the
 //! "rollout_corr/..." metrics. Needs old_log_probs and rollout_log_probs.
 //! verl: rollout_corr_helper.compute_rollout_correction_and_add_to_batch
-inline Metrics compute_rollout_correction_and_add_to_batch(DataProto& batch, RolloutCorrectionConfig const& rc) {
-  const char* fn = "compute_rollout_correction_and_add_to_batch";
-  Tensor const mt = detail::adv::response_mask_of(batch, fn);
-  std::int64_t const B = mt.dim(0), T = mt.dim(1);
-  Tensor const mask = detail::adv::int32_mask(mt, fn);
-  auto const o = rollout_correction_options(rc);
-  auto res = kernels::compute_rollout_correction_and_rejection_mask(
-      cpu::par, kernels::Dims{B, T}, detail::adv::need_tensor(batch, "old_log_probs", fn, "is the training policy").span<float>(),
-      detail::adv::need_tensor(batch, "rollout_log_probs", fn, "is the rollout policy (rollout.calculate_log_probs=true)")
-          .span<float>(),
-      mask.span<std::int32_t>(), o);
-  Tensor nm = Tensor::zeros(DType::int32, Shape{B, T});
-  auto nms = nm.span<std::int32_t>();
-  for (std::size_t k = 0; k < nms.size(); ++k) nms[k] = res.response_mask[k] != 0.0f;
-  batch.set_tensor("response_mask", nm);
-  if (!res.rollout_is_weights.empty()) {
-    Tensor w = Tensor::empty(DType::float32, Shape{B, T});
-    std::copy(res.rollout_is_weights.begin(), res.rollout_is_weights.end(), w.span<float>().begin());
-    batch.set_tensor("rollout_is_weights", w);
-  }
-  Metrics m;
-  for (auto const& [k, v] : res.metrics) m[k] = v;
-  return m;
-}
+RLFLOW_DECL Metrics compute_rollout_correction_and_add_to_batch(DataProto& batch, RolloutCorrectionConfig const& rc);
 
 //! Advantages and returns (B, T) into the batch from token_level_rewards + response_mask, by
 //! algo.adv_estimator with verl's arguments: gae (values, gamma, lam; then PF-PPO resampling when
@@ -233,108 +112,7 @@ inline Metrics compute_rollout_correction_and_add_to_batch(DataProto& batch, Rol
 //! tir_optimal_token_baseline (old_log_probs, sum_pi_squared, rollout_is_weights if present).
 //! A missing input is a key_error naming it; an unknown estimator a config_error.
 //! verl: ray_trainer.compute_advantage
-inline void compute_advantage(DataProto& batch, AlgorithmConfig const& algo, std::uint64_t pf_ppo_seed = 0) {
-  const char* fn = "compute_advantage";
-  std::string_view const est = algo.adv_estimator.view();
-  Tensor const mt = detail::adv::response_mask_of(batch, fn);
-  if (!batch.has_tensor("response_mask")) batch.set_tensor("response_mask", mt);
-  std::int64_t const B = mt.dim(0), T = mt.dim(1);
-  kernels::Dims const d{B, T};
-  // Every estimator reads the int32 mask in place (converted once above when the batch's is not).
-  Tensor const mask32 = detail::adv::int32_mask(mt, fn);
-  auto mask = [&] { return mask32.span<std::int32_t>(); };
-  Tensor const& rewards = detail::adv::need_tensor(batch, "token_level_rewards", fn, "every estimator reads");
-  // verl's GRPO returns one tensor as both advantages and returns, and its kernel writes every
-  // element: no zero fill, one buffer (the other estimators keep two zeroed ones).
-  bool const grpo = est == "grpo" || est == "grpo_vectorized";
-  Tensor adv = grpo ? Tensor::empty(DType::float32, Shape{B, T}) : Tensor::zeros(DType::float32, Shape{B, T});
-  Tensor ret = grpo ? adv : Tensor::zeros(DType::float32, Shape{B, T});
-  auto rs = rewards.span<float>();
-  auto scores = [&] {  // (B) row scores in a buffer from the caching resource
-    detail::adv::floats_t s{Tensor::empty(DType::float32, Shape{B})};
-    kernels::sequence_scores(cpu::par, d, rs, s.t.span<float>());
-    return s;
-  };
-  kernels::GRPOOptions go;
-  go.norm_adv_by_std_in_grpo = algo.norm_adv_by_std_in_grpo;
-  using I = std::span<std::int64_t const>;
-  using F = std::span<float const>;
-  bool resample = false;
-  if (est == "gae") {
-    kernels::gae_advantage_return(cpu::par, d, rs, detail::adv::need_tensor(batch, "values", fn, "GAE needs (the critic's values)").span<float>(),
-                                  mask(), algo.gamma, algo.lam, adv.span<float>(), ret.span<float>());
-    resample = algo.use_pf_ppo;
-  } else if (grpo) {
-    auto s = scores();
-    auto idx = detail::adv::group_ids(batch, fn, est);
-    kernels::grpo_outcome_advantage(cpu::par, d, F(s), mask(), I(idx), adv.span<float>(), {}, go);  // returns = adv
-  } else if (est == "gdpo") {
-    auto idx = detail::adv::group_ids(batch, fn, est);
-    auto const keys = algo.gdpo_reward_keys.items();
-    if (keys.empty())
-      throw config_error(msg("rlflow::", fn, ": algorithm.adv_estimator=gdpo needs algorithm.gdpo_reward_keys, the per-sample reward "
-                             "components to normalise separately (verl asserts it is set); e.g. [format_reward,accuracy_reward]"));
-    std::vector<float> dims;
-    for (auto const& k : keys) {
-      if (!batch.has_non_tensor(k))
-        throw key_error(msg("rlflow::", fn, ": GDPO reward key '", k, "' is not a non-tensor column of the batch; the reward "
-                            "function must return it per sample"));
-      auto const& col = batch.non_tensor(k);
-      if (static_cast<std::int64_t>(col.size()) != B)
-        throw shape_error(msg("rlflow::", fn, ": GDPO reward key '", k, "' has ", col.size(), " entries for ", B, " rows"));
-      for (auto const& v : col) dims.push_back(static_cast<float>(v.as_number()));
-    }
-    auto w = detail::adv::parse_weights(algo.gdpo_reward_weights);
-    kernels::gdpo_outcome_advantage(cpu::par, d, static_cast<std::int64_t>(keys.size()), F(dims), std::span<double const>(w), mask(),
-                                    I(idx), adv.span<float>(), ret.span<float>(), go);
-  } else if (est == "grpo_passk") {
-    auto s = scores();
-    auto idx = detail::adv::group_ids(batch, fn, est);
-    kernels::grpo_passk_outcome_advantage(cpu::par, d, F(s), mask(), I(idx), adv.span<float>(), ret.span<float>(), go);
-  } else if (est == "rloo" || est == "rloo_vectorized") {
-    auto s = scores();
-    auto idx = detail::adv::group_ids(batch, fn, est);
-    if (est == "rloo") kernels::rloo_outcome_advantage(cpu::par, d, F(s), mask(), I(idx), adv.span<float>(), ret.span<float>());
-    else kernels::rloo_vectorized_outcome_advantage(cpu::par, d, F(s), mask(), I(idx), adv.span<float>(), ret.span<float>());
-  } else if (est == "opo") {
-    auto s = scores();
-    auto idx = detail::adv::group_ids(batch, fn, est);
-    kernels::opo_outcome_advantage(cpu::par, d, F(s), mask(), I(idx), adv.span<float>(), ret.span<float>());
-  } else if (est == "gpg") {
-    auto s = scores();
-    auto idx = detail::adv::group_ids(batch, fn, est);
-    kernels::gpg_outcome_advantage(cpu::par, d, F(s), mask(), I(idx), adv.span<float>(), ret.span<float>());
-  } else if (est == "reinforce_plus_plus") {
-    kernels::reinforce_plus_plus_outcome_advantage(cpu::par, d, rs, mask(), algo.gamma, adv.span<float>(), ret.span<float>());
-  } else if (est == "reinforce_plus_plus_baseline") {
-    auto s = scores();
-    auto idx = detail::adv::group_ids(batch, fn, est);
-    kernels::reinforce_plus_plus_baseline_outcome_advantage(cpu::par, d, F(s), mask(), I(idx), adv.span<float>(), ret.span<float>());
-  } else if (est == "remax") {
-    kernels::remax_outcome_advantage(
-        cpu::par, d, rs, detail::adv::need_tensor(batch, "reward_baselines", fn, "ReMax needs (the greedy rollout's scores)").span<float>(),
-        mask(), adv.span<float>(), ret.span<float>());
-  } else if (est == "optimal_token_baseline" || est == "tir_optimal_token_baseline") {
-    if (!batch.has_tensor("sum_pi_squared"))
-      throw key_error(msg("rlflow::", fn, ": algorithm.adv_estimator=", est, " needs the tensor 'sum_pi_squared' (B, T); set "
-                          "actor_rollout_ref.actor.calculate_sum_pi_squared=true (verl asserts it too)"));
-    auto idx = detail::adv::group_ids(batch, fn, est);
-    F isw = batch.has_tensor("rollout_is_weights") ? batch.tensor("rollout_is_weights").span<float>() : F{};
-    F old = detail::adv::need_tensor(batch, "old_log_probs", fn, "the optimal token baseline weights use").span<float>();
-    F sps = batch.tensor("sum_pi_squared").span<float>();
-    if (est == "optimal_token_baseline")
-      kernels::optimal_token_baseline_advantage(cpu::par, d, rs, mask(), I(idx), old, sps, isw, adv.span<float>(), ret.span<float>());
-    else
-      kernels::tir_optimal_token_baseline_advantage(cpu::par, d, rs, mask(), I(idx), old, sps, isw, adv.span<float>(), ret.span<float>());
-  } else {
-    throw config_error(msg("rlflow::", fn, ": unknown algorithm.adv_estimator '", est, "'; use gae, grpo, grpo_vectorized, gdpo, "
-                           "grpo_passk, rloo, rloo_vectorized, opo, gpg, reinforce_plus_plus, reinforce_plus_plus_baseline, remax, "
-                           "optimal_token_baseline or tir_optimal_token_baseline"));
-  }
-  batch.set_tensor("advantages", adv);
-  batch.set_tensor("returns", ret);
-  if (resample) batch = compute_pf_ppo_reweight_data(batch, algo.pf_ppo.reweight_method.view(), algo.pf_ppo.weight_pow, pf_ppo_seed);
-}
+RLFLOW_DECL void compute_advantage(DataProto& batch, AlgorithmConfig const& algo, std::uint64_t pf_ppo_seed = 0);
 
 //! verl v1: compute_advantage_for_multi_trajectories. Multi-output agent loops give each row a key
 //! "{uid}_{session}_{index}" (batch_keys, one per row). For GRPO only the last output (highest
@@ -342,87 +120,14 @@ inline void compute_advantage(DataProto& batch, AlgorithmConfig const& algo, std
 //! first valid token, is broadcast to every valid token of every output of that session
 //! (advantages = returns). Any other estimator is compute_advantage unchanged. A key without two
 //! '_' separators, or with a non-integer index, is a value_error.
-inline void compute_advantage_for_multi_trajectories(DataProto& batch, std::vector<std::string> const& batch_keys,
-                                                     AlgorithmConfig const& algo, std::uint64_t pf_ppo_seed = 0) {
-  if (algo.adv_estimator.view() != "grpo") {
-    compute_advantage(batch, algo, pf_ppo_seed);
-    return;
-  }
-  const char* fn = "compute_advantage_for_multi_trajectories";
-  std::int64_t const B = batch.size();
-  if (static_cast<std::int64_t>(batch_keys.size()) != B)
-    throw shape_error(msg("rlflow::", fn, ": ", batch_keys.size(), " batch_keys for ", B, " rows; give one key per row"));
-  std::vector<std::string> session(static_cast<std::size_t>(B));
-  std::map<std::string, std::pair<std::int64_t, std::int64_t>> final_of;  // session -> (index, row)
-  std::vector<std::string> order;                                         // sessions in first-seen order (verl's dict)
-  for (std::int64_t i = 0; i < B; ++i) {
-    std::string const& key = batch_keys[static_cast<std::size_t>(i)];
-    auto const p2 = key.rfind('_');
-    auto const p1 = p2 == std::string::npos || p2 == 0 ? std::string::npos : key.rfind('_', p2 - 1);
-    std::int64_t index = 0;
-    bool ok = p1 != std::string::npos;
-    if (ok) {
-      std::string const tail = key.substr(p2 + 1);
-      char* end = nullptr;
-      index = std::strtoll(tail.c_str(), &end, 10);
-      ok = !tail.empty() && end == tail.c_str() + tail.size();
-    }
-    if (!ok)
-      throw value_error(msg("rlflow::", fn, ": batch key '", key, "' of row ", i, " is not '{uid}_{session}_{index}'"));
-    session[static_cast<std::size_t>(i)] = key.substr(0, p2);
-    auto it = final_of.find(session[static_cast<std::size_t>(i)]);
-    if (it == final_of.end()) {
-      final_of.emplace(session[static_cast<std::size_t>(i)], std::pair(index, i));
-      order.push_back(session[static_cast<std::size_t>(i)]);
-    } else if (it->second.first < index) {
-      it->second = {index, i};
-    }
-  }
-  std::vector<std::int64_t> rows;
-  std::map<std::string, std::size_t> local;
-  for (auto const& sname : order) {
-    local[sname] = rows.size();
-    rows.push_back(final_of.at(sname).second);
-  }
-  DataProto sub = batch.index(rows);
-  compute_advantage(sub, algo, pf_ppo_seed);
-  Tensor const& sa = sub.tensor("advantages");
-  Tensor const sm32 = detail::adv::int32_mask(detail::adv::response_mask_of(sub, fn), fn);
-  auto const sm = sm32.span<std::int32_t>();
-  std::int64_t const T = sa.dim(1);
-  std::vector<float> value(rows.size(), 0.0f);
-  for (std::size_t j = 0; j < rows.size(); ++j) {
-    std::int64_t first = 0;  // torch argmax of the mask: the first valid token, 0 when none
-    for (std::int64_t t = 0; t < T; ++t)
-      if (sm[j * static_cast<std::size_t>(T) + static_cast<std::size_t>(t)] != 0) {
-        first = t;
-        break;
-      }
-    value[j] = sa.span<float>()[j * static_cast<std::size_t>(T) + static_cast<std::size_t>(first)];
-  }
-  Tensor const fm32 = detail::adv::int32_mask(detail::adv::response_mask_of(batch, fn), fn);
-  auto const fm = fm32.span<std::int32_t>();
-  Tensor adv = Tensor::zeros(DType::float32, Shape{B, T});
-  auto as = adv.span<float>();
-  for (std::int64_t i = 0; i < B; ++i) {
-    float const a = value[local.at(session[static_cast<std::size_t>(i)])];
-    for (std::int64_t t = 0; t < T; ++t)
-      if (fm[static_cast<std::size_t>(i * T + t)] != 0) as[static_cast<std::size_t>(i * T + t)] = a;
-  }
-  batch.set_tensor("advantages", adv);
-  batch.set_tensor("returns", adv.clone());
-}
+RLFLOW_DECL void compute_advantage_for_multi_trajectories(DataProto& batch, std::vector<std::string> const& batch_keys,
+                                                          AlgorithmConfig const& algo, std::uint64_t pf_ppo_seed = 0);
 
 //! verl's in-reward KL controller built from algorithm.kl_ctrl (fixed | adaptive).
 struct KLInRewardController {
   kernels::FixedKLController fixed{};
   std::optional<kernels::AdaptiveKLController> adaptive;
-  explicit KLInRewardController(AlgorithmConfig const& a) {
-    if (a.kl_ctrl.type.view() == "adaptive")
-      adaptive.emplace(a.kl_ctrl.kl_coef, a.kl_ctrl.target_kl, static_cast<double>(a.kl_ctrl.horizon));
-    else
-      fixed.value = a.kl_ctrl.kl_coef;
-  }
+  explicit KLInRewardController(AlgorithmConfig const& a);
   double value() const { return adaptive ? adaptive->value : fixed.value; }
 };
 
@@ -431,25 +136,11 @@ struct KLInRewardController {
 //! algorithm.rollout_correction.rollout_is or rollout_rs is set, the batch has rollout_log_probs
 //! and bypass_mode is off; then compute_advantage. Returns the step's metrics
 //! (actor/reward_kl_penalty*, rollout_corr/*).
-inline Metrics compute_advantage_step(DataProto& batch, TrainerConfig const& cfg, KLInRewardController& kl,
-                                      std::uint64_t pf_ppo_seed = 0) {
-  Metrics m;
-  if (cfg.algorithm.use_kl_in_reward) {
-    auto const km = kl.adaptive ? apply_kl_penalty(batch, *kl.adaptive, cfg.algorithm.kl_penalty.view())
-                                : apply_kl_penalty(batch, kl.fixed, cfg.algorithm.kl_penalty.view());
-    m.insert(km.begin(), km.end());
-  } else {
-    batch.set_tensor("token_level_rewards", detail::adv::need_tensor(batch, "token_level_scores", "compute_advantage_step",
-                                                                     "holds the rewards")
-                                                .clone());
-  }
-  auto const& rc = cfg.algorithm.rollout_correction;
-  if ((!rc.rollout_is.empty() || !rc.rollout_rs.empty()) && !rc.bypass_mode && batch.has_tensor("rollout_log_probs")) {
-    auto const cm = compute_rollout_correction_and_add_to_batch(batch, rc);
-    m.insert(cm.begin(), cm.end());
-  }
-  compute_advantage(batch, cfg.algorithm, pf_ppo_seed);
-  return m;
-}
+RLFLOW_DECL Metrics compute_advantage_step(DataProto& batch, TrainerConfig const& cfg, KLInRewardController& kl,
+                                           std::uint64_t pf_ppo_seed = 0);
 
 }  // namespace rlflow
+
+#if RLFLOW_DEFINE_BODIES
+#include <rlflow/impl/advantage_step.ipp>
+#endif

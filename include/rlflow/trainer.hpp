@@ -43,6 +43,7 @@
 #include <rlflow/data_proto.hpp>                // DataProto
 #include <rlflow/device_memory.hpp>             // gib
 #include <rlflow/detail/options.hpp>            // option sorting
+#include <rlflow/detail/trainer_driver.hpp>     // the driver's non-template parts (ValGeneration, make_prompt_batch, ...)
 #include <rlflow/detail/trainer_checks.hpp>     // check_trainer_options (one message per mistake)
 #include <rlflow/kernels/kernels.hpp>           // advantages, apply_kl_penalty, agg_loss
 #include <rlflow/metrics.hpp>                   // Metrics, MetricsLogger
@@ -84,12 +85,6 @@ struct TrainerOptions {
   int threads_per_worker = 0;
 };
 
-//! One validation sample kept for trainer.log_val_generations.
-struct ValGeneration {
-  std::string data_source, prompt, response, ground_truth;
-  double score = 0;
-};
-
 namespace detail {
 template <class A>
 inline constexpr bool is_algorithm_v = is_kind<A, algorithm_kind>;
@@ -97,55 +92,6 @@ template <class T>
 struct is_colocate : std::false_type {};
 template <int N>
 struct is_colocate<Colocate<N>> : std::true_type {};
-
-//! A deterministic 64-bit mix (splitmix64) for per-row seeds.
-constexpr std::uint64_t mix64(std::uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-
-struct Stat {
-  double mean = 0, max = 0, min = 0;
-};
-inline Stat stat_of(std::vector<double> const& v) {
-  Stat s;
-  if (v.empty()) return s;
-  s.max = -std::numeric_limits<double>::infinity();
-  s.min = std::numeric_limits<double>::infinity();
-  for (double x : v) {
-    s.mean += x;
-    s.max = std::max(s.max, x);
-    s.min = std::min(s.min, x);
-  }
-  s.mean /= static_cast<double>(v.size());
-  return s;
-}
-inline void put_stat(Metrics& m, std::string const& name, std::vector<double> const& v) {
-  auto s = stat_of(v);
-  m[name + "/mean"] = s.mean;
-  m[name + "/max"] = s.max;
-  m[name + "/min"] = s.min;
-}
-//! Values of a (B, R) float tensor at valid tokens.
-inline std::vector<double> valid_values(Tensor const& x, Tensor const& mask) {
-  std::vector<double> v;
-  auto xs = x.span<float>();
-  auto ms = mask.span<std::int32_t>();
-  for (std::size_t i = 0; i < xs.size(); ++i)
-    if (ms[i]) v.push_back(xs[i]);
-  return v;
-}
-//! Per-row sums of a (B, R) float tensor.
-inline std::vector<double> row_sums(Tensor const& x) {
-  std::int64_t const B = x.dim(0), R = x.dim(1);
-  std::vector<double> v(static_cast<std::size_t>(B), 0.0);
-  auto xs = x.span<float>();
-  for (std::int64_t i = 0; i < B; ++i)
-    for (std::int64_t t = 0; t < R; ++t) v[static_cast<std::size_t>(i)] += xs[static_cast<std::size_t>(i * R + t)];
-  return v;
-}
 }  // namespace detail
 
 namespace detail {
@@ -573,65 +519,16 @@ class Trainer {
         for (std::size_t k = 0; k < idx.size(); ++k) idx[k] = std::min<std::int64_t>(std::int64_t(k), real - 1);
         gen = gen.index(idx);
       }
-      std::vector<std::int64_t> seeds(static_cast<std::size_t>(gen.size()));
-      for (std::size_t k = 0; k < seeds.size(); ++k)
-        seeds[k] = static_cast<std::int64_t>(detail::mix64(detail::mix64(static_cast<std::uint64_t>(cfg_.seed) ^ 0x76616cull) +
-                                                           static_cast<std::uint64_t>(global_step_) * 1000003ull +
-                                                           static_cast<std::uint64_t>(b0 * n) + k) >> 1);
-      gen.set_tensor("rollout_seed", Tensor::from(seeds));
+      detail::add_val_seeds(gen, cfg_.seed, global_step_, b0, n);
       gen.meta_info().set("validate", true);
       gen.meta_info().set("do_sample", vk.do_sample);
       DataProto out = actor_rollout_wg().template call<&actor_role::generate_sequences>(gen);
       DataProto sc = reward_wg().template call<&reward_role::compute_rm_score>(out);
-      auto const row_score = detail::row_sums(sc.tensor("token_level_scores"));
-      Tensor const& resp = out.tensor("responses");
-      Tensor const& rmask = out.tensor("response_mask");
-      for (std::int64_t i = 0; i < static_cast<std::int64_t>(items.size()); ++i) {
-        auto& lists = scores[items[static_cast<std::size_t>(i)].data_source];
-        lists.emplace_back();
-        for (std::int64_t j = 0; j < n; ++j) {
-          std::int64_t const r = i * n + j;
-          double const s = row_score[static_cast<std::size_t>(r)];
-          lists.back().push_back(s);
-          if (static_cast<std::int64_t>(samples.size()) < cfg_.trainer.log_val_generations) {
-            std::vector<std::int32_t> ids;
-            for (std::int64_t t = 0; t < resp.dim(1); ++t)
-              if (rmask.at<std::int32_t>(r, t)) ids.push_back(resp.at<std::int32_t>(r, t));
-            auto const& it = items[static_cast<std::size_t>(i)];
-            samples.push_back({it.data_source, it.prompt, tok_->decode(ids), it.ground_truth, s});
-          }
-        }
-      }
+      detail::collect_val_scores(items, n, out, sc, cfg_.trainer.log_val_generations, *tok_, scores, samples);
     }
-    Metrics m;
-    for (auto const& [ds, lists] : scores) {
-      double mean = 0, stdv = 0, best = 0, worst = 0;
-      for (auto const& l : lists) {
-        double mu = 0, hi = -std::numeric_limits<double>::infinity(), lo = std::numeric_limits<double>::infinity();
-        for (double x : l) mu += x, hi = std::max(hi, x), lo = std::min(lo, x);
-        mu /= static_cast<double>(l.size());
-        double var = 0;
-        for (double x : l) var += (x - mu) * (x - mu);
-        mean += mu;
-        stdv += std::sqrt(var / static_cast<double>(l.size()));
-        best += hi;
-        worst += lo;
-      }
-      double const P = static_cast<double>(lists.size());
-      std::string const base = ds + "/reward/";
-      std::string const at = "@" + std::to_string(n);
-      m["val-core/" + base + "mean" + at] = mean / P;
-      if (n > 1) {
-        m["val-aux/" + base + "std" + at] = stdv / P;
-        m["val-core/" + base + "best" + at + "/mean"] = best / P;
-        m["val-aux/" + base + "worst" + at + "/mean"] = worst / P;
-      }
-    }
+    Metrics m = detail::val_metrics(scores, n);
     val_generations_ = std::move(samples);
-    if (opts_.console)
-      for (auto const& g : val_generations_)
-        std::fprintf(stderr, "rlflow: val generation [%s] score=%g\n  prompt: %s\n  response: %s\n", g.data_source.c_str(),
-                     g.score, g.prompt.c_str(), g.response.c_str());
+    if (opts_.console) detail::print_val_generations(val_generations_);
     return m;
   }
 
@@ -1015,72 +912,19 @@ class Trainer {
   //! Prompts longer than data.max_prompt_length: an error before any work (truncation=error),
   //! or counted and cut (left / right).
   void check_prompts() {
-    std::int64_t const P = cfg_.data.max_prompt_length;
-    std::int64_t over = 0, longest = 0;
-    for (std::int64_t i = 0; i < train_.size(); ++i) {
-      auto const len = static_cast<std::int64_t>(tok_->encode(train_[i].prompt).size()) + 1;  // + BOS
-      if (len > P) ++over;
-      longest = std::max(longest, len);
-    }
     truncated_prompts_ = 0;
-    if (over == 0) return;
-    std::string_view const mode = cfg_.data.truncation.view();
-    if (mode == "error")
-      throw config_error(msg("rlflow::Trainer: ", over, " of ", train_.size(), " prompts are longer than data.max_prompt_length=",
-                             P, " tokens (longest: ", longest, ", BOS included); raise data.max_prompt_length to ", longest,
-                             " or set data.truncation=left or right"));
-    if (mode != "left" && mode != "right")
-      throw config_error(msg("rlflow::Trainer: data.truncation=", mode, " is not supported by the built-in tokenizer path; "
-                             "use error, left or right"));
-    truncated_prompts_ = over;
-    if (opts_.console)
-      std::fprintf(stderr, "rlflow: %lld of %lld prompts exceed data.max_prompt_length=%lld and are truncated (%s)\n",
-                   static_cast<long long>(over), static_cast<long long>(train_.size()), static_cast<long long>(P),
-                   std::string(mode).c_str());
+    truncated_prompts_ = detail::check_prompts(train_, *tok_, cfg_, opts_.console);
   }
 
   //! input_ids / attention_mask (B, P) int32 left-padded (BOS + prompt), uid, reward_model, data_source.
   DataProto make_prompt_batch(std::vector<PromptItem> const& items, std::int64_t step_no) const {
-    std::int64_t const B = static_cast<std::int64_t>(items.size()), P = cfg_.data.max_prompt_length;
-    Tensor ids = Tensor::full(Shape{B, P}, tok_->pad_id());
-    Tensor am = Tensor::zeros(DType::int32, Shape{B, P});
-    NonTensorColumn uid, rm, src, raw, extra;
-    bool const cut_left = cfg_.data.truncation.view() == "left";
-    for (std::int64_t i = 0; i < B; ++i) {
-      auto const& it = items[static_cast<std::size_t>(i)];
-      std::vector<std::int32_t> t = tok_->encode(it.prompt);
-      t.insert(t.begin(), tok_->bos_id());
-      if (static_cast<std::int64_t>(t.size()) > P) {
-        if (cut_left) t.erase(t.begin(), t.end() - P);
-        else t.resize(static_cast<std::size_t>(P));
-      }
-      std::int64_t const off = P - static_cast<std::int64_t>(t.size());
-      for (std::size_t k = 0; k < t.size(); ++k) {
-        ids.at<std::int32_t>(i, off + static_cast<std::int64_t>(k)) = t[k];
-        am.at<std::int32_t>(i, off + static_cast<std::int64_t>(k)) = 1;
-      }
-      // verl draws uuid4 per prompt; a deterministic id keeps runs and resumes reproducible.
-      uid.emplace_back(msg("step", step_no, "-prompt", i));
-      rm.emplace_back(Dict{{"ground_truth", it.ground_truth}});
-      src.emplace_back(it.data_source);
-      raw.emplace_back(it.prompt);
-      extra.emplace_back(it.extra_info);
-    }
-    DataProto d = DataProto::from_dict({{"input_ids", ids}, {"attention_mask", am}},
-                                       {{"uid", uid}, {"reward_model", rm}, {"data_source", src}, {"raw_prompt", raw}, {"extra_info", extra}});
-    return d;
+    return detail::make_prompt_batch(items, step_no, cfg_, *tok_);
   }
 
   //! rollout_seed (rows) int64: a function of (seed, step, row, salt) only, so a sequence's
   //! tokens do not depend on the DP layout or on the other rows.
   void add_rollout_seeds(DataProto& d, std::int64_t step_no, std::uint64_t salt) const {
-    std::int64_t const rows = d.size();
-    std::vector<std::int64_t> s(static_cast<std::size_t>(rows));
-    for (std::int64_t i = 0; i < rows; ++i)
-      s[static_cast<std::size_t>(i)] = static_cast<std::int64_t>(
-          detail::mix64(detail::mix64(static_cast<std::uint64_t>(cfg_.seed) ^ (salt << 62)) + static_cast<std::uint64_t>(step_no) * 1000003ull +
-                        static_cast<std::uint64_t>(i)) >> 1);
-    d.set_tensor("rollout_seed", Tensor::from(s));
+    detail::add_rollout_seeds(d, cfg_.seed, step_no, salt);
   }
 
   //! KL in the reward with the trainer's controller, then the public advantage step (dispatch by
@@ -1105,87 +949,23 @@ class Trainer {
   //! The reward role's result must hold float32 'token_level_scores' of shape (rows, R): a
   //! shape_error naming the key and both shapes otherwise, before any later worker runs.
   static void check_reward_scores(DataProto const& s, std::int64_t rows, std::int64_t R) {
-    if (!s.has_tensor("token_level_scores"))
-      throw shape_error(msg("rlflow::Trainer: the reward role's compute_rm_score returned no 'token_level_scores' tensor (",
-                            s.size(), " rows); return float32 scores of shape (", rows, ", ", R, ")"));
-    Tensor const& t = s.tensor("token_level_scores");
-    if (t.dtype() != DType::float32 || t.rank() != 2 || t.dim(0) != rows || t.dim(1) != R)
-      throw shape_error(msg("rlflow::Trainer: the reward role's compute_rm_score returned 'token_level_scores' ", t.describe(),
-                            " for a batch of ", rows, " rows x ", R, " response tokens; return float32 scores of shape (",
-                            rows, ", ", R, ")"));
+    detail::check_reward_scores(s, rows, R);
   }
 
   void merge_metric_lists(Metrics& m, std::vector<roles::MetricLists> const& per_rank) const {
-    std::map<std::string, std::vector<double>> all;
-    for (auto const& lists : per_rank)
-      for (auto const& [k, v] : lists) all[k].insert(all[k].end(), v.begin(), v.end());
-    for (auto const& [k, v] : reduce_metrics(all)) m[k] = v;
+    detail::merge_metric_lists(m, per_rank);
   }
 
   //! verl: compute_data_metrics (score, rewards, advantages, returns, values, lengths).
   void data_metrics(DataProto const& batch, Metrics& m) const {
-    Tensor const& rmask = batch.tensor("response_mask");
-    detail::put_stat(m, "critic/score", detail::row_sums(batch.tensor("token_level_scores")));
-    detail::put_stat(m, "critic/rewards", detail::row_sums(batch.tensor("token_level_rewards")));
-    detail::put_stat(m, "critic/advantages", detail::valid_values(batch.tensor("advantages"), rmask));
-    detail::put_stat(m, "critic/returns", detail::valid_values(batch.tensor("returns"), rmask));
-    if constexpr (has_critic) {
-      auto values = detail::valid_values(batch.tensor("values"), rmask);
-      detail::put_stat(m, "critic/values", values);
-      auto returns = detail::valid_values(batch.tensor("returns"), rmask);
-      // verl: vf_explained_var = 1 - var(returns - values) / (var(returns) + 1e-5)
-      double mr = 0, md = 0;
-      for (std::size_t i = 0; i < returns.size(); ++i) mr += returns[i], md += returns[i] - values[i];
-      double const N = std::max<double>(1.0, static_cast<double>(returns.size()));
-      mr /= N;
-      md /= N;
-      double vr = 0, vd = 0;
-      for (std::size_t i = 0; i < returns.size(); ++i) {
-        vr += (returns[i] - mr) * (returns[i] - mr);
-        vd += (returns[i] - values[i] - md) * (returns[i] - values[i] - md);
-      }
-      m["critic/vf_explained_var"] = 1.0 - (vd / N) / (vr / N + 1e-5);
-    }
-    std::int64_t const rows = rmask.dim(0), R = rmask.dim(1);
-    std::vector<double> lens(static_cast<std::size_t>(rows)), plens(static_cast<std::size_t>(rows));
-    double clipped = 0;
-    Tensor const& attn = batch.tensor("attention_mask");
-    std::int64_t const P = attn.dim(1) - R;
-    for (std::int64_t i = 0; i < rows; ++i) {
-      double l = 0, p = 0;
-      for (std::int64_t t = 0; t < R; ++t) l += rmask.at<std::int32_t>(i, t) != 0;
-      for (std::int64_t t = 0; t < P; ++t) p += attn.at<std::int32_t>(i, t) != 0;
-      lens[static_cast<std::size_t>(i)] = l;
-      plens[static_cast<std::size_t>(i)] = p;
-      clipped += l == static_cast<double>(R);
-    }
-    detail::put_stat(m, "response_length", lens);
-    m["response_length/clip_ratio"] = clipped / static_cast<double>(std::max<std::int64_t>(rows, 1));
-    detail::put_stat(m, "prompt_length", plens);
+    detail::data_metrics(batch, m, has_critic);
   }
 
   //! Prints trainer.log_train_generations rows of this step's batch, spread evenly over it:
   //! prompt, response (decoded, special tokens dropped) and score (the row's summed
   //! token_level_scores). rlflow's own (verl logs only validation generations).
   void print_samples(DataProto const& batch) const {
-    Tensor const& p = batch.tensor("prompts");
-    Tensor const& r = batch.tensor("responses");
-    auto const scores = detail::row_sums(batch.tensor("token_level_scores"));
-    std::int64_t const rows = batch.size(), k = std::min<std::int64_t>(cfg_.trainer.log_train_generations, rows);
-    auto const P = p.dim(1), R = r.dim(1);
-    for (std::int64_t i = 0; i < k; ++i) {
-      std::int64_t const row = i * rows / k;
-      auto const pr = p.span<std::int32_t>().subspan(static_cast<std::size_t>(row * P), static_cast<std::size_t>(P));
-      auto const re = r.span<std::int32_t>().subspan(static_cast<std::size_t>(row * R), static_cast<std::size_t>(R));
-      std::printf("  sample %lld/%lld: %s -> %s (score %.4g)\n", static_cast<long long>(i + 1), static_cast<long long>(k),
-                  quoted(tok_->decode(pr)).c_str(), quoted(tok_->decode(re)).c_str(), scores[static_cast<std::size_t>(row)]);
-    }
-    std::fflush(stdout);
-  }
-  static std::string quoted(std::string const& s) {
-    std::string out = "'";
-    for (char c : s) out += c == '\n' ? std::string("\\n") : std::string(1, c);
-    return out + "'";
+    detail::print_samples(batch, cfg_.trainer.log_train_generations, *tok_);
   }
 
   //! The metrics writer, opened on first use: appends after a resume (dropping lines of steps
@@ -1193,25 +973,7 @@ class Trainer {
   MetricsLogger& logger() {
     if (!logger_) {
       auto const path = metrics_path();
-      if (global_step_ > 0 && std::filesystem::exists(path)) {
-        std::ifstream in(path);
-        std::string line, kept;
-        while (std::getline(in, line)) {
-          try {
-            // an integer step only: get<int64_t>() of a float such as 1e300 would be undefined behaviour
-            auto const j = nlohmann::json::parse(line);
-            auto const it = j.is_object() ? j.find("step") : j.end();
-            bool keep = false;
-            if (it != j.end() && it->is_number_unsigned()) keep = it->get<std::uint64_t>() <= std::uint64_t(global_step_);
-            else if (it != j.end() && it->is_number_integer()) keep = it->get<std::int64_t>() <= global_step_;
-            if (keep) kept += line + "\n";
-          } catch (std::exception const&) {
-            // a torn last line from a killed run: dropped
-          }
-        }
-        in.close();
-        rlflow::detail::write_file_atomic(path, kept);
-      }
+      if (global_step_ > 0 && std::filesystem::exists(path)) detail::trim_metrics_file(path, global_step_);
       ConsoleOptions co;
       co.log_freq = cfg_.trainer.log_freq;
       logger_.emplace(path, total_steps_, opts_.console, /*append=*/global_step_ > 0, co);
@@ -1233,49 +995,7 @@ class Trainer {
   //! paths, save/keep/log settings) may differ silently. Any other difference (seed, learning
   //! rates, clip ratios, ...) is allowed and listed in one warning (verl warns too).
   void check_resume_config(nlohmann::json const& saved, std::string const& state_file) {
-    if (saved.is_null()) return;  // written before configs were saved: nothing to compare
-    static constexpr std::string_view must_match[] = {
-        "actor_rollout_ref.model.n_layer", "actor_rollout_ref.model.n_head", "actor_rollout_ref.model.n_embd",
-        "actor_rollout_ref.model.vocab_size", "data.max_prompt_length", "data.max_response_length",
-        "algorithm.adv_estimator", "critic.enable"};
-    static constexpr std::string_view may_differ[] = {
-        "trainer.total_epochs", "trainer.total_training_steps", "trainer.resume_mode", "trainer.resume_from_path",
-        "trainer.default_local_dir", "trainer.save_freq", "trainer.project_name", "trainer.experiment_name",
-        "trainer.logger", "trainer.max_actor_ckpt_to_keep", "trainer.max_critic_ckpt_to_keep", "trainer.test_freq",
-        "trainer.val_before_train", "trainer.log_val_generations"};
-    auto const in = [](std::string_view k, auto const& list) {
-      for (auto x : list)
-        if (x == k) return true;
-      return false;
-    };
-    std::string errors, diffs;
-    for (auto const& k : rlflow::detail::config_keys) {
-      nlohmann::json const* node = &saved;
-      std::string_view name = k.name;
-      bool found = true;
-      while (found) {
-        auto const dot = name.find('.');
-        auto const part = std::string(name.substr(0, dot));
-        if (!node->is_object() || !node->contains(part)) found = false;
-        else node = &(*node)[part];
-        if (dot == std::string_view::npos) break;
-        name.remove_prefix(dot + 1);
-      }
-      if (!found) continue;  // a key this checkpoint predates
-      auto const now = rlflow::detail::value_json(cfg_, k);
-      if (*node == now || in(k.name, may_differ)) continue;
-      std::string const line =
-          msg("\n  - ", k.name, ": checkpoint ", rlflow::detail::json_preview(*node), ", now ", rlflow::detail::json_preview(now));
-      (in(k.name, must_match) ? errors : diffs) += line;
-    }
-    if (!errors.empty())
-      throw config_error(msg("rlflow::Trainer: cannot resume from '", state_file,
-                             "': these keys differ from the checkpoint's and decide the shape of its state:", errors,
-                             "\nset them to the checkpoint's values, or start a fresh run (trainer.resume_mode=disable or "
-                             "another trainer.default_local_dir)"));
-    if (!diffs.empty())
-      warn(msg("resuming from '", state_file, "' with a config that differs from the checkpoint's (the new values apply "
-               "from the next step):", diffs));
+    if (std::string const w = detail::check_resume_config(saved, state_file, cfg_); !w.empty()) warn(w);
   }
 
   void warn(std::string const& w) {
@@ -1285,19 +1005,9 @@ class Trainer {
 
   //! trainer.resume_mode: auto (latest checkpoint if any), disable, resume_path (resume_from_path).
   void maybe_resume() {
-    remove_stale_checkpoint_temps(checkpoint_root());  // what a killed writer left behind
-    std::string_view const mode = cfg_.trainer.resume_mode.view();
-    if (mode == "disable") return;
-    std::filesystem::path dir;
-    if (mode == "resume_path") {
-      dir = std::string(cfg_.trainer.resume_from_path.view());
-      if (dir.empty())
-        throw config_error("rlflow::Trainer: trainer.resume_mode=resume_path needs trainer.resume_from_path=<dir>/global_step_N");
-    } else {
-      auto step = latest_checkpoint_step(checkpoint_root());
-      if (!step) return;
-      dir = checkpoint_root() / ("global_step_" + std::to_string(*step));
-    }
+    auto const found = detail::resume_checkpoint_dir(cfg_, checkpoint_root());
+    if (!found) return;
+    std::filesystem::path const dir = *found;
     // every file present and intact, every field checked, before anything is loaded
     std::vector<std::string> required{"trainer_state.json", "actor.safetensors"};
     if constexpr (has_critic) required.push_back("critic.safetensors");
