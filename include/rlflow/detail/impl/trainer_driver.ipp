@@ -288,7 +288,7 @@ RLFLOW_DECL Metrics val_metrics(std::map<std::string, std::vector<std::vector<do
     }
     double const P = static_cast<double>(lists.size());
     std::string const base = ds + "/reward/";
-    std::string const at = "@" + std::to_string(n);
+    std::string const at = msg("@", n);  // (not "@" + to_string: g++ 12 -Wrestrict false positive)
     m["val-core/" + base + "mean" + at] = mean / P;
     if (n > 1) {
       m["val-aux/" + base + "std" + at] = stdv / P;
