@@ -18,7 +18,7 @@ struct ExactScore {
 int main(int argc, char** argv) {
   return rlflow::run_main([&] {
     rlflow::TrainerConfig cfg = rlflow::presets::grpo_tiny_cpu(5, 4);
-    cfg.trainer.total_training_steps = 3;
+    cfg.apply_text("trainer:\n  total_training_steps: 3\n", "yaml", "consumer_sc.yaml");  // a YAML override
     cfg.trainer.default_local_dir = argc > 1 ? argv[1] : "consumer_sc_run";
     cfg.trainer.save_freq = 3;
     std::vector<rlflow::PromptItem> items;
