@@ -2,7 +2,8 @@
 // staleness bound K = 0, a few steps) with its actor weights written to a file. run_async.cmake
 // runs it in process and under mpiexec -np 5 (driver, 2 trainer processes, 2 rollout processes:
 // the rollout pool in processes of its own, the weights synced over MPI by MpiCheckpointEngine)
-// and compares the files byte for byte. Usage: test_mpi_async OUT_FILE [key=value ...]
+// and compares the files byte for byte. Usage: test_mpi_async OUT_FILE [key=value ...] (training
+// TP, for one, is a key: actor_rollout_ref.actor.megatron.tensor_model_parallel_size).
 //
 // With RLFLOW_TEST_DRIVER_THROW_AT=S (run_fault.cmake, bound K = 1) the driver's after_advantage
 // hook throws at step S once the producer has started the batch of step S + 1, whose generation
@@ -22,7 +23,13 @@
 
 #include "../../examples/common/reverse_task.hpp"
 
-using Trainer = rlflow::Trainer<rlflow::GRPO, rlflow::SeparateAsync, rlflow::roles::RuleReward<rlflow::examples::ReverseScore>>;
+// RLFLOW_TEST_ROLLOUT_TP=N (test_mpi_async_tp2): the rollout pool as replicas of N tensor-parallel
+// ranks, whose TP group under mpiexec is an MPI sub-communicator of the pool's processes.
+#ifndef RLFLOW_TEST_ROLLOUT_TP
+#define RLFLOW_TEST_ROLLOUT_TP 1
+#endif
+using Trainer = rlflow::Trainer<rlflow::GRPO, rlflow::SeparateAsync, rlflow::TP<RLFLOW_TEST_ROLLOUT_TP>,
+                                rlflow::roles::RuleReward<rlflow::examples::ReverseScore>>;
 
 int main(int argc, char** argv) {
   try {
@@ -74,7 +81,10 @@ int main(int argc, char** argv) {
                                  std::to_string(1 + trainer_ranks));
       where = "MPI, rollout pool on world ranks " + std::to_string(first) + "..";
     }
-    std::printf("checkpoint engine: %s\n", std::string(t.async_rollout()->checkpoint_engine_name()).c_str());
+    std::printf("checkpoint engine: %s; training TP %lld, rollout TP %d in %lld replica(s)\n",
+                std::string(t.async_rollout()->checkpoint_engine_name()).c_str(),
+                static_cast<long long>(t.config().actor_rollout_ref.actor.megatron.tensor_model_parallel_size), RLFLOW_TEST_ROLLOUT_TP,
+                static_cast<long long>(t.rollout_replicas()));
     std::ofstream f(argv[1], std::ios::binary);
     f.write(reinterpret_cast<char const*>(after.data()), static_cast<std::streamsize>(after.size() * sizeof(float)));
     std::printf("wrote %zu weights (%s)\n", after.size(), where.c_str());
