@@ -575,7 +575,7 @@ TrainerConfig random_batch_config(std::mt19937& rng) {
 
 }  // namespace
 
-TEST_CASE("the default config with micro-batches set is valid; with verl's null micro-batches it is not",
+TEST_CASE("the default config with micro-batches set is valid, with verl's null micro-batches it is not",
           "[config][validate]") {
   CHECK(rlflow::validate(valid_config()).empty());
   CHECK(rlflow::is_valid(valid_config()));

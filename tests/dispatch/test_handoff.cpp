@@ -108,7 +108,7 @@ struct Echo {
 
 }  // namespace
 
-TEST_CASE("blocking calls collect on the driver, non-blocking calls on a worker; collect errors reach the caller",
+TEST_CASE("blocking calls collect on the driver, non-blocking calls on a worker, collect errors reach the caller",
           "[dispatch][group][handoff]") {
   ResourcePool pool("p", {3}, 1);
   for (auto spin : {std::chrono::microseconds{0}, dispatch::Mailbox::default_idle_spin}) {

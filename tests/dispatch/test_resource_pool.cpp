@@ -10,7 +10,7 @@
 using namespace rlflow;
 using namespace test_dispatch;
 
-TEST_CASE("a pool maps ranks to devices node by node; lists as verl", "[dispatch][pool]") {
+TEST_CASE("a pool maps ranks to devices node by node, lists as verl", "[dispatch][pool]") {
   ResourcePool p("global_pool", {2, 3}, 3);
   REQUIRE(p.world_size() == 5);
   REQUIRE(p.local_world_size_list() == std::vector<int>{2, 2, 3, 3, 3});

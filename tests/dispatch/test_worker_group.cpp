@@ -190,7 +190,7 @@ struct Fragile {
 };
 }  // namespace
 
-TEST_CASE("a constructor that throws fails the group with the rank; shutdown joins every thread", "[dispatch][group][errors]") {
+TEST_CASE("a constructor that throws fails the group with the rank, shutdown joins every thread", "[dispatch][group][errors]") {
   ResourcePool pool("p", {4}, 1);
   REQUIRE_THROWS_WITH(WorkerGroup<Fragile>(pool), Catch::Contains("rank 2 of 4") && Catch::Contains("no device"));
   REQUIRE(pool.used_slots() == std::vector<int>{0, 0, 0, 0});  // the lease was returned

@@ -195,7 +195,7 @@ struct MeshRole {
 };
 }  // namespace
 
-TEST_CASE("MpiCommunicator::split in a worker group: equal to in-process; a rank failing mid-call is named, then it works",
+TEST_CASE("MpiCommunicator::split in a worker group: equal to in-process, a rank failing mid-call is named, then it works",
           "[mpi][comm][split][errors]") {
   int const W = mpi::launched() ? mpi::Runtime::get().size() - 1 : 4;
   ResourcePool pool("mesh", {W}, 1);
@@ -219,7 +219,7 @@ TEST_CASE("MpiCommunicator::split in a worker group: equal to in-process; a rank
   }
 }
 
-TEST_CASE("MpiCommunicator: gather to one rank equals the loop; non-roots' buffers untouched", "[mpi][comm]") {
+TEST_CASE("MpiCommunicator: gather to one rank equals the loop, non-roots' buffers untouched", "[mpi][comm]") {
   if (!mpi::launched()) return;
   mpi::Runtime::get();
   comm::MpiCommunicator c(MPI_COMM_WORLD);

@@ -53,7 +53,7 @@ TEST_CASE("mpi: ONE_TO_ALL, ALL_TO_ALL, RANK_ZERO, execute_all and a custom mode
           pref.call<&Pair::sum2>(per_rank(std::vector<int>{1, 2}), per_rank(std::vector<int>{7, 8})));
 }
 
-TEST_CASE("mpi: the group laws over random inputs on every group size; DataProto bits identical", "[mpi][group]") {
+TEST_CASE("mpi: the group laws over random inputs on every group size, DataProto bits identical", "[mpi][group]") {
   int const W = workers();
   std::vector<std::unique_ptr<ResourcePool>> pools;
   std::vector<std::unique_ptr<MpiCalc>> gs;
@@ -107,7 +107,7 @@ TEST_CASE("mpi: auto-padding returns exactly the input, blocking and non-blockin
   REQUIRE(g.call<&Calc::add_rank>(0).size() == static_cast<std::size_t>(W));
 }
 
-TEST_CASE("mpi: Pendings chain into the next call; hundreds in flight resolve in any order", "[mpi][group][async]") {
+TEST_CASE("mpi: Pendings chain into the next call, hundreds in flight resolve in any order", "[mpi][group][async]") {
   int const W = workers();
   ResourcePool pool("p", {W}, 2);
   MpiCalc a(pool), b(pool);
@@ -149,7 +149,7 @@ TEST_CASE("mpi: mesh dispatch DPxTP2 gives TP ranks the same chunk", "[mpi][grou
   REQUIRE(g.call<&Calc::seen>() == ref.call<&Calc::seen>());
 }
 
-TEST_CASE("mpi: a throwing worker fails the call naming role, method and rank; the next call works",
+TEST_CASE("mpi: a throwing worker fails the call naming role, method and rank, the next call works",
           "[mpi][group][errors]") {
   int const W = workers();
   ResourcePool pool("p", {W}, 1);

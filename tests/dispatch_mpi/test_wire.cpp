@@ -79,7 +79,7 @@ TEST_CASE("wire: a corrupted DataProto is refused by its checksum", "[mpi][wire]
 
 // The bulk form (a sink installed): large columns leave the buffer as segments, in order; the
 // receiver's get() allocates them and registers slots in the same order; the law still holds.
-TEST_CASE("wire: DataProto with bulk segments round-trips; small columns stay inline", "[mpi][wire][bulk]") {
+TEST_CASE("wire: DataProto with bulk segments round-trips, small columns stay inline", "[mpi][wire][bulk]") {
   std::mt19937_64 rng(9);
   for (std::int64_t n : {0, 1, 2, 3, 40}) {
     for (std::int64_t w : {1, 3000}) {

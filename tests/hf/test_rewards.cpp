@@ -82,7 +82,7 @@ TEST_CASE("gsm8k scoring: verl's cases and quirks", "[rewards][gsm8k]") {
   CHECK(GSM8KFlexibleScore::score("it is 9", "9") == 1.0);
 }
 
-TEST_CASE("\\boxed{} matcher: hendrycks normalisations as verl's math.py", "[rewards][math]") {
+TEST_CASE("the boxed{} matcher: hendrycks normalisations as verl's math.py", "[rewards][math]") {
   CHECK(math_compute_score("so \\boxed{\\frac{1}{2}}", "0.5") == 1.0);
   CHECK(math_compute_score("\\boxed{\\dfrac12}", "\\frac{1}{2}") == 1.0);
   CHECK(math_compute_score("\\boxed{1/2}", "\\frac{1}{2}") == 1.0);

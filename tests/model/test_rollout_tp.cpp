@@ -153,7 +153,7 @@ Gen generate(RolloutEngine& eng, Batch const& b, SamplingParams const& sp) {
 
 }  // namespace
 
-TEST_CASE("ShardLayout: tp = 1 is the ParamLayout; the shards cover every parameter", "[model][tp]") {
+TEST_CASE("ShardLayout: tp = 1 is the ParamLayout, the shards cover every parameter", "[model][tp]") {
   for (auto [nh, C] : {std::pair{4, 32}, std::pair{8, 64}}) {
     GPTConfig const cfg = model_cfg(nh, C, 1);
     rlflow::model::ParamLayout const full(cfg);

@@ -67,7 +67,7 @@ TEST_CASE("DefaultReward scores each row with the scorer of its data_source", "[
   REQUIRE(out.tensor("token_level_scores").at<float>(1, 1) == 0.0f);
 }
 
-TEST_CASE("register_score adds a data source at run time; unknown ones are errors naming them", "[trainer][reward]") {
+TEST_CASE("register_score adds a data source at run time, unknown ones are errors naming them", "[trainer][reward]") {
   WorkerContext ctx;
   roles::DefaultReward r(ctx, setup_of());
   std::string const name = "test/length" + std::to_string(::getpid());

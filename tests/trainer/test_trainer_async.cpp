@@ -159,7 +159,7 @@ TEST_CASE("colocate_async with staleness bound 0 gives the sync trainer's weight
   REQUIRE(ma.back().count("colocate_async/staleness_bound") == 1);
 }
 
-TEST_CASE("the staleness bound holds under random delays; every batch is used once, in order; the buffer is bounded",
+TEST_CASE("the staleness bound holds under random delays, every batch is used once, in order, the buffer is bounded",
           "[trainer][async]") {
   for (std::int64_t k : {1, 2}) {
     for (bool separate : {true, false}) {
@@ -235,7 +235,7 @@ TEST_CASE("the staleness bound holds under random delays; every batch is used on
   }
 }
 
-TEST_CASE("a rollout worker that throws fails the step with the pool, role and rank; no hang", "[trainer][async]") {
+TEST_CASE("a rollout worker that throws fails the step with the pool, role and rank, no hang", "[trainer][async]") {
   auto hooks = std::make_shared<AsyncHooks>();
   hooks->in_generate = [](std::int64_t step, int rank) {
     if (step == 3 && rank == 1) throw std::runtime_error("injected generation failure");
@@ -255,7 +255,7 @@ TEST_CASE("a rollout worker that throws fails the step with the pool, role and r
   REQUIRE(t.global_step() == 2);
 }  // the destructor joins the producer (it stopped at the failure)
 
-TEST_CASE("a failing weight sync fails a step with the pool and the version; no hang", "[trainer][async]") {
+TEST_CASE("a failing weight sync fails a step with the pool and the version, no hang", "[trainer][async]") {
   auto hooks = std::make_shared<AsyncHooks>();
   hooks->on_sync = [](std::int64_t version) {
     if (version == 2) throw std::runtime_error("injected sync failure");
@@ -363,7 +363,7 @@ TEST_CASE("a failed async step leaves a trainer that fails again at once, joins 
   fs::remove_all(std::string(full_cfg.trainer.default_local_dir.view()));
 }
 
-TEST_CASE("a driver-side failure after an async step took its batch fails every later step at once; the run resumes "
+TEST_CASE("a driver-side failure after an async step took its batch fails every later step at once, the run resumes "
           "from its checkpoint",
           "[trainer][async][resume]") {
   // The after_advantage hook throws at step 3, after the batch left the replay buffer. Without the
@@ -501,7 +501,7 @@ TEST_CASE("the async modes' rollout workers run with TrainerOptions::threads_per
 }
 #endif
 
-TEST_CASE("ReMax in the async modes: bound 0 gives the sync ReMax trainer's weights; the greedy baseline comes from the "
+TEST_CASE("ReMax in the async modes: bound 0 gives the sync ReMax trainer's weights, the greedy baseline comes from the "
           "batch's weights and is checkpointed with it",
           "[trainer][async][remax]") {
   using SyncRemax = Trainer<ReMax, Colocate<3>, Reward>;
