@@ -183,6 +183,7 @@ class Trainer {
   //! Checks, builds the pool and the workers, and resumes (both constructors end here).
   void start(roles::RoleSetup setup) {
     check_tensor_parallel(setup.policy_model);  // first: its message names the TP<N> option, not only the config key
+    check_lm_head(setup.policy_model);
     if (!cfg_.custom_reward_function.path.empty() && !std::is_same_v<reward_role, roles::DefaultReward>)
       throw config_error(msg("rlflow::Trainer: custom_reward_function.path=", cfg_.custom_reward_function.path.view(),
                              " is set, but the Trainer was given its own reward role, which would ignore it; drop the "
@@ -676,6 +677,24 @@ class Trainer {
                                " devices or a TP that divides ", ws));
       model::check_tensor_parallel(m, N, "rlflow::Trainer<..., TP<N>>: actor_rollout_ref.model");
     }
+  }
+
+  //! actor_rollout_ref.model.lm_head (rlflow): vocab_parallel needs at least one vocabulary row per
+  //! rank of the TP groups that use it (rollout TP<N>, training TP); without tensor parallelism the
+  //! key changes nothing (a warning).
+  void check_lm_head(model::GPTConfig const& m) {
+    std::string_view const h = cfg_.actor_rollout_ref.model.lm_head.view();
+    if (h == "auto") return;
+    std::int64_t const tp = std::max<std::int64_t>(parallel::size, training_tp());
+    if (tp == 1) {
+      warn(msg("actor_rollout_ref.model.lm_head=", h, " has no effect: neither the rollout (TP<1>) nor training ",
+               "(actor_rollout_ref.actor.megatron.tensor_model_parallel_size=1) is tensor-parallel"));
+      return;
+    }
+    if (h == "vocab_parallel" && m.vocab_size < tp)
+      throw config_error(msg("rlflow::Trainer: actor_rollout_ref.model.lm_head=vocab_parallel splits the LM head's ", m.vocab_size,
+                             " vocabulary rows over TP groups of up to ", tp, " ranks, fewer rows than ranks; set ",
+                             "actor_rollout_ref.model.lm_head=replicated (or auto)"));
   }
 
   //! actor_rollout_ref.actor.megatron.tensor_model_parallel_size = T: the actor and the reference

@@ -87,6 +87,7 @@ class StandaloneRollout {
         rollout_(std::make_from_tuple<typename E::rollout>(E::rollout_args(setup_.policy_model, model::TPRank{ctx.rank % TP, TP}))),
         hooks_(std::move(hooks)),
         control_(std::move(control)) {
+    detail::apply_lm_head(rollout_, setup_.cfg, TP);  // actor_rollout_ref.model.lm_head
     // this worker thread's team, by the trainer workers' rule (TrainerOptions::threads_per_worker)
     model::layers::set_worker_threads(setup_.threads_per_worker > 0 ? setup_.threads_per_worker
                                                                     : model::layers::default_worker_threads(ctx.local_world_size));
@@ -135,12 +136,15 @@ class StandaloneRollout {
 
   //! This rank's rollout weights (its TP shard), for tests and tools.
   std::vector<float> rollout_weights() const { return {rollout_.weights().begin(), rollout_.weights().end()}; }
+  //! This rank's LM head (actor_rollout_ref.model.lm_head): 0 replicated, 1 vocabulary-parallel.
+  std::int64_t lm_head() const { return detail::lm_head_code(rollout_); }
 
   using methods = rlflow::methods<rlflow::method<&StandaloneRollout::generate_sequences, rollout_dispatch>,
                                   rlflow::method<&StandaloneRollout::update_weights, dispatch::OneToAll>,
                                   rlflow::method<&StandaloneRollout::sleep, dispatch::OneToAll>,
                                   rlflow::method<&StandaloneRollout::memory_bytes, dispatch::OneToAll>,
-                                  rlflow::method<&StandaloneRollout::rollout_weights, dispatch::OneToAll>>;
+                                  rlflow::method<&StandaloneRollout::rollout_weights, dispatch::OneToAll>,
+                                  rlflow::method<&StandaloneRollout::lm_head, dispatch::OneToAll>>;
 
  private:
   //! Continues the unfinished rows of an aborted generation (its output, 'partial_rollout_len'

@@ -206,8 +206,11 @@ DataProto random_scoring_batch(int rows, int P, int R, int vocab, std::uint64_t 
 //! compute_log_prob / compute_ref_log_prob of a random batch within 1e-5 before training (the same
 //! weights) and within 1e-4 after (the actor's weights then differ by rounding).
 //! 'charset': the tokenizer's alphabet (the task's by default; a wider one widens the vocabulary).
+//! 'lm_head': actor_rollout_ref.model.lm_head of the TP run; every rank's engines must use the
+//! head it names (auto: vocabulary-parallel from 256 tokens), the rollout's only when RolloutN > 1.
 template <int RolloutA, int RolloutN>
-void compare_training_tp(int dp, int train_tp, int steps, std::int64_t seed, std::string const& charset = task.charset()) {
+void compare_training_tp(int dp, int train_tp, int steps, std::int64_t seed, std::string const& charset = task.charset(),
+                         char const* lm_head = "auto") {
   using TA = Trainer<Colocate<3>, GRPO, TP<RolloutA>>;
   using T = Trainer<Colocate<3>, GRPO, TP<RolloutN>>;
   int const workers = dp * train_tp;
@@ -215,12 +218,19 @@ void compare_training_tp(int dp, int train_tp, int steps, std::int64_t seed, std
   c1.trainer.total_training_steps = cn.trainer.total_training_steps = steps;
   c1.seed = cn.seed = seed;
   cn.actor_rollout_ref.actor.megatron.tensor_model_parallel_size = train_tp;
+  cn.actor_rollout_ref.model.lm_head = lm_head;
   auto data = task.make_dataset(256, std::uint64_t(seed));
   TA a(c1, data, charset, quiet());
   T b(cn, data, charset, quiet());
   REQUIRE(b.actor_rollout_wg().world_size() == workers);
   for (int t : b.actor_rollout_wg().template call<&T::actor_role::training_tp>()) REQUIRE(t == train_tp);
   for (int t : a.actor_rollout_wg().template call<&TA::actor_role::training_tp>()) REQUIRE(t == 1);
+  {
+    std::string const h = lm_head;
+    std::int64_t const vp = h == "vocab_parallel" || (h == "auto" && b.tokenizer().vocab_size() >= model::training_vocab_parallel_min_vocab) ? 1 : 0;
+    std::vector<std::int64_t> const want{vp, vp, RolloutN > 1 ? vp : 0};  // actor, reference, rollout
+    for (auto const& heads : b.actor_rollout_wg().template call<&T::actor_role::lm_heads>()) REQUIRE(heads == want);
+  }
   require_synced(b, RolloutN);  // the constructor's sync
   // compute_log_prob (log-probs, entropies) and compute_ref_log_prob of a random batch
   int const R = int(cn.data.max_response_length), P = int(cn.data.max_prompt_length);
@@ -268,7 +278,7 @@ TEST_CASE("training TP = 2 trains as TP = 1 (rollout TP<1>: the shards are gathe
   compare_training_tp<1, 1>(1, 2, 5, seed);
 }
 
-TEST_CASE("training TP equal to the rollout's hands each shard over directly; other TPs gather", "[trainer][tp][train_tp]") {
+TEST_CASE("training TP equal to the rollout's hands each shard over directly, other TPs gather", "[trainer][tp][train_tp]") {
   std::int64_t const seed = GENERATE(take(1, random(1, 1000000)));
   INFO("seed " << seed);
   SECTION("training TP 2 x DP 2, rollout TP<2>: load_shard into the shared replicas") { compare_training_tp<2, 2>(2, 2, 4, seed); }
@@ -290,6 +300,47 @@ TEST_CASE("training TP = 2 with a 256-token vocabulary: the vocabulary-parallel 
   REQUIRE(V >= model::training_vocab_parallel_min_vocab);
   REQUIRE(V >= engine::vocab_parallel_min_vocab);
   compare_training_tp<1, 2>(1, 2, 4, seed, wide);
+}
+
+TEST_CASE("actor_rollout_ref.model.lm_head picks the LM head under TP, and both heads train as TP = 1",
+          "[trainer][tp][train_tp][vocab_parallel]") {
+  std::int64_t const seed = GENERATE(take(1, random(1, 1000000)));
+  INFO("seed " << seed);
+  SECTION("vocab_parallel on the task's small vocabulary (auto: replicated), training TP 2 and rollout TP<2>") {
+    REQUIRE(model::CharTokenizer(task.charset()).vocab_size() < engine::vocab_parallel_min_vocab);
+    compare_training_tp<1, 2>(1, 2, 4, seed, task.charset(), "vocab_parallel");
+  }
+  SECTION("replicated on 256 tokens (auto: vocabulary-parallel)") {
+    std::string wide = task.charset();
+    for (int c = 1; c < 256 && wide.size() < 253; ++c)
+      if (wide.find(char(c)) == std::string::npos) wide.push_back(char(c));
+    compare_training_tp<1, 2>(1, 2, 3, seed, wide, "replicated");
+  }
+}
+
+TEST_CASE("actor_rollout_ref.model.lm_head: a bad value, too few vocabulary rows, or no TP", "[trainer][tp][vocab_parallel]") {
+  auto c = tp_config("lm_head_errors", 1);
+  REQUIRE_THROWS_WITH(c.apply_overrides({"actor_rollout_ref.model.lm_head=vocab"}),
+                      Catch::Contains("actor_rollout_ref.model.lm_head") && Catch::Contains("vocab_parallel") &&
+                          Catch::Contains("replicated"));
+  // training TP 8 over a 4-token vocabulary (one character + pad, bos, eos): an error before work
+  auto e = tp_config("lm_head_rows", 8);
+  e.actor_rollout_ref.model.n_head = 8;
+  e.actor_rollout_ref.actor.megatron.tensor_model_parallel_size = 8;
+  e.actor_rollout_ref.model.lm_head = "vocab_parallel";
+  auto data = task.make_dataset(64, 1);
+  REQUIRE_THROWS_WITH((Trainer<Colocate<3>, GRPO, TP<1>>(e, data, "a", quiet())),
+                      Catch::Contains("actor_rollout_ref.model.lm_head=vocab_parallel") && Catch::Contains("4 vocabulary rows") &&
+                          Catch::Contains("8 ranks") && Catch::Contains("lm_head=replicated"));
+  // without tensor parallelism the key changes nothing: a warning, and the run trains
+  auto w = tp_config("lm_head_warn", 1);
+  w.actor_rollout_ref.model.lm_head = "replicated";
+  w.trainer.total_training_steps = 1;
+  Trainer<Colocate<3>, GRPO, TP<1>> t(w, task.make_dataset(64, 2), task.charset(), quiet());
+  bool warned = false;
+  for (auto const& m : t.startup_warnings()) warned = warned || m.find("actor_rollout_ref.model.lm_head=replicated has no effect") != std::string::npos;
+  REQUIRE(warned);
+  t.step();
 }
 
 // The async modes under training TP: tests/trainer/test_trainer_tp_async.cpp (test_trainer_async).

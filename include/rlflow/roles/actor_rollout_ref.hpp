@@ -245,6 +245,9 @@ class BasicActorRolloutRef {
     if constexpr (std::is_same_v<System, cpu::tag>)  // this worker thread's team (workers x threads)
       model::layers::set_worker_threads(setup_.threads_per_worker > 0 ? setup_.threads_per_worker
                                                                       : model::layers::default_worker_threads(ctx.local_world_size));
+    detail::apply_lm_head(actor_, setup_.cfg, train_tp_);  // actor_rollout_ref.model.lm_head
+    detail::apply_lm_head(ref_, setup_.cfg, train_tp_);
+    detail::apply_lm_head(rollout_, setup_.cfg, RolloutTP);
     if (setup_.policy_init) {  // weights from model.path
       std::size_t const have = E::full_size(actor_);
       if (setup_.policy_init->size() != have)
@@ -273,6 +276,11 @@ class BasicActorRolloutRef {
 
   //! The training TP degree T (actor_rollout_ref.actor.megatron.tensor_model_parallel_size).
   int training_tp() const { return train_tp_; }
+  //! The LM heads this rank's engines use (actor_rollout_ref.model.lm_head): actor, reference,
+  //! rollout; 0 replicated, 1 vocabulary-parallel, -1 an engine without the choice.
+  std::vector<std::int64_t> lm_heads() const {
+    return {detail::lm_head_code(actor_), detail::lm_head_code(ref_), detail::lm_head_code(rollout_)};
+  }
 
   // ---- rollout ---------------------------------------------------------------------------
 
@@ -501,6 +509,7 @@ class BasicActorRolloutRef {
       rlflow::method<&BasicActorRolloutRef::actor_weights, dispatch::OneToAll, execute::RankZero>,
       rlflow::method<&BasicActorRolloutRef::gather_actor_weights, dispatch::OneToAll>,
       rlflow::method<&BasicActorRolloutRef::training_tp, dispatch::OneToAll>,
+      rlflow::method<&BasicActorRolloutRef::lm_heads, dispatch::OneToAll>,
       rlflow::method<&BasicActorRolloutRef::rollout_memory_bytes, dispatch::OneToAll>,
       rlflow::method<&BasicActorRolloutRef::rollout_weights, dispatch::OneToAll>,
       rlflow::method<&BasicActorRolloutRef::memory_stats, dispatch::OneToAll>>;

@@ -15,6 +15,7 @@
 #include <rlflow/dispatch/context.hpp>  // WorkerContext
 #include <rlflow/kernels/options.hpp>   // AggInfo, AggMode
 #include <rlflow/model/gpt.hpp>         // GPTConfig
+#include <rlflow/model/tensor_parallel.hpp>  // LMHead
 #include <rlflow/model/tokenizer.hpp>   // CharTokenizer
 #include <rlflow/tensor.hpp>
 #include <rlflow/trainer_config.hpp>    // TrainerConfig
@@ -94,6 +95,25 @@ inline void check_batching(const char* who, std::int64_t rows, std::int64_t mini
   if (micro <= 0 || mini % micro != 0)
     throw config_error(msg(who, ": the per-rank mini-batch of ", mini, " rows is not a multiple of the micro-batch of ",
                            micro, " rows; set ppo_micro_batch_size_per_gpu to a divisor of ", mini));
+}
+
+//! actor_rollout_ref.model.lm_head (rlflow) applied to an engine that runs tensor-parallel
+//! (tp > 1): "auto" keeps the engine's default (vocabulary-parallel from 256 tokens), otherwise the
+//! named head. Every rank of a TP group reads the same config, so the group agrees. Engines
+//! without a head choice (the CUDA ones, TP 1 only) are left as they are.
+template <class Engine>
+void apply_lm_head(Engine& e, TrainerConfig const& cfg, int tp) {
+  std::string_view const h = cfg.actor_rollout_ref.model.lm_head.view();
+  if (tp <= 1 || h == "auto") return;
+  if constexpr (requires { e.set_lm_head(model::LMHead::replicated); })
+    e.set_lm_head(h == "vocab_parallel" ? model::LMHead::vocab_parallel : model::LMHead::replicated);
+}
+//! An engine's LM head as a number for the driver: 0 replicated, 1 vocabulary-parallel, -1 an
+//! engine without the choice.
+template <class Engine>
+std::int64_t lm_head_code(Engine const& e) {
+  if constexpr (requires { e.lm_head(); }) return e.lm_head() == model::LMHead::vocab_parallel ? 1 : 0;
+  else return -1;
 }
 
 }  // namespace detail

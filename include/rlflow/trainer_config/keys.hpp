@@ -31,6 +31,7 @@ namespace rlflow {
   X(actor_rollout_ref.model.n_layer, "", "rlflow: transformer blocks of the built-in GPT")                          \
   X(actor_rollout_ref.model.n_head, "", "rlflow: attention heads of the built-in GPT")                             \
   X(actor_rollout_ref.model.n_embd, "", "rlflow: embedding width of the built-in GPT")                             \
+  X(actor_rollout_ref.model.lm_head, "auto|vocab_parallel|replicated", "rlflow: the LM head's split under tensor parallelism (rollout TP<N>, training TP); auto: vocab_parallel from 256 tokens") \
   X(actor_rollout_ref.actor.strategy, "fsdp|fsdp2|megatron", "training backend name (rlflow trains data-parallel)") \
   X(actor_rollout_ref.actor.ppo_mini_batch_size, "", "prompts per optimizer step (M); rows = M × rollout.n")         \
   X(actor_rollout_ref.actor.ppo_micro_batch_size, "", "deprecated global micro-batch; use ppo_micro_batch_size_per_gpu") \

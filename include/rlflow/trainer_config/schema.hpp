@@ -49,6 +49,9 @@ struct ModelConfig {
   std::int64_t n_layer = 2;
   std::int64_t n_head = 4;
   std::int64_t n_embd = 64;
+  //! The LM head's split where an engine runs tensor-parallel (rollout TP<N>, training TP):
+  //! "auto" (vocabulary-parallel from 256 tokens, replicated below), "vocab_parallel", "replicated".
+  config_string lm_head = "auto";
 };
 
 //! verl: actor_rollout_ref.actor.policy_loss.*.
