@@ -686,6 +686,18 @@ TEST_CASE("SeparateAsync's pools follow the planner's accounting (the mission's 
   REQUIRE(shards[0] == shards[2]);  // replica 0 and replica 1, TP rank 0
   REQUIRE(shards[1] == shards[3]);
   REQUIRE(shards[0] != shards[1]);
+  // the rollout workers' LM head: auto gives the replicated head on this small vocabulary, and
+  // actor_rollout_ref.model.lm_head=vocab_parallel reaches every rollout rank
+  using AR = AsyncRollout<cpu::tag, 2>;
+  for (auto h : t.async_rollout()->workers().template call<&AR::role::lm_head>()) REQUIRE(h == 0);
+  {
+    auto v = c;
+    v.actor_rollout_ref.model.lm_head = "vocab_parallel";
+    T tv(v, dataset(), task.charset(), quiet());
+    auto const heads = tv.async_rollout()->workers().template call<&AR::role::lm_head>();
+    REQUIRE(heads.size() == 4);
+    for (auto h : heads) REQUIRE(h == 1);
+  }
   // partial rollout needs rollout TP 1: an error before work
   c.async_training.partial_rollout = true;
   REQUIRE_THROWS_WITH(T(c, dataset(), task.charset(), quiet()),
