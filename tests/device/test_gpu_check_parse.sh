@@ -4,12 +4,7 @@
 # exit status (0 only when every test passed and every stage left its output).
 set -u
 script="$1"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-bad=0
-expect() {  # expect DESCRIPTION OUTPUT REGEX
-  if ! grep -Eq -- "$3" <<<"$2"; then echo "FAIL: $1: no line matching '$3' in:"; echo "$2"; bad=1; fi
-}
+source "$(dirname "$0")/../parse_expect.sh"  # $tmp, $bad, expect DESCRIPTION OUTPUT REGEX
 
 good="$tmp/good"
 mkdir -p "$good/demo"

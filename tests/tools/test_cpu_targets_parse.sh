@@ -5,12 +5,7 @@
 # and column, units converted, and n/a where an output is missing.
 set -u
 script="$1"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-bad=0
-expect() {  # expect DESCRIPTION OUTPUT REGEX
-  if ! grep -Eq -- "$3" <<<"$2"; then echo "FAIL: $1: no line matching '$3' in:"; echo "$2"; bad=1; fi
-}
+source "$(dirname "$0")/../parse_expect.sh"  # $tmp, $bad, expect DESCRIPTION OUTPUT REGEX
 d="$tmp/out"
 mkdir -p "$d"
 cat >"$d/engine_1.txt" <<'TXT'
