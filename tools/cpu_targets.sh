@@ -26,6 +26,10 @@ done
 median_ms() {
   awk -v pat="$2" '$1 ~ pat && $1 ~ /_median$/ { v = $2; u = $3; if (u == "us") v /= 1000; if (u == "s") v *= 1000; print v; exit }' "$1" 2>/dev/null
 }
+# step_ratio FILE: the step row's rlflow / PyTorch ratio of a tools/torch_grpo_step.py table
+step_ratio() {
+  awk -F'|' '$2 ~ /^ step / { gsub(/ /, "", $5); print $5 }' "$1" 2>/dev/null
+}
 pct() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || b + 0 == 0) print "n/a"; else printf "%.1f%%", 100 * a / b }'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || b + 0 == 0) print "n/a"; else printf "%.2f", a / b }'; }
 
@@ -39,9 +43,9 @@ report() {
   k1=$(median_ms "$d/engine_1.txt" '^BM_RolloutDecode/kv_cache'); k2=$(median_ms "$d/engine_2_model.txt" '^BM_RolloutDecode/kv_cache')
   local decode step1 step2 step2b uid65 uid1m
   decode=$(awk '$1 == "BM_RolloutDecode/kv_cache" { print $4 }' "$d/torch_side_by_side.txt" 2>/dev/null)
-  step1=$(awk -F'|' '$2 ~ /^ step / { gsub(/ /, "", $5); print $5 }' "$d/grpo_step_1.txt" 2>/dev/null)
-  step2=$(awk -F'|' '$2 ~ /^ step / { gsub(/ /, "", $5); print $5 }' "$d/grpo_step_2.txt" 2>/dev/null)
-  step2b=$(awk -F'|' '$2 ~ /^ step / { gsub(/ /, "", $5); print $5 }' "$d/grpo_step_2_blas1.txt" 2>/dev/null)
+  step1=$(step_ratio "$d/grpo_step_1.txt")
+  step2=$(step_ratio "$d/grpo_step_2.txt")
+  step2b=$(step_ratio "$d/grpo_step_2_blas1.txt")
   uid65=$(sed -n 's/^rows 65536: verl.*speed-up \([0-9.]*x\) (with.*/\1/p' "$d/compare_verl.txt" 2>/dev/null)
   uid1m=$(sed -n 's/^rows 1048576: verl.*speed-up \([0-9.]*x\) (with.*/\1/p' "$d/compare_verl.txt" 2>/dev/null)
   printf '%-62s %s\n' "target (issue 19)" "figure"
