@@ -494,9 +494,10 @@ void BM_LMHead(benchmark::State& state) {
   for (int r = 0; r < N; ++r) {
     rep.push_back(std::make_unique<RolloutEngine>(cfg, rlflow::model::TPRank{r, N}, comms_rep[std::size_t(r)].get()));
     vp.push_back(std::make_unique<RolloutEngine>(cfg, rlflow::model::TPRank{r, N}, comms_vp[std::size_t(r)].get()));
+    rep.back()->set_lm_head(LMHead::replicated);  // before the load: from V = 256 the default is vocabulary-parallel
+    vp.back()->set_lm_head(LMHead::vocab_parallel);
     rep.back()->load_weights(full);
     vp.back()->load_weights(full);
-    vp.back()->set_lm_head(LMHead::vocab_parallel);
   }
   SamplingParams sp;
   sp.max_new_tokens = R;

@@ -161,33 +161,64 @@ TEST_CASE("ShardLayout: tp = 1 is the ParamLayout, the shards cover every parame
     REQUIRE(one.size() == full.size());
     REQUIRE(one.segments().size() == 1);
     REQUIRE(one.layers[1].fc_w == full.layers[1].fc_w);
-    for (int N = 2; N <= nh; N *= 2) {
-      INFO("tp " << N);
-      // every full float is copied by exactly one rank (sharded) or by all N (replicated)
-      std::vector<int> hits(full.size(), 0);
-      std::size_t total = 0;
-      for (int r = 0; r < N; ++r) {
-        ShardLayout const s(cfg, TPRank{r, N});
-        REQUIRE(s.local_heads() == nh / N);
-        std::size_t sum = 0;
-        for (auto const& seg : s.segments()) {
-          for (std::size_t i = 0; i < seg.count; ++i) ++hits[seg.src + i];
-          REQUIRE(seg.dst == sum);  // segments fill the shard in order
-          sum += seg.count;
+    REQUIRE(ShardLayout(cfg, TPRank{0, 1}, true).size() == full.size());  // nothing to split at tp = 1
+    int const V = cfg.vocab_size;
+    auto const w = random_weights(cfg, 31);
+    for (bool split_vocab : {false, true})
+      for (int N = 2; N <= nh; N *= 2) {
+        INFO("tp " << N << (split_vocab ? ", wte split by vocabulary rows" : ", wte whole"));
+        // every full float is copied by exactly one rank (sharded) or by all N (replicated)
+        std::vector<int> hits(full.size(), 0);
+        std::size_t total = 0;
+        int const Vw = (V + N - 1) / N;  // the widest vocabulary slice: every split wte is padded to it
+        std::vector<float> gathered;
+        for (int r = 0; r < N; ++r) {
+          ShardLayout const s(cfg, TPRank{r, N}, split_vocab);
+          REQUIRE(s.local_heads() == nh / N);
+          REQUIRE(s.split_vocab() == split_vocab);
+          int const v0 = split_vocab ? V * r / N : 0, v1 = split_vocab ? V * (r + 1) / N : V;
+          REQUIRE(s.vocab_begin() == v0);
+          REQUIRE(s.vocab_end() == v1);
+          REQUIRE(s.vocab_rows() == (split_vocab ? Vw : V));
+          std::size_t const pad = std::size_t(s.vocab_rows() - (v1 - v0)) * std::size_t(C);
+          std::size_t sum = 0;
+          for (auto const& seg : s.segments()) {
+            for (std::size_t i = 0; i < seg.count; ++i) ++hits[seg.src + i];
+            if (seg.dst != sum) {  // the only gap: the split wte's padding rows, right after them
+              REQUIRE(split_vocab);
+              REQUIRE(seg.dst == s.wte + std::size_t(v1 - v0) * std::size_t(C) + pad);
+              sum += pad;
+            }
+            REQUIRE(seg.dst == sum);  // segments fill the shard in order
+            sum += seg.count;
+          }
+          REQUIRE(sum == s.size());
+          total += s.size();
+          // load: the rank's slice, its padding rows zero whatever the buffer held before
+          std::vector<float> shard(s.size(), 7.0f);
+          s.load(w, shard);
+          for (std::size_t i = 0; i < pad; ++i) REQUIRE(shard[s.wte + std::size_t(v1 - v0) * std::size_t(C) + i] == 0.0f);
+          for (int v = v0; v < v1; ++v)
+            for (int c = 0; c < C; ++c)
+              REQUIRE(shard[s.wte + std::size_t(v - v0) * C + c] == w[full.wte + std::size_t(v) * C + c]);
+          gathered.insert(gathered.end(), shard.begin(), shard.end());
         }
-        REQUIRE(sum == s.size());
-        total += s.size();
+        // every rank's buffer has one size (the all-gathers need it), and unshard inverts load
+        REQUIRE(gathered.size() == std::size_t(N) * ShardLayout(cfg, TPRank{0, N}, split_vocab).size());
+        std::vector<float> back(full.size(), -1.0f);
+        rlflow::model::unshard(cfg, N, split_vocab, gathered, back);
+        REQUIRE(back == w);
+        std::size_t replicated = 0, padding = 0;
+        for (auto const& t : full.tensors()) {
+          bool const sharded = t.name.ends_with("c_attn.weight") || t.name.ends_with("c_attn.bias") ||
+                               t.name.ends_with("c_proj.weight") || t.name.ends_with("c_fc.weight") ||
+                               t.name.ends_with("c_fc.bias") || (split_vocab && t.name == "wte");
+          for (std::size_t i = 0; i < t.numel; ++i) REQUIRE(hits[t.offset + i] == (sharded ? 1 : N));
+          if (!sharded) replicated += t.numel;
+        }
+        if (split_vocab) padding = (std::size_t(N) * std::size_t(Vw) - std::size_t(V)) * std::size_t(C);
+        REQUIRE(total == full.size() + std::size_t(N - 1) * replicated + padding);
       }
-      std::size_t replicated = 0;
-      for (auto const& t : full.tensors()) {
-        bool const sharded = t.name.ends_with("c_attn.weight") || t.name.ends_with("c_attn.bias") ||
-                             t.name.ends_with("c_proj.weight") || t.name.ends_with("c_fc.weight") ||
-                             t.name.ends_with("c_fc.bias");
-        for (std::size_t i = 0; i < t.numel; ++i) REQUIRE(hits[t.offset + i] == (sharded ? 1 : N));
-        if (!sharded) replicated += t.numel;
-      }
-      REQUIRE(total == full.size() + std::size_t(N - 1) * replicated);
-    }
   }
 }
 
@@ -358,6 +389,27 @@ TEST_CASE("vocabulary-parallel LM head: logit slices, tokens and log-probs equal
     REQUIRE(large.vocab_begin() == big.vocab_size / 2);
     RolloutEngine one(big);
     REQUIRE(one.lm_head() == rlflow::engine::LMHead::replicated);
+    // the vocabulary-parallel engine holds its wte rows only; the replicated one wte whole
+    REQUIRE(large.weights().size() == ShardLayout(big, TPRank{1, 2}, true).size());
+    REQUIRE(small.weights().size() == ShardLayout(cfg, TPRank{0, 2}).size());
+    {  // set_lm_head never communicates: whole <-> split before a load, whole -> split after it
+      std::vector<float> seeded(rlflow::model::param_count(big));
+      rlflow::model::init_params(big, seeded);
+      auto const wl = random_weights(big, 78);
+      ShardLayout const whole(big, TPRank{1, 2}), split(big, TPRank{1, 2}, true);
+      std::vector<float> want_whole(whole.size()), want_split(split.size());
+      RolloutEngine lone(big, TPRank{1, 2});  // no communicator
+      lone.set_lm_head(rlflow::engine::LMHead::replicated);
+      whole.load(seeded, want_whole);
+      REQUIRE(std::vector<float>(lone.weights().begin(), lone.weights().end()) == want_whole);
+      lone.load_weights(wl);
+      lone.set_lm_head(rlflow::engine::LMHead::vocab_parallel);
+      split.load(wl, want_split);
+      REQUIRE(std::vector<float>(lone.weights().begin(), lone.weights().end()) == want_split);
+      REQUIRE_THROWS_WITH(lone.set_lm_head(rlflow::engine::LMHead::replicated),
+                          Catch::Contains("rows [128, 256)") && Catch::Contains("before load_weights"));
+      REQUIRE(lone.lm_head() == rlflow::engine::LMHead::vocab_parallel);
+    }
     // and the default (vocabulary-parallel) head samples the TP = 1 tokens on that vocabulary
     auto const wbig = random_weights(big, 77);
     Batch const bb = random_batch(8, 6, big.vocab_size, 21);

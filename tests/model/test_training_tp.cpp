@@ -291,7 +291,7 @@ TEST_CASE("training TP, vocabulary-parallel LM head: log-probs, entropies, sum p
           require_close_tensors(lay, o.grads, ref.grads, 1e-5);
           REQUIRE(std::abs(o.norm - ref.norm) <= 1e-5 * ref.norm);
           require_close_tensors(lay, o.weights, ref.weights, 1e-4);
-          // rank-order sums and the all-gathered wte gradient: every rank holds the same model
+          // rank-order sums, each wte row's gradient on its owner: every rank holds the same model
           REQUIRE(o.weights == (*got)[0].weights);
           REQUIRE(o.grads == (*got)[0].grads);
           REQUIRE(o.log_probs == (*got)[0].log_probs);
@@ -301,13 +301,20 @@ TEST_CASE("training TP, vocabulary-parallel LM head: log-probs, entropies, sum p
       require_close(vp[0].log_probs, rp[0].log_probs, 1e-5);
       require_close(vp[0].entropy, rp[0].entropy, 1e-5);
       require_close_tensors(lay, vp[0].grads, rp[0].grads, 1e-5);
-      // every rank's shard is its slice of the gathered weights: wte (and every replicated
-      // tensor) bit-identical on every rank after the AdamW steps
+      // every rank's shard is its slice of the gathered weights, with the vocabulary-parallel
+      // head wte's own rows only (its zero padding still zero after the AdamW steps), with the
+      // replicated head wte whole; the replicated tensors bit-identical on every rank
+      int const Vw = (c.vocab + N - 1) / N;
       for (int r = 0; r < N; ++r) {
-        rlflow::model::ShardLayout const sl(cfg, TPRank{r, N});
-        std::vector<float> slice(sl.size());
-        sl.load(vp[0].weights, slice);
-        REQUIRE(vp[std::size_t(r)].shard == slice);
+        for (bool split : {true, false}) {
+          rlflow::model::ShardLayout const sl(cfg, TPRank{r, N}, split);
+          std::vector<float> slice(sl.size(), 1.0f);
+          auto const& got = split ? vp : rp;
+          sl.load(got[0].weights, slice);
+          REQUIRE(got[std::size_t(r)].shard == slice);
+        }
+        REQUIRE(rp[std::size_t(r)].shard.size() - vp[std::size_t(r)].shard.size() ==
+                std::size_t(c.vocab - Vw) * std::size_t(c.embd));
       }
     }
   }
@@ -354,6 +361,88 @@ TEST_CASE("training TP, vocabulary-parallel LM head: the default by vocabulary s
   REQUIRE_THROWS_WITH(e->set_lm_head(LMHead::vocab_parallel),
                       Catch::Contains("vocab_size (3) >= the TP size (4)") && Catch::Contains("LMHead::replicated"));
   REQUIRE(e->lm_head() == LMHead::replicated);
+}
+
+TEST_CASE("training TP, vocabulary-parallel LM head: each rank holds its wte rows only, and the head is chosen before training",
+          "[tp][training][vocab_parallel]") {
+  using rlflow::model::LMHead;
+  using rlflow::model::ShardLayout;
+  GPTConfig cfg = model_cfg(4, 16, 9);
+  cfg.vocab_size = rlflow::model::training_vocab_parallel_min_vocab + 45;  // 301: uneven slices, default vocab_parallel
+  int const N = 2, V = cfg.vocab_size, C = cfg.n_embd, Vw = (V + N - 1) / N;
+  auto const full = random_weights(cfg, 4242);
+  std::vector<float> seeded(rlflow::model::param_count(cfg));
+  rlflow::model::init_params(cfg, seeded);
+  auto comms = rlflow::comm::LocalCommunicator::make_group(N);
+  for (int r = 0; r < N; ++r) {
+    INFO("rank " << r);
+    ShardLayout const split(cfg, TPRank{r, N}, true), whole(cfg, TPRank{r, N});
+    REQUIRE(whole.size() - split.size() == std::size_t(V - Vw) * std::size_t(C));
+    TrainingEngine e(cfg, OptimizerConfig{}, TPRank{r, N}, comms[std::size_t(r)].get());
+    // the default: parameters, gradients and both AdamW moments hold the split cut
+    REQUIRE(e.lm_head() == LMHead::vocab_parallel);
+    REQUIRE(e.shard_layout().split_vocab());
+    REQUIRE(e.params().size() == split.size());
+    REQUIRE(e.grads().size() == split.size());
+    REQUIRE(e.optimizer().m().size() == split.size());
+    REQUIRE(e.optimizer().v().size() == split.size());
+    std::vector<float> want(split.size(), 1.0f);
+    split.load(seeded, want);
+    REQUIRE(std::vector<float>(e.params().begin(), e.params().end()) == want);
+  }
+  // a fresh engine takes either head (the seeded weights cut again), both ways
+  {
+    TrainingEngine e(cfg, OptimizerConfig{}, TPRank{1, N}, comms[1].get());
+    e.set_lm_head(LMHead::replicated);
+    ShardLayout const whole(cfg, TPRank{1, N});
+    std::vector<float> want(whole.size());
+    whole.load(seeded, want);
+    REQUIRE(e.grads().size() == whole.size());
+    REQUIRE(e.optimizer().m().size() == whole.size());
+    REQUIRE(std::vector<float>(e.params().begin(), e.params().end()) == want);
+    // whole -> split keeps the loaded weights (the rank keeps its rows)
+    e.load_weights(full);
+    e.set_lm_head(LMHead::vocab_parallel);
+    ShardLayout const split(cfg, TPRank{1, N}, true);
+    std::vector<float> cut(split.size());
+    split.load(full, cut);
+    REQUIRE(std::vector<float>(e.params().begin(), e.params().end()) == cut);
+    // split -> whole after a load: the other rank's rows are not here
+    REQUIRE_THROWS_AS(e.set_lm_head(LMHead::replicated), rlflow::config_error);
+    REQUIRE_THROWS_WITH(e.set_lm_head(LMHead::replicated), Catch::Contains("rows [150, 301)") &&
+                                                              Catch::Contains("before loading weights"));
+    REQUIRE(e.lm_head() == LMHead::vocab_parallel);  // unchanged
+    REQUIRE(std::vector<float>(e.params().begin(), e.params().end()) == cut);
+  }
+  // after an optimizer step the head is fixed, even where the cut could be made
+  {
+    std::vector<int> refused(static_cast<std::size_t>(N), 0);
+    std::vector<std::exception_ptr> errs(static_cast<std::size_t>(N));
+    auto group = rlflow::comm::LocalCommunicator::make_group(N);
+    GPTConfig small = cfg;
+    small.vocab_size = 40;  // default replicated
+    std::vector<std::thread> th;
+    for (int r = 0; r < N; ++r)
+      th.emplace_back([&, r] {
+        try {
+          TrainingEngine e(small, OptimizerConfig{}, TPRank{r, N}, group[std::size_t(r)].get());
+          e.optimizer_step();  // zero gradients: a step all the same
+          try {
+            e.set_lm_head(LMHead::vocab_parallel);
+          } catch (rlflow::config_error const& x) {
+            refused[std::size_t(r)] = std::string(x.what()).find("before the first optimizer step") != std::string::npos &&
+                                      e.lm_head() == LMHead::replicated;
+          }
+        } catch (...) {
+          errs[std::size_t(r)] = std::current_exception();
+          group[std::size_t(r)]->abort();
+        }
+      });
+    for (auto& t : th) t.join();
+    for (auto& x : errs)
+      if (x) std::rethrow_exception(x);
+    REQUIRE(refused == std::vector<int>(static_cast<std::size_t>(N), 1));
+  }
 }
 
 TEST_CASE("training TP: errors before work", "[tp][training]") {

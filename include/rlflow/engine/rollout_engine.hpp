@@ -202,7 +202,7 @@ struct SharedReplicated {
 class RolloutEngine {
  public:
   explicit RolloutEngine(model::GPTConfig const& cfg, model::TPRank tp = {}, comm::Communicator* tp_comm = nullptr)
-      : cfg_(cfg), lay_(cfg), shard_(cfg, tp), comm_(tp_comm) {
+      : cfg_(cfg), lay_(cfg), shard_(cfg, tp, tp.size > 1 && cfg.vocab_size >= vocab_parallel_min_vocab), comm_(tp_comm) {
     if (comm_) set_tp_communicator(comm_);
     weights_ = Tensor::empty(DType::float32, Shape{static_cast<std::int64_t>(shard_.size())});
     if (tp.size == 1) {
@@ -213,7 +213,7 @@ class RolloutEngine {
       shard_.load(full.span<float const>(), weights_.span<float>());
     }
     for (auto* b : buffers()) b->mr = &mr_;
-    if (tp.size > 1 && cfg_.vocab_size >= vocab_parallel_min_vocab) head_ = LMHead::vocab_parallel;
+    if (shard_.split_vocab()) head_ = LMHead::vocab_parallel;
   }
   RolloutEngine(RolloutEngine const&) = delete;
   RolloutEngine& operator=(RolloutEngine const&) = delete;
@@ -237,18 +237,22 @@ class RolloutEngine {
   //! vocabulary slice (B, vocab_end() - vocab_begin()) of the logits; generate() gives the same
   //! tokens and log-probs (to rounding) as the replicated head and never gathers full logits
   //! (except top_p < 1 without top_k, whose nucleus needs every logit's rank: that case gathers).
+  //! The vocabulary-parallel head holds wte's own rows only (ShardLayout with split_vocab), so a
+  //! change of head cuts the weights again, locally: to vocab_parallel at any time (the rank keeps
+  //! its rows), to replicated only before the first load (the seeded weights are cut again); never
+  //! after share_replicated().
   void set_lm_head(LMHead h) {
     if (h == LMHead::vocab_parallel && cfg_.vocab_size < shard_.shard().size)
       throw config_error(msg(who, "::set_lm_head: a vocabulary-parallel head needs vocab_size (", cfg_.vocab_size,
                              ") >= the TP size (", shard_.shard().size, "); use LMHead::replicated"));
+    bool const split = h == LMHead::vocab_parallel && shard_.shard().size > 1;
+    if (split != shard_.split_vocab()) reshard(split);
     head_ = h;
   }
   LMHead lm_head() const { return head_; }
   //! This rank's vocabulary rows [vocab_begin(), vocab_end()) (all of them unless vocabulary-parallel).
-  int vocab_begin() const { return vocab_parallel() ? int(std::int64_t(cfg_.vocab_size) * tp().rank / tp().size) : 0; }
-  int vocab_end() const {
-    return vocab_parallel() ? int(std::int64_t(cfg_.vocab_size) * (tp().rank + 1) / tp().size) : cfg_.vocab_size;
-  }
+  int vocab_begin() const { return shard_.vocab_begin(); }
+  int vocab_end() const { return shard_.vocab_end(); }
 
   //! This rank's own weight buffer (ShardLayout order; the full model when not tensor-parallel).
   //! After share_replicated() its replicated tensors are no longer updated: see shard_weights().
@@ -265,6 +269,7 @@ class RolloutEngine {
     if (flat.size() != lay_.size())
       throw shape_error(msg("rlflow::engine::RolloutEngine::load_weights: ", flat.size(), " floats for a model of ",
                             lay_.size(), " parameters; the trainer and the rollout must share one GPTConfig"));
+    loaded_ = true;
     if (!shared_) {
       shard_.load(flat, weights_.span<float>());
       return;
@@ -288,6 +293,7 @@ class RolloutEngine {
                             " of ", tp().size, " whose shard holds ", shard_.size(),
                             "; the training engine must be sharded with the same GPTConfig and TP size"));
     float* own = weights_.data<float>();
+    loaded_ = true;
     if (!shared_) {
       std::memcpy(own, shard.data(), sizeof(float) * shard.size());
       return;
@@ -485,7 +491,7 @@ class RolloutEngine {
   // residual stream x is replicated, the two row-parallel products are summed over the TP group.
   void run(int s0, int n) {
     if (shared_) cur_rep_ = ready_replicated();  // every rank's part of this version written
-    int const C = cfg_.n_embd, NH = shard_.local_heads(), hs = cfg_.head_dim(), V = cfg_.vocab_size, L = cfg_.n_layer;
+    int const C = cfg_.n_embd, NH = shard_.local_heads(), hs = cfg_.head_dim(), L = cfg_.n_layer;
     int const Cl = shard_.local_embd(), F = shard_.local_ff();
     bool const tp = shard_.shard().size > 1;
     auto const& active = book_.active;
@@ -517,7 +523,13 @@ class RolloutEngine {
       for (std::size_t i = 0; i < N; ++i)
         for (int c = 0; c < C; ++c) x[i * C + c] = (x[i * C + c] + b[c]) + part[i * C + c];
     };
-    model::layers::encoder_forward(x, tok_.data(), pos_.data(), at(lay.wte), at(lay.wpe), int(N), C);
+    if (shard_.split_vocab()) {  // vocabulary-parallel embedding: my rows or zeros, summed over the group
+      model::layers::embedding_slice_forward(x, tok_.data(), at(lay.wte), vocab_begin(), vocab_end(), int(N), C);
+      comm_->allreduce_sum(std::span<float>(x, N * C));
+      model::layers::add_positions(x, pos_.data(), at(lay.wpe), int(N), C);
+    } else {
+      model::layers::encoder_forward(x, tok_.data(), pos_.data(), at(lay.wte), at(lay.wpe), int(N), C);
+    }
     for (int l = 0; l < L; ++l) {
       auto const& P = lay.layers[std::size_t(l)];
       float* kc = kv + std::size_t(l) * layer_stride;  // (B, NH, S, hs), this rank's heads
@@ -553,12 +565,35 @@ class RolloutEngine {
     float* last = lnf_.ensure(std::size_t(nr) * C);
     for (int i = 0; i < nr; ++i) std::memcpy(ln + std::size_t(i) * C, x + (std::size_t(i) * n + n - 1) * C, sizeof(float) * C);
     model::layers::layernorm_forward(last, nullptr, nullptr, ln, at(lay.lnf_w), at(lay.lnf_b), nr, C);
-    int const v0 = vocab_begin(), Vl = vocab_end() - v0;  // vocabulary-parallel: this rank's rows of wte
-    model::layers::linear_nt_forward(logits_.ensure(std::size_t(nr) * Vl), last, at(lay.wte) + std::size_t(v0) * C, nullptr, nr, C,
-                                     vocab_parallel() ? Vl : V);
+    int const Vl = vocab_end() - vocab_begin();  // vocabulary-parallel: this rank's rows of wte (the ones it holds)
+    model::layers::linear_nt_forward(logits_.ensure(std::size_t(nr) * Vl), last, at(lay.wte), nullptr, nr, C, Vl);
   }
 
   bool vocab_parallel() const { return head_ == LMHead::vocab_parallel && shard_.shard().size > 1; }
+
+  // set_lm_head's new cut of the weights: wte split by vocabulary rows (the rank keeps its rows of
+  // the whole wte) or whole (the seeded weights cut again: nothing loaded yet).
+  void reshard(bool split) {
+    if (shared_)
+      throw config_error(msg(who, "::set_lm_head: the LM head decides how wte is cut, and this TP rank already shares the "
+                                  "replica's replicated tensors (share_replicated, the first generate of a TP role); choose the "
+                                  "head before that"));
+    if (!split && loaded_)
+      throw config_error(msg(who, "::set_lm_head: TP rank ", tp().rank, " holds wte's vocabulary rows [", vocab_begin(), ", ",
+                             vocab_end(), ") only and has loaded weights, so it cannot take the replicated head's whole wte; "
+                             "choose the head before load_weights (actor_rollout_ref.model.lm_head)"));
+    model::ShardLayout next(cfg_, tp(), split);
+    Tensor w = Tensor::empty(DType::float32, Shape{static_cast<std::int64_t>(next.size())});
+    if (split) {
+      next.load_from(shard_, weights_.span<float const>(), w.span<float>());
+    } else {
+      Tensor full = Tensor::empty(DType::float32, Shape{static_cast<std::int64_t>(lay_.size())});
+      model::init_params(cfg_, full.span<float>());  // what the constructor cut
+      next.load(full.span<float const>(), w.span<float>());
+    }
+    shard_ = std::move(next);
+    weights_ = std::move(w);
+  }
 
   // The weights of the tensor at shard offset 'off': the rank's own buffer, or the replica's
   // shared copy for a replicated tensor after share_replicated().
@@ -794,6 +829,7 @@ class RolloutEngine {
   model::GPTConfig cfg_;
   model::ParamLayout lay_;
   model::ShardLayout shard_;
+  bool loaded_ = false;  //!< load_weights or load_shard has run (set_lm_head cannot cut wte whole again then)
   comm::Communicator* comm_ = nullptr;  //!< the TP group (tensor-parallel only)
   Tensor weights_;
   caching_host_resource mr_;

@@ -57,7 +57,7 @@ inline void check_grad(char const* fn, char const* name, Tensor const& g, std::i
 class TrainingEngine {
  public:
   explicit TrainingEngine(model::GPTConfig const& cfg, OptimizerConfig const& opt = {})
-      : model_(cfg), optim_(opt, model_.layout().size(), decay_mask(model_.shard_layout(), model_.layout())) {
+      : model_(cfg), optim_(opt, model_.layout().size(), decay_mask(model_.shard_layout(), model_.layout())), opt_(opt) {
     grads_ = Tensor::zeros(DType::float32, Shape{static_cast<std::int64_t>(model_.layout().size())});
   }
   //! Training tensor parallelism: TP rank tp.rank of a group of tp.size (tp_comm: the group's
@@ -65,18 +65,9 @@ class TrainingEngine {
   //! verl: actor_rollout_ref.actor.megatron.tensor_model_parallel_size (MegatronPPOActor).
   TrainingEngine(model::GPTConfig const& cfg, OptimizerConfig const& opt, model::TPRank tp, comm::Communicator* tp_comm)
       : model_(cfg, tp, tp_comm), optim_(opt, model_.shard_layout().size(), decay_mask(model_.shard_layout(), model_.layout())),
-        comm_(tp_comm) {
+        opt_(opt), comm_(tp_comm) {
     grads_ = Tensor::zeros(DType::float32, Shape{static_cast<std::int64_t>(model_.shard_layout().size())});
-    if (tp.size > 1) {  // which floats of the shard are split across the group (the rest are replicated)
-      model::ParamLayout const& full = model_.layout();
-      model::ShardLayout const& sl = model_.shard_layout();
-      std::vector<std::uint8_t> split_full(full.size(), 0);
-      for (auto const& t : full.tensors())
-        if (is_split(t.name)) std::fill(split_full.begin() + std::ptrdiff_t(t.offset), split_full.begin() + std::ptrdiff_t(t.offset + t.numel), 1);
-      split_.assign(sl.size(), 0);
-      for (auto const& sg : sl.segments())
-        std::copy_n(split_full.begin() + std::ptrdiff_t(sg.src), sg.count, split_.begin() + std::ptrdiff_t(sg.dst));
-    }
+    mark_split();
   }
 
   model::GPTConfig const& config() const { return model_.config(); }
@@ -89,8 +80,26 @@ class TrainingEngine {
   comm::Communicator* tp_communicator() const { return comm_; }
   //! The LM head's split under training TP (model::GPT::set_lm_head): every rank of the TP group
   //! must choose the same. Default: vocab_parallel at tp.size > 1 when vocab_size >=
-  //! model::training_vocab_parallel_min_vocab, replicated otherwise.
-  void set_lm_head(model::LMHead h) { model_.set_lm_head(h); }
+  //! model::training_vocab_parallel_min_vocab, replicated otherwise. The vocabulary-parallel head
+  //! holds wte's own rows only, so a change at tp.size > 1 is a collective that cuts the weights
+  //! again and rebuilds the gradient buffer and the optimizer's (still empty) state: allowed
+  //! before the first optimizer step only.
+  void set_lm_head(model::LMHead h) {
+    bool const split = h == model::LMHead::vocab_parallel && tp().size > 1;
+    if (split == shard_layout().split_vocab()) {
+      model_.set_lm_head(h);
+      return;
+    }
+    if (step() > 0)
+      throw config_error(msg("rlflow::engine::TrainingEngine::set_lm_head: the LM head decides how wte is sharded (whole, or by "
+                             "vocabulary rows), so it can change only before the first optimizer step; this engine has taken ",
+                             step(), "; choose the head (actor_rollout_ref.model.lm_head) before training"));
+    model_.set_lm_head(h);  // a collective: the weights cut again
+    std::size_t const n = shard_layout().size();
+    grads_ = Tensor::zeros(DType::float32, Shape{static_cast<std::int64_t>(n)});
+    optim_ = AdamW(opt_, n, decay_mask(shard_layout(), layout()));
+    mark_split();
+  }
   model::LMHead lm_head() const { return model_.lm_head(); }
   model::GPT& model() { return model_; }
   AdamW& optimizer() { return optim_; }
@@ -295,39 +304,23 @@ class TrainingEngine {
       std::copy_n(m.begin() + std::ptrdiff_t(sg.src), sg.count, s.begin() + std::ptrdiff_t(sg.dst));
     return s;
   }
-  // The four matrices (and two biases) tensor parallelism splits; everything else is replicated.
-  static bool is_split(std::string const& name) {
-    return name.ends_with("attn.c_attn.weight") || name.ends_with("attn.c_attn.bias") || name.ends_with("attn.c_proj.weight") ||
-           name.ends_with("mlp.c_fc.weight") || name.ends_with("mlp.c_fc.bias") || name.ends_with("mlp.c_proj.weight");
+  // split_[i] = 1 for the shard's floats split across the TP group (ShardLayout::split_segments
+  // and the split wte's zero padding), 0 for the replicated ones; empty at TP = 1.
+  void mark_split() {
+    if (tp().size == 1) return;
+    model::ShardLayout const& sl = shard_layout();
+    split_.assign(sl.size(), 1);
+    for (auto const& sg : sl.replicated_segments())
+      std::fill_n(split_.begin() + std::ptrdiff_t(sg.dst), sg.count, std::uint8_t{0});
   }
-  // full := the group's shards put back in place (each rank's segments, replicated ones rewritten
-  // alike); root >= 0: on TP rank 'root' only (a gather; the other ranks' 'full' is not touched)
-  void gather_full(std::span<float const> mine, std::span<float> full, int root = -1) {
-    model::TPRank const tp = this->tp();
-    if (tp.size == 1) {
-      std::copy(mine.begin(), mine.end(), full.begin());
-      return;
-    }
-    std::size_t const n = mine.size();
-    if (root >= 0 && tp.rank != root) {
-      comm_->gather(mine, {}, root);
-      return;
-    }
-    gathered_.resize(n * std::size_t(tp.size));
-    if (root >= 0) comm_->gather(mine, std::span<float>(gathered_), root);
-    else comm_->allgather(mine, std::span<float>(gathered_));
-    for (int r = 0; r < tp.size; ++r) {
-      model::ShardLayout const sl(config(), model::TPRank{r, tp.size});
-      for (auto const& sg : sl.segments())
-        std::copy_n(gathered_.begin() + std::ptrdiff_t(std::size_t(r) * n + sg.dst), sg.count, full.begin() + std::ptrdiff_t(sg.src));
-    }
-  }
+  // full := the group's shards put back in place (model::GPT::gather_full)
+  void gather_full(std::span<float const> mine, std::span<float> full, int root = -1) { model_.gather_full(mine, full, root); }
 
   model::GPT model_;
   AdamW optim_;
+  OptimizerConfig opt_;                 //!< what optim_ was built from (set_lm_head rebuilds it)
   comm::Communicator* comm_ = nullptr;  //!< the TP group (tensor-parallel only)
   std::vector<std::uint8_t> split_;     //!< per shard float: 1 if split across the TP group
-  std::vector<float> gathered_;
   Tensor grads_;
   std::vector<std::int32_t> targets_;
   Last last_ = Last::none;

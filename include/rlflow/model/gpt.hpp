@@ -6,10 +6,13 @@
 // (tensor_parallel.hpp) and all-reduces the row-parallel outputs in forward and the column-parallel
 // input gradients in backward; the replicated tensors get identical gradients on every rank.
 // The LM head is replicated or vocabulary-parallel (set_lm_head; default from V >=
-// training_vocab_parallel_min_vocab): rank r computes the logits of its vocabulary rows only and
-// the log-softmax, log-prob, entropy and sum of squared probabilities come from all-reduces of the
-// rows' max and partial sums; backward all-reduces the head's input gradient and all-gathers the
-// wte gradient rows, so wte (held whole, tied to the embedding) stays identical on every rank.
+// training_vocab_parallel_min_vocab). Vocabulary-parallel, rank r holds wte's rows [V r / N,
+// V (r + 1) / N) only (Megatron's VocabParallelEmbedding; ShardLayout with split_vocab): it
+// computes their logits, and the log-softmax, log-prob, entropy and sum of squared probabilities
+// come from all-reduces of the rows' max and partial sums; the embedding lookup is one all-reduce
+// (each token's row from its owner, zeros elsewhere); backward all-reduces the head's input
+// gradient, and each rank keeps the wte gradient of its own rows. Replicated, every rank holds
+// wte whole.
 // Does not own an optimizer or a KV cache: see engine/training_engine.hpp, engine/rollout_engine.hpp.
 // Letters: B sequences, T positions, C width, NH heads, hs = C / NH, V vocabulary, L layers,
 // R response positions (the head rows).
@@ -136,7 +139,8 @@ class GPT {
   //! 'tp_comm' is the TP group (size tp.size, this rank at tp.rank). Every rank of the group must
   //! make the same calls with the same batch. tp.size = 1 is the plain GPT (tp_comm may be null).
   //! verl: Megatron-LM's ColumnParallelLinear / RowParallelLinear (tensor_model_parallel_size).
-  GPT(GPTConfig const& cfg, TPRank tp, comm::Communicator* tp_comm) : cfg_(cfg), lay_(cfg), sl_(cfg, tp), comm_(tp_comm) {
+  GPT(GPTConfig const& cfg, TPRank tp, comm::Communicator* tp_comm)
+      : cfg_(cfg), lay_(cfg), sl_(cfg, tp, tp.size > 1 && cfg.vocab_size >= training_vocab_parallel_min_vocab), comm_(tp_comm) {
     if (tp.size > 1 && (!tp_comm || tp_comm->size() != tp.size || tp_comm->rank() != tp.rank))
       throw config_error(msg("rlflow::model::GPT: TP rank ", tp.rank, " of ", tp.size, " needs its TP group's communicator (size ",
                              tp.size, ", rank ", tp.rank, "); got ",
@@ -148,7 +152,7 @@ class GPT {
       Tensor full = Tensor::empty(DType::float32, Shape{static_cast<std::int64_t>(lay_.size())});
       init_params(cfg_, full.span<float>());
       sl_.load(full.span<float const>(), params_.span<float>());
-      if (cfg_.vocab_size >= training_vocab_parallel_min_vocab) head_ = LMHead::vocab_parallel;
+      if (sl_.split_vocab()) head_ = LMHead::vocab_parallel;
     }
   }
 
@@ -156,21 +160,67 @@ class GPT {
   //! Default: vocab_parallel when tp.size > 1 and vocab_size >= training_vocab_parallel_min_vocab.
   //! Both heads give the same log-probs, entropies, sum_pi_squared and gradients to rounding;
   //! logits_forward() (compute_logits, inspection only) returns the full logits with either.
+  //! At tp.size > 1 the head decides how wte is cut (by vocabulary rows, or whole), and a change
+  //! re-cuts params() locally (no collective): to vocab_parallel at any time (the rank keeps its
+  //! rows of the whole wte); to replicated only while the weights are the seeded initial ones
+  //! (before anything wrote params()), since the rank lacks the other ranks' rows. params() then
+  //! has the new shard_layout()'s size (a gradient buffer must follow it).
   //! verl: Megatron's vocab_parallel_log_probs_from_logits / vocab_parallel_entropy.
   void set_lm_head(LMHead h) {
     if (h == LMHead::vocab_parallel && cfg_.vocab_size < sl_.shard().size)
       throw config_error(msg("rlflow::model::GPT::set_lm_head: the vocabulary-parallel head needs vocab_size (", cfg_.vocab_size,
                              ") >= the TP size (", sl_.shard().size, "); use LMHead::replicated"));
+    bool const split = h == LMHead::vocab_parallel && sl_.shard().size > 1;
+    if (split != sl_.split_vocab()) {
+      if (!split && !pristine_)
+        throw config_error(msg("rlflow::model::GPT::set_lm_head: TP rank ", tp().rank, " holds wte's vocabulary rows [", vocab_begin(),
+                               ", ", vocab_end(), ") only and its weights have been written, so it cannot take the replicated "
+                               "head's whole wte; choose the head right after constructing the model (actor_rollout_ref.model."
+                               "lm_head), before loading weights"));
+      ShardLayout next(cfg_, sl_.shard(), split);
+      Tensor p = Tensor::empty(DType::float32, Shape{static_cast<std::int64_t>(next.size())});
+      if (split) {
+        next.load_from(sl_, params_.span<float const>(), p.span<float>());  // my rows of the whole wte
+      } else {
+        Tensor full = Tensor::empty(DType::float32, Shape{static_cast<std::int64_t>(lay_.size())});
+        init_params(cfg_, full.span<float>());  // the weights are still these: cut them again
+        next.load(full.span<float const>(), p.span<float>());
+      }
+      sl_ = std::move(next);
+      params_ = std::move(p);
+      B_ = 0;  // the activations belong to the old cut
+      head_rows_ = 0;
+    }
     head_ = h;
     rows_.clear();  // the last forward's row statistics belong to the other head
+  }
+
+  //! full (layout()) := a buffer in shard_layout() order ('mine': parameters, gradients or
+  //! optimizer moments) put back together from the TP group's shards. At tp.size > 1 a
+  //! collective (all-gather; root >= 0: a gather to TP rank 'root', whose 'full' only is
+  //! written, the others pass an empty span); at TP = 1 a copy.
+  void gather_full(std::span<float const> mine, std::span<float> full, int root = -1) {
+    TPRank const tp = sl_.shard();
+    if (mine.size() != sl_.size())
+      throw shape_error(msg("rlflow::model::GPT::gather_full: ", mine.size(), " floats for a shard of ", sl_.size()));
+    if (tp.size == 1) {
+      std::copy(mine.begin(), mine.end(), full.begin());
+      return;
+    }
+    if (root >= 0 && tp.rank != root) {
+      comm_->gather(mine, {}, root);
+      return;
+    }
+    gathered_.resize(mine.size() * std::size_t(tp.size));
+    if (root >= 0) comm_->gather(mine, std::span<float>(gathered_), root);
+    else comm_->allgather(mine, std::span<float>(gathered_));
+    unshard(cfg_, tp.size, sl_.split_vocab(), gathered_, full);
   }
   LMHead lm_head() const { return head_; }
   //! This rank's vocabulary rows [vocab_begin(), vocab_end()) of the LM head (all of them unless
   //! vocabulary-parallel at tp.size > 1).
-  int vocab_begin() const { return vocab_parallel() ? vocab_slice_begin(cfg_.vocab_size, tp().rank, tp().size) : 0; }
-  int vocab_end() const {
-    return vocab_parallel() ? vocab_slice_begin(cfg_.vocab_size, tp().rank + 1, tp().size) : cfg_.vocab_size;
-  }
+  int vocab_begin() const { return sl_.vocab_begin(); }
+  int vocab_end() const { return sl_.vocab_end(); }
 
   GPTConfig const& config() const { return cfg_; }
   //! The full model's layout (what a checkpoint and a weight sync use).
@@ -178,7 +228,11 @@ class GPT {
   //! This rank's layout: params() and the gradient buffer follow it (equal to layout() at TP = 1).
   ShardLayout const& shard_layout() const { return sl_; }
   TPRank tp() const { return sl_.shard(); }
-  std::span<float> params() { return params_.span<float>(); }
+  //! The rank's parameters (shard_layout() order). Mutable access counts as a write (set_lm_head).
+  std::span<float> params() {
+    pristine_ = false;
+    return params_.span<float>();
+  }
   std::span<float const> params() const { return params_.span<float const>(); }
 
   //! Trunk forward over ids (B, T) int32 with attention mask (B, T) (nonzero = real token);
@@ -204,7 +258,13 @@ class GPT {
     detail::positions_from_mask(pos_.data(), valid_.data(), mask, B, T);
     std::size_t const N = std::size_t(B) * T;
     float const* P = params_.data<float>();
-    layers::encoder_forward(a + al_.res0(), ids_.data(), pos_.data(), P + sl_.wte, P + sl_.wpe, int(N), C);
+    if (sl_.split_vocab()) {  // vocabulary-parallel embedding: my rows or zeros, summed over the group
+      layers::embedding_slice_forward(a + al_.res0(), ids_.data(), P + sl_.wte, vocab_begin(), vocab_end(), int(N), C);
+      comm_->allreduce_sum(std::span<float>(a + al_.res0(), N * C));
+      layers::add_positions(a + al_.res0(), pos_.data(), P + sl_.wpe, int(N), C);
+    } else {
+      layers::encoder_forward(a + al_.res0(), ids_.data(), pos_.data(), P + sl_.wte, P + sl_.wpe, int(N), C);
+    }
     for (int l = 0; l < L; ++l) {
       auto const& W = sl_.layers[std::size_t(l)];
       ActivationLayout::Layer const A = al_.layer(l);
@@ -240,10 +300,12 @@ class GPT {
                               hin, P + sl_.lnf_w, P + sl_.lnf_b, int(head_rows_), C);
   }
 
-  //! Logits (B*R, V) of the head rows (tied LM head: lnf wte^T). Returns a view valid until the next call.
+  //! Logits (B*R, V) of the head rows (tied LM head: lnf wte^T). Returns a view valid until the
+  //! next call. Vocabulary-parallel: a collective of the TP group (each rank's slice, all-gathered).
   std::span<float const> logits_forward() {
     need_head("logits_forward");
     int const C = cfg_.n_embd, V = cfg_.vocab_size;
+    if (vocab_parallel()) return gathered_logits();
     float* lg = logits_.ensure(head_rows_ * V);
     layers::linear_nt_forward(lg, lnf_.t.data<float>(), params_.data<float>() + sl_.wte, nullptr, int(head_rows_), C, V);
     return {lg, head_rows_ * std::size_t(V)};
@@ -362,7 +424,7 @@ class GPT {
   //! Bytes held by activations and scratch (not parameters).
   std::size_t workspace_bytes() const {
     return acts_.bytes() + grads_ws_.bytes() + part_.bytes() + head_in_.bytes() + lnf_.bytes() + lnf_mean_.bytes() + lnf_rstd_.bytes() +
-           logits_.bytes() + dlogits_.bytes() + dlnf_.bytes() + maxima_.bytes() + wgrad_.bytes();
+           logits_.bytes() + dlogits_.bytes() + dlnf_.bytes() + maxima_.bytes() + gather_.bytes() + full_logits_.bytes();
   }
   int batch() const { return B_; }
   int seq_len() const { return T_; }
@@ -399,6 +461,25 @@ class GPT {
   }
   bool vocab_parallel() const { return head_ == LMHead::vocab_parallel && sl_.shard().size > 1; }
 
+  //! logits_forward() of the vocabulary-parallel head: this rank's (rows, Vl) slice, all-gathered
+  //! (each rank's slot padded to vocab_rows()) and put in place in (rows, V).
+  std::span<float const> gathered_logits() {
+    int const C = cfg_.n_embd, V = cfg_.vocab_size, N = sl_.shard().size, Vw = sl_.vocab_rows();
+    std::size_t const rows = head_rows_, slot = rows * std::size_t(Vw);
+    float* g = gather_.ensure(slot * std::size_t(N + 1));  // [0, slot): mine; then the group's
+    layers::linear_nt_forward(g, lnf_.t.data<float>(), params_.data<float>() + sl_.wte, nullptr, int(rows), C,
+                              vocab_end() - vocab_begin());
+    comm_->allgather(std::span<float const>(g, slot), std::span<float>(g + slot, slot * std::size_t(N)));
+    float* out = full_logits_.ensure(rows * std::size_t(V));
+    for (int q = 0; q < N; ++q) {
+      int const b = vocab_slice_begin(V, q, N), w = vocab_slice_begin(V, q + 1, N) - b;
+      float const* src = g + slot * std::size_t(q + 1);  // (rows, w)
+      for (std::size_t r = 0; r < rows; ++r)
+        std::memcpy(out + r * std::size_t(V) + std::size_t(b), src + r * std::size_t(w), sizeof(float) * std::size_t(w));
+    }
+    return {out, rows * std::size_t(V)};
+  }
+
   //! The vocabulary-parallel head's forward on the head rows (targets_ and inv_temp_ set): this
   //! rank's logits (rows, Vl) = lnf wte[v0, v0 + Vl)^T into logits_; per row the global max logit
   //! (an all-gather of the ranks' maxima: exact, a float max), then one all-reduce (double, rank
@@ -409,8 +490,7 @@ class GPT {
     int const C = cfg_.n_embd, N = sl_.shard().size, v0 = vocab_begin(), Vl = vocab_end() - v0;
     std::size_t const rows = head_rows_;
     float* lg = logits_.ensure(rows * std::size_t(Vl));
-    layers::linear_nt_forward(lg, lnf_.t.data<float>(), params_.data<float>() + sl_.wte + std::size_t(v0) * C, nullptr, int(rows), C,
-                              Vl);
+    layers::linear_nt_forward(lg, lnf_.t.data<float>(), params_.data<float>() + sl_.wte, nullptr, int(rows), C, Vl);  // my rows
     float* mx = maxima_.ensure(rows * std::size_t(N + 1));  // [0, rows): mine; then the group's (N, rows)
     for (std::size_t r = 0; r < rows; ++r) mx[r] = *std::max_element(lg + r * Vl, lg + (r + 1) * Vl);
     comm_->allgather(std::span<float const>(mx, rows), std::span<float>(mx + rows, rows * std::size_t(N)));
@@ -449,11 +529,9 @@ class GPT {
 
   //! The vocabulary-parallel head's backward: this rank's dlogits (rows, Vl); the head's input
   //! gradient dlnf = sum over the group of dlogits wte[v0, v0 + Vl) (one all-reduce of (rows, C));
-  //! the wte gradient of this rank's rows, all-gathered (padded to the widest slice) so that every
-  //! rank adds the whole (V, C) head gradient to its copy of wte's gradient, as TP = 1 does.
+  //! the wte gradient of this rank's rows accumulates into its own rows (no other rank has them).
   void vocab_parallel_logprob_backward(float const* dlogp, float const* dentropy, std::span<float> grads) {
-    int const C = cfg_.n_embd, N = sl_.shard().size, V = cfg_.vocab_size, v0 = vocab_begin(), Vl = vocab_end() - v0;
-    int const Vw = (V + N - 1) / N;  // the widest slice
+    int const C = cfg_.n_embd, v0 = vocab_begin(), Vl = vocab_end() - v0;
     std::size_t const rows = head_rows_;
     float* dlg = dlogits_.ensure(rows * std::size_t(Vl));
     float const* lg = logits_.t.data<float>();
@@ -461,22 +539,10 @@ class GPT {
     for (std::int64_t r = 0; r < std::int64_t(rows); ++r)
       layers::logprob_backward_row(dlg + std::size_t(r) * Vl, lg + std::size_t(r) * Vl, Vl, targets_[std::size_t(r)] - v0, inv_temp_,
                                    rows_[std::size_t(r)], dlogp[r], dentropy ? dentropy[r] : 0.0f);
-    float* dw = wgrad_.ensure(std::size_t(Vw) * C * std::size_t(N + 1));  // [0, Vw C): mine; then the group's
-    std::memset(dw, 0, sizeof(float) * std::size_t(Vw) * C);
     float* dlnf = dlnf_.ensure(rows * C);
-    layers::linear_nt_backward(dlnf, dw, nullptr, dlg, lnf_.t.data<float>(), params_.data<float>() + sl_.wte + std::size_t(v0) * C,
+    layers::linear_nt_backward(dlnf, grads.data() + sl_.wte, nullptr, dlg, lnf_.t.data<float>(), params_.data<float>() + sl_.wte,
                                int(rows), C, Vl);
     comm_->allreduce_sum(std::span<float>(dlnf, rows * C));
-    std::size_t const slot = std::size_t(Vw) * C;
-    comm_->allgather(std::span<float const>(dw, slot), std::span<float>(dw + slot, slot * std::size_t(N)));
-    float* G = grads.data() + sl_.wte;
-    for (int q = 0; q < N; ++q) {
-      int const b = vocab_slice_begin(V, q, N), e = vocab_slice_begin(V, q + 1, N);
-      float const* src = dw + slot * std::size_t(q + 1);
-      std::size_t const n = std::size_t(e - b) * C;
-      float* dst = G + std::size_t(b) * C;
-      for (std::size_t i = 0; i < n; ++i) dst[i] += src[i];
-    }
     backward_from_head(grads);
   }
 
@@ -526,7 +592,7 @@ class GPT {
       layers::layernorm_backward(g, G + W.ln1_w, G + W.ln1_b, dln, res, P + W.ln1_w, a + A.ln1_mean, a + A.ln1_rstd,
                                  int(N), C);  // g is now d res
     }
-    layers::encoder_backward(G + sl_.wte, G + sl_.wpe, g, ids_.data(), pos_.data(), int(N), C);
+    layers::encoder_backward(G + sl_.wte, G + sl_.wpe, g, ids_.data(), pos_.data(), int(N), C, vocab_begin(), vocab_end());
   }
 
   GPTConfig cfg_;
@@ -544,7 +610,9 @@ class GPT {
   std::vector<std::uint8_t> valid_;
   std::vector<layers::logprob_row> rows_;
   LMHead head_ = LMHead::replicated;
-  detail::grow_buffer maxima_, wgrad_;  //!< vocabulary-parallel head: row maxima, wte gradient rows
+  bool pristine_ = true;  //!< params() still holds the seeded initial weights (nothing took a mutable view)
+  detail::grow_buffer maxima_, gather_, full_logits_;  //!< vocabulary-parallel head: row maxima, logits_forward()'s gather
+  std::vector<float> gathered_;                          //!< gather_full's receive buffer
   mutable std::vector<double> stats_;   //!< vocabulary-parallel head: per-row partial sums
 };
 

@@ -182,13 +182,41 @@ inline void encoder_forward(float* out, std::int32_t const* ids, std::int32_t co
   }
 }
 
+//! The token part of a vocabulary-parallel embedding (Megatron's VocabParallelEmbedding): out[n]
+//! = wte_rows[ids[n] - v0] when ids[n] is in [v0, v1), zeros otherwise ('wte_rows' holds rows
+//! [v0, v1)). Summed over the TP group it is wte[ids[n]] exactly (one nonzero term per element);
+//! then add_positions completes encoder_forward's output, bit for bit.
+inline void embedding_slice_forward(float* out, std::int32_t const* ids, float const* wte_rows, int v0, int v1, int N, int C) {
+  RLFLOW_MODEL_OMP_FOR_IF(std::int64_t{N} * C > parallel_threshold)
+  for (int n = 0; n < N; ++n) {
+    float* o = out + std::size_t(n) * C;
+    if (ids[n] >= v0 && ids[n] < v1) std::memcpy(o, wte_rows + std::size_t(ids[n] - v0) * C, sizeof(float) * std::size_t(C));
+    else std::memset(o, 0, sizeof(float) * std::size_t(C));
+  }
+}
+//! out[n] += wpe[pos[n]].
+inline void add_positions(float* out, std::int32_t const* pos, float const* wpe, int N, int C) {
+  RLFLOW_MODEL_OMP_FOR_IF(std::int64_t{N} * C > parallel_threshold)
+  for (int n = 0; n < N; ++n) {
+    float* o = out + std::size_t(n) * C;
+    float const* pe = wpe + std::size_t(pos[n]) * C;
+    for (int c = 0; c < C; ++c) o[c] += pe[c];
+  }
+}
+
 //! dwte[ids[n]] += dout[n], dwpe[pos[n]] += dout[n]; serial, so the summation order is fixed.
+//! Vocabulary-parallel ([v0, v1) given): 'dwte' holds rows [v0, v1) only and tokens outside them
+//! add nothing to it (their owner adds them), in the same order.
 inline void encoder_backward(float* dwte, float* dwpe, float const* dout, std::int32_t const* ids,
-                             std::int32_t const* pos, int N, int C) {
+                             std::int32_t const* pos, int N, int C, int v0 = 0, int v1 = INT32_MAX) {
   for (int n = 0; n < N; ++n) {
     float const* d = dout + std::size_t(n) * C;
-    float* te = dwte + std::size_t(ids[n]) * C;
     float* pe = dwpe + std::size_t(pos[n]) * C;
+    if (ids[n] < v0 || ids[n] >= v1) {
+      for (int c = 0; c < C; ++c) pe[c] += d[c];
+      continue;
+    }
+    float* te = dwte + std::size_t(ids[n] - v0) * C;
     for (int c = 0; c < C; ++c) {
       te[c] += d[c];
       pe[c] += d[c];

@@ -8,12 +8,18 @@
 //   attn.c_proj  (C, C) stored (in, out), row-parallel: rows [hs h0, hs (h0 + nh)); bias replicated
 //   mlp.c_fc     (4C, C) column-parallel: rows [F r, F (r + 1)), F = 4C / tp; bias likewise
 //   mlp.c_proj   (4C, C) stored (in, out), row-parallel: rows [F r, F (r + 1)); bias replicated
-//   wte (the tied LM head), wpe, the layer norms (and a value head): replicated.
-// Letters: C width, NH heads, hs = C / NH, nh = NH / tp heads per rank, h0 = rank * nh.
+//   wte (the tied LM head and the embedding): replicated, or with split_vocab (the
+//                vocabulary-parallel head) row-parallel: rows [V r / tp, V (r + 1) / tp), the
+//                block padded with zero rows to ceil(V / tp) rows so every rank's buffer has
+//                the same size (Megatron's VocabParallelEmbedding; Megatron pads the vocabulary)
+//   wpe, the layer norms (and a value head): replicated.
+// Letters: C width, NH heads, hs = C / NH, nh = NH / tp heads per rank, h0 = rank * nh, V vocabulary.
 #pragma once
+#include <algorithm>  // std::sort, std::upper_bound, std::min
 #include <cstddef>
 #include <cstdint>
 #include <cstring>  // std::memcpy
+#include <iterator>  // std::prev
 #include <span>
 #include <vector>
 
@@ -22,14 +28,16 @@
 
 namespace rlflow::model {
 
-//! How a tensor-parallel model computes the LM head (tied to wte, which every rank holds whole).
+//! How a tensor-parallel model computes the LM head (tied to wte).
 //! verl / Megatron: the output layer of a TP model is vocabulary-parallel (VocabParallelEmbedding's
 //! rows + vocab_parallel_cross_entropy / vocab_parallel_entropy). Used by the rollout
 //! (engine::RolloutEngine::set_lm_head) and by training TP (model::GPT::set_lm_head).
 enum class LMHead {
   replicated,      //!< every rank computes all V logits
-  vocab_parallel,  //!< rank r computes the logits of its vocabulary rows [V r / N, V (r + 1) / N);
-                   //!< softmax statistics, log-prob, entropy (and sampling) via all-reduces
+  vocab_parallel,  //!< rank r holds wte's rows [V r / N, V (r + 1) / N) only (ShardLayout with
+                   //!< split_vocab) and computes their logits; softmax statistics, log-prob,
+                   //!< entropy (and sampling) via all-reduces; the embedding lookup is summed
+                   //!< over the group (each token's row comes from its owner, zeros elsewhere)
 };
 
 //! Rank r's vocabulary rows [vocab_slice_begin(V, r, N), vocab_slice_begin(V, r + 1, N)) under
@@ -59,6 +67,9 @@ inline void check_tensor_parallel(GPTConfig const& cfg, int tp, char const* who)
 
 //! The parameters held by one TP rank, in ParamLayout's order with each sharded tensor cut to
 //! the rank's block. With tp = 1 it equals ParamLayout (same offsets, one segment).
+//! split_vocab (used with LMHead::vocab_parallel at tp > 1): wte is cut to the rank's vocabulary
+//! rows and padded to vocab_rows() = ceil(V / tp) rows; the padding is in no segment, load()
+//! writes it zero, and zero weights with zero gradients stay zero under AdamW.
 class ShardLayout {
  public:
   using Layer = ParamLayout::Layer;
@@ -67,19 +78,31 @@ class ShardLayout {
     std::size_t src = 0, dst = 0, count = 0;
   };
 
-  ShardLayout(GPTConfig const& cfg, TPRank r) : shard_(r) {
+  ShardLayout(GPTConfig const& cfg, TPRank r, bool split_vocab = false) : shard_(r), split_vocab_(split_vocab && r.size > 1) {
     check_tensor_parallel(cfg, r.size, "rlflow::model::ShardLayout");
     if (r.rank < 0 || r.rank >= r.size)
       throw config_error(msg("rlflow::model::ShardLayout: rank ", r.rank, " is outside [0, ", r.size, ")"));
+    if (split_vocab_ && cfg.vocab_size < r.size)
+      throw config_error(msg("rlflow::model::ShardLayout: splitting wte by vocabulary rows needs vocab_size (", cfg.vocab_size,
+                             ") >= the TP size (", r.size, "); use the replicated LM head"));
     ParamLayout const full(cfg);
     full_size_ = full.size();
     std::size_t const C = std::size_t(cfg.n_embd), hs = std::size_t(cfg.head_dim());
+    c_ = C;
     nh_ = cfg.n_head / r.size;
     cl_ = std::size_t(nh_) * hs;
     fl_ = 4 * C / std::size_t(r.size);
     std::size_t const q = std::size_t(r.rank);
     auto whole = [&](std::size_t src, std::size_t n) { return take(src, n, true); };
-    wte = whole(full.wte, std::size_t(cfg.vocab_size) * C);
+    v0_ = split_vocab_ ? vocab_slice_begin(cfg.vocab_size, r.rank, r.size) : 0;
+    v1_ = split_vocab_ ? vocab_slice_begin(cfg.vocab_size, r.rank + 1, r.size) : cfg.vocab_size;
+    vrows_ = split_vocab_ ? (cfg.vocab_size + r.size - 1) / r.size : cfg.vocab_size;
+    if (split_vocab_) {
+      wte = take(full.wte + std::size_t(v0_) * C, std::size_t(v1_ - v0_) * C);
+      size_ += std::size_t(vrows_ - (v1_ - v0_)) * C;  // zero rows up to ceil(V / tp): equal-sized shards
+    } else {
+      wte = whole(full.wte, std::size_t(cfg.vocab_size) * C);
+    }
     wpe = whole(full.wpe, std::size_t(cfg.max_seq_len) * C);
     for (auto const& F : full.layers) {
       Layer L{};
@@ -106,7 +129,14 @@ class ShardLayout {
   }
 
   TPRank shard() const { return shard_; }
-  //! Floats of the rank's buffer.
+  //! Whether wte is split by vocabulary rows (see the class comment).
+  bool split_vocab() const { return split_vocab_; }
+  //! The vocabulary rows [vocab_begin(), vocab_end()) of wte this rank holds (all unless split_vocab).
+  int vocab_begin() const { return v0_; }
+  int vocab_end() const { return v1_; }
+  //! Rows of wte in the rank's buffer: vocab_end() - vocab_begin() plus the zero padding.
+  int vocab_rows() const { return vrows_; }
+  //! Floats of the rank's buffer (the same on every rank of the group).
   std::size_t size() const { return size_; }
   //! Floats of the full model (ParamLayout::size()).
   std::size_t full_size() const { return full_size_; }
@@ -116,7 +146,8 @@ class ShardLayout {
   //! 4C / tp: the rank's slice of the MLP width.
   int local_ff() const { return int(fl_); }
   std::span<Segment const> segments() const { return segs_; }
-  //! The replicated tensors' runs only (wte, wpe, layer norms, row-parallel biases, value head)
+  //! The replicated tensors' runs only (wpe, layer norms, row-parallel biases, value head, and wte
+  //! unless split_vocab)
   //! and the split tensors' runs only; together they cover segments().
   std::span<Segment const> replicated_segments() const { return rep_; }
   std::span<Segment const> split_segments() const { return split_; }
@@ -127,18 +158,52 @@ class ShardLayout {
     return n;
   }
 
-  //! shard := this rank's slice of 'full' (a ParamLayout buffer): one memcpy per segment.
+  //! shard := this rank's slice of 'full' (a ParamLayout buffer): one memcpy per segment; the
+  //! split wte's padding rows (split_vocab) are set to zero.
   void load(std::span<float const> full, std::span<float> shard) const {
     if (full.size() != full_size_ || shard.size() != size_)
       throw shape_error(msg("rlflow::model::ShardLayout::load: ", full.size(), " -> ", shard.size(), " floats, expected ",
                             full_size_, " -> ", size_, "; the trainer and the rollout must share one GPTConfig"));
     for (auto const& s : segs_) std::memcpy(shard.data() + s.dst, full.data() + s.src, sizeof(float) * s.count);
+    zero_padding(shard);
+  }
+
+  //! to (this layout) := the floats 'from' (another cut of the same model on the same rank, e.g.
+  //! wte whole) holds in its buffer, copied run by run; the split wte's padding rows are set to
+  //! zero. Throws shape_error if this layout needs a float 'from' does not hold (wte rows of other
+  //! ranks: load the full weights instead).
+  void load_from(ShardLayout const& from, std::span<float const> from_buf, std::span<float> to) const {
+    if (from.full_size_ != full_size_ || from_buf.size() != from.size_ || to.size() != size_)
+      throw shape_error(msg("rlflow::model::ShardLayout::load_from: ", from_buf.size(), " -> ", to.size(), " floats, expected ",
+                            from.size_, " -> ", size_, " of one model (", full_size_, " parameters)"));
+    std::vector<Segment> fs(from.segs_.begin(), from.segs_.end());
+    std::sort(fs.begin(), fs.end(), [](Segment const& a, Segment const& b) { return a.src < b.src; });
+    for (auto const& s : segs_)
+      for (std::size_t src = s.src, dst = s.dst, left = s.count; left > 0;) {
+        // the last run of 'from' starting at or before src must contain it
+        auto it = std::upper_bound(fs.begin(), fs.end(), src, [](std::size_t v, Segment const& g) { return v < g.src; });
+        if (it == fs.begin() || std::prev(it)->src + std::prev(it)->count <= src)
+          throw shape_error(msg("rlflow::model::ShardLayout::load_from: TP rank ", shard_.rank, " of ", shard_.size,
+                                " needs parameter float ", src, " of the full model, which the other cut does not hold; load the "
+                                "full weights (load) instead"));
+        Segment const& g = *std::prev(it);
+        std::size_t const n = std::min(left, g.src + g.count - src);
+        std::memcpy(to.data() + dst, from_buf.data() + g.dst + (src - g.src), sizeof(float) * n);
+        src += n;
+        dst += n;
+        left -= n;
+      }
+    zero_padding(to);
   }
 
   std::size_t wte = 0, wpe = 0, lnf_w = 0, lnf_b = 0, value_w = 0, value_b = 0;
   std::vector<Layer> layers;
 
  private:
+  void zero_padding(std::span<float> shard) const {
+    if (vrows_ > v1_ - v0_)
+      std::memset(shard.data() + wte + std::size_t(v1_ - v0_) * c_, 0, sizeof(float) * std::size_t(vrows_ - (v1_ - v0_)) * c_);
+  }
   static void append(std::vector<Segment>& v, std::size_t src, std::size_t dst, std::size_t n) {
     if (!v.empty() && v.back().src + v.back().count == src && v.back().dst + v.back().count == dst)
       v.back().count += n;  // contiguous in both buffers: one copy
@@ -154,9 +219,27 @@ class ShardLayout {
   }
 
   TPRank shard_;
+  bool split_vocab_ = false;
+  int v0_ = 0, v1_ = 0, vrows_ = 0;
   int nh_ = 0;
-  std::size_t cl_ = 0, fl_ = 0, size_ = 0, full_size_ = 0;
+  std::size_t c_ = 0, cl_ = 0, fl_ = 0, size_ = 0, full_size_ = 0;
   std::vector<Segment> segs_, rep_, split_;
 };
+
+//! full (ParamLayout order) := the TP group's shards put back in place. 'gathered' holds the N
+//! ranks' buffers in rank order (an all-gather of ShardLayout(cfg, {r, N}, split_vocab) buffers,
+//! all of one size); the replicated tensors are written once per rank, alike.
+inline void unshard(GPTConfig const& cfg, int N, bool split_vocab, std::span<float const> gathered, std::span<float> full) {
+  ShardLayout const first(cfg, TPRank{0, N}, split_vocab);
+  std::size_t const n = first.size();
+  if (gathered.size() != n * std::size_t(N) || full.size() != first.full_size())
+    throw shape_error(msg("rlflow::model::unshard: ", gathered.size(), " gathered floats -> ", full.size(), ", expected ", N, " x ",
+                          n, " -> ", first.full_size()));
+  for (int r = 0; r < N; ++r) {
+    ShardLayout const sl(cfg, TPRank{r, N}, split_vocab);
+    for (auto const& sg : sl.segments())
+      std::memcpy(full.data() + sg.src, gathered.data() + std::size_t(r) * n + sg.dst, sizeof(float) * sg.count);
+  }
+}
 
 }  // namespace rlflow::model

@@ -260,11 +260,11 @@ class BasicActorRolloutRef {
       ref_.load_weights(actor_.params());
     } else if constexpr (std::is_same_v<System, cpu::tag>) {
       // No collective here: the reference has the actor's shard layout (a plain copy); the rollout
-      // takes the same shard when its TP equals the training TP, else the full initial weights
+      // takes the same shard when its layout is the actor's, else the full initial weights
       // (model.path) or, without them, the same seeded initialisation every engine starts from.
       auto const a = actor_.params();
       std::copy(a.begin(), a.end(), ref_.params().begin());
-      if (RolloutTP == train_tp_) rollout_.load_shard(a);
+      if (rollout_cut_as_actor()) rollout_.load_shard(a);
       else if (setup_.policy_init) rollout_.load_weights(*setup_.policy_init);
       // the DP view of this worker: for_each_mini_batch normalises and averages over the DP group
       dp_ctx_ = ctx;
@@ -276,6 +276,13 @@ class BasicActorRolloutRef {
 
   //! The training TP degree T (actor_rollout_ref.actor.megatron.tensor_model_parallel_size).
   int training_tp() const { return train_tp_; }
+  //! Whether the rollout's shard layout is the actor's (same TP, wte cut alike), so a weight sync
+  //! hands the actor's shard over as it is (CPU engines under training TP).
+  bool rollout_cut_as_actor() const {
+    if constexpr (requires { rollout_.shard_layout().split_vocab(); })
+      return RolloutTP == train_tp_ && rollout_.shard_layout().split_vocab() == actor_.shard_layout().split_vocab();
+    else return false;
+  }
   //! The LM heads this rank's engines use (actor_rollout_ref.model.lm_head): actor, reference,
   //! rollout; 0 replicated, 1 vocabulary-parallel, -1 an engine without the choice.
   std::vector<std::int64_t> lm_heads() const {
@@ -308,14 +315,15 @@ class BasicActorRolloutRef {
   //! update_weights with the 'naive' checkpoint engine: colocated, same device). With RolloutTP
   //! > 1 each rank reshards: it copies only its TP slice (and the replicated tensors) of its own
   //! DP actor's full weights, so a replica copies one model's worth of sharded bytes in total.
-  //! Training TP = T > 1: when the rollout's TP equals T, each rank hands its training shard to
-  //! its rollout shard directly (the layouts coincide; no full copy exists); otherwise the TP
-  //! group all-gathers the full weights into one reused buffer per rank, which is resharded.
+  //! Training TP = T > 1: when the rollout is cut as the actor (TP T, the same LM head), each
+  //! rank hands its training shard to its rollout shard directly (the layouts coincide; no full
+  //! copy exists); otherwise the TP group all-gathers the full weights into one reused buffer per
+  //! rank, which is resharded.
   RLFLOW_SC_NOINLINE void update_weights() {
     if (train_tp_ == 1) {
       E::load_rollout(rollout_, actor_);
     } else if constexpr (std::is_same_v<System, cpu::tag>) {
-      if (RolloutTP == train_tp_) {
+      if (rollout_cut_as_actor()) {
         rollout_.load_shard(actor_.params());
       } else {
         full_.resize(actor_.layout().size());
