@@ -444,8 +444,8 @@ TEST_CASE("share_replicated: a replica keeps one copy of the replicated tensors,
   RolloutEngine ref(cfg);
   ref.load_weights(w2);
   Gen const want = generate(ref, b, sp);
-  for (int N : {2, 4}) {
-    INFO("tp " << N);
+  for (auto [N, vp] : {std::pair{2, false}, std::pair{2, true}, std::pair{4, false}, std::pair{4, true}}) {
+    INFO("tp " << N << (vp ? ", vocabulary-parallel head (wte split, not shared)" : ", replicated head"));
     struct Out {
       std::uintptr_t shared = 0;
       int wrong = 0;
@@ -458,7 +458,12 @@ TEST_CASE("share_replicated: a replica keeps one copy of the replicated tensors,
     Out const o = on_replica(cfg, N, w1, [&](RolloutEngine& e) {
       Out r;
       int wrong = 0;
+      if (vp) e.set_lm_head(rlflow::engine::LMHead::vocab_parallel);  // after the load: the rank keeps its rows
       if (!e.share_replicated()) wrong += 1000;
+      std::size_t const split_floats = std::size_t(e.vocab_end() - e.vocab_begin()) * std::size_t(cfg.n_embd);
+      wrong += e.shard_layout().replicated_size() !=
+               ShardLayout(cfg, TPRank{e.tp().rank, N}).replicated_size() - (vp ? std::size_t(cfg.vocab_size) * cfg.n_embd : 0);
+      wrong += vp && split_floats == std::size_t(cfg.vocab_size) * std::size_t(cfg.n_embd);
       std::vector<float> slice1(e.shard_layout().size());
       e.shard_layout().load(w1, slice1);
       wrong += e.shard_weights() != slice1;  // sharing kept the weights
@@ -467,8 +472,15 @@ TEST_CASE("share_replicated: a replica keeps one copy of the replicated tensors,
       e.shard_layout().load(w2, slice2);
       wrong += e.shard_weights() != slice2;
       r.shared = reinterpret_cast<std::uintptr_t>(e.shared_replicated_data());
-      r.wrong = wrong;
       r.gen = generate(e, b, sp);
+      // the head decides the cut, and the replicated tensors are shared now: no change
+      try {
+        e.set_lm_head(vp ? rlflow::engine::LMHead::replicated : rlflow::engine::LMHead::vocab_parallel);
+        wrong += 100;
+      } catch (rlflow::config_error const& x) {
+        wrong += std::string(x.what()).find("share_replicated") == std::string::npos;
+      }
+      r.wrong = wrong;
       return r;
     });
     REQUIRE(o.shared != 0);  // (on_replica checked every rank returned the same address)

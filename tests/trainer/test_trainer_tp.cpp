@@ -60,15 +60,17 @@ model::GPTConfig policy_of(TrainerConfig const& c) {
 //! TP rank r of N's expected weights: in ParamLayout order, the sharded tensors (attention
 //! c_attn weight / bias, attention c_proj weight, MLP c_fc weight / bias, MLP c_proj weight, all
 //! stored with the split axis first) cut to rows [r D / N, (r + 1) D / N) of their D rows, every
-//! other tensor whole.
-std::vector<float> expected_shard(model::GPTConfig const& cfg, std::vector<float> const& full, int r, int N) {
+//! other tensor whole; 'split_wte' (the vocabulary-parallel head): wte too, followed by zero rows
+//! up to ceil(V / N) rows.
+std::vector<float> expected_shard(model::GPTConfig const& cfg, std::vector<float> const& full, int r, int N, bool split_wte) {
   std::vector<float> out;
   model::ParamLayout const lay(cfg);
   REQUIRE(full.size() == lay.size());
   for (auto const& t : lay.tensors()) {
     bool const sharded = t.name.ends_with("attn.c_attn.weight") || t.name.ends_with("attn.c_attn.bias") ||
                          t.name.ends_with("attn.c_proj.weight") || t.name.ends_with("mlp.c_fc.weight") ||
-                         t.name.ends_with("mlp.c_fc.bias") || t.name.ends_with("mlp.c_proj.weight");
+                         t.name.ends_with("mlp.c_fc.bias") || t.name.ends_with("mlp.c_proj.weight") ||
+                         (split_wte && t.name == "wte");
     std::size_t b = 0, e = t.numel;
     if (sharded) {
       std::size_t const rows = std::size_t(t.shape[0]), row = t.numel / rows;
@@ -76,13 +78,18 @@ std::vector<float> expected_shard(model::GPTConfig const& cfg, std::vector<float
       e = rows * std::size_t(r + 1) / std::size_t(N) * row;
     }
     out.insert(out.end(), full.begin() + std::ptrdiff_t(t.offset + b), full.begin() + std::ptrdiff_t(t.offset + e));
+    if (split_wte && t.name == "wte") {
+      std::size_t const rows = std::size_t(t.shape[0]), row = t.numel / rows, widest = (rows + std::size_t(N) - 1) / std::size_t(N);
+      out.insert(out.end(), widest * row - (e - b), 0.0f);
+    }
   }
   return out;
 }
 
-//! Every rollout rank's weights equal its slice of the actor's weights, bit for bit.
+//! Every rollout rank's weights equal its slice of the actor's weights, bit for bit ('split_wte':
+//! the rollout's head is vocabulary-parallel, so it holds its wte rows only).
 template <class T>
-void require_synced(T& t, int N) {
+void require_synced(T& t, int N, bool split_wte = false) {
   auto const actor = t.actor_weights();
   auto const per_rank = t.actor_rollout_wg().template call<&T::actor_role::rollout_weights>();
   model::GPTConfig cfg = policy_of(t.config());
@@ -90,7 +97,7 @@ void require_synced(T& t, int N) {
   REQUIRE(per_rank.size() == std::size_t(t.config().world_size()));
   for (std::size_t rank = 0; rank < per_rank.size(); ++rank) {
     INFO("rank " << rank);
-    REQUIRE(per_rank[rank] == expected_shard(cfg, actor, int(rank) % N, N));
+    REQUIRE(per_rank[rank] == expected_shard(cfg, actor, int(rank) % N, N, split_wte));
   }
 }
 
@@ -225,13 +232,12 @@ void compare_training_tp(int dp, int train_tp, int steps, std::int64_t seed, std
   REQUIRE(b.actor_rollout_wg().world_size() == workers);
   for (int t : b.actor_rollout_wg().template call<&T::actor_role::training_tp>()) REQUIRE(t == train_tp);
   for (int t : a.actor_rollout_wg().template call<&TA::actor_role::training_tp>()) REQUIRE(t == 1);
-  {
-    std::string const h = lm_head;
-    std::int64_t const vp = h == "vocab_parallel" || (h == "auto" && b.tokenizer().vocab_size() >= model::training_vocab_parallel_min_vocab) ? 1 : 0;
-    std::vector<std::int64_t> const want{vp, vp, RolloutN > 1 ? vp : 0};  // actor, reference, rollout
-    for (auto const& heads : b.actor_rollout_wg().template call<&T::actor_role::lm_heads>()) REQUIRE(heads == want);
-  }
-  require_synced(b, RolloutN);  // the constructor's sync
+  std::string const h = lm_head;
+  std::int64_t const vp = h == "vocab_parallel" || (h == "auto" && b.tokenizer().vocab_size() >= model::training_vocab_parallel_min_vocab) ? 1 : 0;
+  std::vector<std::int64_t> const want{vp, vp, RolloutN > 1 ? vp : 0};  // actor, reference, rollout
+  for (auto const& heads : b.actor_rollout_wg().template call<&T::actor_role::lm_heads>()) REQUIRE(heads == want);
+  bool const split_wte = RolloutN > 1 && vp == 1;
+  require_synced(b, RolloutN, split_wte);  // the constructor's sync
   // compute_log_prob (log-probs, entropies) and compute_ref_log_prob of a random batch
   int const R = int(cn.data.max_response_length), P = int(cn.data.max_prompt_length);
   DataProto const batch = random_scoring_batch(2 * workers, P, R, b.tokenizer().vocab_size(), std::uint64_t(seed) + 7);
@@ -262,7 +268,7 @@ void compare_training_tp(int dp, int train_tp, int steps, std::int64_t seed, std
       if (std::isnan(v)) REQUIRE(std::isnan(mb.at(k)));
       else REQUIRE(close(mb.at(k), v, 1e-4));
     }
-    require_synced(b, RolloutN);
+    require_synced(b, RolloutN, split_wte);
   }
   // every rank of every TP group gathers the same full weights (replicated tensors kept identical)
   auto const per_rank = b.actor_rollout_wg().template call<&T::actor_role::gather_actor_weights>();

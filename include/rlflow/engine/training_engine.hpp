@@ -81,9 +81,9 @@ class TrainingEngine {
   //! The LM head's split under training TP (model::GPT::set_lm_head): every rank of the TP group
   //! must choose the same. Default: vocab_parallel at tp.size > 1 when vocab_size >=
   //! model::training_vocab_parallel_min_vocab, replicated otherwise. The vocabulary-parallel head
-  //! holds wte's own rows only, so a change at tp.size > 1 is a collective that cuts the weights
-  //! again and rebuilds the gradient buffer and the optimizer's (still empty) state: allowed
-  //! before the first optimizer step only.
+  //! holds wte's own rows only, so a change at tp.size > 1 re-cuts the weights (locally, see
+  //! model::GPT::set_lm_head) and rebuilds the gradient buffer and the optimizer's (still empty)
+  //! state: allowed before the first optimizer step only.
   void set_lm_head(model::LMHead h) {
     bool const split = h == model::LMHead::vocab_parallel && tp().size > 1;
     if (split == shard_layout().split_vocab()) {
@@ -94,7 +94,7 @@ class TrainingEngine {
       throw config_error(msg("rlflow::engine::TrainingEngine::set_lm_head: the LM head decides how wte is sharded (whole, or by "
                              "vocabulary rows), so it can change only before the first optimizer step; this engine has taken ",
                              step(), "; choose the head (actor_rollout_ref.model.lm_head) before training"));
-    model_.set_lm_head(h);  // a collective: the weights cut again
+    model_.set_lm_head(h);  // the weights cut again
     std::size_t const n = shard_layout().size();
     grads_ = Tensor::zeros(DType::float32, Shape{static_cast<std::int64_t>(n)});
     optim_ = AdamW(opt_, n, decay_mask(shard_layout(), layout()));
