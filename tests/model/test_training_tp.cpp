@@ -496,12 +496,14 @@ TEST_CASE("training TP checkpoints hold the full model and load at every TP", "[
   rlflow::engine::save_checkpoint(dir / "tp1.safetensors", ref);
   std::vector<float> const p(ref.params().begin(), ref.params().end()), m(ref.optimizer().m().begin(), ref.optimizer().m().end()),
       v(ref.optimizer().v().begin(), ref.optimizer().v().end());
-  for (int N : {2, 4}) {
-    INFO("TP " << N);
+  // both cuts: wte whole (the default on this vocabulary), and split by vocabulary rows
+  for (auto [N, vp] : {std::pair{2, false}, std::pair{4, false}, std::pair{2, true}, std::pair{4, true}}) {
+    INFO("TP " << N << (vp ? ", vocabulary-parallel head (wte split)" : ", replicated head"));
     auto comms = rlflow::comm::LocalCommunicator::make_group(N);
     std::vector<std::exception_ptr> errs(static_cast<std::size_t>(N));
     std::vector<std::thread> th;
-    fs::path const out = dir / ("tp" + std::to_string(N) + ".safetensors");
+    std::string const tag = std::to_string(N) + (vp ? "_vp" : "");
+    fs::path const out = dir / ("tp" + tag + ".safetensors");
     std::vector<std::vector<float>> shards(std::size_t(N) * 3);
     std::vector<std::int64_t> steps(static_cast<std::size_t>(N));
     std::vector<std::vector<float>> gathered0;
@@ -509,6 +511,7 @@ TEST_CASE("training TP checkpoints hold the full model and load at every TP", "[
       th.emplace_back([&, r] {
         try {
           TrainingEngine e(cfg, opt, TPRank{r, N}, comms[static_cast<std::size_t>(r)].get());
+          if (vp) e.set_lm_head(rlflow::model::LMHead::vocab_parallel);
           rlflow::engine::load_checkpoint(dir / "tp1.safetensors", e);
           steps[std::size_t(r)] = e.step();
           shards[std::size_t(r) * 3].assign(e.params().begin(), e.params().end());
@@ -516,7 +519,7 @@ TEST_CASE("training TP checkpoints hold the full model and load at every TP", "[
           shards[std::size_t(r) * 3 + 2].assign(e.optimizer().v().begin(), e.optimizer().v().end());
           rlflow::engine::save_checkpoint_gathered(out, e, r == 0);  // a collective; rank 0 writes
           // the last rank writing: not TP rank 0, so every rank gathers (the all-gather path)
-          rlflow::engine::save_checkpoint_gathered(dir / ("last_of_tp" + std::to_string(N) + ".safetensors"), e, r == N - 1);
+          rlflow::engine::save_checkpoint_gathered(dir / ("last_of_tp" + tag + ".safetensors"), e, r == N - 1);
           // the gather to rank 0 directly: rank 0 gets the full state, the others pass empty spans
           std::size_t const n = r == 0 ? e.layout().size() : 0;
           std::vector<float> gp(n), gm(n), gv(n);
@@ -532,7 +535,7 @@ TEST_CASE("training TP checkpoints hold the full model and load at every TP", "[
       if (e) std::rethrow_exception(e);
     // each rank holds its slice of the parameters and of both moments, and the step counter
     for (int r = 0; r < N; ++r) {
-      rlflow::model::ShardLayout const sl(cfg, TPRank{r, N});
+      rlflow::model::ShardLayout const sl(cfg, TPRank{r, N}, vp);
       std::vector<float> slice(sl.size());
       REQUIRE(steps[std::size_t(r)] == 2);
       sl.load(p, slice);
@@ -544,18 +547,21 @@ TEST_CASE("training TP checkpoints hold the full model and load at every TP", "[
     }
     // load at TP = N, save gathered: the same file as the unsharded engine's (round-trip law)
     require_same_file(out, dir / "tp1.safetensors");
-    require_same_file(dir / ("last_of_tp" + std::to_string(N) + ".safetensors"), dir / "tp1.safetensors");
+    require_same_file(dir / ("last_of_tp" + tag + ".safetensors"), dir / "tp1.safetensors");
     REQUIRE(gathered0.size() == 3);
     REQUIRE(gathered0[0] == p);
     REQUIRE(gathered0[1] == m);
     REQUIRE(gathered0[2] == v);
   }
-  // the TP = 4 file loads into an unsharded engine: the same state as the reference
-  TrainingEngine back(cfg, opt);
-  rlflow::engine::load_checkpoint(dir / "tp4.safetensors", back);
-  REQUIRE(std::equal(back.params().begin(), back.params().end(), p.begin(), p.end()));
-  REQUIRE(std::equal(back.optimizer().v().begin(), back.optimizer().v().end(), v.begin(), v.end()));
-  REQUIRE(back.step() == 2);
+  // the TP = 4 files load into an unsharded engine: the same state as the reference
+  for (char const* name : {"tp4.safetensors", "tp4_vp.safetensors"}) {
+    INFO(name);
+    TrainingEngine back(cfg, opt);
+    rlflow::engine::load_checkpoint(dir / name, back);
+    REQUIRE(std::equal(back.params().begin(), back.params().end(), p.begin(), p.end()));
+    REQUIRE(std::equal(back.optimizer().v().begin(), back.optimizer().v().end(), v.begin(), v.end()));
+    REQUIRE(back.step() == 2);
+  }
   fs::remove_all(dir);
 }
 
