@@ -253,10 +253,6 @@ class RolloutEngine {
   //! This rank's vocabulary rows [vocab_begin(), vocab_end()) (all of them unless vocabulary-parallel).
   int vocab_begin() const { return shard_.vocab_begin(); }
   int vocab_end() const { return shard_.vocab_end(); }
-  //! All-reduces the vocabulary-parallel embedding has made since construction (tests): one per
-  //! prefill and per decode() call, and one per generate() step only with top-k / top-p sampling
-  //! (greedy and unfiltered sampling carry the drawn token's row on the sampling collectives).
-  std::uint64_t embedding_allreduces() const { return embedding_allreduces_; }
 
   //! This rank's own weight buffer (ShardLayout order; the full model when not tensor-parallel).
   //! After share_replicated() its replicated tensors are no longer updated: see shard_weights().
@@ -417,7 +413,6 @@ class RolloutEngine {
           lp[std::size_t(r) * R + j] = vp_lp_[std::size_t(i)];
         }
         if (j == R - 1) break;
-        drop_finished_carried(sp.eos_id);  // the carried embedding rows follow the running rows
         if (book_.drop_finished(sp.eos_id) == 0) break;
         step_rows(next);
         continue;
@@ -461,7 +456,6 @@ class RolloutEngine {
     int const B = book_.B, P = static_cast<int>(prompt_ids.dim(1));
     std::size_t const hs = std::size_t(cfg_.head_dim());
     kv_.ensure(std::size_t(cfg_.n_layer) * 2 * B * std::size_t(shard_.local_heads()) * book_.S * hs);
-    vp_emb_ready_ = false;
     run(0, P);
     book_.filled = P;
     return {logits_.t.data<float>(), std::size_t(B) * std::size_t(vocab_end() - vocab_begin())};
@@ -471,7 +465,6 @@ class RolloutEngine {
   std::span<float const> decode(std::span<std::int32_t const> tokens) {
     book_.check_decode(who, tokens.size());
     book_.run_all_rows();
-    vp_emb_ready_ = false;  // the caller's tokens, not the last sampled ones
     step_rows(tokens);
     return {logits_.t.data<float>(), std::size_t(book_.B) * std::size_t(vocab_end() - vocab_begin())};
   }
@@ -530,16 +523,9 @@ class RolloutEngine {
       for (std::size_t i = 0; i < N; ++i)
         for (int c = 0; c < C; ++c) x[i * C + c] = (x[i * C + c] + b[c]) + part[i * C + c];
     };
-    bool const carried = vp_emb_ready_;
-    vp_emb_ready_ = false;  // good for this step only
-    if (shard_.split_vocab()) {  // vocabulary-parallel embedding
-      if (carried && n == 1 && vp_emb_rows_ == std::size_t(nr)) {
-        std::memcpy(x, vp_emb_.data(), sizeof(float) * N * C);  // the rows the sampling collectives carried
-      } else {  // my rows or zeros, summed over the group
-        model::layers::embedding_slice_forward(x, tok_.data(), at(lay.wte), vocab_begin(), vocab_end(), int(N), C);
-        comm_->allreduce_sum(std::span<float>(x, N * C));
-        ++embedding_allreduces_;
-      }
+    if (shard_.split_vocab()) {  // vocabulary-parallel embedding: my rows or zeros, summed over the group
+      model::layers::embedding_slice_forward(x, tok_.data(), at(lay.wte), vocab_begin(), vocab_end(), int(N), C);
+      comm_->allreduce_sum(std::span<float>(x, N * C));
       model::layers::add_positions(x, pos_.data(), at(lay.wpe), int(N), C);
     } else {
       model::layers::encoder_forward(x, tok_.data(), pos_.data(), at(lay.wte), at(lay.wpe), int(N), C);
@@ -674,16 +660,7 @@ class RolloutEngine {
     bool const greedy = sp.temperature == 0.0f;
     float const inv_t_lp = greedy ? 1.0f : 1.0f / sp.temperature;  // generate()'s log-prob temperature
     double const inv_t = greedy ? 1.0 : 1.0 / double(sp.temperature);  // sample_token's
-    std::size_t const un = std::size_t(n), uN = std::size_t(N), C = std::size_t(cfg_.n_embd);
-    vp_emb_ready_ = false;
-    // the drawn token's embedding row rides on the last collective that has its owner known
-    // (greedy: step 2; unfiltered sampling: step 3), so the next decode step needs no all-reduce
-    bool const carry = shard_.split_vocab() && (greedy || !(sp.top_k > 0 && sp.top_k < V) && !(sp.top_p < 1.0f));
-    float const* my_rows = at(shard_.wte);  // rows [v0, v0 + Vl) (split wte: not shared)
-    auto put_row = [&](double* dst, std::int32_t tok) {
-      float const* src = my_rows + std::size_t(tok - v0) * C;
-      for (std::size_t c = 0; c < C; ++c) dst[c] = double(src[c]);  // exact, and back to float below
-    };
+    std::size_t const un = std::size_t(n), uN = std::size_t(N);
     // 1. local (max, first argmax) -> global
     vp_f_.assign(2 * un, 0.0f);
     for (int i = 0; i < n; ++i) {
@@ -713,12 +690,7 @@ class RolloutEngine {
       argmax[std::size_t(i)] = bi;
     }
     // 2. partial sums in this rank's slot: {sample weights, log-prob weights, log-prob z-weights}
-    //    (greedy and carry: then each row's token's embedding row, from its owner, 0 elsewhere)
-    std::size_t const sums = un * uN * 3;
-    vp_d_.assign(sums + (greedy && carry ? un * C : 0), 0.0);
-    if (greedy && carry)
-      for (int i = 0; i < n; ++i)
-        if (argmax[std::size_t(i)] >= v0 && argmax[std::size_t(i)] < v0 + Vl) put_row(vp_d_.data() + sums + std::size_t(i) * C, argmax[std::size_t(i)]);
+    vp_d_.assign(un * uN * 3, 0.0);
     for (int i = 0; i < n; ++i) {
       float const* row = lg + std::size_t(i) * Vl;
       double const ms = double(vp_max_[std::size_t(i)]) * inv_t, ml = double(vp_max_[std::size_t(i)]) * inv_t_lp;
@@ -736,7 +708,7 @@ class RolloutEngine {
     }
     comm_->allreduce_sum(std::span<double>(vp_d_));
     // 3. the token and its logit
-    vp_tok_.assign(2 * un + (!greedy && carry ? un * C : 0), 0.0);  // {token, logit} (then the rows) from the owning rank, 0 elsewhere
+    vp_tok_.assign(2 * un, 0.0);  // {token, logit} from the owning rank, 0 elsewhere
     bool const filtered = !greedy && ((sp.top_k > 0 && sp.top_k < V) || sp.top_p < 1.0f);
     if (greedy) {
       for (int i = 0; i < n; ++i) {
@@ -780,7 +752,6 @@ class RolloutEngine {
         if (pick < 0) pick = last_nz;
         vp_tok_[2 * std::size_t(i)] = v0 + pick;
         vp_tok_[2 * std::size_t(i) + 1] = row[pick];
-        if (carry) put_row(vp_tok_.data() + 2 * un + std::size_t(i) * C, v0 + pick);
       }
       comm_->allreduce_sum(std::span<double>(vp_tok_));
     } else {
@@ -853,27 +824,6 @@ class RolloutEngine {
       next[std::size_t(i)] = std::int32_t(vp_tok_[2 * std::size_t(i)]);
       vp_lp_[std::size_t(i)] = float(double(logit) * inv_t_lp - lse);
     }
-    if (carry) {
-      double const* rows = greedy ? vp_d_.data() + sums : vp_tok_.data() + 2 * un;
-      vp_emb_.resize(un * C);
-      for (std::size_t k = 0; k < un * C; ++k) vp_emb_[k] = float(rows[k]);
-      vp_emb_rows_ = un;
-      vp_emb_ready_ = true;
-    }
-  }
-
-  // generate(): drops the carried embedding rows of the rows that just drew EOS, as
-  // DecodeBook::drop_finished drops those rows (same order), before it does.
-  void drop_finished_carried(std::int32_t eos_id) {
-    if (!vp_emb_ready_) return;
-    std::size_t const C = std::size_t(cfg_.n_embd);
-    std::size_t keep = 0;
-    for (std::size_t i = 0; i < vp_emb_rows_; ++i)
-      if (book_.next[i] != eos_id) {
-        if (keep != i) std::memcpy(vp_emb_.data() + keep * C, vp_emb_.data() + i * C, sizeof(float) * C);
-        ++keep;
-      }
-    vp_emb_rows_ = keep;
   }
 
   model::GPTConfig cfg_;
@@ -897,10 +847,6 @@ class RolloutEngine {
   std::vector<double> vp_d_, vp_tok_, cand_w_;
   std::vector<std::int32_t> vp_arg_, vp_ids_, cand_id_;
   std::vector<int> cand_ord_;
-  std::vector<float> vp_emb_;         //!< (rows, C) the drawn tokens' embedding rows, carried by the sampling collectives
-  std::size_t vp_emb_rows_ = 0;
-  bool vp_emb_ready_ = false;         //!< vp_emb_ holds the next decode step's embedding (one step only)
-  std::uint64_t embedding_allreduces_ = 0;
   std::vector<std::int32_t> tok_, pos_, idx_;
   std::vector<double> w_;
 };
