@@ -569,10 +569,11 @@ class RolloutEngine {
     model::layers::linear_nt_forward(logits_.ensure(std::size_t(nr) * Vl), last, at(lay.wte), nullptr, nr, C, Vl);
   }
 
-  bool vocab_parallel() const { return head_ == LMHead::vocab_parallel && shard_.shard().size > 1; }
+  //! The vocabulary-parallel head at TP > 1 (set_lm_head keeps the cut in step with the head).
+  bool vocab_parallel() const { return shard_.split_vocab(); }
 
-  // set_lm_head's new cut of the weights: wte split by vocabulary rows (the rank keeps its rows of
-  // the whole wte) or whole (the seeded weights cut again: nothing loaded yet).
+  // set_lm_head's new cut of the weights (model::recut_for_head): wte split by vocabulary rows
+  // (the rank keeps its rows) or whole (the seeded weights cut again: nothing loaded yet).
   void reshard(bool split) {
     if (shared_)
       throw config_error(msg(who, "::set_lm_head: the LM head decides how wte is cut, and this TP rank already shares the "
@@ -582,17 +583,7 @@ class RolloutEngine {
       throw config_error(msg(who, "::set_lm_head: TP rank ", tp().rank, " holds wte's vocabulary rows [", vocab_begin(), ", ",
                              vocab_end(), ") only and has loaded weights, so it cannot take the replicated head's whole wte; "
                              "choose the head before load_weights (actor_rollout_ref.model.lm_head)"));
-    model::ShardLayout next(cfg_, tp(), split);
-    Tensor w = Tensor::empty(DType::float32, Shape{static_cast<std::int64_t>(next.size())});
-    if (split) {
-      next.load_from(shard_, weights_.span<float const>(), w.span<float>());
-    } else {
-      Tensor full = Tensor::empty(DType::float32, Shape{static_cast<std::int64_t>(lay_.size())});
-      model::init_params(cfg_, full.span<float>());  // what the constructor cut
-      next.load(full.span<float const>(), w.span<float>());
-    }
-    shard_ = std::move(next);
-    weights_ = std::move(w);
+    weights_ = model::recut_for_head(cfg_, shard_, weights_, split);
   }
 
   // The weights of the tensor at shard offset 'off': the rank's own buffer, or the replica's

@@ -258,14 +258,14 @@ class TrainingEngine {
     if (full.size() != layout().size())
       throw shape_error(msg("rlflow::engine::TrainingEngine::gather_weights: ", full.size(), " floats for a model of ",
                             layout().size(), " parameters"));
-    gather_full(params(), full);
+    model_.gather_full(params(), full);
   }
   //! As gather_weights, for the gradient buffer (tests; a checkpoint of the full model).
   void gather_grads(std::span<float> full) {
     if (full.size() != layout().size())
       throw shape_error(msg("rlflow::engine::TrainingEngine::gather_grads: ", full.size(), " floats for a model of ",
                             layout().size(), " parameters"));
-    gather_full(grads(), full);
+    model_.gather_full(grads(), full);
   }
   //! Writes the full model's AdamW moments (exp_avg into 'm', exp_avg_sq into 'v', both layout())
   //! for a checkpoint. Tensor parallel: a collective of the TP group, as gather_weights.
@@ -273,8 +273,8 @@ class TrainingEngine {
     if (m.size() != layout().size() || v.size() != layout().size())
       throw shape_error(msg("rlflow::engine::TrainingEngine::gather_optimizer_state: ", m.size(), " and ", v.size(),
                             " floats for a model of ", layout().size(), " parameters"));
-    gather_full(optim_.m(), m);
-    gather_full(optim_.v(), v);
+    model_.gather_full(optim_.m(), m);
+    model_.gather_full(optim_.v(), v);
   }
   //! gather_weights and gather_optimizer_state to TP rank 0 only (a checkpoint save: one rank
   //! writes): a collective of the TP group; on TP rank 0 'p', 'm' and 'v' (each layout().size())
@@ -287,9 +287,9 @@ class TrainingEngine {
       throw shape_error(msg("rlflow::engine::TrainingEngine::gather_state_to_rank0: TP rank ", this->tp().rank, " passed ",
                             p.size(), ", ", m.size(), " and ", v.size(), " floats; ",
                             root ? msg("TP rank 0 receives the full model of ", want, " parameters") : "the other ranks pass empty spans"));
-    gather_full(params(), p, 0);
-    gather_full(optim_.m(), m, 0);
-    gather_full(optim_.v(), v, 0);
+    model_.gather_full(params(), p, 0);
+    model_.gather_full(optim_.m(), m, 0);
+    model_.gather_full(optim_.v(), v, 0);
   }
 
  private:
@@ -313,8 +313,6 @@ class TrainingEngine {
     for (auto const& sg : sl.replicated_segments())
       std::fill_n(split_.begin() + std::ptrdiff_t(sg.dst), sg.count, std::uint8_t{0});
   }
-  // full := the group's shards put back in place (model::GPT::gather_full)
-  void gather_full(std::span<float const> mine, std::span<float> full, int root = -1) { model_.gather_full(mine, full, root); }
 
   model::GPT model_;
   AdamW optim_;

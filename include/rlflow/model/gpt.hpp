@@ -177,17 +177,7 @@ class GPT {
                                ", ", vocab_end(), ") only and its weights have been written, so it cannot take the replicated "
                                "head's whole wte; choose the head right after constructing the model (actor_rollout_ref.model."
                                "lm_head), before loading weights"));
-      ShardLayout next(cfg_, sl_.shard(), split);
-      Tensor p = Tensor::empty(DType::float32, Shape{static_cast<std::int64_t>(next.size())});
-      if (split) {
-        next.load_from(sl_, params_.span<float const>(), p.span<float>());  // my rows of the whole wte
-      } else {
-        Tensor full = Tensor::empty(DType::float32, Shape{static_cast<std::int64_t>(lay_.size())});
-        init_params(cfg_, full.span<float>());  // the weights are still these: cut them again
-        next.load(full.span<float const>(), p.span<float>());
-      }
-      sl_ = std::move(next);
-      params_ = std::move(p);
+      params_ = recut_for_head(cfg_, sl_, params_, split);
       B_ = 0;  // the activations belong to the old cut
       head_rows_ = 0;
     }
@@ -459,7 +449,8 @@ class GPT {
     for (std::size_t i = 0; i < std::size_t(M); ++i)
       for (int c = 0; c < C; ++c) out[i * C + c] = (res[i * C + c] + b[c]) + part[i * C + c];
   }
-  bool vocab_parallel() const { return head_ == LMHead::vocab_parallel && sl_.shard().size > 1; }
+  //! The vocabulary-parallel head at tp.size > 1 (set_lm_head keeps the cut in step with the head).
+  bool vocab_parallel() const { return sl_.split_vocab(); }
 
   //! logits_forward() of the vocabulary-parallel head: this rank's (rows, Vl) slice, all-gathered
   //! (each rank's slot padded to vocab_rows()) and put in place in (rows, V).

@@ -24,7 +24,8 @@
 #include <vector>
 
 #include <rlflow/error.hpp>      // config_error, shape_error
-#include <rlflow/model/param_layout.hpp>  // GPTConfig, ParamLayout
+#include <rlflow/tensor.hpp>     // Tensor (recut_for_head)
+#include <rlflow/model/param_layout.hpp>  // GPTConfig, ParamLayout, init_params
 
 namespace rlflow::model {
 
@@ -225,6 +226,25 @@ class ShardLayout {
   std::size_t c_ = 0, cl_ = 0, fl_ = 0, size_ = 0, full_size_ = 0;
   std::vector<Segment> segs_, rep_, split_;
 };
+
+//! The re-cut an LM-head change makes on one rank (model::GPT::set_lm_head,
+//! engine::RolloutEngine::set_lm_head): 'sl' becomes the layout with wte split by vocabulary rows
+//! (split) or whole, and the returned buffer holds the rank's weights in it. Whole -> split keeps
+//! the rank's rows of 'buf'; split -> whole cannot (the other ranks' rows are elsewhere), so it
+//! cuts the seeded initial weights again: the caller allows that only while 'buf' still holds them.
+inline Tensor recut_for_head(GPTConfig const& cfg, ShardLayout& sl, Tensor const& buf, bool split) {
+  ShardLayout next(cfg, sl.shard(), split);
+  Tensor out = Tensor::empty(DType::float32, Shape{static_cast<std::int64_t>(next.size())});
+  if (split) {
+    next.load_from(sl, buf.span<float const>(), out.span<float>());
+  } else {
+    Tensor full = Tensor::empty(DType::float32, Shape{static_cast<std::int64_t>(next.full_size())});
+    init_params(cfg, full.span<float>());
+    next.load(full.span<float const>(), out.span<float>());
+  }
+  sl = std::move(next);
+  return out;
+}
 
 //! full (ParamLayout order) := the TP group's shards put back in place. 'gathered' holds the N
 //! ranks' buffers in rank order (an all-gather of ShardLayout(cfg, {r, N}, split_vocab) buffers,
