@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Compiler launcher for tools/compile_cost.sh: runs the command and appends
+# "<user s> <system s> <output file>" to $RLFLOW_COMPILE_LOG (the CPU time of the compiler and
+# every process it waits for: cc1plus, as, nvcc's cicc/ptxas).
+out=""; prev=""
+for a in "$@"; do [[ $prev == -o ]] && out=$a; prev=$a; done
+[[ $out == /* ]] || out=$PWD/$out
+exec /usr/bin/time -a -o "${RLFLOW_COMPILE_LOG:?set RLFLOW_COMPILE_LOG}" -f "%U %S $out" "$@"
