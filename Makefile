@@ -89,7 +89,7 @@ SANITIZE_CONFIGURE = cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebIn
 SANITIZE_CTEST = cd $(ASAN_BUILD) && $(RUN_ENV) ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  ctest --output-on-failure -j$(JOBS) -LE "cuda|long|compile_fail|install|nosan|browser"
 # The sanitized subset CI runs (make test-sanitize-ci): every fuzz target and the boundary tests
-# (issue 13) plus the memory-heavy core (Tensor, DataProto, dispatch, kernels, config), i.e. the
+# plus the memory-heavy core (Tensor, DataProto, dispatch, kernels, config), i.e. the
 # test executables that do not compile the Trainer. Sized in docs/development.md ('Sanitizers in
 # CI'): the whole sanitizer build does not fit next to make test in CI's 90 minutes.
 SANITIZE_CI_TARGETS := test_foundation test_data_proto test_dispatch test_kernels test_config test_hardening \

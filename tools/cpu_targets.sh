@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# tools/cpu_targets.sh: issue 19's CPU figures in one run, as docs/model.md ("Issue 19's targets
-# on an idle machine") reports them. Run it on an idle machine after building (make build, or
+# tools/cpu_targets.sh: the CPU figures in one run, as benchmarks/RESULTS.md records them
+# (what each measures: docs/model.md, "Benchmarks"). Run it on an idle machine after building (make build, or
 # cmake --build build --target bench_engine bench_trainer bench_kernels); it takes about 8 minutes
 # on two cores. Every benchmark's output goes to OUT (default build/cpu_targets/); the summary
 # table is printed at the end. PyTorch (Debian's python3-torch, python3-numpy: make compare-verl
@@ -48,7 +48,7 @@ report() {
   step2b=$(step_ratio "$d/grpo_step_2_blas1.txt")
   uid65=$(sed -n 's/^rows 65536: verl.*speed-up \([0-9.]*x\) (with.*/\1/p' "$d/compare_verl.txt" 2>/dev/null)
   uid1m=$(sed -n 's/^rows 1048576: verl.*speed-up \([0-9.]*x\) (with.*/\1/p' "$d/compare_verl.txt" 2>/dev/null)
-  printf '%-62s %s\n' "target (issue 19)" "figure"
+  printf '%-62s %s\n' "target" "figure"
   printf '%-62s %s\n' "--------------------------------------------------------------" "--------------------"
   printf '%-62s %s\n' "BM_ModelForward / BM_SgemmSameShapes, 1 thread (>= 75%)" "$(pct "$s1" "$f1")"
   printf '%-62s %s\n' "BM_ModelForward / BM_SgemmSameShapes, 2 threads (>= 60%)" "$(pct "$s2" "$f2")"

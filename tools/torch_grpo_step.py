@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """One GRPO step in plain PyTorch eager next to rlflow's (bench_trainer's BM_GRPOStepSideBySide), per stage.
 
-The shapes of issue 19's comparison, the same on both sides:
+The shapes of the comparison, the same on both sides:
   model   GPT-2 block stack, 4 layers, n_embd 128, 4 heads, tied LM head, vocabulary 30 (rlflow's
           CharTokenizer of 26 letters + '=': pad, bos, eos, then the characters), 48 positions
   batch   64 prompts x 8 samples = 512 rows, prompts of 16 tokens, up to 32 new tokens sampled at

@@ -1,4 +1,4 @@
-// benchmarks/dispatch/bench_mpi_dispatch.cpp: dispatch overhead of the MPI backend (issue 12).
+// benchmarks/dispatch/bench_mpi_dispatch.cpp: dispatch overhead of the MPI backend.
 //   BM_MpiPingPong/bytes:B                      raw MPI_Send/MPI_Recv round trip, rank 0 <-> rank 1
 //   BM_MpiRawEcho/ranks:N/bytes:B               raw: rank 0 sends B bytes to each of N ranks
 //                                               (MPI_Isend), each sends them back; the baseline

@@ -24,7 +24,7 @@
 //     rank, started each iteration) and, in the same iterations, the unsharded engine saves the
 //     same file: counter 'vs_tp1' = unsharded time / gathered time (1: gathering costs nothing);
 //     and the same group saving with its last rank writing (every rank all-gathers the full
-//     state, session 4's save): 'allgather_vs_gather' = that time / the gather-to-rank-0 time.
+//     state: the all-gather save): 'allgather_vs_gather' = that time / the gather-to-rank-0 time.
 //   BM_LMHead/tp:N/vocab:V: one replica's generate with the vocabulary-parallel LM head (manual
 //     time) and, in the same iterations, with the replicated head: counter 'vs_replicated' =
 //     replicated time / vocabulary-parallel time (> 1: vocabulary-parallel is faster).
@@ -339,7 +339,7 @@ void weight_sync(benchmark::State& state, bool shared, bool from_shard = false) 
   std::atomic<bool> stop{false};
   enum Round { sync, fence_only, with_barriers };
   std::atomic<int> round{sync};
-  // the shared sync of session 4 fenced each load with two TP barriers, before and after the
+  // the two-barrier shared sync fenced each load with two TP barriers, before and after the
   // copies; the load now takes the first only (the next forward waits for the parts instead)
   bool const fenced = shared && N > 1;
   auto one = [&](int r) {
@@ -348,7 +348,7 @@ void weight_sync(benchmark::State& state, bool shared, bool from_shard = false) 
     if (what == fence_only) return;
     if (from_shard) e.load_shard(shards[std::size_t(r)]);
     else e.load_weights(full);
-    if (what == with_barriers) comms[std::size_t(r)]->barrier();  // session 4's second barrier
+    if (what == with_barriers) comms[std::size_t(r)]->barrier();  // the second barrier of the two-barrier sync
   };
   std::vector<std::thread> th;
   for (int r = 1; r < N; ++r)
@@ -428,7 +428,7 @@ void BM_CheckpointSave(benchmark::State& state) {
   using clock = std::chrono::steady_clock;
   double group_s = 0, plain_s = 0, all_s = 0;
   // the group's save with 'writer' writing: rank 0 (gather to rank 0) or rank N - 1 (every rank
-  // gathers the full state: the all-gather save of session 4)
+  // gathers the full state: the all-gather save)
   auto group_save = [&](char const* file, int writer) {
     std::vector<std::thread> th;
     for (int r = 1; r < N; ++r)

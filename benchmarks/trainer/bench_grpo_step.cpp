@@ -2,7 +2,7 @@
 // workers), with the time of each stage (verl's timing_s/* keys) as counters, in seconds per
 // step. The trainer is built once and warmed by two steps before timing, so buffers are reused.
 // BM_GRPOStepSideBySide/workers:W: one GRPO step (verl's order: gen, reward, old_log_prob, ref,
-// adv, update_actor, update_weights) on the shapes of issue 19's comparison with a plain PyTorch
+// adv, update_actor, update_weights) on the shapes of the comparison with a plain PyTorch
 // eager step (tools/torch_grpo_step.py restates that step and runs this benchmark in the same run):
 // a 4-layer GPT, n_embd 128, 4 heads, character vocabulary (26 letters + '=' + specials),
 // 64 prompts x 8 samples, prompts of 16 tokens (BOS + 14 letters + '='), up to 32 new tokens,

@@ -117,7 +117,7 @@ RLFLOW_DECL void compute_advantage(DataProto& batch, AlgorithmConfig const& algo
 //! verl v1: compute_advantage_for_multi_trajectories. Multi-output agent loops give each row a key
 //! "{uid}_{session}_{index}" (batch_keys, one per row). For GRPO only the last output (highest
 //! index) of each "{uid}_{session}" enters the group statistics, and its advantage, read at its
-//! first valid token, is broadcast to every valid token of every output of that session
+//! first valid token, is broadcast to every valid token of every output of that trajectory
 //! (advantages = returns). Any other estimator is compute_advantage unchanged. A key without two
 //! '_' separators, or with a non-integer index, is a value_error.
 RLFLOW_DECL void compute_advantage_for_multi_trajectories(DataProto& batch, std::vector<std::string> const& batch_keys,

@@ -2,7 +2,7 @@
 // Ray object refs / DataProtoFuture), plus sync_wait and when_all (stdexec's names; eager and
 // minimal: work starts when the call is made, not when it is awaited). A Pending can be passed
 // straight into another group's call; it resolves to exactly what the blocking call returns
-// (auto-padding trimmed, quirk Q-20 fixed). Copies share one result.
+// (auto-padding trimmed; verl leaves it on non-blocking results). Copies share one result.
 #pragma once
 #include <memory>
 #include <tuple>

@@ -2,7 +2,7 @@
 // one training step (samples, optimizer updates, rollout replicas, devices, weight syncs, device
 // share, per-worker micro-batches and gradient-accumulation steps) plus every violated start-up
 // constraint, and prints it as a table or one JSON object (the 'rlflow_plan' tool, 'make plan').
-// Does not start workers; the formulas are those of verl_algorithms.md §9 and §13.
+// Does not start workers; the formulas are verl's batch sizing and resource-pool accounting.
 #pragma once
 #include <algorithm> // std::max
 #include <array>     // table rows
@@ -49,7 +49,7 @@ struct PlanRow {
 
 //! The accounting of one training step for a config, plus its violations. verl: the quantities
 //! of ResourcePoolManager, the rollout replica layout and the trainer's mini-batch loop
-//! (verl_algorithms.md §9, §13; mission.md's accounting table).
+//! (verl's batch sizing and resource-pool accounting).
 struct Plan {
   std::string trainer_mode;                      //!< trainer.v1.trainer_mode
   std::int64_t train_batch_size = 0;             //!< B
@@ -150,7 +150,7 @@ inline Plan plan(TrainerConfig const& cfg) {
     p.ref_micro_batches_per_worker = detail::ceil_div(
         p.actor.rows_per_worker, lp_micro(ref.log_prob_micro_batch_size_per_gpu, ref.log_prob_micro_batch_size));
 
-  // ---- devices and pools (verl_algorithms.md §13) ----
+  // ---- devices and pools (verl's resource pools) ----
   p.train_devices = cfg.world_size();
   p.standalone_rollout_devices = separate ? r.nnodes * cfg.rollout_n_gpus_per_node() : 0;
   auto const& rm = cfg.reward.reward_model;

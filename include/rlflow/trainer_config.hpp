@@ -2,7 +2,7 @@
 // defaults (data.*, actor_rollout_ref.*, critic.*, reward.*, algorithm.*, trainer.*, seed, ...).
 // Defines TrainerConfig (a structural literal type: usable as a constexpr value and as a template
 // argument), the key table that drives set/get, YAML/JSON loading, JSON dumping, --help and the
-// reference doc, the start-up validation (validate/check, verl_algorithms.md §11) and the
+// reference doc, the start-up validation (validate/check, verl's start-up asserts) and the
 // compile-time check checked_config<cfg>. Does not compute the resource plan (see planner.hpp).
 //
 // This umbrella includes the parts, one concept per header (include this one):

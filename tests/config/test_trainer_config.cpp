@@ -48,7 +48,7 @@ std::string write_temp(std::string const& name, std::string const& text) {
 
 // ---- defaults ---------------------------------------------------------------------------------
 
-TEST_CASE("defaults are verl's (verl_algorithms.md section 12)", "[config][defaults]") {
+TEST_CASE("defaults are verl's", "[config][defaults]") {
   TrainerConfig const c{};
   auto const& a = c.actor_rollout_ref.actor;
   auto const& r = c.actor_rollout_ref.rollout;
@@ -532,7 +532,7 @@ TEST_CASE("the YAML reader flattens nested maps and lists", "[config][yaml]") {
 
 namespace {
 
-//! Independent reference of the batch-sizing checks (verl_algorithms.md §9, §11), plain integer math.
+//! Independent reference of the batch-sizing checks (verl's batch sizing and start-up asserts), plain integer math.
 std::set<std::string> reference_batch_violations(TrainerConfig const& c) {
   std::set<std::string> v;
   long long const B = c.data.train_batch_size, n = c.actor_rollout_ref.rollout.n,

@@ -1,5 +1,5 @@
-// DataProto acceptance items A-1..A-18 (verl_single_controller.md §5.3), adapted from torch /
-// numpy to rlflow::Tensor and rlflow::Value, plus the quirk fixes Q-1..Q-10.
+// DataProto acceptance items A-1..A-18 (verl's DataProto behaviour), adapted from torch /
+// numpy to rlflow::Tensor and rlflow::Value, plus the places where rlflow differs from verl.
 #include <catch2/catch.hpp>
 
 #include "data_proto/dp_test_util.hpp"
@@ -46,7 +46,7 @@ TEST_CASE("A-1 construction checks", "[data_proto]") {
   CHECK_THROWS_WITH(DataProto::from_dict({{"obs", Tensor::zeros(DType::float32, Shape{3, 1})}},
                                          {{"labels", labels({"a", "b"})}}),
                     Catch::Contains("key labels length 2 is not equal to batch size 3"));
-  // Q-1 fixed: batch-less columns are checked against each other
+  // unlike verl: batch-less columns are checked against each other
   CHECK_THROWS_AS(DataProto::from_dict({}, {{"x", labels({"a", "b"})}, {"y", labels({"a"})}}), shape_error);
   // duplicate keys and tensor/non-tensor overlap
   CHECK_THROWS_AS(DataProto::from_dict({{"a", iota_f(2, 1)}, {"a", iota_f(2, 1)}}), key_error);
@@ -150,7 +150,7 @@ TEST_CASE("A-4 A-5 chunk and concat", "[data_proto]") {
   CHECK(parts[1].tensor("obs").shares_storage_with(d.tensor("obs")));
   auto back = DataProto::concat(parts);
   CHECK(back == d);
-  // one rule, exactly k pieces (Q-5, Q-6): 9 rows into 4 -> 3,2,2,2 with and without a batch
+  // one rule, exactly k pieces (verl: two rules): 9 rows into 4 -> 3,2,2,2 with and without a batch
   auto nine = DataProto::from_dict({{"x", iota_f(9, 1)}});
   auto nine_nb = DataProto::from_dict({}, {{"x", labels({"1", "2", "3", "4", "5", "6", "7", "8", "9"})}});
   for (auto const* src : {&nine, &nine_nb}) {
@@ -186,7 +186,7 @@ TEST_CASE("concat errors: empty, mixed presence, keys, dtypes, shapes", "[data_p
   auto a = abc();
   CHECK_THROWS_AS(DataProto::concat(std::vector<DataProto>{}), value_error);
   auto nb = DataProto::from_dict({}, {{"labels", labels({"x"})}});
-  CHECK_THROWS_WITH(DataProto::concat({a, nb}), Catch::Contains("mixed presence"));  // Q-7
+  CHECK_THROWS_WITH(DataProto::concat({a, nb}), Catch::Contains("mixed presence"));  // verl drops the batches
   CHECK_THROWS_WITH(DataProto::concat({nb, a}), Catch::Contains("mixed presence"));
   auto extra = abc();
   extra.set_tensor("more", iota_f(3, 1));
@@ -298,7 +298,7 @@ TEST_CASE("A-10 auto-padding repeats the last row, then chunk gives equal pieces
   std::int64_t const pad = DataProto::pad_size_for(d.size(), 4);
   CHECK(pad == 2);
   auto p = d.padded_repeat_last(pad);
-  CHECK(d.size() == 10);  // not mutated (Q-16)
+  CHECK(d.size() == 10);  // not mutated (verl mutates it)
   CHECK(strings(p.non_tensor("l")) == std::vector<std::string>{"0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "9", "9"});
   CHECK(floats(p.tensor("x"))[22] == 18.f);
   auto chunks = p.chunk_equal(4);
@@ -343,7 +343,7 @@ TEST_CASE("A-11 A-12 pop and select", "[data_proto]") {
   CHECK(p2.non_tensor_keys() == std::vector<std::string>{"labels"});
   CHECK_FALSE(p2.has_batch());
   CHECK(nb.non_tensor_keys() == std::vector<std::string>{"other"});
-  // select semantics: strict keys everywhere (Q-2), tensors shared, meta filtered
+  // select semantics: strict keys everywhere (verl: tensors only), tensors shared, meta filtered
   auto f = abc();
   auto s = f.select(std::vector<std::string>{"obs"}, std::vector<std::string>{}, std::vector<std::string>{});
   CHECK(s.tensor("obs").shares_storage_with(f.tensor("obs")));
@@ -413,7 +413,7 @@ TEST_CASE("A-14 union value-equality checks", "[data_proto]") {
   // meta conflicts
   CHECK_THROWS_WITH(DataProto(a).union_with(DataProto::from_dict({}, {}, Meta{{"m", 2}})),
                     Catch::Contains("meta_info key 'm' differs"));
-  // Q-3: a missing batch is empty; Q-4: row counts re-validated, nothing changes on failure
+  // a missing batch is empty (verl crashes); row counts re-validated, nothing changes on failure
   auto nb = DataProto::from_dict({}, {{"z", labels({"p", "q", "r"})}});
   nb.union_with(DataProto::from_dict({{"obs", obs}}));
   CHECK(nb.has_batch());
@@ -474,7 +474,7 @@ TEST_CASE("A-16 fold and unfold batch dim with grouped reorder", "[data_proto]")
   CHECK(folded.size() == 3);
   CHECK(folded.tensor("obs").shape() == Shape{3, 2, 2});
   CHECK(folded.non_tensor("labels")[0] == Value(Value::List{"a", "a"}));
-  CHECK(d.size() == 6);  // Q-9: input untouched
+  CHECK(d.size() == 6);  // input untouched (verl mutates it)
   folded.reorder(std::vector<std::int64_t>{1, 2, 0});
   auto un = unfold_batch_dim(folded);
   CHECK(strings(un.non_tensor("labels")) == std::vector<std::string>{"b", "b", "c", "c", "a", "a"});
@@ -504,7 +504,7 @@ TEST_CASE("A-17 unfold_column_chunks", "[data_proto]") {
   // 3-d tensors (3,4,2) -> (6,2,2)
   auto t3 = DataProto::from_dict({{"x", Tensor::from(std::vector<float>(24, 1.f), Shape{3, 4, 2})}});
   CHECK(t3.unfold_column_chunks(2, {"x"}).tensor("x").shape() == Shape{6, 2, 2});
-  // Q-8: no split keys repeats everything, non-tensors included
+  // no split keys (verl crashes on non-tensors) repeats everything, non-tensors included
   CHECK(d.unfold_column_chunks(3) == d.repeat(3, true));
   CHECK_THROWS_AS(d.unfold_column_chunks(3, {"obs1"}), shape_error);
   CHECK_THROWS_AS(d.unfold_column_chunks(2, {"nope"}), key_error);

@@ -1,4 +1,4 @@
-// tests/dispatch/laws.hpp: the laws every dispatch mode must pass (style.md 2.8), applied to a
+// tests/dispatch/laws.hpp: the laws every dispatch mode must pass, applied to a
 // mode directly, without workers: a split that covers every rank, collect(split(x)) == x for
 // lossless modes, broadcast equality for one-to-all modes, same chunk per DP group on meshes.
 #pragma once

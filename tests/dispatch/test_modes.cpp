@@ -85,7 +85,7 @@ TEST_CASE("DPComputeProto is lossless, chunks are zero-copy views, auto-padding 
     auto pp = laws::split_per_rank<dispatch::DPComputeProto, DataProto>(e, g, &pad);
     REQUIRE(pad == (m % ws == 0 ? 0 : ws - m % ws));
     for (auto const& p : pp) REQUIRE(p.size() == (m + pad) / ws);
-    REQUIRE(e == before);  // the caller's object is untouched (verl quirk Q-16 fixed)
+    REQUIRE(e == before);  // the caller's object is untouched (verl mutates it)
     if (pad > 0) REQUIRE(ids_of(pp.back()).back() == m - 1);  // padded with the last row
   }
 }
@@ -148,7 +148,7 @@ TEST_CASE("mesh DP2xTP2: both TP ranks of a DP group get the same chunk and only
 }
 
 namespace {
-// every rank claims to collect for DP rank 0: collect must refuse (verl quirk Q-18 fixed)
+// every rank claims to collect for DP rank 0: collect must refuse (verl assumes rank order)
 struct BadLayout {
   static int dp_size(GroupShape const&) { return 2; }
   static int dp_rank(int r, GroupShape const&) { return r % 2; }

@@ -1,4 +1,4 @@
-// tests/fuzz/fuzz_driver.hpp: the shared harness of rlflow's fuzz targets (issue 13). A target
+// tests/fuzz/fuzz_driver.hpp: the shared harness of rlflow's fuzz targets. A target
 // defines
 //   std::vector<std::string> fuzz_seeds();                 // valid inputs built through the API
 //   rlflow::fuzz::outcome fuzz_one(std::string_view in);  // may throw rlflow::error

@@ -1,4 +1,4 @@
-// Checkpoint metadata is validated field by field (issue 13, class 2): MANIFEST.json,
+// Checkpoint metadata is validated field by field (class 2): MANIFEST.json,
 // latest_checkpointed_iteration.txt, the GPT config stored in safetensors metadata, and the
 // safetensors tensor index (names, shapes, offsets) under its own checksum.
 #include <catch2/catch.hpp>

@@ -1,4 +1,4 @@
-// Config text crossing into rlflow (issue 13, class 3): JSON numbers beyond a double, deeply
+// Config text crossing into rlflow (class 3): JSON numbers beyond a double, deeply
 // nested documents, nested lists, --config on a folder, integers beyond int64: each a clean
 // rlflow error naming the source, never a library exception, a crash or a silent empty config.
 #include <catch2/catch.hpp>

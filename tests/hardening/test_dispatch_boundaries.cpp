@@ -1,4 +1,4 @@
-// Batches crossing a dispatch (issue 13, class 4): two DataProto arguments of different row
+// Batches crossing a dispatch (class 4): two DataProto arguments of different row
 // counts, a non-tensor column shorter than the batch (reachable through the mutable
 // accessor), each a shape_error naming the keys and the row counts before any worker runs.
 #include <catch2/catch.hpp>

@@ -1,4 +1,4 @@
-// Files a user hands rlflow besides checkpoints (issue 13): dataset files (data.train_files),
+// Files a user hands rlflow besides checkpoints: dataset files (data.train_files),
 // GPT-2 tokenizer files (vocab.json, merges.txt), a Hugging Face model folder's config.json and
 // shard index, and the GPT config an rlflow weights file records. Every damaged or hostile
 // file is a clean rlflow::error naming the file (and the field), raised before any large

@@ -1,4 +1,4 @@
-// The Trainer's boundaries (issue 13): resume and metrics (class 1), trainer_state.json fields
+// The Trainer's boundaries: resume and metrics (class 1), trainer_state.json fields
 // (class 2), sizes and overflow (class 3), a reward role returning misshaped scores (class 4),
 // config keys accepted but not honoured (class 5), and kill -9 at random moments (byte-equal
 // metrics and bit-equal weights after resuming, no temporary folder left).

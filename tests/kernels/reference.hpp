@@ -1,5 +1,5 @@
 // tests/kernels/reference.hpp: independent plain-loop double-precision references of verl's
-// formulas (written from verl_algorithms.md, not from the kernels), used by test_kernels.cpp.
+// formulas (written from verl's formulas, not from the kernels), used by test_kernels.cpp.
 #pragma once
 #include <algorithm>
 #include <cmath>

@@ -39,7 +39,7 @@ inline constexpr std::string_view auto_padding_key = "_rlflow_auto_padding";
 //! The meta_info key whose values concat collects into a dict of lists (verl: "metrics").
 inline constexpr std::string_view metrics_key = "metrics";
 
-//! The two padding policies of verl, named (verl quirk Q-10).
+//! The two padding policies of verl, named (verl leaves them unnamed).
 enum class PadPolicy {
   cycle_from_first,  //!< rows 0,1,..,n-1,0,1,.. appended (verl pad_dataproto_to_divisor)
   repeat_last,       //!< the last row appended pad_size times (verl DataProto.padding, auto-padding)
@@ -66,13 +66,13 @@ class DataProto {
 
   //! verl: DataProto.from_dict. Tensors must be defined, of rank >= 1 and share dim 0; each
   //! non-tensor column must have that many rows (or, without tensors, all the same count —
-  //! verl quirk Q-1 fixed); keys are unique across both maps. No tensors -> no batch.
+  //! verl never checks them); keys are unique across both maps. No tensors -> no batch.
   static DataProto from_dict(TensorColumns tensors, NonTensorColumns non_tensors = {}, Meta meta = {});
   //! A DataProto with a batch of 'rows' rows and no tensor keys yet (verl: an empty TensorDict
   //! with a batch size; regression P-37).
   static DataProto with_batch_size(std::int64_t rows, Meta meta = {});
 
-  //! verl: DataProto.check_consistency (+ Q-1: batch-less columns checked against each other).
+  //! verl: DataProto.check_consistency (+ batch-less columns checked against each other, which verl skips).
   void check_consistency(const char* where = "check_consistency") const;
 
   // ---- sizes and access -----------------------------------------------------------------------
@@ -142,7 +142,7 @@ class DataProto {
   // ---- key operations ---------------------------------------------------------------------------
 
   //! verl: DataProto.select. nullopt keeps every key of that map; a missing key is a key_error in
-  //! every map (verl quirk Q-2: verl ignored missing non-tensor/meta keys). Tensors are shared.
+  //! every map (verl ignores missing non-tensor/meta keys). Tensors are shared.
   DataProto select(std::optional<std::vector<std::string>> batch_keys,
                    std::optional<std::vector<std::string>> non_tensor_keys = std::nullopt,
                    std::optional<std::vector<std::string>> meta_keys = std::nullopt) const;
@@ -164,12 +164,12 @@ class DataProto {
   }
   //! verl: DataProto.union (in place, returns *this). Keys in both must be equal (tensors
   //! bit-exact, Values deep-equal with NaN == NaN, meta equal); a missing batch counts as empty
-  //! row counts are re-validated before anything changes.
+  //! (verl crashes); row counts are re-validated before anything changes (verl skips the check).
   DataProto& union_with(DataProto const& other);
 
   // ---- batch operations -----------------------------------------------------------------------
 
-  //! verl: DataProto.chunk with one rule (quirks ): always exactly k contiguous pieces,
+  //! verl: DataProto.chunk with one rule (verl has two, and may give fewer pieces): always exactly k contiguous pieces,
   //! the first size()%k have ceil(n/k) rows, the rest floor(n/k) (k > n gives empty tail
   //! pieces). Tensors are zero-copy views. k <= 0 is a value_error.
   std::vector<DataProto> chunk(std::int64_t k) const;
@@ -177,7 +177,7 @@ class DataProto {
   std::vector<DataProto> chunk_equal(std::int64_t k) const;
   //! verl: DataProto.split. Consecutive pieces of split_size rows (last may be shorter); n == 0 -> {}.
   std::vector<DataProto> split(std::int64_t split_size) const;
-  //! verl: DataProto.concat. Parts must agree on batch presence, key sets, dtypes and
+  //! verl: DataProto.concat. Parts must agree on batch presence (verl drops every batch if the first part has none), key sets, dtypes and
   //! trailing shapes; meta merge: first value wins, a differing value is a value_error, the
   //! "metrics" key is collected into a dict of lists. Empty input is a value_error.
   static DataProto concat(std::span<DataProto const> parts);
@@ -200,13 +200,13 @@ class DataProto {
 
   //! verl: fold_batch_dim(data, new_batch_size): rows become new_batch_size groups; tensors
   //! (n, ...) -> (g, n/g, ...) views, non-tensor rows -> lists of n/g Values. Returns a new
-  //! object.
+  //! object (verl mutates the input).
   DataProto fold_batch_dim(std::int64_t new_batch_size) const;
   //! verl: unfold_batch_dim(data, 2): the inverse of fold_batch_dim.
   DataProto unfold_batch_dim() const;
   //! verl: DataProto.unfold_column_chunks. Keys in split_keys: (n, d, ...) -> (n*n_split,
   //! d/n_split, ...) (non-tensor rows: lists split in n_split pieces); every other key is
-  //! repeated n_split times interleaved. An empty split_keys repeats everything.
+  //! repeated n_split times interleaved. An empty split_keys repeats everything (verl crashes on non-tensors).
   DataProto unfold_column_chunks(std::int64_t n_split, std::vector<std::string> const& split_keys = {}) const;
 
   // ---- padding --------------------------------------------------------------------------------
@@ -219,7 +219,7 @@ class DataProto {
   //! A copy with pad_size rows appended by the given policy; *this is not modified. An empty
   //! DataProto cannot be padded by a positive amount (value_error).
   DataProto padded(std::int64_t pad_size, PadPolicy policy) const;
-  //! verl: DataProto.padding (auto-padding policy: repeat the last row), as a copy.
+  //! verl: DataProto.padding (auto-padding policy: repeat the last row), as a copy (verl mutates the caller's object).
   DataProto padded_repeat_last(std::int64_t pad_size) const { return padded(pad_size, PadPolicy::repeat_last); }
   //! verl: pad_dataproto_to_divisor: {copy padded cyclically from the first row, pad_size}.
   //! n == 0 is returned unchanged with pad 0.

@@ -1,4 +1,4 @@
-// rlflow/detail/json_text.hpp: bounds on JSON text read from files (issue 13). nlohmann's parser
+// rlflow/detail/json_text.hpp: bounds on JSON text read from files. nlohmann's parser
 // is iterative, but dump(), the recursive walks that follow a parse (flattening, copying values
 // into messages) and the value's own copy constructor recurse once per nesting level, so a
 // hostile file such as "[[[[...]]]]" of a few megabytes would overflow the stack after a

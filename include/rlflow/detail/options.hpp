@@ -1,6 +1,6 @@
 // rlflow/detail/options.hpp: sorting a Trainer's options by kind (the Kokkos pattern):
 // count how many options of a kind were given, pick the one given or a default, recognise
-// roles, and name an unknown option through an incomplete template (style.md rule E3).
+// roles, and name an unknown option through an incomplete template.
 #pragma once
 #include <type_traits>
 

@@ -5,7 +5,7 @@
 // What a config cannot hold (lists of maps, nested lists, keys that are not plain names) and what
 // the parser cannot read raise rlflow::format_error "<file>:<line>: ...".
 //
-// yaml-cpp 0.7 is not safe on hostile text, so rlflow guards it (issue 14; found by fuzz.config):
+// yaml-cpp 0.7 is not safe on hostile text, so rlflow guards it (found by fuzz.config):
 //  - YAML::LoadAll loops forever, allocating, when the parser stops advancing (a stray ',' at the
 //    start of a document: jbeder/yaml-cpp#1319). rlflow drives YAML::Parser itself with its own
 //    event handler and stops when a document starts where the previous one started.

@@ -1,7 +1,7 @@
 // rlflow/dispatch/all_to_all.hpp: dispatch::AllToAll, arguments wrapped in rlflow::PerRank<T>
 // are scattered (rank i gets element i), every other argument is broadcast; the call returns
 // one result per rank (verl: Dispatch.ALL_TO_ALL, the default of @register). The explicit
-// wrapper replaces verl's "a list of world-size length is scattered" rule (quirk Q-14).
+// wrapper replaces verl's "a list of world-size length is scattered" rule.
 #pragma once
 #include <vector>
 

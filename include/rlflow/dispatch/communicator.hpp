@@ -2,7 +2,7 @@
 // collectives across the ranks of its group (barrier, all-reduce, broadcast, all-gather,
 // gather to one rank), and
 // comm::LocalCommunicator, its in-process implementation over shared memory and C++20 atomic
-// wait/notify. An MPI or NCCL communicator implements the same interface (milestone 2).
+// wait/notify. An MPI or NCCL communicator implements the same interface.
 // split(color, key) makes sub-communicators; split_mesh gives a rank its TP and DP groups.
 // Collectives are deterministic: sums are taken in rank order, so every rank gets identical bits.
 #pragma once

@@ -36,7 +36,7 @@ struct row_traits {
     if constexpr (requires { { x.auto_padding() } -> std::convertible_to<bool>; }) return x.auto_padding();
     else return false;
   }
-  //! verl: DataProto.padding(p) (repeat the last row), as a copy (quirk Q-16 fixed).
+  //! verl: DataProto.padding(p) (repeat the last row), as a copy (verl mutates the caller's object).
   static T pad(T const& x, std::int64_t p) { return x.padded_repeat_last(p); }
   //! Drops the trailing p rows (a view).
   static T unpad(T const& x, std::int64_t p) { return x.unpad(p); }
@@ -231,7 +231,7 @@ struct DPComputeProtoWithFunc {
 };
 
 //! verl: Dispatch.DP_COMPUTE_METRIC. Split as DPComputeProto (auto-padding included); the
-//! result is the list of ws per-rank values, never trimmed (verl quirk Q-19 fixed: padding
+//! result is the list of ws per-rank values, never trimmed (verl drops worker results here; padding
 //! removal applies to rows, not to per-worker results).
 struct DPComputeMetric {
   using dispatch_tag = dispatch_mode_tag;

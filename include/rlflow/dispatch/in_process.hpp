@@ -3,7 +3,7 @@
 // persistent thread per worker, each owning its host object (constructed and destroyed on that
 // thread), a Mailbox for messages and a LocalCommunicator shared by the group. The engine knows
 // nothing about methods: Handler::handle(host, ctx, msg) runs a message. An MPI backend
-// provides the same members (milestone 2).
+// provides the same members.
 #pragma once
 #include <chrono>
 #include <cstdint>

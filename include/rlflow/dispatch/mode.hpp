@@ -86,7 +86,7 @@ struct GroupShape {
 // Per-rank arguments and their distribution
 
 //! An argument that holds one value per rank (verl passes a list of world-size length; rlflow
-//! marks it explicitly, fixing quirk Q-14). Rank i receives values[i].
+//! marks it explicitly; verl scatters any list of world-size length). Rank i receives values[i].
 template <class T>
 struct PerRank {
   std::vector<T> values;

@@ -341,7 +341,7 @@ inline void layernorm_backward(float* dinp, float* dw, float* db, float const* d
 }
 
 // ---------------------------------------------------------------------------------------------
-// linear layers. Two storage orders, chosen for tensor parallelism (milestone 2):
+// linear layers. Two storage orders, chosen for tensor parallelism:
 //   'nt' (column-parallel: qkv, fc):     W is (N_out, K_in), out = x W^T + b; a rank's shard is rows
 //   'nn' (row-parallel:   attn proj, fc proj): W is (K_in, N_out), out = x W + b; a rank's shard is rows
 

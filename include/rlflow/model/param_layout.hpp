@@ -45,7 +45,7 @@ struct GPTConfig {
     if (n_embd < 1 || n_embd % n_head != 0)
       throw config_error(msg("rlflow::model::GPTConfig: n_embd = ", n_embd, " is not a positive multiple of n_head = ",
                              n_head, "; pick n_embd = n_head * head_dim"));
-    // Upper bounds (issue 13): sizes read from a file must not overflow the layout's int64
+    // Upper bounds: sizes read from a file must not overflow the layout's int64
     // products (4 n_embd^2 overflows from n_embd = 2^31) nor loop over absurd layer counts.
     if (n_layer > max_layers) bad("n_layer", n_layer, "rlflow's GPT holds at most 4096 layers");
     std::int64_t const p = parameter_count();
@@ -88,7 +88,7 @@ struct ParamTensor {
 //! attn.c_proj {weight (C, C) stored (in, out), bias (C)}, ln_2 {weight, bias},
 //! mlp.c_fc {weight (4C, C) (out, in), bias (4C)}, mlp.c_proj {weight (4C, C) stored (in, out), bias (C)},
 //! then ln_f {weight, bias} and, for a critic, value_head {weight (C), bias (1)}.
-//! Tensor parallelism (milestone 2) shards heads and MLP columns as contiguous row blocks of
+//! Tensor parallelism shards heads and MLP columns as contiguous row blocks of
 //! c_attn, c_proj, c_fc and mlp.c_proj, because all four are stored with the sharded axis first.
 class ParamLayout {
  public:

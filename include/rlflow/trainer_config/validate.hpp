@@ -1,4 +1,4 @@
-// rlflow/trainer_config/validate.hpp: start-up validation (verl_algorithms.md §11): one constexpr predicate per check
+// rlflow/trainer_config/validate.hpp: start-up validation (verl's start-up asserts): one constexpr predicate per check
 // (config_checks), the messages with the numbers (explain), validate / check / warnings, and
 // the compile-time check checked_config<cfg>.
 // Part of rlflow/trainer_config.hpp (include that one).
@@ -15,7 +15,7 @@
 
 namespace rlflow {
 
-// ---- start-up validation (verl_algorithms.md §11) ---------------------------------------------
+// ---- start-up validation (verl's start-up asserts) ---------------------------------------
 
 //! One constexpr predicate per start-up check; true = satisfied. Shared by validate() (run time,
 //! messages with the numbers) and checked_config<cfg> (compile time, static_assert per check).
@@ -343,7 +343,7 @@ RLFLOW_DECL std::string explain(config_check_id id, TrainerConfig const& c);
 //! Every violated start-up constraint of 'cfg', each message naming the keys, their values and
 //! a fix; empty when the config is valid. Includes the string keys' choice checks.
 //! verl: verl/utils/config.py validate_config, the worker/config __post_init__ checks, and the
-//! v1 trainers' start-up asserts (verl_algorithms.md §11).
+//! v1 trainers' start-up asserts.
 RLFLOW_DECL std::vector<std::string> validate(TrainerConfig const& cfg);
 
 //! The names of the failed checks (config_checks::<name>), in table order; choice checks excluded.
