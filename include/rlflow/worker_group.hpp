@@ -298,9 +298,6 @@ class InProcessTransport {
  public:
   using entries = rlflow::detail::host_entries_t<Host>;
 
-  InProcessTransport() = default;
-  InProcessTransport(InProcessTransport const&) = delete;
-  InProcessTransport& operator=(InProcessTransport const&) = delete;
 
   // ---- lifetime ---------------------------------------------------------------------------------
   std::string_view backend_name() const { return InProcess::name; }

@@ -81,9 +81,6 @@ class MpiTransport {
  public:
   using entries = rlflow::detail::host_entries_t<Host>;
 
-  MpiTransport() = default;
-  MpiTransport(MpiTransport const&) = delete;
-  MpiTransport& operator=(MpiTransport const&) = delete;
   ~MpiTransport() {
     shutdown();
     release_local();
