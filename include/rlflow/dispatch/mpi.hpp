@@ -503,9 +503,9 @@ class MpiTransport {
           bool victims = false;
           for (auto s : status) victims = victims || s == 3;
           if (victims) g->send_reset();
-          throw worker_error(msg("rlflow::WorkerGroup '", group, "': ", role, "::", method, " failed on rank ", first, " of ",
-                                 g->world_size(), ": ", errors[static_cast<std::size_t>(first)], " (MPI rank ", first + g->base_, ")",
-                                 failed > 1 ? msg(" (", failed, " ranks failed; the first is shown)") : std::string()));
+          throw rlflow::detail::call_failed(group, role, method, first, g->world_size(),
+                                            msg(errors[static_cast<std::size_t>(first)], " (MPI rank ", first + g->base_, ")"),
+                                            failed);
         }
         finish(*this, results);
       } catch (...) {
