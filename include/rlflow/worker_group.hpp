@@ -1,14 +1,17 @@
-// rlflow/worker_group.hpp: WorkerGroup<Host, Backend>, the driver's handle on the workers of one
-// role (or of a Fused<Roles...> colocated worker) placed on a ResourcePool (verl: WorkerGroup /
-// RayWorkerGroup). group.call<&R::fn>(args...) looks fn up in the compile-time method table,
-// splits the arguments with the method's dispatch mode, posts one Message {method index, call
-// state} per rank, and collects the results (or returns Pending<T> for blocking<false>). The
-// worker side runs the message through a table generated from the method list: no virtual
-// functions, no string lookups, no type-erased callables on this path. Also: views of fused
-// groups, execute_all for unregistered methods, execute_func_rank_zero, make_colocated_group.
+// rlflow/worker_group.hpp: WorkerGroup<Host, Transport>, the driver's handle on the workers of
+// one role (or of a Fused<Roles...> colocated worker) placed on a ResourcePool (verl:
+// WorkerGroup / RayWorkerGroup). group.call<&R::fn>(args...) looks fn up in the compile-time
+// method table, splits the arguments with the method's dispatch mode and hands the split call
+// to the transport policy, which carries it to the workers and the results back: here the
+// in-process transport (dispatch::InProcess: one Message {method index, call state} per rank
+// into worker threads' mailboxes); rlflow/dispatch/mpi.hpp adds dispatch::Mpi. The worker side
+// runs the message through a table generated from the method list: no virtual functions, no
+// string lookups, no type-erased callables on this path. Also: views of fused groups,
+// execute_all for unregistered methods, execute_func_rank_zero, make_colocated_group.
 #pragma once
 #include <atomic>
 #include <chrono>
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <exception>
@@ -208,63 +211,201 @@ struct entry_names {
   }
 };
 
-}  // namespace detail
-
-template <class Host, class Backend>
-class WorkerGroup;
-
-//! A per-role view of a fused group: same threads and devices, calls restricted to Role.
-//! verl: the role worker groups returned by spawn(prefix_set) / fuse().
-template <class Host, class Backend, class Role>
-class WorkerGroupView {
- public:
-  explicit WorkerGroupView(WorkerGroup<Host, Backend>& g) : g_(&g) {}
-  template <auto Fn, class... A>
-  auto call(A&&... a) {
-    return g_->template call_as<Role, Fn>(std::forward<A>(a)...);
-  }
-  int world_size() const { return g_->world_size(); }
-  WorkerGroup<Host, Backend>& group() const { return *g_; }
-
- private:
-  WorkerGroup<Host, Backend>* g_;
+//! The arguments of one call of entry E, split per rank by its dispatch mode, and the rows the
+//! mode padded (the collect drops them).
+template <class E>
+struct split_call {
+  typename dists_of<typename E::method::traits::params>::type args;
+  std::int64_t pad = 0;
 };
 
-//! The workers of one host type on a pool. Host is a role (R::role_tag, R::methods) or a
-//! Fused<Roles...> (optionally derived, with its own methods). Backend: dispatch::InProcess.
-template <class Host, class Backend = dispatch::InProcess>
-class WorkerGroup {
-  static_assert(role<Host>,
-                "rlflow::WorkerGroup<R, ...>: R is not a role; add 'using role_tag = rlflow::actor_tag;' (or "
-                "rollout_tag, reference_tag, critic_tag, reward_tag, worker_tag) and 'using methods = "
-                "rlflow::methods<...>;'");
+//! Collects entry E's results (one per rank; rank 0's alone for execute::RankZero) into 'out'
+//! with E's dispatch mode. Both transports end a call with it.
+template <class E, class Ret, class C>
+void collect_into(std::optional<C>& out, std::vector<std::optional<Ret>>& results, GroupShape const& shape,
+                  std::int64_t pad) {
+  using M = typename E::method;
+  if constexpr (M::execute_mode_type::rank_zero_only) {
+    out.emplace(std::move(*results[0]));
+  } else {
+    std::vector<Ret> outs;
+    outs.reserve(results.size());
+    for (auto& o : results) outs.push_back(std::move(*o));
+    CollectContext cctx{shape, entry_names<E>::role(), entry_names<E>::method(), pad};
+    out.emplace(M::dispatch_mode_type::collect(std::move(outs), cctx));
+  }
+}
 
+//! The error of a call that failed on 'failed' ranks; rank 'first' is the one shown.
+inline worker_error call_failed(std::string const& group, std::string_view role, std::string_view method, int first,
+                                int world_size, std::string const& what, int failed) {
+  return worker_error(msg("rlflow::WorkerGroup '", group, "': ", role, "::", method, " failed on rank ", first, " of ",
+                          world_size, ": ", what,
+                          failed > 1 ? msg(" (", failed, " ranks failed; the first is shown)") : std::string()));
+}
+
+//! The text of the exception in flight (inside a catch block).
+inline std::string current_what() {
+  try {
+    throw;
+  } catch (std::exception const& e) {
+    return e.what();
+  } catch (...) {
+    return "unknown exception";
+  }
+}
+
+template <class T>
+struct is_construct_with : std::false_type {};
+template <class F>
+struct is_construct_with<ConstructWith<F>> : std::true_type {};
+template <class... T>
+struct single_construct_with : std::false_type {};
+template <class T>
+struct single_construct_with<T> : is_construct_with<T> {};
+
+//! Lets optional::emplace construct a non-movable host from a factory's prvalue.
+template <class Host, class F>
+struct Emplacer {
+  F f;
+  operator Host() const { return f(); }
+};
+
+//! Constructs a worker's host into h: f(ctx) for a single construct_with(f) argument, else
+//! Host(ctx, args...) when that compiles, else Host(args...). Runs where the host lives.
+template <class Host, class... Args>
+void construct_host(std::optional<Host>& h, WorkerContext& ctx, std::tuple<Args...>& args) {
+  if constexpr (single_construct_with<Args...>::value) {
+    auto f = [&] { return std::get<0>(args).make(static_cast<WorkerContext const&>(ctx)); };
+    h.emplace(Emplacer<Host, decltype(f)>{f});
+  } else {
+    auto f = [&] { return construct_role<Host>(ctx, args); };
+    h.emplace(Emplacer<Host, decltype(f)>{f});
+  }
+}
+
+}  // namespace detail
+
+namespace dispatch {
+
+//! The in-process transport (policy dispatch::InProcess): one persistent thread per worker
+//! (InProcessEngine). A call posts one Message {entry index, call state} per rank into the
+//! ranks' mailboxes; each worker runs the method with its rank's Dist slot and stores the result
+//! in the call state; the last rank (a Pending) or the waiting driver (a blocking call) collects.
+//! verl: the Ray backend (RayWorkerGroup) in a single process.
+template <class Host>
+class InProcessTransport {
  public:
-  using host_type = Host;
-  using backend_type = Backend;
-  using entries = detail::host_entries_t<Host>;
+  using entries = rlflow::detail::host_entries_t<Host>;
+
+
+  // ---- lifetime ---------------------------------------------------------------------------------
+  std::string_view backend_name() const { return InProcess::name; }
+  std::string open(ResourcePool const&, int, std::string const& name) { return msg("rlflow::WorkerGroup '", name, "'"); }
+  //! Starts one thread per context; each builds its host with make(optional<Host>&, ctx).
+  template <class Factory>
+  void start(std::string const& name, GroupShape const& shape, std::vector<WorkerContext> ctxs, Factory const& make,
+             GroupOptions const& opts, std::string const& who) {
+    if (opts.idle_spin.count() < 0)
+      throw config_error(msg(who, ": GroupOptions::idle_spin is ", opts.idle_spin.count(),
+                             " us; pass 0 (workers sleep at once) or a positive poll window"));
+    name_ = name;
+    shape_ = shape;
+    engine_ = std::make_unique<engine_type>(std::move(ctxs), make, who, opts.idle_spin);
+  }
+  void shutdown() {
+    if (engine_) engine_->shutdown();
+  }
+  bool running() const { return engine_ && engine_->running(); }
+  WorkerContext const& context(int r) const { return engine_->context(r); }
+  bool in_process() const { return true; }
+
+  // ---- calls ------------------------------------------------------------------------------------
+  //! Modes may borrow driver values only for blocking calls: the workers read the Dists later.
+  bool copies_arguments() const { return false; }
+  void check_running() const {
+    if (!engine_ || !engine_->running())
+      throw error(msg("rlflow::WorkerGroup '", name_, "': the group has been shut down; create a new group"));
+  }
+
+  //! Runs entry E (message op I, or its thunk for unregistered methods) with the split arguments:
+  //! the collected result (blocking) or a Pending of it.
+  template <class E, std::size_t I>
+  auto submit(rlflow::detail::split_call<E>&& s, bool thunk) {
+    using M = typename E::method;
+    using C = rlflow::detail::collected_t<E>;
+    if constexpr (M::is_blocking) {
+      CallState<E> st(*this);
+      st.collect_on_driver = true;
+      st.args = std::move(s.args);
+      st.pad = s.pad;
+      post<E, I>(st, thunk);
+      st.wait();
+      settle<E>(&st);  // on this thread, awake (see run)
+      if (st.error) std::rethrow_exception(st.error);
+      if constexpr (!std::is_void_v<C>) return std::move(*st.value);
+    } else {
+      auto st = std::make_shared<CallState<E>>(*this);
+      st->args = std::move(s.args);
+      st->pad = s.pad;
+      post<E, I>(*st, thunk);
+      return Pending<C>(std::shared_ptr<Completion<C>>(std::move(st)));
+    }
+  }
+
+  //! Runs f(args...) on rank 0's thread and returns its value.
+  template <class F, class... A>
+  auto execute_func_rank_zero(F f, A&&... a) {
+    using R = std::invoke_result_t<F&, std::decay_t<A>&...>;
+    struct State : Thunk<Host>, Completion<R> {
+      F func;
+      std::tuple<std::decay_t<A>...> args;
+      bool posted = false;
+      State(F f_, A&&... xs) : func(std::move(f_)), args(std::forward<A>(xs)...) {}
+      ~State() {
+        if (posted) this->wait_released();
+      }
+    };
+    State st(std::move(f), std::forward<A>(a)...);
+    static_cast<Thunk<Host>&>(st).fn = [](Thunk<Host>* t, Host&, WorkerContext&) {
+      auto* s = static_cast<State*>(t);
+      try {
+        if constexpr (std::is_void_v<R>) std::apply(s->func, s->args);
+        else s->value.emplace(std::apply(s->func, s->args));
+      } catch (...) {
+        s->error = std::current_exception();
+      }
+      s->publish();
+    };
+    check_running();
+    st.posted = true;
+    engine_->post(0, Message{op_thunk, static_cast<Thunk<Host>*>(&st)});
+    st.wait();
+    if (st.error) std::rethrow_exception(st.error);
+    if constexpr (!std::is_void_v<R>) return std::move(*st.value);
+  }
 
  private:
   struct Handler;
-  using engine_type = typename Backend::template engine<Host, Handler>;
+  using engine_type = InProcessEngine<Host, Handler>;
 
   //! The typed state of one call of entry E; workers find its type from the message's index.
   template <class E>
-  struct CallState : dispatch::Thunk<Host>, dispatch::Completion<detail::collected_t<E>> {
+  struct CallState : Thunk<Host>, Completion<rlflow::detail::collected_t<E>> {
     using M = typename E::method;
     using Ret = typename M::result_type;
     using result_slots = std::conditional_t<std::is_void_v<Ret>, std::vector<char>, std::vector<std::optional<Ret>>>;
-    typename detail::dists_of<typename M::traits::params>::type args;
+    typename rlflow::detail::dists_of<typename M::traits::params>::type args;
     result_slots results;
     std::vector<std::exception_ptr> errors;
     std::atomic<int> remaining{0};
-    WorkerGroup* group = nullptr;
+    InProcessTransport* transport = nullptr;
     std::int64_t pad = 0;
     bool posted = false;
     //! Blocking calls collect on the waiting driver (see run); non-blocking ones on the last rank.
     bool collect_on_driver = false;
 
-    explicit CallState(WorkerGroup& g) : group(&g) {}
+    explicit CallState(InProcessTransport& t) : transport(&t) {}
     CallState(CallState const&) = delete;
     ~CallState() {
       if (posted) this->wait_released();
@@ -272,15 +413,18 @@ class WorkerGroup {
   };
 
   struct Handler {
-    static void handle(Host& host, WorkerContext& ctx, dispatch::Message const& m) {
+    static void handle(Host& host, WorkerContext& ctx, Message const& m) {
       [&]<std::size_t... I>(std::index_sequence<I...>) {
-        (void)((m.op == I && (run<detail::at_t<I, entries>>(host, ctx, static_cast<CallState<detail::at_t<I, entries>>*>(m.state)), true)) || ...);
+        (void)((m.op == I && (run<rlflow::detail::at_t<I, entries>>(
+                                  host, ctx, static_cast<CallState<rlflow::detail::at_t<I, entries>>*>(m.state)),
+                              true)) ||
+               ...);
       }(std::make_index_sequence<entries::size>{});
     }
   };
 
   template <class E>
-  static void run_thunk(dispatch::Thunk<Host>* t, Host& host, WorkerContext& ctx) {
+  static void run_thunk(Thunk<Host>* t, Host& host, WorkerContext& ctx) {
     run<E>(host, ctx, static_cast<CallState<E>*>(t));
   }
 
@@ -290,19 +434,20 @@ class WorkerGroup {
     using M = typename E::method;
     using Ret = typename M::result_type;
     using params = typename M::traits::params;
+    namespace d = rlflow::detail;
     auto const r = static_cast<std::size_t>(ctx.rank);
     try {
-      auto& obj = detail::owner_of<typename E::owner>(host);
+      auto& obj = d::owner_of<typename E::owner>(host);
       [&]<std::size_t... K>(std::index_sequence<K...>) {
         if constexpr (std::is_void_v<Ret>)
-          std::invoke(M::fn, obj, detail::pass_arg<detail::at_t<K, params>>(std::get<K>(st->args).for_rank(ctx.rank))...);
+          std::invoke(M::fn, obj, d::pass_arg<d::at_t<K, params>>(std::get<K>(st->args).for_rank(ctx.rank))...);
         else
           st->results[r].emplace(
-              std::invoke(M::fn, obj, detail::pass_arg<detail::at_t<K, params>>(std::get<K>(st->args).for_rank(ctx.rank))...));
+              std::invoke(M::fn, obj, d::pass_arg<d::at_t<K, params>>(std::get<K>(st->args).for_rank(ctx.rank))...));
       }(std::make_index_sequence<params::size>{});
     } catch (...) {
       st->errors[r] = std::current_exception();
-      st->group->engine_->abort_collectives(ctx.rank);
+      st->transport->engine_->abort_collectives(ctx.rank);
     }
     if (st->remaining.fetch_sub(1, std::memory_order_acq_rel) == 1) {
       // A blocking call's driver is waiting and will collect on its own thread, where the copy
@@ -319,8 +464,7 @@ class WorkerGroup {
   template <class E>
   static void settle(CallState<E>* st) {
     using M = typename E::method;
-    using Ret = typename M::result_type;
-    WorkerGroup& g = *st->group;
+    InProcessTransport& t = *st->transport;
     try {
       int first = -1, failed = 0;
       for (std::size_t r = 0; r < st->errors.size(); ++r)
@@ -329,87 +473,138 @@ class WorkerGroup {
           if (first < 0) first = static_cast<int>(r);
         }
       if (failed) {
-        int const by = g.engine_->collectives_aborted_by();
+        int const by = t.engine_->collectives_aborted_by();
         if (by >= 0 && st->errors[static_cast<std::size_t>(by)]) first = by;
         std::string what;
         try {
           std::rethrow_exception(st->errors[static_cast<std::size_t>(first)]);
-        } catch (std::exception const& e) {
-          what = e.what();
         } catch (...) {
-          what = "unknown exception";
+          what = rlflow::detail::current_what();
         }
-        g.engine_->reset_collectives();
-        throw worker_error(msg("rlflow::WorkerGroup '", g.name_, "': ", role_name<typename E::owner>(), "::", M::name(),
-                               " failed on rank ", first, " of ", g.world_size(), ": ", what,
-                               failed > 1 ? msg(" (", failed, " ranks failed; the first is shown)") : std::string()));
+        t.engine_->reset_collectives();
+        throw rlflow::detail::call_failed(t.name_, role_name<typename E::owner>(), M::name(), first, t.shape_.world_size,
+                                          what, failed);
       }
-      if constexpr (!std::is_void_v<Ret>) {
-        if constexpr (M::execute_mode_type::rank_zero_only) {
-          st->value.emplace(std::move(*st->results[0]));
-        } else {
-          std::vector<Ret> outs;
-          outs.reserve(st->results.size());
-          for (auto& o : st->results) outs.push_back(std::move(*o));
-          CollectContext cctx{g.shape_, detail::entry_names<E>::role(), detail::entry_names<E>::method(), st->pad};
-          st->value.emplace(M::dispatch_mode_type::collect(std::move(outs), cctx));
-        }
-      }
+      if constexpr (!std::is_void_v<typename M::result_type>)
+        rlflow::detail::collect_into<E>(st->value, st->results, t.shape_, st->pad);
     } catch (...) {
       st->error = std::current_exception();
     }
   }
 
+  template <class E, std::size_t I>
+  void post(CallState<E>& st, bool thunk) {
+    using M = typename E::method;
+    int const n = M::execute_mode_type::rank_zero_only ? 1 : shape_.world_size;
+    if constexpr (!std::is_void_v<typename M::result_type>) st.results.resize(static_cast<std::size_t>(shape_.world_size));
+    st.errors.resize(static_cast<std::size_t>(shape_.world_size));
+    st.remaining.store(n, std::memory_order_relaxed);
+    st.posted = true;
+    if (thunk) {
+      static_cast<Thunk<Host>&>(st).fn = &run_thunk<E>;
+      for (int r = 0; r < n; ++r) engine_->post(r, Message{op_thunk, static_cast<Thunk<Host>*>(&st)});
+    } else {
+      for (int r = 0; r < n; ++r) engine_->post(r, Message{static_cast<std::uint32_t>(I), &st});
+    }
+  }
+
+  std::string name_;
+  GroupShape shape_;
+  std::unique_ptr<engine_type> engine_;
+};
+
+}  // namespace dispatch
+
+//! A transport policy: a tag with 'name' (the WG_BACKEND value) and 'transport<Host>', the
+//! per-group object that carries calls to the workers (docs/controller.md lists its members).
+template <class T>
+concept transport_policy = requires {
+  { T::name } -> std::convertible_to<char const*>;
+  typename T::template transport<int>;
+};
+
+template <class Host, class Transport>
+class WorkerGroup;
+
+//! A per-role view of a fused group: same workers and devices, calls restricted to Role.
+//! verl: the role worker groups returned by spawn(prefix_set) / fuse().
+template <class Host, class Transport, class Role>
+class WorkerGroupView {
  public:
+  explicit WorkerGroupView(WorkerGroup<Host, Transport>& g) : g_(&g) {}
+  template <auto Fn, class... A>
+  auto call(A&&... a) {
+    return g_->template call_as<Role, Fn>(std::forward<A>(a)...);
+  }
+  int world_size() const { return g_->world_size(); }
+  WorkerGroup<Host, Transport>& group() const { return *g_; }
+
+ private:
+  WorkerGroup<Host, Transport>* g_;
+};
+
+//! The workers of one host type on a pool. Host is a role (R::role_tag, R::methods) or a
+//! Fused<Roles...> (optionally derived, with its own methods). Transport: the policy that
+//! carries calls to the workers, dispatch::InProcess (threads) or dispatch::Mpi (processes,
+//! rlflow/dispatch/mpi.hpp). The group owns what every transport shares: the method lookup,
+//! the argument split, the options' checks, views, execute_all; the transport only moves a
+//! split call to the workers and the results back, and owns the workers' lifetime.
+template <class Host, class Transport = dispatch::InProcess>
+class WorkerGroup {
+  static_assert(role<Host>,
+                "rlflow::WorkerGroup<R, ...>: R is not a role; add 'using role_tag = rlflow::actor_tag;' (or "
+                "rollout_tag, reference_tag, critic_tag, reward_tag, worker_tag) and 'using methods = "
+                "rlflow::methods<...>;'");
+  static_assert(transport_policy<Transport>,
+                "rlflow::WorkerGroup<R, T>: T is not a transport policy; use rlflow::dispatch::InProcess or "
+                "rlflow::dispatch::Mpi");
+
+ public:
+  using host_type = Host;
+  using backend_type = Transport;
+  using transport_type = typename Transport::template transport<Host>;
+  using entries = detail::host_entries_t<Host>;
+
   //! Starts world_size workers on the first devices of 'pool'. Each worker constructs its host
-  //! on its own thread: Host(ctx, args...) when that compiles, else Host(args...), or
-  //! f(ctx) for a single rlflow::construct_with(f) argument. Throws config_error when the pool
-  //! is too small or full, worker_error when a constructor throws (every thread joined).
+  //! where it lives: Host(ctx, args...) when that compiles, else Host(args...), or f(ctx) for a
+  //! single rlflow::construct_with(f) argument. Throws config_error when the pool is too small
+  //! or full, worker_error when a constructor throws (no host of the group is left).
   template <class... CtorArgs>
   explicit WorkerGroup(ResourcePool const& pool, GroupOptions opts = {}, CtorArgs&&... ctor_args)
       : name_(opts.name.empty() ? std::string(detail::host_name<Host>()) : opts.name) {
     int const n = opts.world_size > 0 ? opts.world_size : pool.world_size();
-    std::string const who = msg("rlflow::WorkerGroup '", name_, "'");
+    std::string const who = transport_.open(pool, n, name_);
     lease_ = pool.acquire(n, who);
     shape_ = GroupShape::make(n, opts.tp, opts.pp);
-    if (opts.idle_spin.count() < 0)
-      throw config_error(msg(who, ": GroupOptions::idle_spin is ", opts.idle_spin.count(),
-                             " us; pass 0 (workers sleep at once) or a positive poll window"));
     for (auto const& [k, v] : opts.env)
       for (auto p : protected_env_keys)
         if (k == p)
           throw config_error(msg(who, ": GroupOptions::env sets '", k,
                                  "', a protected system env key; remove it (rlflow sets it per worker)"));
-    std::vector<WorkerContext> ctxs = detail::make_worker_contexts(pool, opts, n, shape_, name_, Backend::name);
+    std::vector<WorkerContext> ctxs =
+        detail::make_worker_contexts(pool, opts, n, shape_, name_, transport_.backend_name());
     auto args = std::tuple<std::decay_t<CtorArgs>...>(std::forward<CtorArgs>(ctor_args)...);
-    auto make = [&args](std::optional<Host>& h, WorkerContext& ctx) {
-      if constexpr (single_construct_with<std::decay_t<CtorArgs>...>::value) {
-        auto f = [&] { return std::get<0>(args).make(static_cast<WorkerContext const&>(ctx)); };
-        h.emplace(Emplacer<decltype(f)>{f});
-      } else {
-        auto f = [&] { return detail::construct_role<Host>(ctx, args); };
-        h.emplace(Emplacer<decltype(f)>{f});
-      }
-    };
-    engine_ = std::make_unique<engine_type>(std::move(ctxs), make, who, opts.idle_spin);
+    auto make = [&args](std::optional<Host>& h, WorkerContext& ctx) { detail::construct_host(h, ctx, args); };
+    transport_.start(name_, shape_, std::move(ctxs), make, opts, who);
   }
 
   WorkerGroup(WorkerGroup const&) = delete;
   WorkerGroup& operator=(WorkerGroup const&) = delete;
-  //! Finishes queued calls, destroys the hosts on their threads and joins every thread.
+  //! Finishes queued calls; the hosts are destroyed where they were built.
   ~WorkerGroup() { shutdown(); }
 
   //! Same as destruction, earlier; later calls throw.
-  void shutdown() {
-    if (engine_) engine_->shutdown();
-  }
-  bool running() const { return engine_ && engine_->running(); }
+  void shutdown() { transport_.shutdown(); }
+  bool running() const { return transport_.running(); }
 
   int world_size() const { return shape_.world_size; }
   GroupShape const& shape() const { return shape_; }
   std::string const& name() const { return name_; }
   //! Rank r's identity (as its worker sees it).
-  WorkerContext const& context(int r) const { return engine_->context(r); }
+  WorkerContext const& context(int r) const { return transport_.context(r); }
+  //! True when the workers are threads of this process (always for dispatch::InProcess; for
+  //! dispatch::Mpi when the program was not started by mpirun).
+  bool in_process() const { return transport_.in_process(); }
 
   //! Calls registered method fn on the workers (verl: group.fn(...)). Returns the collected
   //! result (blocking<true>) or a Pending of it (blocking<false>).
@@ -420,15 +615,15 @@ class WorkerGroup {
 
   //! A per-role view (fused groups): view<Actor>().call<&Actor::fn>(...).
   template <class Role>
-  WorkerGroupView<Host, Backend, Role> view() {
+  WorkerGroupView<Host, Transport, Role> view() {
     static_assert(detail::fused_host<Host>,
                   "rlflow::WorkerGroup<R>::view<Role>(): views exist for fused groups only; call the group directly");
-    return WorkerGroupView<Host, Backend, Role>(*this);
+    return WorkerGroupView<Host, Transport, Role>(*this);
   }
 
   //! Runs any member function of the host (or of one fused role), registered or not, on every
   //! rank: PerRank<T> arguments scattered, others broadcast; one result per rank (void: none).
-  //! verl: execute_all_sync("fn", ...). Uses a function pointer in the message.
+  //! verl: execute_all_sync("fn", ...). The message carries the function.
   template <auto Fn, class... A>
   auto execute_all(A&&... a) {
     return execute_all_async<Fn>(std::forward<A>(a)...).get();
@@ -438,39 +633,14 @@ class WorkerGroup {
   auto execute_all_async(A&&... a) {
     using C = typename member_fn_traits<decltype(Fn)>::class_type;
     using E = detail::entry<C, method<Fn, dispatch::AllToAll, execute::All, blocking<false>>>;
-    return post_call<E>(/*thunk=*/true, std::forward<A>(a)...);
+    return post_call<E, 0>(/*thunk=*/true, std::forward<A>(a)...);
   }
 
   //! Runs f(args...) on rank 0 and returns its value (verl: execute_func_rank_zero, A-46).
+  //! dispatch::Mpi under mpirun: f must be stateless (rank 0's process builds its own F{}).
   template <class F, class... A>
   auto execute_func_rank_zero(F f, A&&... a) {
-    using R = std::invoke_result_t<F&, std::decay_t<A>&...>;
-    struct State : dispatch::Thunk<Host>, dispatch::Completion<R> {
-      F func;
-      std::tuple<std::decay_t<A>...> args;
-      bool posted = false;
-      State(F f_, A&&... xs) : func(std::move(f_)), args(std::forward<A>(xs)...) {}
-      ~State() {
-        if (posted) this->wait_released();
-      }
-    };
-    State st(std::move(f), std::forward<A>(a)...);
-    static_cast<dispatch::Thunk<Host>&>(st).fn = [](dispatch::Thunk<Host>* t, Host&, WorkerContext&) {
-      auto* s = static_cast<State*>(t);
-      try {
-        if constexpr (std::is_void_v<R>) std::apply(s->func, s->args);
-        else s->value.emplace(std::apply(s->func, s->args));
-      } catch (...) {
-        s->error = std::current_exception();
-      }
-      s->publish();
-    };
-    check_running();
-    st.posted = true;
-    engine_->post(0, dispatch::Message{dispatch::op_thunk, static_cast<dispatch::Thunk<Host>*>(&st)});
-    st.wait();
-    if (st.error) std::rethrow_exception(st.error);
-    if constexpr (!std::is_void_v<R>) return std::move(*st.value);
+    return transport_.execute_func_rank_zero(std::move(f), std::forward<A>(a)...);
   }
 
   // ---- used by views -------------------------------------------------------------------------
@@ -492,65 +662,27 @@ class WorkerGroup {
   }
 
  private:
-  template <class T>
-  struct is_construct_with : std::false_type {};
-  template <class F>
-  struct is_construct_with<ConstructWith<F>> : std::true_type {};
-  template <class... T>
-  struct single_construct_with : std::false_type {};
-  template <class T>
-  struct single_construct_with<T> : is_construct_with<T> {};
-  //! Lets optional::emplace construct a non-movable host from a factory's prvalue.
-  template <class F>
-  struct Emplacer {
-    F f;
-    operator Host() const { return f(); }
-  };
-
-  void check_running() const {
-    if (!engine_ || !engine_->running())
-      throw error(msg("rlflow::WorkerGroup '", name_, "': the group has been shut down; create a new group"));
-  }
-
-  template <class E, std::size_t I = 0, class... A>
+  //! Checks, splits the arguments with E's dispatch mode, hands the call to the transport.
+  template <class E, std::size_t I, class... A>
   auto post_call(bool thunk, A&&... a) {
     using M = typename E::method;
     using params = typename M::traits::params;
-    using C = detail::collected_t<E>;
     static_assert(sizeof...(A) == params::size,
                   "rlflow::WorkerGroup::call<&R::fn>(args...): the number of arguments differs from fn's parameters");
-    check_running();
-    if constexpr (M::is_blocking) {
-      CallState<E> st(*this);
-      st.collect_on_driver = true;
-      prepare<E>(st, true, std::forward<A>(a)...);
-      post<E, I>(st, thunk);
-      st.wait();
-      settle<E>(&st);  // on this thread, awake (see run)
-      if (st.error) std::rethrow_exception(st.error);
-      if constexpr (!std::is_void_v<C>) return std::move(*st.value);
-    } else {
-      auto st = std::make_shared<CallState<E>>(*this);
-      prepare<E>(*st, false, std::forward<A>(a)...);
-      post<E, I>(*st, thunk);
-      return Pending<C>(std::shared_ptr<dispatch::Completion<C>>(std::move(st)));
-    }
-  }
-
-  template <class E, class... A>
-  void prepare(CallState<E>& st, bool is_blocking, A&&... a) {
-    using M = typename E::method;
-    using params = typename M::traits::params;
+    transport_.check_running();
+    detail::split_call<E> s;
     using Mode = typename M::dispatch_mode_type;
-    SplitContext ctx{shape_, detail::entry_names<E>::role(), detail::entry_names<E>::method(), 0, is_blocking};
+    SplitContext ctx{shape_, detail::entry_names<E>::role(), detail::entry_names<E>::method(), 0,
+                     M::is_blocking || transport_.copies_arguments()};
     [&]<std::size_t... K>(std::index_sequence<K...>) {
       (((ctx.arg_index = K),
-        (std::get<K>(st.args) = Mode::template split<std::decay_t<detail::at_t<K, params>>>(
+        (std::get<K>(s.args) = Mode::template split<std::decay_t<detail::at_t<K, params>>>(
              detail::materialize(std::forward<A>(a)), ctx)),
-        check_cover(std::get<K>(st.args), ctx)),
+        check_cover(std::get<K>(s.args), ctx)),
        ...);
     }(std::make_index_sequence<params::size>{});
-    st.pad = ctx.pad > 0 ? ctx.pad : 0;
+    s.pad = ctx.pad > 0 ? ctx.pad : 0;
+    return transport_.template submit<E, I>(std::move(s), thunk);
   }
 
   template <class T>
@@ -562,27 +694,10 @@ class WorkerGroup {
                             " ranks; a mode's split must give 1 value, one per rank, or an index per rank"));
   }
 
-  template <class E, std::size_t I>
-  void post(CallState<E>& st, bool thunk) {
-    using M = typename E::method;
-    int const n = M::execute_mode_type::rank_zero_only ? 1 : shape_.world_size;
-    if constexpr (!std::is_void_v<typename M::result_type>) st.results.resize(static_cast<std::size_t>(shape_.world_size));
-    st.errors.resize(static_cast<std::size_t>(shape_.world_size));
-    st.remaining.store(n, std::memory_order_relaxed);
-    st.posted = true;
-    if (thunk) {
-      static_cast<dispatch::Thunk<Host>&>(st).fn = &run_thunk<E>;
-      for (int r = 0; r < n; ++r)
-        engine_->post(r, dispatch::Message{dispatch::op_thunk, static_cast<dispatch::Thunk<Host>*>(&st)});
-    } else {
-      for (int r = 0; r < n; ++r) engine_->post(r, dispatch::Message{static_cast<std::uint32_t>(I), &st});
-    }
-  }
-
   std::string name_;
   ResourcePool::Lease lease_;
   GroupShape shape_;
-  std::unique_ptr<engine_type> engine_;
+  transport_type transport_;  // last: the workers stop before the lease is returned
 };
 
 //! A fused colocated group for placement Colocate<N>: one worker per device of 'pool' holding

@@ -1,9 +1,9 @@
-// rlflow/dispatch/in_process.hpp: the in-process backend. dispatch::InProcess (the backend tag a
-// WorkerGroup takes as its template parameter) and InProcessEngine<Host, Handler>: one
+// rlflow/dispatch/in_process.hpp: the in-process transport's engine. dispatch::InProcess (the
+// transport policy a WorkerGroup takes as its template parameter; its per-group object,
+// InProcessTransport, is in rlflow/worker_group.hpp) and InProcessEngine<Host, Handler>: one
 // persistent thread per worker, each owning its host object (constructed and destroyed on that
 // thread), a Mailbox for messages and a LocalCommunicator shared by the group. The engine knows
-// nothing about methods: Handler::handle(host, ctx, msg) runs a message. An MPI backend
-// provides the same members.
+// nothing about methods: Handler::handle(host, ctx, msg) runs a message.
 #pragma once
 #include <chrono>
 #include <cstdint>
@@ -136,12 +136,15 @@ class InProcessEngine {
   bool running_ = true;
 };
 
-//! The in-process backend: worker threads in the driver's process (template parameter of
-//! WorkerGroup). verl: the Ray backend (RayWorkerGroup) in a single process.
+template <class Host>
+class InProcessTransport;  // rlflow/worker_group.hpp
+
+//! The in-process transport policy: worker threads in the driver's process (the default
+//! transport of WorkerGroup). verl: the Ray backend (RayWorkerGroup) in a single process.
 struct InProcess {
   static constexpr const char* name = "in_process";
-  template <class Host, class Handler>
-  using engine = InProcessEngine<Host, Handler>;
+  template <class Host>
+  using transport = InProcessTransport<Host>;
 };
 
 }  // namespace rlflow::dispatch

@@ -1,22 +1,24 @@
-// rlflow/dispatch/mpi.hpp: the MPI backend. dispatch::Mpi (the backend tag) and
-// WorkerGroup<Host, dispatch::Mpi>: the driver is rank 0 of the control communicator
-// (mpi::Options::comm, MPI_COMM_WORLD by default); group rank r lives in the process of world
-// rank 1 + r (the pool's devices in order: nodes x processes per node), one process holding
-// one worker of every group built on it (colocated roles fused per process, as the threads of
-// the in-process backend are). Construction is SPMD: every rank builds the same groups in the
-// same order; then mpi::drive() splits the program (the driver calls, the workers serve).
+// rlflow/dispatch/mpi.hpp: the MPI transport. dispatch::Mpi (the transport policy:
+// WorkerGroup<Host, dispatch::Mpi>) and its per-group object MpiTransport<Host>: the driver is
+// rank 0 of the control communicator (mpi::Options::comm, MPI_COMM_WORLD by default); group
+// rank r lives in the process of world rank 1 + r (the pool's devices in order: nodes x
+// processes per node), one process holding one worker of every group built on it (colocated
+// roles fused per process, as the threads of the in-process transport are). Construction is
+// SPMD: every rank builds the same groups in the same order; then mpi::drive() splits the
+// program (the driver calls, the workers serve).
 //
-// A call is the in-process call's split (same modes, same auto-padding), then one message per
-// rank: Header {method index in the compile-time table, group id, call id, reply tag} + that
-// rank's arguments (rlflow::wire; DataProto in its own self-describing format). The worker's
-// serve loop finds the group by id and the method by index (a fold over the table: no strings,
-// no type-erased callables), runs it, replies with the result or the error; the driver collects
-// with the mode. Non-blocking calls are finished by the group's progress thread, so a Pending
-// resolves on its own. A rank that throws fails the call naming role, method and rank; a rank
-// silent past mpi::Options::liveness_timeout (dead, stopped) fails it naming the rank.
+// The group (rlflow/worker_group.hpp) looks the method up and splits the arguments, as for the
+// in-process transport; this transport sends one message per rank: Header {method index in the
+// compile-time table, group id, call id, reply tag} + that rank's arguments (rlflow::wire;
+// DataProto in its own self-describing format). The worker's serve loop finds the group by id
+// and the method by index (a fold over the table: no strings, no type-erased callables), runs
+// it, replies with the result or the error; the driver collects with the mode. Non-blocking
+// calls are finished by the transport's progress thread, so a Pending resolves on its own. A
+// rank that throws fails the call naming role, method and rank; a rank silent past
+// mpi::Options::liveness_timeout (dead, stopped) fails it naming the rank.
 //
-// Started without mpirun (mpi::launched() false) the group is an in-process group, unchanged:
-// one binary runs both ways. verl: RayWorkerGroup over Ray actors in several processes.
+// Started without mpirun (mpi::launched() false) the transport is the in-process one,
+// unchanged: one binary runs both ways. verl: RayWorkerGroup over Ray actors in several processes.
 #pragma once
 #include <mpi.h>
 
@@ -45,9 +47,13 @@ inline void place_pool(std::string_view pool_name, int first_world_rank) {
 }
 }  // namespace mpi
 namespace dispatch {
-//! The MPI backend tag: WorkerGroup<Host, dispatch::Mpi>.
+template <class Host>
+class MpiTransport;
+//! The MPI transport policy: WorkerGroup<Host, dispatch::Mpi>.
 struct Mpi {
   static constexpr const char* name = "mpi";
+  template <class Host>
+  using transport = MpiTransport<Host>;
 };
 }  // namespace dispatch
 
@@ -66,33 +72,30 @@ template <class T>
 inline constexpr bool result_wire = std::is_void_v<T> || wire::transportable<T>;
 }  // namespace detail
 
+namespace dispatch {
+
+//! The MPI transport's per-group object (policy dispatch::Mpi; see the file's comment). Without
+//! mpirun every member forwards to an InProcessTransport.
 template <class Host>
-class WorkerGroup<Host, dispatch::Mpi> {
-  static_assert(role<Host>,
-                "rlflow::WorkerGroup<R, dispatch::Mpi>: R is not a role; add 'using role_tag = rlflow::actor_tag;' (or "
-                "rollout_tag, reference_tag, critic_tag, reward_tag, worker_tag) and 'using methods = rlflow::methods<...>;'");
-
+class MpiTransport {
  public:
-  using host_type = Host;
-  using backend_type = dispatch::Mpi;
-  using entries = detail::host_entries_t<Host>;
-  using local_type = WorkerGroup<Host, dispatch::InProcess>;
+  using entries = rlflow::detail::host_entries_t<Host>;
 
-  //! Under mpirun: builds the group on every rank (call it on every rank, in the same order);
-  //! the member ranks construct their host (as the in-process backend does on its threads),
-  //! and a constructor that throws on any rank fails the construction on every rank with that
-  //! rank named. Without mpirun: an in-process group.
-  template <class... CtorArgs>
-  explicit WorkerGroup(ResourcePool const& pool, GroupOptions opts = {}, CtorArgs&&... ctor_args) {
+  ~MpiTransport() {
+    shutdown();
+    release_local();
+  }
+
+  // ---- lifetime ---------------------------------------------------------------------------------
+  std::string_view backend_name() const { return local_ ? local_->backend_name() : std::string_view(Mpi::name); }
+  //! Checks the job has the ranks for n workers (before the pool's lease); returns the prefix of
+  //! construction errors. Without mpirun: the in-process transport.
+  std::string open(ResourcePool const& pool, int n, std::string const& name) {
     if (!mpi::launched()) {
-      local_.emplace(pool, std::move(opts), std::forward<CtorArgs>(ctor_args)...);
-      name_ = local_->name();
-      shape_ = local_->shape();
-      return;
+      local_.emplace();
+      return local_->open(pool, n, name);
     }
-    name_ = opts.name.empty() ? std::string(detail::host_name<Host>()) : opts.name;
-    int const n = opts.world_size > 0 ? opts.world_size : pool.world_size();
-    std::string const who = msg("rlflow::WorkerGroup<", detail::host_name<Host>(), ", dispatch::Mpi> '", name_, "'");
+    std::string who = msg("rlflow::WorkerGroup<", rlflow::detail::host_name<Host>(), ", dispatch::Mpi> '", name, "'");
     mpi::Runtime& rt = mpi::Runtime::get();
     if (rt.is_driver() && rt.driving())
       throw config_error(msg(who, ": built inside rlflow::mpi::drive()'s scope, while the worker ranks serve; build every "
@@ -103,15 +106,21 @@ class WorkerGroup<Host, dispatch::Mpi> {
                              " but the job has ", rt.size(), " processes (", rt.size() - 1,
                              " workers + the driver); start it with mpirun -np ", base_ + n,
                              " or more, or lower the pool's devices"));
-    lease_ = pool.acquire(n, who);
-    shape_ = GroupShape::make(n, opts.tp, opts.pp);
-    for (auto const& [k, v] : opts.env)
-      for (auto p : protected_env_keys)
-        if (k == p)
-          throw config_error(msg(who, ": GroupOptions::env sets '", k,
-                                 "', a protected system env key; remove it (rlflow sets it per worker)"));
+    return who;
+  }
+  //! Builds the group on every rank (call it on every rank, in the same order): the member
+  //! ranks construct their host with make(optional<Host>&, ctx), and a constructor that throws
+  //! on any rank fails the construction on every rank with that rank named.
+  template <class Factory>
+  void start(std::string const& name, GroupShape const& shape, std::vector<WorkerContext> ctxs, Factory const& make,
+             GroupOptions const& opts, std::string const& who) {
+    if (local_) return local_->start(name, shape, std::move(ctxs), make, opts, who);
+    name_ = name;
+    shape_ = shape;
+    int const n = shape_.world_size;
+    mpi::Runtime& rt = mpi::Runtime::get();
     id_ = rt.next_group_id();
-    ctxs_ = make_contexts(pool, opts, n);
+    ctxs_ = std::move(ctxs);
     int const me = rt.rank() - base_;  // this process's group rank (if in [0, n))
     member_ = !rt.is_driver() && me >= 0 && me < n;
     mpi::detail::check(MPI_Comm_split(rt.control(), member_ ? 0 : MPI_UNDEFINED, me, &gcomm_), "MPI_Comm_split");
@@ -126,18 +135,9 @@ class WorkerGroup<Host, dispatch::Mpi> {
       auto& cur = dispatch::detail::current_worker();
       cur = &s.ctx;
       try {
-        auto args = std::tuple<std::decay_t<CtorArgs>...>(std::forward<CtorArgs>(ctor_args)...);
-        if constexpr (single_construct_with<std::decay_t<CtorArgs>...>::value) {
-          auto f = [&] { return std::get<0>(args).make(static_cast<WorkerContext const&>(s.ctx)); };
-          s.host.emplace(Emplacer<decltype(f)>{f});
-        } else {
-          auto f = [&] { return detail::construct_role<Host>(s.ctx, args); };
-          s.host.emplace(Emplacer<decltype(f)>{f});
-        }
-      } catch (std::exception const& e) {
-        failure = e.what();
+        make(s.host, s.ctx);
       } catch (...) {
-        failure = "unknown exception";
+        failure = rlflow::detail::current_what();
       }
       cur = nullptr;
     }
@@ -164,13 +164,6 @@ class WorkerGroup<Host, dispatch::Mpi> {
     if (member_) rt.register_group(id_, served_.get());
   }
 
-  WorkerGroup(WorkerGroup const&) = delete;
-  WorkerGroup& operator=(WorkerGroup const&) = delete;
-  ~WorkerGroup() {
-    shutdown();
-    release_local();
-  }
-
   //! Driver: finishes the calls in flight; later calls throw. (Worker hosts are destroyed with
   //! the worker ranks' own group objects.)
   void shutdown() {
@@ -183,38 +176,69 @@ class WorkerGroup<Host, dispatch::Mpi> {
     stop_progress();
   }
   bool running() const { return local_ ? local_->running() : running_; }
-  int world_size() const { return shape_.world_size; }
-  GroupShape const& shape() const { return shape_; }
-  std::string const& name() const { return name_; }
   WorkerContext const& context(int r) const {
     if (local_) return local_->context(r);
     return ctxs_.at(static_cast<std::size_t>(r));
   }
-  //! True when this group runs in process (the program was not started by mpirun).
   bool in_process() const { return local_.has_value(); }
 
-  template <auto Fn, class... A>
-  auto call(A&&... a) {
-    return call_as<void, Fn>(std::forward<A>(a)...);
+  // ---- calls ------------------------------------------------------------------------------------
+  //! Under mpirun the arguments are encoded before submit returns, so modes may borrow.
+  bool copies_arguments() const { return local_ ? local_->copies_arguments() : true; }
+  void check_running() const {
+    if (local_) return local_->check_running();
+    if (!running_)
+      throw error(msg("rlflow::WorkerGroup '", name_, "': the group has been shut down; create a new group"));
+    if (!mpi::Runtime::get().is_driver())
+      throw error(msg("rlflow::WorkerGroup '", name_, "': a call on MPI rank ", mpi::Runtime::get().rank(),
+                      ", a worker rank; only the driver (rank 0) calls groups: put the driver's code after "
+                      "'auto d = rlflow::mpi::drive(); if (!d) return;'"));
+    if (!mpi::Runtime::get().driving())
+      throw error(msg("rlflow::WorkerGroup '", name_, "': a call outside rlflow::mpi::drive()'s scope: the worker ranks "
+                      "are not serving; open the scope (auto d = rlflow::mpi::drive();) after building the groups"));
   }
 
-  template <class Role>
-  WorkerGroupView<Host, dispatch::Mpi, Role> view() {
-    static_assert(detail::fused_host<Host>,
-                  "rlflow::WorkerGroup<R>::view<Role>(): views exist for fused groups only; call the group directly");
-    return WorkerGroupView<Host, dispatch::Mpi, Role>(*this);
-  }
+  //! Sends entry E's split arguments (op I, or its thunk for unregistered methods) to the ranks:
+  //! the collected result (blocking) or a Pending of it.
+  template <class E, std::size_t I>
+  auto submit(rlflow::detail::split_call<E>&& s, bool thunk) {
+    using M = typename E::method;
+    using params = typename M::traits::params;
+    using Ret = typename M::result_type;
+    using C = rlflow::detail::collected_t<E>;
+    static_assert(rlflow::detail::all_wire<params>::value && rlflow::detail::result_wire<Ret>,
+                  "rlflow::WorkerGroup<R, dispatch::Mpi>::call<&R::fn>: an argument or the result of fn cannot cross "
+                  "processes; use values rlflow::wire knows (numbers, strings, vectors, maps, optionals, tuples, "
+                  "DataProto) or specialize rlflow::wire::codec<T>");
+    if (local_) return local_->template submit<E, I>(std::move(s), thunk);
+    mpi::Runtime& rt = mpi::Runtime::get();
+    bool const zero_only = M::execute_mode_type::rank_zero_only;
+    int const ranks = zero_only ? 1 : shape_.world_size;
+    auto st = std::make_shared<Call<Ret, C>>();
+    st->init(rt, *this, ranks, rlflow::detail::entry_names<E>::role(), rlflow::detail::entry_names<E>::method());
 
-  template <auto Fn, class... A>
-  auto execute_all(A&&... a) {
-    return execute_all_async<Fn>(std::forward<A>(a)...).get();
-  }
-  template <auto Fn, class... A>
-  auto execute_all_async(A&&... a) {
-    if (local_) return local_->template execute_all_async<Fn>(std::forward<A>(a)...);
-    using C = typename member_fn_traits<decltype(Fn)>::class_type;
-    using E = detail::entry<C, method<Fn, dispatch::AllToAll, execute::All, blocking<false>>>;
-    return post_call<E, 0>(/*thunk=*/true, std::forward<A>(a)...);
+    // one message per rank; a value shared by several ranks is encoded once and copied
+    for (int r = 0; r < ranks; ++r) {
+      wire::Buffer& b = out_buffer(r);
+      write_header(b, thunk ? mpi::op_thunk : static_cast<std::uint32_t>(I), *st, r);
+      if (thunk) wire::put(b, &Served::template run_entry<E>);
+    }
+    [&]<std::size_t... K>(std::index_sequence<K...>) {
+      (encode_arg(std::get<K>(s.args), ranks), ...);
+    }(std::make_index_sequence<params::size>{});
+    send_all(*st, ranks);
+
+    st->finish = [shape = shape_, pad = s.pad](Call<Ret, C>& c, auto& res) {
+      if constexpr (!std::is_void_v<Ret>) rlflow::detail::collect_into<E>(c.value, res, shape, pad);
+    };
+    if constexpr (M::is_blocking) {
+      wait_blocking(*st);
+      if (st->error) std::rethrow_exception(st->error);
+      if constexpr (!std::is_void_v<C>) return std::move(*st->value);
+    } else {
+      enqueue(st);
+      return Pending<C>(std::shared_ptr<dispatch::Completion<C>>(std::move(st)));
+    }
   }
 
   //! Runs f(args...) on rank 0. Under mpirun f must be stateless (a lambda without captures):
@@ -246,41 +270,8 @@ class WorkerGroup<Host, dispatch::Mpi> {
     if constexpr (!std::is_void_v<R>) return std::move(*st->value);
   }
 
-  template <class Owner, auto Fn, class... A>
-  auto call_as(A&&... a) {
-    if (local_) return local_->template call_as<Owner, Fn>(std::forward<A>(a)...);
-    using pred = typename detail::matches_fn<Fn, Owner>;
-    constexpr std::size_t hits = detail::count_if<pred::template pred, entries>::value;
-    static_assert(hits != 0,
-                  "rlflow::WorkerGroup<R>::call<&R::fn>: fn is not listed in R::methods; add rlflow::method<&R::fn, "
-                  "rlflow::dispatch::...> to R's 'using methods = rlflow::methods<...>;' (or use execute_all<&R::fn>)");
-    static_assert(hits <= 1,
-                  "rlflow::WorkerGroup<Fused<...>>::call<&R::fn>: fn is registered by more than one fused role; call "
-                  "it through group.view<Role>()");
-    constexpr std::size_t I = detail::find_if<pred::template pred, entries>::value;
-    using E = detail::at_t<I, entries>;
-    return post_call<E, I>(/*thunk=*/false, std::forward<A>(a)...);
-  }
-
  private:
-  // ---- construction helpers (as the in-process group) -----------------------------------------
-  template <class T>
-  struct is_construct_with : std::false_type {};
-  template <class F>
-  struct is_construct_with<ConstructWith<F>> : std::true_type {};
-  template <class... T>
-  struct single_construct_with : std::false_type {};
-  template <class T>
-  struct single_construct_with<T> : is_construct_with<T> {};
-  template <class F>
-  struct Emplacer {
-    F f;
-    operator Host() const { return f(); }
-  };
-
-  std::vector<WorkerContext> make_contexts(ResourcePool const& pool, GroupOptions const& opts, int n) const {
-    return detail::make_worker_contexts(pool, opts, n, shape_, name_, dispatch::Mpi::name);
-  }
+  int world_size() const { return shape_.world_size; }
 
   void release_local() {
     if (member_) {
@@ -299,8 +290,8 @@ class WorkerGroup<Host, dispatch::Mpi> {
 
   // ---- worker side ------------------------------------------------------------------------------
   struct Served final : mpi::ServedGroup {
-    explicit Served(WorkerGroup& g) : group(&g) {}
-    WorkerGroup* group;
+    explicit Served(MpiTransport& g) : group(&g) {}
+    MpiTransport* group;
     std::optional<Host> host;
     WorkerContext ctx;
     std::unique_ptr<comm::MpiCommunicator> comm;
@@ -315,7 +306,7 @@ class WorkerGroup<Host, dispatch::Mpi> {
         f(*this, h, in, reply);
       } else {
         [&]<std::size_t... I>(std::index_sequence<I...>) {
-          (void)((h.op == I && (run<detail::at_t<I, entries>>(*this, h, in, reply), true)) || ...);
+          (void)((h.op == I && (run<rlflow::detail::at_t<I, entries>>(*this, h, in, reply), true)) || ...);
         }(std::make_index_sequence<entries::size>{});
       }
       dispatch::detail::current_worker() = nullptr;
@@ -330,16 +321,16 @@ class WorkerGroup<Host, dispatch::Mpi> {
       using params = typename M::traits::params;
       try {
         auto args = [&]<std::size_t... K>(std::index_sequence<K...>) {
-          return typename detail::decayed_tuple<params>::type{wire::get<std::decay_t<detail::at_t<K, params>>>(in)...};
+          return typename rlflow::detail::decayed_tuple<params>::type{wire::get<std::decay_t<rlflow::detail::at_t<K, params>>>(in)...};
         }(std::make_index_sequence<params::size>{});
         receive_bulk(h);
-        auto& obj = detail::owner_of<typename E::owner>(*s.host);
+        auto& obj = rlflow::detail::owner_of<typename E::owner>(*s.host);
         [&]<std::size_t... K>(std::index_sequence<K...>) {
           if constexpr (std::is_void_v<Ret>) {
-            std::invoke(M::fn, obj, std::forward<detail::at_t<K, params>>(std::get<K>(args))...);
+            std::invoke(M::fn, obj, std::forward<rlflow::detail::at_t<K, params>>(std::get<K>(args))...);
             reply.push_back(std::byte{0});
           } else {
-            Ret r = std::invoke(M::fn, obj, std::forward<detail::at_t<K, params>>(std::get<K>(args))...);
+            Ret r = std::invoke(M::fn, obj, std::forward<rlflow::detail::at_t<K, params>>(std::get<K>(args))...);
             reply.push_back(std::byte{0});
             put_result(reply, std::move(r));
           }
@@ -419,12 +410,12 @@ class WorkerGroup<Host, dispatch::Mpi> {
     std::vector<std::string> errors;
     std::vector<char> got;
     mpi::Runtime* rt = nullptr;
-    WorkerGroup* g = nullptr;
+    MpiTransport* g = nullptr;
     wire::Buffer buf;
     std::int64_t started_ms = 0;
     std::function<void(Call&, std::vector<std::optional<slot>>&)> finish;  // collects into value
 
-    void init(mpi::Runtime& r, WorkerGroup& grp, int ranks, std::string_view role_, std::string_view method_) {
+    void init(mpi::Runtime& r, MpiTransport& grp, int ranks, std::string_view role_, std::string_view method_) {
       rt = &r;
       g = &grp;
       n = remaining = ranks;
@@ -512,9 +503,9 @@ class WorkerGroup<Host, dispatch::Mpi> {
           bool victims = false;
           for (auto s : status) victims = victims || s == 3;
           if (victims) g->send_reset();
-          throw worker_error(msg("rlflow::WorkerGroup '", group, "': ", role, "::", method, " failed on rank ", first, " of ",
-                                 g->world_size(), ": ", errors[static_cast<std::size_t>(first)], " (MPI rank ", first + g->base_, ")",
-                                 failed > 1 ? msg(" (", failed, " ranks failed; the first is shown)") : std::string()));
+          throw rlflow::detail::call_failed(group, role, method, first, g->world_size(),
+                                            msg(errors[static_cast<std::size_t>(first)], " (MPI rank ", first + g->base_, ")"),
+                                            failed);
         }
         finish(*this, results);
       } catch (...) {
@@ -534,18 +525,6 @@ class WorkerGroup<Host, dispatch::Mpi> {
       return true;
     }
   };
-
-  void check_running() const {
-    if (!running_)
-      throw error(msg("rlflow::WorkerGroup '", name_, "': the group has been shut down; create a new group"));
-    if (!mpi::Runtime::get().is_driver())
-      throw error(msg("rlflow::WorkerGroup '", name_, "': a call on MPI rank ", mpi::Runtime::get().rank(),
-                      ", a worker rank; only the driver (rank 0) calls groups: put the driver's code after "
-                      "'auto d = rlflow::mpi::drive(); if (!d) return;'"));
-    if (!mpi::Runtime::get().driving())
-      throw error(msg("rlflow::WorkerGroup '", name_, "': a call outside rlflow::mpi::drive()'s scope: the worker ranks "
-                      "are not serving; open the scope (auto d = rlflow::mpi::drive();) after building the groups"));
-  }
 
   wire::Buffer& out_buffer(int r) {
     if (out_.size() <= static_cast<std::size_t>(r)) {
@@ -621,73 +600,6 @@ class WorkerGroup<Host, dispatch::Mpi> {
     call.settle();
   }
 
-  template <class E, std::size_t I, class... A>
-  auto post_call(bool thunk, A&&... a) {
-    using M = typename E::method;
-    using params = typename M::traits::params;
-    using Ret = typename M::result_type;
-    using C = detail::collected_t<E>;
-    static_assert(sizeof...(A) == params::size,
-                  "rlflow::WorkerGroup::call<&R::fn>(args...): the number of arguments differs from fn's parameters");
-    static_assert(detail::all_wire<params>::value && detail::result_wire<Ret>,
-                  "rlflow::WorkerGroup<R, dispatch::Mpi>::call<&R::fn>: an argument or the result of fn cannot cross "
-                  "processes; use values rlflow::wire knows (numbers, strings, vectors, maps, optionals, tuples, "
-                  "DataProto) or specialize rlflow::wire::codec<T>");
-    check_running();
-    mpi::Runtime& rt = mpi::Runtime::get();
-    bool const zero_only = M::execute_mode_type::rank_zero_only;
-    int const ranks = zero_only ? 1 : shape_.world_size;
-    auto st = std::make_shared<Call<Ret, C>>();
-    st->init(rt, *this, ranks, detail::entry_names<E>::role(), detail::entry_names<E>::method());
-
-    // split as the in-process backend does (the bytes are taken now, so modes may borrow)
-    using Mode = typename M::dispatch_mode_type;
-    SplitContext ctx{shape_, detail::entry_names<E>::role(), detail::entry_names<E>::method(), 0, true};
-    typename detail::dists_of<params>::type dists;
-    [&]<std::size_t... K>(std::index_sequence<K...>) {
-      (((ctx.arg_index = K),
-        (std::get<K>(dists) = Mode::template split<std::decay_t<detail::at_t<K, params>>>(
-             detail::materialize(std::forward<A>(a)), ctx)),
-        check_cover(std::get<K>(dists), ctx)),
-       ...);
-    }(std::make_index_sequence<params::size>{});
-    std::int64_t const pad = ctx.pad > 0 ? ctx.pad : 0;
-
-    // one message per rank; a value shared by several ranks is encoded once and copied
-    for (int r = 0; r < ranks; ++r) {
-      wire::Buffer& b = out_buffer(r);
-      write_header(b, thunk ? mpi::op_thunk : static_cast<std::uint32_t>(I), *st, r);
-      if (thunk) wire::put(b, &Served::template run_entry<E>);
-    }
-    [&]<std::size_t... K>(std::index_sequence<K...>) {
-      (encode_arg(std::get<K>(dists), ranks), ...);
-    }(std::make_index_sequence<params::size>{});
-    send_all(*st, ranks);
-
-    GroupShape const shape = shape_;
-    st->finish = [shape, pad](Call<Ret, C>& c, auto& res) {
-      if constexpr (!std::is_void_v<Ret>) {
-        if constexpr (M::execute_mode_type::rank_zero_only) {
-          c.value.emplace(std::move(*res[0]));
-        } else {
-          std::vector<Ret> outs;
-          outs.reserve(res.size());
-          for (auto& o : res) outs.push_back(std::move(*o));
-          CollectContext cctx{shape, c.role, c.method, pad};
-          c.value.emplace(M::dispatch_mode_type::collect(std::move(outs), cctx));
-        }
-      }
-    };
-    if constexpr (M::is_blocking) {
-      wait_blocking(*st);
-      if (st->error) std::rethrow_exception(st->error);
-      if constexpr (!std::is_void_v<C>) return std::move(*st->value);
-    } else {
-      enqueue(st);
-      return Pending<C>(std::shared_ptr<dispatch::Completion<C>>(std::move(st)));
-    }
-  }
-
   template <class T>
   void encode_arg(Dist<T> const& d, int ranks) {
     // value id of each rank, then: first rank holding a value encodes it, later ranks copy
@@ -721,15 +633,6 @@ class WorkerGroup<Host, dispatch::Mpi> {
                          from.begin() + static_cast<std::ptrdiff_t>(s.bulk1));
       }
     }
-  }
-
-  template <class T>
-  void check_cover(Dist<T> const& d, SplitContext const& ctx) const {
-    if (!d.covers(shape_.world_size))
-      throw shape_error(msg("rlflow::WorkerGroup '", name_, "': ", ctx.role, "::", ctx.method, ": the dispatch mode gave ",
-                            d.values.size(), " values (", d.index.size(), " indices) for argument ", ctx.arg_index,
-                            " of a group of ", shape_.world_size,
-                            " ranks; a mode's split must give 1 value, one per rank, or an index per rank"));
   }
 
   // ---- the progress thread (non-blocking calls) -------------------------------------------------
@@ -773,9 +676,8 @@ class WorkerGroup<Host, dispatch::Mpi> {
     if (progress_.joinable()) progress_.join();
   }
 
-  std::optional<local_type> local_;
+  std::optional<InProcessTransport<Host>> local_;  // without mpirun
   std::string name_;
-  ResourcePool::Lease lease_;
   GroupShape shape_;
   std::vector<WorkerContext> ctxs_;
   std::uint32_t id_ = 0;
@@ -801,4 +703,5 @@ class WorkerGroup<Host, dispatch::Mpi> {
   std::thread progress_;
 };
 
+}  // namespace dispatch
 }  // namespace rlflow
