@@ -3,7 +3,7 @@
 // (trainer.n_gpus_per_node workers, default 1 here). Same command line (key=value overrides,
 // --config FILE, --help). Built when nvcc exists; run it on a GPU machine (tools/gpu_check.sh does).
 #include <rlflow/rlflow.hpp>
-#include <rlflow/trainer_cuda.cuh>  // the CUDA engines of the built-in roles
+#include <rlflow/trainer/trainer_cuda.cuh>  // the CUDA engines of the built-in roles
 
 #include "common/reverse_task.hpp"  // the task, its reward, the configuration, the main loop
 

@@ -5,8 +5,8 @@
 #include <cstdio>
 #include <vector>
 
-#include <rlflow/data_proto.hpp>
-#include <rlflow/worker_group.hpp>
+#include <rlflow/core/data_proto.hpp>
+#include <rlflow/dispatch/worker_group.hpp>
 
 // example-begin custom_mode
 struct TwoToAll {

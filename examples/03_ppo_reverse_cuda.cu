@@ -2,7 +2,7 @@
 // policy's engines on the device (one worker per device); the critic (roles::ValueCritic) runs on
 // the CPU engine. Same command line as 03_ppo_reverse. Built when nvcc exists.
 #include <rlflow/rlflow.hpp>
-#include <rlflow/trainer_cuda.cuh>  // the CUDA engines of the built-in roles
+#include <rlflow/trainer/trainer_cuda.cuh>  // the CUDA engines of the built-in roles
 
 #include "common/reverse_task.hpp"  // the task, its reward, the configuration, the main loop
 

@@ -5,6 +5,6 @@
 // and gradient-accumulation steps per worker, and every violated start-up constraint.
 #include <iostream>
 
-#include <rlflow/planner.hpp>  // plan_main
+#include <rlflow/config/planner.hpp>  // plan_main
 
 int main(int argc, char** argv) { return rlflow::plan_main(argc, argv, std::cout, std::cerr); }

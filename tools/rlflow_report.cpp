@@ -5,6 +5,6 @@
 // breakdown, a smoothing slider and each run's config; no network resources.
 #include <iostream>
 
-#include <rlflow/report.hpp>  // report_main
+#include <rlflow/trainer/report.hpp>  // report_main
 
 int main(int argc, char** argv) { return rlflow::report::report_main(argc, argv, std::cout, std::cerr); }

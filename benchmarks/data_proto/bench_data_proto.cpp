@@ -7,7 +7,7 @@
 #include <cstring>
 #include <vector>
 
-#include <rlflow/data_proto.hpp>
+#include <rlflow/core/data_proto.hpp>
 
 namespace {
 using namespace rlflow;

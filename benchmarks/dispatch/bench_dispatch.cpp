@@ -16,8 +16,8 @@
 #include <vector>
 
 #include <benchmark/benchmark.h>
-#include <rlflow/data_proto.hpp>
-#include <rlflow/worker_group.hpp>
+#include <rlflow/core/data_proto.hpp>
+#include <rlflow/dispatch/worker_group.hpp>
 
 namespace {
 

@@ -26,8 +26,8 @@
 #include <vector>
 
 #include <benchmark/benchmark.h>
-#include <rlflow/data_proto.hpp>
-#include <rlflow/dispatch/mpi.hpp>
+#include <rlflow/core/data_proto.hpp>
+#include <rlflow/mpi/mpi.hpp>
 
 namespace {
 

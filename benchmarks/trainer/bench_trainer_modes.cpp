@@ -19,7 +19,7 @@
 #include <map>
 #include <string>
 
-#include <rlflow/trainer.hpp>
+#include <rlflow/trainer/trainer.hpp>
 
 #include "common/reverse_task.hpp"
 

@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
-#include <rlflow/data_proto.hpp>
+#include <rlflow/core/data_proto.hpp>
 #include <rlflow/dispatch/dispatch.hpp>
-#include <rlflow/method.hpp>
-#include <rlflow/roles/role.hpp>
+#include <rlflow/dispatch/method.hpp>
+#include <rlflow/dispatch/role.hpp>
 #include <rlflow/roles/setup.hpp>
 
 namespace rlflow::examples {

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
-#include <rlflow/error.hpp>
+#include <rlflow/core/error.hpp>
 #include <rlflow/model/bpe_tokenizer.hpp>  // gpt2_pretokenize, bpe_detail
 #include <rlflow/model/gpt.hpp>            // GPTConfig, init_params
 #include <rlflow/model/hf_gpt2.hpp>        // export_gpt2

@@ -5,8 +5,8 @@
 #include <string_view>
 
 #include <rlflow/tasks/string_tasks.hpp>  // StringTask
-#include <rlflow/presets.hpp>             // tiny_gpt_cpu, grpo_tiny_cpu
-#include <rlflow/trainer_config.hpp>      // TrainerConfig
+#include <rlflow/config/presets.hpp>             // tiny_gpt_cpu, grpo_tiny_cpu
+#include <rlflow/config/trainer_config.hpp>      // TrainerConfig
 
 namespace rlflow::examples {
 
@@ -87,8 +87,8 @@ inline TrainerConfig ppo_reverse_config() {
 #include <exception>
 #include <string>
 
-#include <rlflow/run_main.hpp>  // run_main, help_requested
-#include <rlflow/trainer.hpp>  // Trainer, describe
+#include <rlflow/config/run_main.hpp>  // run_main, help_requested
+#include <rlflow/trainer/trainer.hpp>  // Trainer, describe
 
 namespace rlflow::examples {
 

@@ -3,7 +3,7 @@
 // against plain double references), reads verl's config keys, and raises for missing inputs.
 #include <catch2/catch.hpp>
 
-#include <rlflow/advantage_step.hpp>
+#include <rlflow/algorithm/advantage_step.hpp>
 
 #include <algorithm>
 #include <cmath>

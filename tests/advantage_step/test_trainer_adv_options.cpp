@@ -4,7 +4,7 @@
 // metric names.
 #include <catch2/catch.hpp>
 
-#include <rlflow/trainer.hpp>
+#include <rlflow/trainer/trainer.hpp>
 
 #include <cmath>
 #include <unistd.h>

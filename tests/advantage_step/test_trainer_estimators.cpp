@@ -7,7 +7,7 @@
 // advantages equal a double-precision OTB of the batch TrainerOptions::after_advantage hands over.
 #include <catch2/catch.hpp>
 
-#include <rlflow/trainer.hpp>
+#include <rlflow/trainer/trainer.hpp>
 
 #include <algorithm>
 #include <cmath>

@@ -1,6 +1,6 @@
 // build error: actor_rollout_ref.actor.loss_agg_mode is not one of
 // A misspelt loss aggregation mode is caught by the choice check.
-#include <rlflow/trainer_config.hpp>
+#include <rlflow/config/trainer_config.hpp>
 constexpr rlflow::TrainerConfig cfg = [] {
   rlflow::TrainerConfig c;
   c.algorithm.adv_estimator = "grpo";

@@ -1,6 +1,6 @@
 // build error: actor_rollout_ref.rollout.n must be divisible by trainer.nnodes
 // A constexpr config whose B*n (1020) is not a multiple of the 8 devices fails to build.
-#include <rlflow/trainer_config.hpp>
+#include <rlflow/config/trainer_config.hpp>
 constexpr rlflow::TrainerConfig cfg = [] {
   rlflow::TrainerConfig c;
   c.algorithm.adv_estimator = "grpo";

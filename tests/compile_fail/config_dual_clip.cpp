@@ -1,6 +1,6 @@
 // build error: actor_rollout_ref.actor.clip_ratio_c must be greater than 1
 // The dual-clip bound must exceed 1 (verl core_algos.py asserts it).
-#include <rlflow/trainer_config.hpp>
+#include <rlflow/config/trainer_config.hpp>
 constexpr rlflow::TrainerConfig cfg = [] {
   rlflow::TrainerConfig c;
   c.algorithm.adv_estimator = "grpo";

@@ -1,6 +1,6 @@
 // build error: ppo_micro_batch_size_per_gpu is not set and use_dynamic_bsz is false
 // verl's default leaves the actor micro-batch null; a constexpr config must set it.
-#include <rlflow/trainer_config.hpp>
+#include <rlflow/config/trainer_config.hpp>
 constexpr rlflow::TrainerConfig cfg = [] {
   rlflow::TrainerConfig c;
   c.algorithm.adv_estimator = "grpo";

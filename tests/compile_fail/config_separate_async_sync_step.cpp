@@ -1,6 +1,6 @@
 // build error: separate_async needs data.train_batch_size == trainer.v1.separate_async.parameter_sync_step
 // separate_async with 768 prompts but parameter_sync_step 4 x mini-batch 256 = 1024.
-#include <rlflow/trainer_config.hpp>
+#include <rlflow/config/trainer_config.hpp>
 constexpr rlflow::TrainerConfig cfg = [] {
   rlflow::TrainerConfig c;
   c.algorithm.adv_estimator = "grpo";

@@ -1,6 +1,6 @@
 // A Value built from a non-string pointer is a compile error instead of a silent bool.
 // build error: rlflow::Value: cannot hold a pointer
-#include <rlflow/value.hpp>
+#include <rlflow/core/value.hpp>
 
 int main() {
   int x = 3;

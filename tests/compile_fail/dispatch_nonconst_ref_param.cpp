@@ -1,5 +1,5 @@
 // build error: fn takes a non-const reference
-#include <rlflow/worker_group.hpp>
+#include <rlflow/dispatch/worker_group.hpp>
 struct R {
   using role_tag = rlflow::worker_tag;
   void fn(int& x) { ++x; }

@@ -1,5 +1,5 @@
 // build error: D is not a dispatch mode
-#include <rlflow/worker_group.hpp>
+#include <rlflow/dispatch/worker_group.hpp>
 struct NotAMode {};
 struct R {
   using role_tag = rlflow::worker_tag;

@@ -1,5 +1,5 @@
 // build error: R is not a role
-#include <rlflow/worker_group.hpp>
+#include <rlflow/dispatch/worker_group.hpp>
 struct R {
   int fn(int x) { return x; }
 };

@@ -1,5 +1,5 @@
 // build error: more roles than N
-#include <rlflow/worker_group.hpp>
+#include <rlflow/dispatch/worker_group.hpp>
 struct A { using role_tag = rlflow::actor_tag; int f() { return 1; } using methods = rlflow::methods<rlflow::method<&A::f>>; };
 struct B { using role_tag = rlflow::critic_tag; int g() { return 1; } using methods = rlflow::methods<rlflow::method<&B::g>>; };
 int main() {

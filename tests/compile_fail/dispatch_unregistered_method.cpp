@@ -1,5 +1,5 @@
 // build error: fn is not listed in R::methods
-#include <rlflow/worker_group.hpp>
+#include <rlflow/dispatch/worker_group.hpp>
 struct R {
   using role_tag = rlflow::worker_tag;
   int fn(int x) { return x; }

@@ -1,6 +1,6 @@
 // build error: f must be stateless .a lambda without captures. to run in another process
 // execute_func_rank_zero with a capturing lambda on the MPI backend.
-#include <rlflow/dispatch/mpi.hpp>
+#include <rlflow/mpi/mpi.hpp>
 struct R {
   using role_tag = rlflow::worker_tag;
   int f() { return 1; }

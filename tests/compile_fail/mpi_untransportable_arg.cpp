@@ -1,6 +1,6 @@
 // build error: an argument or the result of fn cannot cross processes
 // A method taking a type rlflow::wire has no codec for, called through the MPI backend.
-#include <rlflow/dispatch/mpi.hpp>
+#include <rlflow/mpi/mpi.hpp>
 struct Opaque {
   int x = 0;
 };

@@ -1,7 +1,7 @@
 // build error: actor_rollout_ref_role<R>: R .*has no member function 'memory_stats'
 // error count: 1
 // A custom hybrid role that forgot one of the methods the Trainer calls.
-#include <rlflow/trainer.hpp>
+#include <rlflow/trainer/trainer.hpp>
 using namespace rlflow;
 struct MyActor {
   using role_tag = actor_tag;

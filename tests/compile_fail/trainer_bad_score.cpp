@@ -1,5 +1,5 @@
 // build error: Score needs .static double score
-#include <rlflow/trainer.hpp>
+#include <rlflow/trainer/trainer.hpp>
 struct Score {
   static double score(std::string_view, std::string_view) { return 0.0; }
 };

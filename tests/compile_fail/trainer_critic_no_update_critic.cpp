@@ -1,7 +1,7 @@
 // build error: critic_role<R>: R .*has no member function 'update_critic'
 // error count: 1
 // no build error: is not a member of
-#include <rlflow/trainer.hpp>
+#include <rlflow/trainer/trainer.hpp>
 using namespace rlflow;
 struct MyCritic {
   using role_tag = critic_tag;

@@ -2,7 +2,7 @@
 // error count: 1
 // Backend<cuda::tag> in a g++ translation unit: the CUDA engines (engine/cuda/*.cuh) need nvcc, so
 // the trainer says to include rlflow/trainer_cuda.cuh in a .cu file.
-#include <rlflow/trainer.hpp>
+#include <rlflow/trainer/trainer.hpp>
 struct Score {
   static double score(std::string_view, std::string_view) { return 0.0; }
 };

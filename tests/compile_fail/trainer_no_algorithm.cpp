@@ -1,6 +1,6 @@
 // build error: exactly one algorithm is required
 // error count: 1
-#include <rlflow/trainer.hpp>
+#include <rlflow/trainer/trainer.hpp>
 struct Score {
   static double score(std::string_view, std::string_view) { return 0.0; }
 };

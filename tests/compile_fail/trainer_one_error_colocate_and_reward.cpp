@@ -1,7 +1,7 @@
 // build error: N is smaller than the number of colocated roles
 // error count: 1
 // no build error: reward_role
-#include <rlflow/trainer.hpp>
+#include <rlflow/trainer/trainer.hpp>
 using namespace rlflow;
 struct MyReward {
   using role_tag = reward_tag;

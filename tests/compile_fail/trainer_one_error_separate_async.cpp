@@ -2,7 +2,7 @@
 // error count: 1
 // no build error: N is smaller than the number of colocated roles
 // no build error: the CUDA engines are not visible
-#include <rlflow/trainer.hpp>
+#include <rlflow/trainer/trainer.hpp>
 using namespace rlflow;
 // Two mistakes behind one: SeparateAsync with the CUDA backend (in a .cpp file, so the CUDA
 // engines are not visible either). Only the first check's message may appear.

@@ -3,7 +3,7 @@
 // no build error: reward_role
 // no build error: incomplete type
 // Two mistakes in one Trainer: only the first (TP<3>) is reported; the reward role is checked once it is fixed.
-#include <rlflow/trainer.hpp>
+#include <rlflow/trainer/trainer.hpp>
 using namespace rlflow;
 struct MyReward {
   using role_tag = reward_tag;

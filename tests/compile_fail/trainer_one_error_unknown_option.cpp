@@ -1,7 +1,7 @@
 // build error: unknown_trainer_option_is<float>
 // error count: 1
 // no build error: reward_role
-#include <rlflow/trainer.hpp>
+#include <rlflow/trainer/trainer.hpp>
 using namespace rlflow;
 struct MyReward {
   using role_tag = reward_tag;

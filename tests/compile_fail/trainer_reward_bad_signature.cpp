@@ -1,6 +1,6 @@
 // build error: reward_role<R>: R::compute_rm_score cannot be called as the Trainer calls it
 // error count: 1
-#include <rlflow/trainer.hpp>
+#include <rlflow/trainer/trainer.hpp>
 using namespace rlflow;
 struct MyReward {
   using role_tag = reward_tag;

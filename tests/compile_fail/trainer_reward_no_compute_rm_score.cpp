@@ -2,7 +2,7 @@
 // error count: 1
 // no build error: is not a member of
 // The member is misspelt: the message names the one the Trainer calls.
-#include <rlflow/trainer.hpp>
+#include <rlflow/trainer/trainer.hpp>
 using namespace rlflow;
 struct MyReward {
   using role_tag = reward_tag;

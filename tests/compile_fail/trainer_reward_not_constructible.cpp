@@ -2,7 +2,7 @@
 // error count: 1
 // no build error: cannot be constructed from the given arguments
 // no build error: too many initializers
-#include <rlflow/trainer.hpp>
+#include <rlflow/trainer/trainer.hpp>
 using namespace rlflow;
 struct MyReward {
   using role_tag = reward_tag;

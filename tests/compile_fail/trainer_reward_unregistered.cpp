@@ -1,7 +1,7 @@
 // build error: reward_role<R>: R::compute_rm_score is not registered; add rlflow::method<&R::compute_rm_score
 // error count: 1
 // no build error: is not listed in R::methods
-#include <rlflow/trainer.hpp>
+#include <rlflow/trainer/trainer.hpp>
 using namespace rlflow;
 struct MyReward {
   using role_tag = reward_tag;

@@ -1,7 +1,7 @@
 // build error: reward_role<R>: R::compute_rm_score is registered with a dispatch or execute mode that does not return
 // error count: 1
 // OneToAll gathers one DataProto per rank (a std::vector), not the batch the Trainer reads.
-#include <rlflow/trainer.hpp>
+#include <rlflow/trainer/trainer.hpp>
 using namespace rlflow;
 struct MyReward {
   using role_tag = reward_tag;

@@ -1,6 +1,6 @@
 // build error: separate rollout / reference roles are not supported
 // error count: 1
-#include <rlflow/trainer.hpp>
+#include <rlflow/trainer/trainer.hpp>
 using namespace rlflow;
 struct MyRollout {
   using role_tag = rollout_tag;

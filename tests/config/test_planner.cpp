@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include <rlflow/planner.hpp>
+#include <rlflow/config/planner.hpp>
 
 using rlflow::TrainerConfig;
 

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include <rlflow/trainer_config.hpp>
+#include <rlflow/config/trainer_config.hpp>
 
 using rlflow::TrainerConfig;
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include <rlflow/data_proto.hpp>
+#include <rlflow/core/data_proto.hpp>
 
 namespace dp_test {
 

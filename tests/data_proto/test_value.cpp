@@ -4,7 +4,7 @@
 
 #include <cmath>
 
-#include <rlflow/value.hpp>
+#include <rlflow/core/value.hpp>
 
 using namespace rlflow;
 

@@ -4,8 +4,8 @@
 // pre-work rejections (device count, estimate above free memory) with their messages.
 #include <catch2/catch.hpp>
 
-#include <rlflow/device_memory.hpp>
-#include <rlflow/device_memory_estimate.hpp>
+#include <rlflow/core/device_memory.hpp>
+#include <rlflow/config/device_memory_estimate.hpp>
 
 #include <random>
 #include <thread>

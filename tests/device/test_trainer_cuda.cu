@@ -9,7 +9,7 @@
 #include <catch2/catch.hpp>
 #include <cuda_runtime.h>
 
-#include <rlflow/trainer_cuda.cuh>
+#include <rlflow/trainer/trainer_cuda.cuh>
 
 #include <cmath>
 #include <filesystem>

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include <rlflow/data_proto.hpp>
-#include <rlflow/worker_group.hpp>
+#include <rlflow/core/data_proto.hpp>
+#include <rlflow/dispatch/worker_group.hpp>
 
 namespace test_dispatch {
 

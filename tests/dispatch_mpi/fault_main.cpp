@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <string>
 
-#include <rlflow/dispatch/mpi.hpp>
+#include <rlflow/mpi/mpi.hpp>
 
 namespace {
 struct Victim {

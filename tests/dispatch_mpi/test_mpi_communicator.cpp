@@ -8,7 +8,7 @@
 
 #include <catch2/catch.hpp>
 
-#include <rlflow/dispatch/mpi.hpp>
+#include <rlflow/mpi/mpi.hpp>
 
 using namespace rlflow;
 

@@ -10,7 +10,7 @@
 
 #include <catch2/catch.hpp>
 
-#include <rlflow/dispatch/mpi.hpp>
+#include <rlflow/mpi/mpi.hpp>
 
 #include "dispatch/roles.hpp"
 

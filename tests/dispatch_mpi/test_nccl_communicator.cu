@@ -11,7 +11,7 @@
 
 #include <catch2/catch.hpp>
 
-#include <rlflow/dispatch/nccl_communicator.hpp>
+#include <rlflow/comm/nccl_communicator.hpp>
 
 namespace {
 struct MpiSession {

@@ -10,7 +10,7 @@
 
 #include <catch2/catch.hpp>
 
-#include <rlflow/detail/wire.hpp>
+#include <rlflow/mpi/wire.hpp>
 
 #include "dispatch/support.hpp"
 

@@ -1,7 +1,7 @@
 // Tests for rlflow::msg (rlflow/error.hpp): the message equals one ostream receiving every piece
 // in order, the reference being a plain std::ostringstream fed the same arguments.
 #include <catch2/catch.hpp>
-#include <rlflow/error.hpp>
+#include <rlflow/core/error.hpp>
 
 #include <cstdint>
 #include <iomanip>

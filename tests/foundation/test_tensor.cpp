@@ -1,6 +1,6 @@
 // Tests for rlflow/tensor.hpp and rlflow/memory.hpp: shapes, dtypes, views, copies, errors.
 #include <catch2/catch.hpp>
-#include <rlflow/tensor.hpp>
+#include <rlflow/core/tensor.hpp>
 
 #include <cmath>
 #include <limits>

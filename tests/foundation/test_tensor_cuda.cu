@@ -1,7 +1,7 @@
 // Device tensors (label cuda): host -> device -> host round trips are bit-exact for every dtype,
 // row views of device tensors copy the right rows, the device cache reuses blocks.
 #include <catch2/catch.hpp>
-#include <rlflow/tensor_cuda.cuh>
+#include <rlflow/core/tensor_cuda.cuh>
 
 #include <random>
 

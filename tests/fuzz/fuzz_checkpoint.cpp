@@ -6,7 +6,7 @@
 #define RLFLOW_FUZZ_NAME "checkpoint"
 #include "fuzz/fuzz_driver.hpp"
 
-#include <rlflow/checkpoint.hpp>
+#include <rlflow/trainer/checkpoint.hpp>
 
 #include <unistd.h>
 

@@ -4,7 +4,7 @@
 #define RLFLOW_FUZZ_NAME "command_line"
 #include "fuzz/fuzz_driver.hpp"
 
-#include <rlflow/trainer_config.hpp>
+#include <rlflow/config/trainer_config.hpp>
 
 using namespace rlflow;
 

@@ -4,8 +4,8 @@
 #define RLFLOW_FUZZ_NAME "config"
 #include "fuzz/fuzz_driver.hpp"
 
-#include <rlflow/config_limits.hpp>
-#include <rlflow/trainer_config.hpp>
+#include <rlflow/config/config_limits.hpp>
+#include <rlflow/config/trainer_config.hpp>
 
 using namespace rlflow;
 

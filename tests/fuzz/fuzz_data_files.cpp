@@ -8,7 +8,7 @@
 #define RLFLOW_FUZZ_NAME "data_files"
 #include "fuzz/fuzz_driver.hpp"
 
-#include <rlflow/data_files.hpp>
+#include <rlflow/data/data_files.hpp>
 
 #include <unistd.h>
 

@@ -5,7 +5,7 @@
 #define RLFLOW_FUZZ_NAME "data_proto"
 #include "fuzz/fuzz_driver.hpp"
 
-#include <rlflow/data_proto.hpp>
+#include <rlflow/core/data_proto.hpp>
 
 using namespace rlflow;
 

@@ -29,7 +29,7 @@
 
 #include <unistd.h>  // getpid
 
-#include <rlflow/error.hpp>
+#include <rlflow/core/error.hpp>
 
 #ifndef RLFLOW_FUZZ_NAME
 #error "define RLFLOW_FUZZ_NAME before including fuzz_driver.hpp"

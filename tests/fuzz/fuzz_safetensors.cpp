@@ -5,7 +5,7 @@
 #include "fuzz/fuzz_driver.hpp"
 
 #include <rlflow/engine/checkpoint.hpp>
-#include <rlflow/engine/safetensors.hpp>
+#include <rlflow/model/safetensors.hpp>
 
 #include <set>
 #include <unistd.h>

@@ -3,9 +3,9 @@
 // safetensors tensor index (names, shapes, offsets) under its own checksum.
 #include <catch2/catch.hpp>
 
-#include <rlflow/checkpoint.hpp>
+#include <rlflow/trainer/checkpoint.hpp>
 #include <rlflow/engine/checkpoint.hpp>
-#include <rlflow/engine/safetensors.hpp>
+#include <rlflow/model/safetensors.hpp>
 
 #include <fstream>
 #include <functional>

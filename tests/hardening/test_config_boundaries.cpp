@@ -3,7 +3,7 @@
 // rlflow error naming the source, never a library exception, a crash or a silent empty config.
 #include <catch2/catch.hpp>
 
-#include <rlflow/trainer_config.hpp>
+#include <rlflow/config/trainer_config.hpp>
 
 #include <filesystem>
 #include <fstream>

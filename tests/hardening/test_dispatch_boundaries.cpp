@@ -3,8 +3,8 @@
 // accessor), each a shape_error naming the keys and the row counts before any worker runs.
 #include <catch2/catch.hpp>
 
-#include <rlflow/data_proto.hpp>
-#include <rlflow/worker_group.hpp>
+#include <rlflow/core/data_proto.hpp>
+#include <rlflow/dispatch/worker_group.hpp>
 
 #include <atomic>
 

@@ -6,7 +6,7 @@
 // as k), a stack overflow (deep nesting), or a silent accept (a folder read as an empty file).
 #include <catch2/catch.hpp>
 
-#include <rlflow/data_files.hpp>
+#include <rlflow/data/data_files.hpp>
 #include <rlflow/engine/checkpoint.hpp>
 #include <rlflow/engine/hf_export.hpp>
 #include <rlflow/model/bpe_tokenizer.hpp>

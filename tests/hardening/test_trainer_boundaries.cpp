@@ -4,7 +4,7 @@
 // metrics and bit-equal weights after resuming, no temporary folder left).
 #include <catch2/catch.hpp>
 
-#include <rlflow/trainer.hpp>
+#include <rlflow/trainer/trainer.hpp>
 
 #include <chrono>
 #include <csignal>

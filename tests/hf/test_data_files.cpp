@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
-#include <rlflow/data_files.hpp>
+#include <rlflow/data/data_files.hpp>
 #include <rlflow/tasks/string_tasks.hpp>
 
 namespace fs = std::filesystem;

@@ -16,7 +16,7 @@
 #include <rlflow/rewards/gsm8k.hpp>
 #include <rlflow/engine/hf_export.hpp>
 #include <rlflow/tasks/string_tasks.hpp>
-#include <rlflow/trainer.hpp>
+#include <rlflow/trainer/trainer.hpp>
 
 #include "common/files_demo.hpp"
 

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include <rlflow/engine/training_engine.hpp>
-#include <rlflow/kernels/model/gpt_forward.cuh>
+#include <rlflow/model/cuda/gpt_forward.cuh>
 
 TEST_CASE("CUDA GPT forward matches the CPU engine", "[model][gpt][cuda]") {
   int n = 0;

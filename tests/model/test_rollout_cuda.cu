@@ -13,8 +13,8 @@
 #include <rlflow/engine/rollout_engine.hpp>
 #include <rlflow/engine/sampling.hpp>
 #include <rlflow/engine/cuda/rollout_engine.cuh>
-#include <rlflow/kernels/model/gpt_forward.cuh>
-#include <rlflow/kernels/model/sampling.cuh>
+#include <rlflow/model/cuda/gpt_forward.cuh>
+#include <rlflow/model/cuda/sampling.cuh>
 
 namespace {
 

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include <rlflow/report.hpp>
+#include <rlflow/trainer/report.hpp>
 
 namespace fs = std::filesystem;
 using rlflow::report::Run;

@@ -4,7 +4,7 @@
 // as one given RuleReward<ReverseScore>.
 #include <catch2/catch.hpp>
 
-#include <rlflow/trainer.hpp>
+#include <rlflow/trainer/trainer.hpp>
 
 #include <filesystem>
 #include <unistd.h>

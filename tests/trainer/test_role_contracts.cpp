@@ -6,7 +6,7 @@
 // The compile-time messages themselves are the compile-fail tests tests/compile_fail/trainer_*.cpp.
 #include <catch2/catch.hpp>
 
-#include <rlflow/trainer.hpp>
+#include <rlflow/trainer/trainer.hpp>
 
 #include <atomic>
 #include <filesystem>

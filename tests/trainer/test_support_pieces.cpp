@@ -2,9 +2,9 @@
 // MetricsLogger.
 #include <catch2/catch.hpp>
 
-#include <rlflow/checkpoint.hpp>
-#include <rlflow/data.hpp>
-#include <rlflow/metrics.hpp>
+#include <rlflow/trainer/checkpoint.hpp>
+#include <rlflow/data/data.hpp>
+#include <rlflow/core/metrics.hpp>
 #include <rlflow/tasks/string_tasks.hpp>
 
 #include <fstream>

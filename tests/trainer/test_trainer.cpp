@@ -3,7 +3,7 @@
 // sleep/wake. Learning itself is tested in test_trainer_learning.cpp.
 #include <catch2/catch.hpp>
 
-#include <rlflow/trainer.hpp>
+#include <rlflow/trainer/trainer.hpp>
 
 #include <atomic>
 #include <cmath>

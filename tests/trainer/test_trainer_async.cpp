@@ -7,8 +7,8 @@
 // errors of separate_async come before any work.
 #include <catch2/catch.hpp>
 
-#include <rlflow/planner.hpp>
-#include <rlflow/trainer.hpp>
+#include <rlflow/config/planner.hpp>
+#include <rlflow/trainer/trainer.hpp>
 
 #include <atomic>
 #include <chrono>

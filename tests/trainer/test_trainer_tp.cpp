@@ -5,8 +5,8 @@
 // errors before work agree with the planner.
 #include <catch2/catch.hpp>
 
-#include <rlflow/planner.hpp>
-#include <rlflow/trainer.hpp>
+#include <rlflow/config/planner.hpp>
+#include <rlflow/trainer/trainer.hpp>
 
 #include <chrono>
 #include <cmath>

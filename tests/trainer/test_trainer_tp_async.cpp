@@ -10,7 +10,7 @@
 // stay within 1e-4 of the same schedule at training TP = 1.
 #include <catch2/catch.hpp>
 
-#include <rlflow/trainer.hpp>
+#include <rlflow/trainer/trainer.hpp>
 
 #include <chrono>
 #include <cmath>

@@ -2,7 +2,7 @@
 // demo task's trainers and a small, fast configuration (8 prompts x 4 samples, 2 DP workers).
 #pragma once
 #include <catch2/catch.hpp>  // REQUIRE in require_tp_weights_match
-#include <rlflow/trainer.hpp>
+#include <rlflow/trainer/trainer.hpp>
 
 #include <algorithm>
 #include <cmath>

@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include <rlflow/planner.hpp>  // plan, Plan, parse_command_line, detail::find_key
+#include <rlflow/config/planner.hpp>  // plan, Plan, parse_command_line, detail::find_key
 
 namespace rlflow::plan_page {
 

@@ -1,5 +1,5 @@
 // rlflow planner page: builds the inputs, asks the WebAssembly planner (rlflow_planner.js, the C++
-// of include/rlflow/planner.hpp) for the plan of the current key=value overrides, and draws what it
+// of include/rlflow/config/planner.hpp) for the plan of the current key=value overrides, and draws what it
 // returns: readouts with their formulas, violations with their fixes, the pools, the per-worker
 // rows. No arithmetic of the plan is done here; the JavaScript only lays things out.
 'use strict';

@@ -19,11 +19,11 @@
 #include <utility>
 #include <vector>
 
-#include <rlflow/config.hpp>  // RLFLOW_DECL, RLFLOW_DEFINE_BODIES
+#include <rlflow/core/config.hpp>  // RLFLOW_DECL, RLFLOW_DEFINE_BODIES
 #include <rlflow/detail/serialize.hpp>
-#include <rlflow/error.hpp>
-#include <rlflow/tensor.hpp>
-#include <rlflow/value.hpp>
+#include <rlflow/core/error.hpp>
+#include <rlflow/core/tensor.hpp>
+#include <rlflow/core/value.hpp>
 
 namespace rlflow {
 

@@ -12,7 +12,7 @@
 
 #include <nlohmann/json.hpp>
 #include <rlflow/detail/json_util.hpp>  // json_preview
-#include <rlflow/error.hpp>
+#include <rlflow/core/error.hpp>
 
 namespace rlflow::detail {
 

@@ -12,7 +12,7 @@
 #include <string>
 #include <string_view>
 
-#include <rlflow/error.hpp>  // format_error
+#include <rlflow/core/error.hpp>  // format_error
 
 namespace rlflow::detail {
 

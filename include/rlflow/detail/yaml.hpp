@@ -22,7 +22,7 @@
 #include <string_view>
 #include <vector>
 
-#include <rlflow/config.hpp>  // RLFLOW_DECL, RLFLOW_DEFINE_BODIES
+#include <rlflow/core/config.hpp>  // RLFLOW_DECL, RLFLOW_DEFINE_BODIES
 
 #if !defined(__EMSCRIPTEN__)
 #include <sstream>        // std::istringstream (YAML::Parser reads a stream)
@@ -36,7 +36,7 @@
 #endif
 #endif
 
-#include <rlflow/error.hpp>  // format_error, config_error, msg
+#include <rlflow/core/error.hpp>  // format_error, config_error, msg
 
 namespace rlflow::detail {
 

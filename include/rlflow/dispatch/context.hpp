@@ -8,10 +8,10 @@
 #include <utility>
 #include <vector>
 
-#include <rlflow/backend.hpp>               // Device
-#include <rlflow/dispatch/communicator.hpp>  // comm::Communicator
+#include <rlflow/core/backend.hpp>               // Device
+#include <rlflow/comm/communicator.hpp>  // comm::Communicator
 #include <rlflow/dispatch/mode.hpp>          // GroupShape, MeshCoord
-#include <rlflow/error.hpp>
+#include <rlflow/core/error.hpp>
 
 namespace rlflow {
 

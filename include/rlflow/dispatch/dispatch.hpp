@@ -13,7 +13,7 @@
 // | execute::All / execute::RankZero    | Execute.ALL / Execute.RANK_ZERO              |
 #pragma once
 #include <rlflow/dispatch/all_to_all.hpp>
-#include <rlflow/dispatch/communicator.hpp>
+#include <rlflow/comm/communicator.hpp>
 #include <rlflow/dispatch/context.hpp>
 #include <rlflow/dispatch/dp_compute.hpp>
 #include <rlflow/dispatch/dp_compute_proto.hpp>

@@ -14,10 +14,10 @@
 #include <thread>
 #include <vector>
 
-#include <rlflow/dispatch/communicator.hpp>  // comm::LocalCommunicator
+#include <rlflow/comm/communicator.hpp>  // comm::LocalCommunicator
 #include <rlflow/dispatch/context.hpp>       // WorkerContext, current_worker
 #include <rlflow/dispatch/handoff.hpp>       // Mailbox, Message, CountDown
-#include <rlflow/error.hpp>
+#include <rlflow/core/error.hpp>
 
 namespace rlflow::dispatch {
 

@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include <rlflow/error.hpp>  // config_error, shape_error, msg
+#include <rlflow/core/error.hpp>  // config_error, shape_error, msg
 
 namespace rlflow {
 

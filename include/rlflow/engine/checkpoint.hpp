@@ -16,9 +16,9 @@
 
 #include <nlohmann/json.hpp>                 // the config in the metadata
 #include <rlflow/detail/json_util.hpp>       // json_preview
-#include <rlflow/error.hpp>                  // config_error, format_error
+#include <rlflow/core/error.hpp>                  // config_error, format_error
 #include <rlflow/model/gpt.hpp>              // GPTConfig, ParamLayout
-#include <rlflow/engine/safetensors.hpp>     // save, File
+#include <rlflow/model/safetensors.hpp>     // save, File
 #include <rlflow/engine/training_engine.hpp> // TrainingEngine
 
 namespace rlflow::engine {

@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 #include <rlflow/engine/checkpoint.hpp>  // load_weights, detail::check_config
-#include <rlflow/engine/safetensors.hpp>
+#include <rlflow/model/safetensors.hpp>
 #include <rlflow/model/hf_gpt2.hpp>      // export_gpt2
 
 namespace rlflow::engine {

@@ -9,8 +9,8 @@
 #include <utility>  // std::move
 #include <vector>
 
-#include <rlflow/error.hpp>         // config_error, shape_error
-#include <rlflow/tensor.hpp>        // Tensor: the moment buffers
+#include <rlflow/core/error.hpp>         // config_error, shape_error
+#include <rlflow/core/tensor.hpp>        // Tensor: the moment buffers
 #include <rlflow/model/layers.hpp>  // RLFLOW_MODEL_OMP_FOR_IF
 
 namespace rlflow::engine {

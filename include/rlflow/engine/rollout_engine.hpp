@@ -18,13 +18,13 @@
 #include <span>
 #include <vector>
 
-#include <rlflow/error.hpp>             // shape_error, dtype_error, value_error
-#include <rlflow/memory.hpp>            // caching_host_resource: the engine's own, so sleep() frees for real
-#include <rlflow/tensor.hpp>            // Tensor in and out
+#include <rlflow/core/error.hpp>             // shape_error, dtype_error, value_error
+#include <rlflow/core/memory.hpp>            // caching_host_resource: the engine's own, so sleep() frees for real
+#include <rlflow/core/tensor.hpp>            // Tensor in and out
 #include <rlflow/model/gpt.hpp>         // GPTConfig, ParamLayout, init_params, detail::grow_buffer
 #include <rlflow/model/layers.hpp>      // the CPU layer functions
 #include <rlflow/model/tensor_parallel.hpp>  // TPRank, ShardLayout
-#include <rlflow/dispatch/communicator.hpp>  // comm::Communicator (the TP group's all-reduce)
+#include <rlflow/comm/communicator.hpp>  // comm::Communicator (the TP group's all-reduce)
 #include <rlflow/engine/sampling.hpp>   // SamplingParams, sample_token
 
 namespace rlflow::engine {

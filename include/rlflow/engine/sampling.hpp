@@ -8,7 +8,7 @@
 #include <cmath>      // std::exp, std::isfinite
 #include <cstdint>
 
-#include <rlflow/error.hpp>         // config_error
+#include <rlflow/core/error.hpp>         // config_error
 #include <rlflow/model/random.hpp>  // philox4x32, uniform01
 
 namespace rlflow::engine {

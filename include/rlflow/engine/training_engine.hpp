@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include <rlflow/error.hpp>             // shape_error, dtype_error, value_error
-#include <rlflow/tensor.hpp>            // Tensor in and out
+#include <rlflow/core/error.hpp>             // shape_error, dtype_error, value_error
+#include <rlflow/core/tensor.hpp>            // Tensor in and out
 #include <rlflow/model/gpt.hpp>         // GPT, GPTConfig, ParamLayout
 #include <rlflow/engine/optimizer.hpp>  // AdamW, OptimizerConfig
 

@@ -7,7 +7,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include <rlflow/config.hpp>             // RLFLOW_HOST_DEVICE
+#include <rlflow/core/config.hpp>             // RLFLOW_HOST_DEVICE
 #include <rlflow/kernels/options.hpp>    // KLKind
 
 namespace rlflow::kernels::math {

@@ -11,8 +11,8 @@
 #include <utility>
 #include <vector>
 
-#include <rlflow/config.hpp>  // RLFLOW_HD
-#include <rlflow/error.hpp>  // config_error, msg
+#include <rlflow/core/config.hpp>  // RLFLOW_HD
+#include <rlflow/core/error.hpp>  // config_error, msg
 
 namespace rlflow::kernels {
 

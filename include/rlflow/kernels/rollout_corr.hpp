@@ -19,8 +19,8 @@
 #include <utility>
 #include <vector>
 
-#include <rlflow/backend.hpp>                // cpu::par_t
-#include <rlflow/error.hpp>                  // config_error, value_error
+#include <rlflow/core/backend.hpp>                // cpu::par_t
+#include <rlflow/core/error.hpp>                  // config_error, value_error
 #include <rlflow/kernels/detail/checks.hpp>  // check_mask
 #include <rlflow/kernels/detail/exec.hpp>    // expect_token_spans, check_finite_tokens
 #include <rlflow/kernels/math.hpp>           // mask_den

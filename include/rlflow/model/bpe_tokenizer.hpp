@@ -26,7 +26,7 @@
 
 #include <nlohmann/json.hpp>
 #include <rlflow/detail/json_text.hpp>  // check_json_depth, json_preview
-#include <rlflow/error.hpp>
+#include <rlflow/core/error.hpp>
 #include <rlflow/model/tokenizer.hpp>       // Tokenizer
 #include <rlflow/model/unicode_tables.hpp>  // letter_ranges, number_ranges
 

@@ -27,12 +27,12 @@
 #include <string_view>
 #include <vector>
 
-#include <rlflow/error.hpp>         // config_error, shape_error, key_error
-#include <rlflow/tensor.hpp>        // Tensor: flat buffers through the caching host resource
+#include <rlflow/core/error.hpp>         // config_error, shape_error, key_error
+#include <rlflow/core/tensor.hpp>        // Tensor: flat buffers through the caching host resource
 #include <rlflow/model/layers.hpp>  // the CPU layer functions
 #include <rlflow/model/param_layout.hpp>     // GPTConfig, ParamLayout, init_params
 #include <rlflow/model/tensor_parallel.hpp>  // TPRank, ShardLayout
-#include <rlflow/dispatch/communicator.hpp>  // comm::Communicator (the TP group's all-reduces)
+#include <rlflow/comm/communicator.hpp>  // comm::Communicator (the TP group's all-reduces)
 
 namespace rlflow::model {
 

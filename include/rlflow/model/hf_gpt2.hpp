@@ -30,10 +30,10 @@
 
 #include <nlohmann/json.hpp>
 #include <rlflow/detail/json_text.hpp>    // check_json_depth, json_int_in, json_preview
-#include <rlflow/engine/safetensors.hpp>  // File, save, TensorRecord
-#include <rlflow/error.hpp>
+#include <rlflow/model/safetensors.hpp>  // File, save, TensorRecord
+#include <rlflow/core/error.hpp>
 #include <rlflow/model/gpt.hpp>            // GPTConfig, ParamLayout, init_params
-#include <rlflow/tensor.hpp>               // bfloat16, float16, DType
+#include <rlflow/core/tensor.hpp>               // bfloat16, float16, DType
 
 namespace rlflow::model::hf {
 

@@ -13,7 +13,7 @@
 #include <string_view>
 #include <vector>
 
-#include <rlflow/error.hpp>         // config_error, shape_error, key_error
+#include <rlflow/core/error.hpp>         // config_error, shape_error, key_error
 #include <rlflow/model/random.hpp>  // philox4x32, normal01
 
 namespace rlflow::model {

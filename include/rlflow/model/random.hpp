@@ -6,7 +6,7 @@
 #include <cmath>    // std::log, std::sqrt, std::cos
 #include <cstdint>
 
-#include <rlflow/config.hpp>  // RLFLOW_HOST_DEVICE
+#include <rlflow/core/config.hpp>  // RLFLOW_HOST_DEVICE
 
 namespace rlflow::model {
 

@@ -23,8 +23,8 @@
 #include <span>
 #include <vector>
 
-#include <rlflow/error.hpp>      // config_error, shape_error
-#include <rlflow/tensor.hpp>     // Tensor (recut_for_head)
+#include <rlflow/core/error.hpp>      // config_error, shape_error
+#include <rlflow/core/tensor.hpp>     // Tensor (recut_for_head)
 #include <rlflow/model/param_layout.hpp>  // GPTConfig, ParamLayout, init_params
 
 namespace rlflow::model {

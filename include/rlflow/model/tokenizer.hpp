@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-#include <rlflow/error.hpp>  // config_error, value_error
+#include <rlflow/core/error.hpp>  // config_error, value_error
 
 namespace rlflow::model {
 

@@ -12,7 +12,7 @@
 
 #include <dlfcn.h>  // dlopen, dlsym, dlerror, dlclose
 
-#include <rlflow/error.hpp>
+#include <rlflow/core/error.hpp>
 
 namespace rlflow::rewards {
 

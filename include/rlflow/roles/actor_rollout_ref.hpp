@@ -15,15 +15,15 @@
 #include <utility>
 #include <vector>
 
-#include <rlflow/advantage_step.hpp>         // rollout_correction_options
-#include <rlflow/backend.hpp>                // cpu::par
+#include <rlflow/algorithm/advantage_step.hpp>         // rollout_correction_options
+#include <rlflow/core/backend.hpp>                // cpu::par
 #include <rlflow/dispatch/dispatch.hpp>      // DPComputeProto, DPComputeMetric, OneToAll
 #include <rlflow/engine/checkpoint.hpp>      // save_checkpoint, load_checkpoint
 #include <rlflow/engine/rollout_engine.hpp>  // RolloutEngine
 #include <rlflow/engine/training_engine.hpp> // TrainingEngine
 #include <rlflow/kernels/kernels.hpp>        // compute_policy_loss, agg_loss, kl_loss
-#include <rlflow/method.hpp>                 // method, methods
-#include <rlflow/roles/role.hpp>             // actor_tag
+#include <rlflow/dispatch/method.hpp>                 // method, methods
+#include <rlflow/dispatch/role.hpp>             // actor_tag
 #include <rlflow/roles/setup.hpp>            // RoleSetup, MetricLists, helpers
 
 namespace rlflow::roles {

@@ -16,12 +16,12 @@
 #include <utility>
 #include <vector>
 
-#include <rlflow/data_proto.hpp>        // DataProto
+#include <rlflow/core/data_proto.hpp>        // DataProto
 #include <rlflow/detail/meta.hpp>       // dependent_false, value_tag, type_list
 #include <rlflow/dispatch/context.hpp>  // WorkerContext
 #include <rlflow/dispatch/mode.hpp>     // CollectContext
-#include <rlflow/method.hpp>            // method, methods
-#include <rlflow/roles/role.hpp>        // role tags
+#include <rlflow/dispatch/method.hpp>            // method, methods
+#include <rlflow/dispatch/role.hpp>        // role tags
 #include <rlflow/roles/setup.hpp>       // RoleSetup, MetricLists
 
 namespace rlflow::roles {

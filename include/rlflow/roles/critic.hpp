@@ -7,14 +7,14 @@
 #include <random>
 #include <string>
 
-#include <rlflow/backend.hpp>
+#include <rlflow/core/backend.hpp>
 #include <rlflow/dispatch/dispatch.hpp>
 #include <rlflow/engine/checkpoint.hpp>
 #include <rlflow/engine/training_engine.hpp>
 #include <rlflow/kernels/kernels.hpp>
-#include <rlflow/method.hpp>
+#include <rlflow/dispatch/method.hpp>
 #include <rlflow/roles/actor_rollout_ref.hpp>  // optimizer_config
-#include <rlflow/roles/role.hpp>
+#include <rlflow/dispatch/role.hpp>
 #include <rlflow/roles/setup.hpp>
 
 namespace rlflow::roles {

@@ -15,9 +15,9 @@
 #include <vector>
 
 #include <rlflow/dispatch/dispatch.hpp>
-#include <rlflow/method.hpp>
+#include <rlflow/dispatch/method.hpp>
 #include <rlflow/model/tokenizer.hpp>
-#include <rlflow/roles/role.hpp>
+#include <rlflow/dispatch/role.hpp>
 #include <rlflow/roles/setup.hpp>
 #include <rlflow/rewards/custom.hpp>       // CustomScore (custom_reward_function)
 #include <rlflow/tasks/reward_score.hpp>  // ScoreRegistry (DefaultReward)

@@ -11,14 +11,14 @@
 #include <type_traits>  // std::is_invocable_v
 #include <vector>
 
-#include <rlflow/data_proto.hpp>        // DataProto
+#include <rlflow/core/data_proto.hpp>        // DataProto
 #include <rlflow/dispatch/context.hpp>  // WorkerContext
 #include <rlflow/kernels/options.hpp>   // AggInfo, AggMode
 #include <rlflow/model/gpt.hpp>         // GPTConfig
 #include <rlflow/model/tensor_parallel.hpp>  // LMHead
 #include <rlflow/model/tokenizer.hpp>   // CharTokenizer
-#include <rlflow/tensor.hpp>
-#include <rlflow/trainer_config.hpp>    // TrainerConfig
+#include <rlflow/core/tensor.hpp>
+#include <rlflow/config/trainer_config.hpp>    // TrainerConfig
 
 namespace rlflow::roles {
 

@@ -10,8 +10,8 @@
 #include <string_view>
 #include <vector>
 
-#include <rlflow/data.hpp>   // PromptDataset, PromptItem
-#include <rlflow/error.hpp>  // config_error
+#include <rlflow/data/data.hpp>   // PromptDataset, PromptItem
+#include <rlflow/core/error.hpp>  // config_error
 
 namespace rlflow::tasks {
 

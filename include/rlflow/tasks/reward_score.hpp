@@ -14,7 +14,7 @@
 #include <string_view>
 #include <vector>
 
-#include <rlflow/error.hpp>                // key_error, value_error
+#include <rlflow/core/error.hpp>                // key_error, value_error
 #include <rlflow/rewards/gsm8k.hpp>        // gsm8k_compute_score (openai/gsm8k)
 #include <rlflow/rewards/math.hpp>         // math_compute_score (lighteval/MATH)
 #include <rlflow/tasks/addition.hpp>       // AdditionTask::score

@@ -18,9 +18,9 @@
 #include <nlohmann/json.hpp>        // JSON loading and dumping
 
 #include <rlflow/detail/yaml.hpp>  // parse_yaml_flat, flat_entry
-#include <rlflow/config.hpp>       // RLFLOW_DECL, RLFLOW_DEFINE_BODIES
-#include <rlflow/error.hpp>        // config_error, format_error, io_error, msg
-#include <rlflow/run_main.hpp>     // help_requested (from_args on --help)
+#include <rlflow/core/config.hpp>       // RLFLOW_DECL, RLFLOW_DEFINE_BODIES
+#include <rlflow/core/error.hpp>        // config_error, format_error, io_error, msg
+#include <rlflow/config/run_main.hpp>     // help_requested (from_args on --help)
 
 namespace rlflow {
 

@@ -10,8 +10,8 @@
 #include <string_view>
 #include <vector>
 
-#include <rlflow/config.hpp>  // RLFLOW_DECL, RLFLOW_DEFINE_BODIES
-#include <rlflow/error.hpp>  // config_error
+#include <rlflow/core/config.hpp>  // RLFLOW_DECL, RLFLOW_DEFINE_BODIES
+#include <rlflow/core/error.hpp>  // config_error
 
 namespace rlflow {
 

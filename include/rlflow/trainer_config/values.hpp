@@ -9,8 +9,8 @@
 #include <string_view>
 #include <vector>
 
-#include <rlflow/config.hpp>  // RLFLOW_DECL, RLFLOW_DEFINE_BODIES
-#include <rlflow/error.hpp>   // config_error, msg
+#include <rlflow/core/config.hpp>  // RLFLOW_DECL, RLFLOW_DEFINE_BODIES
+#include <rlflow/core/error.hpp>   // config_error, msg
 
 namespace rlflow {
 

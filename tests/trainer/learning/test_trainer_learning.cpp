@@ -2,7 +2,7 @@
 // last steps exceeds that of the first steps by a clear margin), never by time.
 #include <catch2/catch.hpp>
 
-#include <rlflow/trainer.hpp>
+#include <rlflow/trainer/trainer.hpp>
 
 #include "trainer/trainer_fixtures.hpp"
 

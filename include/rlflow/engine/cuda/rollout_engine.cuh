@@ -18,13 +18,13 @@
 #include <span>
 #include <vector>
 
-#include <rlflow/error.hpp>                    // shape_error, dtype_error, value_error, config_error
-#include <rlflow/tensor.hpp>                   // Tensor in and out (host)
+#include <rlflow/core/error.hpp>                    // shape_error, dtype_error, value_error, config_error
+#include <rlflow/core/tensor.hpp>                   // Tensor in and out (host)
 #include <rlflow/model/gpt.hpp>                // GPTConfig, ParamLayout, init_params
 #include <rlflow/engine/sampling.hpp>          // SamplingParams
 #include <rlflow/engine/rollout_engine.hpp>    // RolloutResult
-#include <rlflow/kernels/model/gpt_layers.cuh> // kernels, gemm wrappers, device_buffer, RLFLOW_CUDA_CHECK
-#include <rlflow/kernels/model/sampling.cuh>   // Sampler
+#include <rlflow/model/cuda/gpt_layers.cuh> // kernels, gemm wrappers, device_buffer, RLFLOW_CUDA_CHECK
+#include <rlflow/model/cuda/sampling.cuh>   // Sampler
 
 namespace rlflow::engine::cuda {
 

@@ -17,13 +17,13 @@
 #include <span>
 #include <vector>
 
-#include <rlflow/error.hpp>
-#include <rlflow/tensor.hpp>
+#include <rlflow/core/error.hpp>
+#include <rlflow/core/tensor.hpp>
 #include <rlflow/model/gpt.hpp>                   // GPTConfig, ParamLayout, init_params, positions_from_mask
 #include <rlflow/engine/optimizer.hpp>            // OptimizerConfig, lr_at
 #include <rlflow/engine/training_engine.hpp>      // LogProbResult, detail::check_batch / check_grad
-#include <rlflow/kernels/model/gpt_layers.cuh>    // forward kernels, gemm wrappers, device_buffer
-#include <rlflow/kernels/model/gpt_backward.cuh>  // training kernels
+#include <rlflow/model/cuda/gpt_layers.cuh>    // forward kernels, gemm wrappers, device_buffer
+#include <rlflow/model/cuda/gpt_backward.cuh>  // training kernels
 
 namespace rlflow::engine::cuda {
 

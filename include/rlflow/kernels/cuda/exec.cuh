@@ -29,8 +29,8 @@
 #include <type_traits>
 #include <utility>
 
-#include <rlflow/backend.hpp>
-#include <rlflow/error.hpp>
+#include <rlflow/core/backend.hpp>
+#include <rlflow/core/error.hpp>
 #include <rlflow/kernels/math.hpp>
 
 namespace rlflow::kernels::cuda {

@@ -1,7 +1,7 @@
 // rlflow/kernels/detail/checks.hpp: compile-time checks shared by the public kernel entry points
 // (one static_assert per requirement, style E1). Not public API.
 #pragma once
-#include <rlflow/backend.hpp>               // execution_policy
+#include <rlflow/core/backend.hpp>               // execution_policy
 #include <rlflow/kernels/detail/exec.hpp>   // is_mask_type
 
 namespace rlflow::kernels::detail {

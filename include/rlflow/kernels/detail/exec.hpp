@@ -18,12 +18,12 @@
 #include <immintrin.h>  // _mm_stream_ps, _mm_stream_si32, _mm_sfence
 #endif
 
-#include <rlflow/backend.hpp>          // cpu::tag, cuda::tag, execution_policy, system_of_t
-#include <rlflow/config.hpp>
-#include <rlflow/error.hpp>            // shape_error, value_error
+#include <rlflow/core/backend.hpp>          // cpu::tag, cuda::tag, execution_policy, system_of_t
+#include <rlflow/core/config.hpp>
+#include <rlflow/core/error.hpp>            // shape_error, value_error
 #include <rlflow/kernels/math.hpp>     // first_index, finite
 #include <rlflow/kernels/options.hpp>  // Dims
-#include <rlflow/memory.hpp>           // default_host_resource (cached scratch: no first-touch faults)
+#include <rlflow/core/memory.hpp>           // default_host_resource (cached scratch: no first-touch faults)
 
 namespace rlflow::kernels::detail {
 

@@ -1,0 +1,123 @@
+// rlflow/device_memory_estimate.hpp: the per-worker device memory estimate of a colocated CUDA
+// trainer (actor + reference training engines and the rollout engine with its KV cache, all on
+// one device) and the checks that reject a configuration before any work: too few devices for one
+// worker per device, or an estimate above the device's free memory. Host-only (g++ and nvcc);
+// the CUDA side (trainer_cuda.cuh) passes the device's numbers in, so all of it is tested on the CPU.
+// Letters: P parameters, Bw rows per worker, S = prompt + response slots, C, NH, L, V.
+#pragma once
+#include <algorithm>
+#include <cstdint>
+#include <string>
+
+#include <rlflow/core/device_memory.hpp>   // gib, device_memory_fix
+#include <rlflow/core/error.hpp>           // config_error, msg
+#include <rlflow/model/gpt.hpp>       // GPTConfig, ParamLayout, ActivationLayout
+#include <rlflow/config/trainer_config.hpp>  // TrainerConfig
+
+namespace rlflow {
+
+//! The device bytes one worker of a colocated CUDA trainer holds at its peak, by part.
+struct DeviceMemoryEstimate {
+  std::int64_t actor_state = 0;     //!< actor training engine: params, grads, AdamW m and v, decay mask
+  std::int64_t ref_state = 0;       //!< reference training engine (the CUDA engine keeps the same four buffers)
+  std::int64_t rollout_weights = 0; //!< rollout engine's copy of the weights
+  std::int64_t kv_cache = 0;        //!< L x 2 x Bw x NH x S x hs floats
+  std::int64_t rollout_activations = 0;  //!< prefill activations, logits and sampler scratch
+  std::int64_t train_activations = 0;    //!< kept activations + head + backward scratch (actor and reference)
+  std::int64_t rows_per_worker = 0;      //!< Bw
+  std::int64_t slots = 0;                //!< S
+  std::int64_t total() const {
+    return actor_state + ref_state + rollout_weights + kv_cache + rollout_activations + train_activations;
+  }
+  //! "weights+optimizer X GiB, KV cache Y GiB (...), activations Z GiB" for messages.
+  std::string breakdown() const {
+    auto g = [](std::int64_t b) { return msg(static_cast<double>(b) / gib); };
+    return msg("actor + reference engines ", g(actor_state + ref_state), " GiB, rollout weights ", g(rollout_weights),
+               " GiB, KV cache ", g(kv_cache), " GiB (", rows_per_worker, " rows x ", slots,
+               " slots), rollout activations ", g(rollout_activations), " GiB, training activations ",
+               g(train_activations), " GiB");
+  }
+};
+
+namespace detail {
+//! Floats of the CUDA training engine's buffers after a forward + backward of (B, T) with R
+//! response columns (engine/cuda/training_engine.cuh: acts, head_in, lnf, lnf_stats, logits,
+//! head_out, dhead, grad_ws, ints and valid flags counted as floats).
+inline std::int64_t train_activation_floats(model::GPTConfig const& m, std::int64_t B, std::int64_t T, std::int64_t R,
+                                            bool backward) {
+  std::int64_t const C = m.n_embd, V = m.vocab_size, NH = m.n_head;
+  std::int64_t const N = B * T, BR = B * R;
+  std::int64_t f = static_cast<std::int64_t>(model::ActivationLayout(m, static_cast<int>(B), static_cast<int>(T)).size());
+  f += 2 * BR * C + 2 * BR + BR * V + 4 * BR;  // head_in, lnf, lnf_stats, logits, head_out
+  f += 2 * N + BR;                             // ints (ids, positions, targets) and valid flags (rounded up)
+  if (backward) f += 2 * BR + BR * V + N * C * 10 + B * NH * T * T + 7 * BR;  // dhead, grad_ws, the loss columns
+  return f;
+}
+}  // namespace detail
+
+//! The peak device bytes of one worker (one device) of the colocated CUDA trainer for 'cfg' (as
+//! prepared by the Trainer) and the policy model 'm'. Conservative: the training engines keep
+//! their activation buffers across the rollout, so the rollout's cache and the training buffers
+//! are counted together even when rollout.free_cache_engine frees the cache during training.
+//! The critic (when there is one) runs on the CPU engine and takes no device memory.
+inline DeviceMemoryEstimate estimate_device_memory(TrainerConfig const& cfg, model::GPTConfig const& m) {
+  DeviceMemoryEstimate e;
+  std::int64_t const workers = std::max<std::int64_t>(1, cfg.trainer.nnodes * cfg.trainer.n_gpus_per_node);
+  std::int64_t const n = cfg.actor_rollout_ref.rollout.n;
+  std::int64_t const rows = (cfg.data.train_batch_size * n + workers - 1) / workers;
+  std::int64_t const Pn = cfg.data.max_prompt_length, R = cfg.data.max_response_length, S = Pn + R;
+  std::int64_t const P = static_cast<std::int64_t>(model::ParamLayout(m).size());
+  std::int64_t const C = m.n_embd, V = m.vocab_size, L = m.n_layer;
+  constexpr std::int64_t f = sizeof(float);
+  e.rows_per_worker = rows;
+  e.slots = S;
+  e.actor_state = 4 * P * f + P;  // params, grads, m, v (float) + decay mask (byte)
+  e.ref_state = e.actor_state;
+  e.rollout_weights = P * f;
+  e.kv_cache = L * 2 * rows * S * C * f;
+  // prefill: x, ln, atty (N C), qkv (3 N C), fch (4 N C) with N = rows * prompt width; last-row
+  // LayerNorm, logits (rows V); sampler: seeds, tokens, log-probs, two key arrays and offsets
+  // (rows V each for the sort keys, 8 bytes) and CUB's temporary storage (about the keys again).
+  std::int64_t const Np = rows * Pn;
+  e.rollout_activations = (Np * 10 * C + rows * C + rows * V) * f + rows * (2 * S + 8) + 3 * rows * V * 8 + Np * 8;
+  // actor: the larger of the log-prob micro-batch (no backward) and the PPO micro-batch (backward);
+  // reference: its log-prob micro-batch.
+  auto const& a = cfg.actor_rollout_ref;
+  std::int64_t const mini = std::max<std::int64_t>(1, a.actor.ppo_mini_batch_size * n / workers);
+  std::int64_t const micro = a.actor.ppo_micro_batch_size_per_gpu.value_or(mini);
+  std::int64_t const lp_micro = std::min(rows, a.rollout.log_prob_micro_batch_size_per_gpu.value_or(rows));
+  std::int64_t const ref_micro = std::min(rows, a.ref.log_prob_micro_batch_size_per_gpu.value_or(rows));
+  std::int64_t const actor_f = std::max(detail::train_activation_floats(m, micro, S, R, true),
+                                        detail::train_activation_floats(m, lp_micro, S, R, false));
+  std::int64_t const ref_f = detail::train_activation_floats(m, ref_micro, S, R, false);
+  e.train_activations = (actor_f + ref_f) * f;
+  return e;
+}
+
+//! Throws config_error (before any work) when a CUDA trainer wants more workers than there are
+//! devices: one worker per device, in one process (nnodes = 1).
+inline void check_device_count(TrainerConfig const& cfg, int devices) {
+  std::int64_t const workers = cfg.trainer.nnodes * cfg.trainer.n_gpus_per_node;
+  if (cfg.trainer.nnodes != 1)
+    throw config_error(msg("rlflow::Trainer<..., Backend<cuda::tag>>: trainer.nnodes=", cfg.trainer.nnodes,
+                           " but the in-process CUDA trainer runs on one node; set trainer.nnodes=1"));
+  if (devices < 1)
+    throw config_error("rlflow::Trainer<..., Backend<cuda::tag>>: no CUDA device is visible (cudaGetDeviceCount found "
+                       "none); run on a GPU machine or use rlflow::Backend<rlflow::cpu::tag>");
+  if (workers > devices)
+    throw config_error(msg("rlflow::Trainer<..., Backend<cuda::tag>>: trainer.n_gpus_per_node=", cfg.trainer.n_gpus_per_node,
+                           " workers (one per device) but only ", devices, " CUDA device", devices == 1 ? " is" : "s are",
+                           " visible; set trainer.n_gpus_per_node=", devices, " or less"));
+}
+
+//! Throws config_error (before any work) when the estimate exceeds the free memory of the device
+//! ('free_bytes' of 'total_bytes', as cudaMemGetInfo reports them), naming the numbers and the fix.
+inline void check_device_memory(DeviceMemoryEstimate const& e, int device, std::int64_t free_bytes, std::int64_t total_bytes) {
+  if (e.total() <= free_bytes) return;
+  throw config_error(msg("rlflow::Trainer<..., Backend<cuda::tag>>: one worker needs an estimated ",
+                         static_cast<double>(e.total()) / gib, " GiB of device memory (", e.breakdown(), ") but device ",
+                         device, " has ", static_cast<double>(free_bytes) / gib, " GiB free of ",
+                         static_cast<double>(total_bytes) / gib, " GiB; ", device_memory_fix));
+}
+
+}  // namespace rlflow

@@ -1,0 +1,348 @@
+// rlflow/kernels/model/gpt_backward.cuh: the training-path kernels of the built-in GPT on CUDA
+// (nvcc only): the attention forward that keeps its probabilities, the fused log-softmax head
+// (log-prob, entropy, lse) and its backward, LayerNorm / GELU / attention / encoder backward, bias
+// column sums, the cuBLAS products of the linear backward, the gradient norm and AdamW.
+// Same math as model/layers.hpp and engine/optimizer.hpp (the references). Parameter gradients
+// accumulate (+=); LayerNorm's dinp accumulates into the residual gradient, as on the CPU.
+// Reductions over rows are per-column loops (fixed order) except the embedding backward
+// (atomicAdd: token ids repeat). Defines rlflow::kernels::cuda::model::train.
+#pragma once
+#if !defined(__CUDACC__)
+#error "rlflow/kernels/model/gpt_backward.cuh needs nvcc; build this translation unit as a .cu file"
+#endif
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <cub/block/block_reduce.cuh>
+#include <cuda/functional>  // ::cuda::maximum
+#include <cstdint>
+
+#include <rlflow/core/config.hpp>
+#include <rlflow/model/cuda/gpt_layers.cuh>  // block, reduce_f, RLFLOW_CUDA_CHECK
+
+namespace rlflow::kernels::cuda::model::train {
+
+using layers::block;
+using layers::reduce_f;
+using reduce_d = cub::BlockReduce<double, block>;
+
+// ---------------------------------------------------------------------------------------------
+// linear backward (row-major, see layers::gemm_nt / gemm_nn)
+
+//! 'nt' (W (N, K)): dinp (M, K) = dout (M, N) W (skipped when null); dw (N, K) += dout^T inp.
+inline void linear_nt_backward(cublasHandle_t h, float* dinp, float* dw, float const* dout, float const* inp,
+                               float const* w, int M, int K, int N) {
+  float const one = 1.0f, zero = 0.0f;
+  if (dinp) RLFLOW_CUDA_CHECK(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, K, M, N, &one, w, K, dout, N, &zero, dinp, K));
+  RLFLOW_CUDA_CHECK(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_T, K, N, M, &one, inp, K, dout, N, &one, dw, K));
+}
+//! 'nn' (W (K, N)): dinp (M, K) = dout (M, N) W^T; dw (K, N) += inp^T dout.
+inline void linear_nn_backward(cublasHandle_t h, float* dinp, float* dw, float const* dout, float const* inp,
+                               float const* w, int M, int K, int N) {
+  float const one = 1.0f, zero = 0.0f;
+  RLFLOW_CUDA_CHECK(cublasSgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, K, M, N, &one, w, N, dout, N, &zero, dinp, K));
+  RLFLOW_CUDA_CHECK(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_T, N, K, M, &one, dout, N, inp, K, &one, dw, N));
+}
+
+//! db (N) += column sums of dout (M, N); one thread per column, rows in order.
+RLFLOW_MODEL_KERNEL void column_sums_kernel(float* db, float const* dout, int M, int N) {
+  int const c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= N) return;
+  float s = 0.0f;
+  for (int m = 0; m < M; ++m) s += dout[std::size_t(m) * N + c];
+  db[c] += s;
+}
+
+// ---------------------------------------------------------------------------------------------
+// forward pieces the backward needs
+
+//! Masked causal attention over (B, T) keeping probs (B, NH, T, T) (0 for j > t and invalid j);
+//! one block per (b, h, t); scores staged in dynamic shared memory (T floats).
+RLFLOW_MODEL_KERNEL void attention_probs_kernel(float* y, float* probs, float const* qkv, std::uint8_t const* valid, int T,
+                                          int C, int NH) {
+  extern __shared__ float sc[];
+  __shared__ typename reduce_f::TempStorage tmp;
+  __shared__ float s_max, s_sum;
+  int const t = int(blockIdx.x % unsigned(T));
+  int const bh = int(blockIdx.x / unsigned(T)), h = bh % NH, b = bh / NH;
+  int const hs = C / NH;
+  float const scale = 1.0f / sqrtf(float(hs));
+  std::size_t const row3 = 3 * std::size_t(C);
+  float const* base = qkv + std::size_t(b) * T * row3 + std::size_t(h) * 3 * hs;
+  float const* q = base + std::size_t(t) * row3;
+  float m = -INFINITY;
+  for (int j = threadIdx.x; j <= t; j += block) {
+    float s = -INFINITY;
+    if (valid[std::size_t(b) * T + j]) {
+      float const* k = base + std::size_t(j) * row3 + hs;
+      s = 0.0f;
+      for (int d = 0; d < hs; ++d) s += q[d] * k[d];
+      s *= scale;
+    }
+    sc[j] = s;
+    m = fmaxf(m, s);
+  }
+  float const mt = reduce_f(tmp).Reduce(m, ::cuda::maximum<>{});
+  if (threadIdx.x == 0) s_max = mt;
+  __syncthreads();
+  float const mx = s_max;
+  float e = 0.0f;
+  for (int j = threadIdx.x; j <= t; j += block) {
+    float const p = (mx == -INFINITY || sc[j] == -INFINITY) ? 0.0f : expf(sc[j] - mx);
+    sc[j] = p;
+    e += p;
+  }
+  float const et = reduce_f(tmp).Sum(e);
+  if (threadIdx.x == 0) s_sum = et;
+  __syncthreads();
+  float const inv = s_sum > 0.0f ? 1.0f / s_sum : 0.0f;
+  float* p = probs + (std::size_t(bh) * T + t) * T;
+  for (int j = threadIdx.x; j < T; j += block) p[j] = j <= t ? sc[j] * inv : 0.0f;
+  for (int d = threadIdx.x; d < hs; d += block) {
+    float acc = 0.0f;
+    for (int j = 0; j <= t; ++j) acc += sc[j] * base[std::size_t(j) * row3 + 2 * hs + d];
+    y[(std::size_t(b) * T + t) * C + std::size_t(h) * hs + d] = acc * inv;
+  }
+}
+
+//! dst (B*R, C) = src rows (b, h0 + j), j < R, of src (B*T, C).
+RLFLOW_MODEL_KERNEL void gather_rows_kernel(float* dst, float const* src, int T, int h0, int R, int C) {
+  int const b = int(blockIdx.x / unsigned(R)), j = int(blockIdx.x % unsigned(R));
+  float const* s = src + (std::size_t(b) * T + h0 + j) * C;
+  for (int c = threadIdx.x; c < C; c += blockDim.x) dst[std::size_t(blockIdx.x) * C + c] = s[c];
+}
+//! dst rows (b, h0 + j) of (B*T, C) = src (B*R, C) (the other rows are left alone).
+RLFLOW_MODEL_KERNEL void scatter_rows_kernel(float* dst, float const* src, int T, int h0, int R, int C) {
+  int const b = int(blockIdx.x / unsigned(R)), j = int(blockIdx.x % unsigned(R));
+  float* d = dst + (std::size_t(b) * T + h0 + j) * C;
+  for (int c = threadIdx.x; c < C; c += blockDim.x) d[c] = src[std::size_t(blockIdx.x) * C + c];
+}
+
+//! One block per row: z = logits * inv_t; log_prob = z[target] - lse, entropy = lse - E_p[z]
+//! (double, as layers::logprob_forward_row); lse and entropy kept for the backward.
+RLFLOW_MODEL_KERNEL void logprob_head_kernel(float* logp, float* ent, float* lse_out, float const* logits,
+                                       std::int32_t const* targets, int V, float inv_t) {
+  __shared__ typename reduce_d::TempStorage tmp;
+  __shared__ double s_max;
+  std::size_t const row = blockIdx.x;
+  float const* z = logits + row * V;
+  double m = -INFINITY;
+  for (int v = threadIdx.x; v < V; v += block) m = fmax(m, double(z[v]) * inv_t);
+  double const mt = reduce_d(tmp).Reduce(m, ::cuda::maximum<>{});
+  if (threadIdx.x == 0) s_max = mt;
+  __syncthreads();
+  double const mx = s_max;
+  double s = 0.0, sz = 0.0;
+  for (int v = threadIdx.x; v < V; v += block) {
+    double const zz = double(z[v]) * inv_t;
+    double const e = exp(zz - mx);
+    s += e;
+    sz += e * zz;
+  }
+  double const st = reduce_d(tmp).Sum(s);
+  __syncthreads();
+  double const szt = reduce_d(tmp).Sum(sz);
+  if (threadIdx.x == 0) {
+    double const lse = mx + log(st);
+    double const H = lse - szt / st;
+    logp[row] = float(double(z[targets[row]]) * inv_t - lse);
+    ent[row] = float(H);
+    lse_out[row] = float(lse);
+  }
+}
+
+//! One block per row: sum_v exp(2 (z_v - lse)), z = logits * inv_t, from logprob_head_kernel's lse
+//! (double, as layers::sum_pi_squared_row). verl: calculate_sum_pi_squared.
+RLFLOW_MODEL_KERNEL void sum_pi_squared_kernel(float* out, float const* logits, float const* lse, int V, float inv_t) {
+  __shared__ typename reduce_d::TempStorage tmp;
+  std::size_t const row = blockIdx.x;
+  float const* z = logits + row * V;
+  double const L = lse[row];
+  double s = 0.0;
+  for (int v = threadIdx.x; v < V; v += block) s += exp(2.0 * (double(z[v]) * inv_t - L));
+  double const st = reduce_d(tmp).Sum(s);
+  if (threadIdx.x == 0) out[row] = float(st);
+}
+
+//! dlogits (rows, V) of dlogp * log_prob + dent * entropy (dent may be null), as
+//! layers::logprob_backward_row; one block per row.
+RLFLOW_MODEL_KERNEL void logprob_head_backward_kernel(float* dlogits, float const* logits, std::int32_t const* targets,
+                                                float const* lse, float const* ent, float const* dlogp,
+                                                float const* dent, int V, float inv_t) {
+  std::size_t const row = blockIdx.x;
+  double const L = lse[row], H = ent[row], dl = dlogp[row], de = dent ? dent[row] : 0.0;
+  int const tg = targets[row];
+  for (int v = threadIdx.x; v < V; v += blockDim.x) {
+    double const lp = double(logits[row * V + v]) * inv_t - L;
+    double const p = exp(lp);
+    double g = -dl * p - de * p * (lp + H);
+    if (v == tg) g += dl;
+    dlogits[row * V + v] = float(g * inv_t);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// backward kernels
+
+//! dinp (N, C) += LayerNorm input gradient; one block per row.
+RLFLOW_MODEL_KERNEL void layernorm_backward_kernel(float* dinp, float const* dout, float const* inp, float const* w,
+                                             float const* mean, float const* rstd, int C) {
+  __shared__ typename reduce_f::TempStorage tmp;
+  __shared__ float s_a, s_b;
+  std::size_t const n = blockIdx.x;
+  float const* d = dout + n * C;
+  float const* x = inp + n * C;
+  float const m = mean[n], s = rstd[n];
+  float a = 0.0f, bb = 0.0f;
+  for (int c = threadIdx.x; c < C; c += block) {
+    float const dn = w[c] * d[c];
+    a += dn;
+    bb += dn * (x[c] - m) * s;
+  }
+  float const at = reduce_f(tmp).Sum(a);
+  __syncthreads();
+  float const bt = reduce_f(tmp).Sum(bb);
+  if (threadIdx.x == 0) {
+    s_a = at / float(C);
+    s_b = bt / float(C);
+  }
+  __syncthreads();
+  float const dm = s_a, dnm = s_b;
+  for (int c = threadIdx.x; c < C; c += block) {
+    float const norm = (x[c] - m) * s;
+    dinp[n * C + c] += (w[c] * d[c] - dm - norm * dnm) * s;
+  }
+}
+//! dw, db (C) += LayerNorm parameter gradients; one thread per column, rows in order.
+RLFLOW_MODEL_KERNEL void layernorm_param_backward_kernel(float* dw, float* db, float const* dout, float const* inp,
+                                                   float const* mean, float const* rstd, int N, int C) {
+  int const c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= C) return;
+  float sw = 0.0f, sb = 0.0f;
+  for (int n = 0; n < N; ++n) {
+    float const d = dout[std::size_t(n) * C + c];
+    sb += d;
+    sw += (inp[std::size_t(n) * C + c] - mean[n]) * rstd[n] * d;
+  }
+  dw[c] += sw;
+  db[c] += sb;
+}
+
+//! dinp (n) = gelu'(inp) dout (tanh form; dinp may alias dout).
+RLFLOW_MODEL_KERNEL void gelu_backward_kernel(float* dinp, float const* inp, float const* dout, std::int64_t n) {
+  for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < n; i += std::int64_t(gridDim.x) * blockDim.x) {
+    float const x = inp[i];
+    float const k = 0.7978845608028654f;
+    float const t = tanhf(k * (x + 0.044715f * x * x * x));
+    float const local = 0.5f * (1.0f + t) + x * 0.5f * (1.0f - t * t) * k * (1.0f + 3.0f * 0.044715f * x * x);
+    dinp[i] = local * dout[i];
+  }
+}
+
+//! Attention backward, part 1: one block per (b, h, t): ds[t, j] = p_tj (dy_t . v_j - sum_j' p dp)
+//! * scale into dsc (B, NH, T, T), and dq_t = sum_j ds_tj k_j. Scratch: T floats of shared memory.
+RLFLOW_MODEL_KERNEL void attention_backward_q_kernel(float* dqkv, float* dsc, float const* dy, float const* qkv,
+                                               float const* probs, int T, int C, int NH) {
+  extern __shared__ float sd[];
+  __shared__ typename reduce_f::TempStorage tmp;
+  __shared__ float s_pdp;
+  int const t = int(blockIdx.x % unsigned(T));
+  int const bh = int(blockIdx.x / unsigned(T)), h = bh % NH, b = bh / NH;
+  int const hs = C / NH;
+  float const scale = 1.0f / sqrtf(float(hs));
+  std::size_t const row3 = 3 * std::size_t(C);
+  float const* base = qkv + std::size_t(b) * T * row3 + std::size_t(h) * 3 * hs;
+  float const* p = probs + (std::size_t(bh) * T + t) * T;
+  float const* dyt = dy + (std::size_t(b) * T + t) * C + std::size_t(h) * hs;
+  float acc = 0.0f;
+  for (int j = threadIdx.x; j <= t; j += block) {
+    float dp = 0.0f;
+    if (p[j] != 0.0f) {
+      float const* vj = base + std::size_t(j) * row3 + 2 * hs;
+      for (int d = 0; d < hs; ++d) dp += dyt[d] * vj[d];
+    }
+    sd[j] = dp;
+    acc += p[j] * dp;
+  }
+  float const tot = reduce_f(tmp).Sum(acc);
+  if (threadIdx.x == 0) s_pdp = tot;
+  __syncthreads();
+  float const pdp = s_pdp;
+  float* dsr = dsc + (std::size_t(bh) * T + t) * T;
+  for (int j = threadIdx.x; j < T; j += block) {
+    float const ds = j <= t ? p[j] * (sd[j] - pdp) * scale : 0.0f;
+    if (j <= t) sd[j] = ds;
+    dsr[j] = ds;
+  }
+  __syncthreads();
+  float* dq = dqkv + (std::size_t(b) * T + t) * row3 + std::size_t(h) * 3 * hs;
+  for (int d = threadIdx.x; d < hs; d += block) {
+    float a = 0.0f;
+    for (int j = 0; j <= t; ++j) a += sd[j] * base[std::size_t(j) * row3 + hs + d];
+    dq[d] = a;
+  }
+}
+//! Attention backward, part 2: one block per (b, h, j): dk_j = sum_{t >= j} ds_tj q_t,
+//! dv_j = sum_{t >= j} p_tj dy_t.
+RLFLOW_MODEL_KERNEL void attention_backward_kv_kernel(float* dqkv, float const* dsc, float const* dy, float const* qkv,
+                                                float const* probs, int T, int C, int NH) {
+  int const j = int(blockIdx.x % unsigned(T));
+  int const bh = int(blockIdx.x / unsigned(T)), h = bh % NH, b = bh / NH;
+  int const hs = C / NH;
+  std::size_t const row3 = 3 * std::size_t(C);
+  float const* base = qkv + std::size_t(b) * T * row3 + std::size_t(h) * 3 * hs;
+  float* dk = dqkv + (std::size_t(b) * T + j) * row3 + std::size_t(h) * 3 * hs + hs;
+  float* dv = dk + hs;
+  for (int d = threadIdx.x; d < hs; d += blockDim.x) {
+    float ak = 0.0f, av = 0.0f;
+    for (int t = j; t < T; ++t) {
+      std::size_t const at = (std::size_t(bh) * T + t) * T + j;
+      ak += dsc[at] * base[std::size_t(t) * row3 + d];
+      av += probs[at] * dy[(std::size_t(b) * T + t) * C + std::size_t(h) * hs + d];
+    }
+    dk[d] = ak;
+    dv[d] = av;
+  }
+}
+
+//! dwte[ids[n]] += g[n], dwpe[pos[n]] += g[n] (atomicAdd: ids and positions repeat).
+RLFLOW_MODEL_KERNEL void encoder_backward_kernel(float* dwte, float* dwpe, float const* g, std::int32_t const* ids,
+                                           std::int32_t const* pos, int C) {
+  std::size_t const n = blockIdx.x;
+  for (int c = threadIdx.x; c < C; c += blockDim.x) {
+    float const d = g[n * C + c];
+    atomicAdd(dwte + std::size_t(ids[n]) * C + c, d);
+    atomicAdd(dwpe + std::size_t(pos[n]) * C + c, d);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// optimizer
+
+//! partial[block] = sum of g^2 over a grid-stride slice, in double (host adds the partials in order).
+RLFLOW_MODEL_KERNEL void sumsq_kernel(double* partial, float const* g, std::int64_t n) {
+  __shared__ typename reduce_d::TempStorage tmp;
+  double s = 0.0;
+  for (std::int64_t i = blockIdx.x * std::int64_t(block) + threadIdx.x; i < n; i += std::int64_t(gridDim.x) * block)
+    s += double(g[i]) * double(g[i]);
+  double const t = reduce_d(tmp).Sum(s);
+  if (threadIdx.x == 0) partial[blockIdx.x] = t;
+}
+
+//! One AdamW step as engine::AdamW::step (clip folded into the gradient, decoupled decay on masked entries).
+RLFLOW_MODEL_KERNEL void adamw_kernel(float* p, float* m, float* v, float const* g, std::uint8_t const* decay, std::int64_t n,
+                                float clip, float lr, float b1, float b2, float eps, float wd, float bc1, float bc2) {
+  for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < n; i += std::int64_t(gridDim.x) * blockDim.x) {
+    float const gi = g[i] * clip;
+    float const mi = b1 * m[i] + (1.0f - b1) * gi;
+    float const vi = b2 * v[i] + (1.0f - b2) * gi * gi;
+    m[i] = mi;
+    v[i] = vi;
+    float const mhat = mi / bc1, vhat = vi / bc2;
+    float pi = p[i];
+    if (decay[i]) pi -= lr * wd * pi;
+    pi -= lr * mhat / (sqrtf(vhat) + eps);
+    p[i] = pi;
+  }
+}
+
+}  // namespace rlflow::kernels::cuda::model::train

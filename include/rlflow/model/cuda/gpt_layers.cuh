@@ -1,0 +1,259 @@
+// rlflow/kernels/model/gpt_layers.cuh: the device building blocks of the built-in GPT's CUDA
+// engines (nvcc only): the error-check macro RLFLOW_CUDA_CHECK, a grow-only device buffer,
+// row-major cuBLAS wrappers, and own kernels for the encoder, LayerNorm (keeping mean / rstd),
+// bias rows, GELU, and the KV-cache attention of the rollout (one block per query).
+// Same math as the CPU layer functions (model/layers.hpp), which are the reference.
+// Defines rlflow::kernels::cuda::model::layers. Does not own a model (engine/cuda/ does).
+// Letters: N rows, C width, NH heads, hs = C / NH, S cache slots, V vocabulary.
+#pragma once
+#if !defined(__CUDACC__)
+#error "rlflow/kernels/model/gpt_layers.cuh needs nvcc; build this translation unit as a .cu file"
+#endif
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <cub/block/block_reduce.cuh>  // cub::BlockReduce
+#include <cuda/functional>             // ::cuda::maximum
+#include <algorithm>                   // std::min, std::max
+#include <cstddef>
+#include <cstdint>
+#include <utility>                     // std::exchange
+
+#include <rlflow/core/config.hpp>  // RLFLOW_KERNEL
+#include <rlflow/core/device_memory.hpp>  // device_memory_counter, device_memory_fix, gib
+#include <rlflow/core/error.hpp>   // error, msg
+
+namespace rlflow::kernels::cuda::model::layers {
+
+//! Throws rlflow::error naming the failed call, the place and the CUDA error.
+inline void check(cudaError_t e, char const* what, char const* file, int line) {
+  if (e != cudaSuccess)
+    throw ::rlflow::error(msg("rlflow (cuda model): ", what, " failed at ", file, ":", line, ": ", cudaGetErrorName(e), " (",
+                              cudaGetErrorString(e), ")"));
+}
+//! Throws rlflow::error naming the failed cuBLAS call and its status.
+inline void check(cublasStatus_t s, char const* what, char const* file, int line) {
+  if (s != CUBLAS_STATUS_SUCCESS)
+    throw ::rlflow::error(msg("rlflow (cuda model): ", what, " failed at ", file, ":", line, " with cuBLAS status ", int(s)));
+}
+
+}  // namespace rlflow::kernels::cuda::model::layers
+
+#ifndef RLFLOW_MODEL_KERNEL
+//! A kernel defined in a header that several translation units of one program include: internal
+//! linkage (static) so each unit keeps its own copy and the link sees no duplicate symbols.
+#define RLFLOW_MODEL_KERNEL static __global__
+#endif
+
+#ifndef RLFLOW_CUDA_CHECK
+//! Evaluates a CUDA runtime or cuBLAS call and throws rlflow::error when it fails.
+#define RLFLOW_CUDA_CHECK(expr) ::rlflow::kernels::cuda::model::layers::check((expr), #expr, __FILE__, __LINE__)
+#endif
+
+namespace rlflow::kernels::cuda::model::layers {
+
+constexpr int block = 256;
+using reduce_f = cub::BlockReduce<float, block>;
+
+//! A grow-only device allocation (cudaMalloc / cudaFree, so release() really returns memory).
+//! ensure() reallocates only for a larger size; the old contents are not kept. Callers make
+//! sure no kernel still uses the old block (the engines synchronise their stream per call).
+class device_buffer {
+ public:
+  device_buffer() = default;
+  device_buffer(device_buffer const&) = delete;
+  device_buffer& operator=(device_buffer const&) = delete;
+  ~device_buffer() { release(); }
+  template <class T>
+  T* ensure(std::size_t count) {
+    std::size_t const bytes = std::max<std::size_t>(count * sizeof(T), 16);
+    if (bytes > bytes_) {
+      release();
+      RLFLOW_CUDA_CHECK(cudaGetDevice(&device_));
+      cudaError_t const e = cudaMalloc(&p_, bytes);
+      if (e != cudaSuccess) {
+        p_ = nullptr;
+        cudaGetLastError();  // clear the sticky-free allocation error so the caller can recover
+        std::size_t free_b = 0, total_b = 0;
+        cudaMemGetInfo(&free_b, &total_b);
+        throw ::rlflow::error(msg("rlflow (cuda): allocating a device buffer of ", bytes, " bytes (",
+                                  double(bytes) / ::rlflow::gib, " GiB) on device ", device_, " failed: ", cudaGetErrorName(e),
+                                  " (", double(free_b) / ::rlflow::gib, " GiB free of ", double(total_b) / ::rlflow::gib,
+                                  " GiB); ", ::rlflow::device_memory_fix));
+      }
+      bytes_ = bytes;
+      auto& c = ::rlflow::device_memory_counter(device_);
+      c.reserve(std::int64_t(bytes));
+      c.use(std::int64_t(bytes));
+    }
+    return static_cast<T*>(p_);
+  }
+  template <class T>
+  T* get() const { return static_cast<T*>(p_); }
+  void release() noexcept {
+    if (p_) {
+      cudaFree(p_);
+      auto& c = ::rlflow::device_memory_counter(device_);
+      c.unuse(std::int64_t(bytes_));
+      c.unreserve(std::int64_t(bytes_));
+    }
+    p_ = nullptr;
+    bytes_ = 0;
+  }
+  std::size_t bytes() const { return bytes_; }
+
+ private:
+  void* p_ = nullptr;
+  std::size_t bytes_ = 0;
+  int device_ = 0;
+};
+
+//! Grid size for a grid-stride loop over n elements.
+inline unsigned grid_for(std::int64_t n, int threads = 256) {
+  return unsigned(std::max<std::int64_t>(1, std::min<std::int64_t>((n + threads - 1) / threads, 8192)));
+}
+
+// ---------------------------------------------------------------------------------------------
+// row-major matrix products through column-major cuBLAS (a row-major X is X^T column-major)
+
+//! out (M, N) = beta out + inp (M, K) W^T, W (N, K) ('nt': qkv, fc, LM head).
+inline void gemm_nt(cublasHandle_t h, float* out, float const* inp, float const* w, int M, int K, int N, float beta) {
+  float const one = 1.0f;
+  RLFLOW_CUDA_CHECK(cublasSgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, N, M, K, &one, w, K, inp, K, &beta, out, N));
+}
+//! out (M, N) = beta out + inp (M, K) W, W (K, N) ('nn': attn proj, mlp proj).
+inline void gemm_nn(cublasHandle_t h, float* out, float const* inp, float const* w, int M, int K, int N, float beta) {
+  float const one = 1.0f;
+  RLFLOW_CUDA_CHECK(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, N, M, K, &one, w, N, inp, K, &beta, out, N));
+}
+
+// ---------------------------------------------------------------------------------------------
+// kernels
+
+//! out (N, C) = wte[ids[n]] + wpe[pos[n]]; one block per row.
+RLFLOW_MODEL_KERNEL void encoder_kernel(float* out, std::int32_t const* ids, std::int32_t const* pos, float const* wte,
+                                  float const* wpe, int C) {
+  std::size_t const n = blockIdx.x;
+  for (int c = threadIdx.x; c < C; c += blockDim.x)
+    out[n * C + c] = wte[std::size_t(ids[n]) * C + c] + wpe[std::size_t(pos[n]) * C + c];
+}
+
+//! out (N, C) = (x - mean) * rstd * w + b (eps 1e-5, two passes as the CPU); one block of
+//! 'block' threads per row; mean / rstd (N) stored when not null.
+RLFLOW_MODEL_KERNEL void layernorm_kernel(float* out, float* mean, float* rstd, float const* inp, float const* w,
+                                    float const* b, int C) {
+  __shared__ typename reduce_f::TempStorage tmp;
+  __shared__ float s_mean, s_rstd;
+  std::size_t const row = blockIdx.x;
+  float const* x = inp + row * C;
+  float s = 0.0f;
+  for (int c = threadIdx.x; c < C; c += block) s += x[c];
+  float const tot = reduce_f(tmp).Sum(s);
+  if (threadIdx.x == 0) s_mean = tot / float(C);
+  __syncthreads();
+  float const m = s_mean;
+  float v = 0.0f;
+  for (int c = threadIdx.x; c < C; c += block) v += (x[c] - m) * (x[c] - m);
+  float const vt = reduce_f(tmp).Sum(v);  // the barrier above separates the two uses of tmp
+  if (threadIdx.x == 0) s_rstd = 1.0f / sqrtf(vt / float(C) + 1e-5f);
+  __syncthreads();
+  float const r = s_rstd;
+  for (int c = threadIdx.x; c < C; c += block) out[row * C + c] = (x[c] - m) * r * w[c] + b[c];
+  if (threadIdx.x == 0) {
+    if (mean) mean[row] = m;
+    if (rstd) rstd[row] = r;
+  }
+}
+
+//! out (total = M N) = b[i % N] (b null: 0), or out += b when accumulate.
+RLFLOW_MODEL_KERNEL void bias_rows_kernel(float* out, float const* b, std::int64_t total, int N, bool accumulate) {
+  for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < total; i += std::int64_t(gridDim.x) * blockDim.x) {
+    float const bv = b ? b[i % N] : 0.0f;
+    out[i] = accumulate ? out[i] + bv : bv;
+  }
+}
+
+//! out (n) = gelu(inp) (tanh approximation; out may alias inp).
+RLFLOW_MODEL_KERNEL void gelu_kernel(float* out, float const* inp, std::int64_t n) {
+  for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < n; i += std::int64_t(gridDim.x) * blockDim.x) {
+    float const x = inp[i];
+    out[i] = 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
+  }
+}
+
+//! Writes the keys and values of qkv rows (nr * n, 3C) into the cache (B, NH, S, hs) for rows
+//! rows[i] at slots [s0, s0 + n); one block per (token, head).
+RLFLOW_MODEL_KERNEL void kv_store_kernel(float* kc, float* vc, float const* qkv, std::int32_t const* rows, int n, int s0, int S,
+                                   int C, int NH) {
+  int const hs = C / NH;
+  int const h = int(blockIdx.x % unsigned(NH));
+  std::size_t const tok = blockIdx.x / unsigned(NH);
+  int const i = int(tok / std::size_t(n)), k = int(tok % std::size_t(n));
+  float const* src = qkv + tok * 3 * C + std::size_t(h) * 3 * hs;
+  std::size_t const dst = ((std::size_t(rows[i]) * NH + h) * S + std::size_t(s0 + k)) * hs;
+  for (int d = threadIdx.x; d < hs; d += blockDim.x) {
+    kc[dst + d] = src[hs + d];
+    vc[dst + d] = src[2 * hs + d];
+  }
+}
+
+//! Attention of the queries in qkv rows (nr * n, 3C) against the cache: token (i, k) of row
+//! rows[i] sits at slot s0 + k and sees slots [0, s0 + k] whose valid (B, S) flag is set.
+//! Softmax over valid keys (a query with none gets y = 0, as layers::attend_one). One block
+//! per (token, head); scores in dynamic shared memory (S floats).
+RLFLOW_MODEL_KERNEL void kv_attention_kernel(float* y, float const* qkv, float const* kc, float const* vc,
+                                       std::uint8_t const* valid, std::int32_t const* rows, int n, int s0, int S, int C,
+                                       int NH) {
+  extern __shared__ float sc[];
+  __shared__ typename reduce_f::TempStorage tmp;
+  __shared__ float s_max, s_sum;
+  int const hs = C / NH;
+  int const h = int(blockIdx.x % unsigned(NH));
+  std::size_t const tok = blockIdx.x / unsigned(NH);
+  int const i = int(tok / std::size_t(n)), k = int(tok % std::size_t(n));
+  int const r = rows[i];
+  int const n_keys = s0 + k + 1;
+  float const scale = 1.0f / sqrtf(float(hs));
+  float const* q = qkv + tok * 3 * C + std::size_t(h) * 3 * hs;
+  std::size_t const base = (std::size_t(r) * NH + h) * S * std::size_t(hs);
+  std::uint8_t const* vr = valid + std::size_t(r) * S;
+  float m = -INFINITY;
+  for (int j = threadIdx.x; j < n_keys; j += block) {
+    float s = -INFINITY;
+    if (vr[j]) {
+      float const* kj = kc + base + std::size_t(j) * hs;
+      s = 0.0f;
+      for (int d = 0; d < hs; ++d) s += q[d] * kj[d];
+      s *= scale;
+    }
+    sc[j] = s;
+    m = fmaxf(m, s);
+  }
+  float const mt = reduce_f(tmp).Reduce(m, ::cuda::maximum<>{});
+  if (threadIdx.x == 0) s_max = mt;
+  __syncthreads();
+  float const mx = s_max;
+  float e = 0.0f;
+  for (int j = threadIdx.x; j < n_keys; j += block) {
+    float const p = (mx == -INFINITY || sc[j] == -INFINITY) ? 0.0f : expf(sc[j] - mx);
+    sc[j] = p;
+    e += p;
+  }
+  float const et = reduce_f(tmp).Sum(e);
+  if (threadIdx.x == 0) s_sum = et;
+  __syncthreads();  // also publishes every sc[j] for the loop below
+  float const inv = s_sum > 0.0f ? 1.0f / s_sum : 0.0f;
+  for (int d = threadIdx.x; d < hs; d += block) {
+    float acc = 0.0f;
+    for (int j = 0; j < n_keys; ++j) acc += sc[j] * vc[base + std::size_t(j) * hs + d];
+    y[tok * C + std::size_t(h) * hs + d] = acc * inv;
+  }
+}
+
+//! dst (nr, C) = src row i * n + n - 1 (the last slot of each running sequence).
+RLFLOW_MODEL_KERNEL void gather_last_kernel(float* dst, float const* src, int n, int C) {
+  std::size_t const i = blockIdx.x;
+  float const* s = src + (i * n + std::size_t(n - 1)) * C;
+  for (int c = threadIdx.x; c < C; c += blockDim.x) dst[i * C + c] = s[c];
+}
+
+}  // namespace rlflow::kernels::cuda::model::layers

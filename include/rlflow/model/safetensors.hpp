@@ -1,0 +1,345 @@
+// rlflow/engine/safetensors.hpp: reading and writing safetensors files (8-byte little-endian
+// header length, JSON header, then the raw little-endian tensors), readable by the safetensors,
+// PyTorch and numpy tooling. Defines TensorRecord, save (atomic: temp file + fsync + rename) and
+// File (the whole file read and validated before any tensor is handed out). Adds one metadata
+// entry, "rlflow.fnv1a64", a checksum of the data section, so corrupt bytes are caught too, and
+// "rlflow.index_fnv1a64", a checksum of the tensor index (names, dtypes, shapes, offsets), so an
+// edited header (e.g. two same-shape tensors' offsets swapped) is caught; files of other writers
+// (or older rlflow files without the entry) are checked structurally only.
+// Does not memory-map; assumes a little-endian host (x86-64, aarch64).
+#pragma once
+#include <algorithm>    // std::sort
+#include <cerrno>       // errno
+#include <cstddef>      // std::byte
+#include <cstdint>
+#include <cstdio>       // std::FILE for reading
+#include <cstring>      // std::strerror, std::memcpy
+#include <filesystem>
+#include <limits>
+#include <map>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <fcntl.h>      // open
+#include <unistd.h>     // write, fsync, close, getpid
+
+#include <nlohmann/json.hpp>    // the JSON header
+#include <rlflow/detail/json_util.hpp>  // json_preview
+#include <rlflow/core/error.hpp>     // format_error, io_error, key_error
+#include <rlflow/core/tensor.hpp>    // DType, dtype_size
+
+namespace rlflow::engine::safetensors {
+
+//! safetensors dtype string of an rlflow DType ("F32", "BF16", "F16", "I32", "I64", "U8", "BOOL").
+inline char const* dtype_code(DType t) {
+  switch (t) {
+    case DType::float32: return "F32";
+    case DType::bfloat16: return "BF16";
+    case DType::float16: return "F16";
+    case DType::int32: return "I32";
+    case DType::int64: return "I64";
+    case DType::uint8: return "U8";
+    case DType::bool_: return "BOOL";
+  }
+  return "?";
+}
+inline bool dtype_from_code(std::string const& s, DType& out) {
+  for (int i = 0; i < dtype_count; ++i)
+    if (s == dtype_code(static_cast<DType>(i))) { out = static_cast<DType>(i); return true; }
+  return false;
+}
+
+//! FNV-1a, 64 bit, of a byte range (the data-section checksum).
+inline std::uint64_t fnv1a64(std::span<std::byte const> bytes) {
+  std::uint64_t h = 0xcbf29ce484222325ull;
+  for (std::byte b : bytes) h = (h ^ static_cast<std::uint64_t>(b)) * 0x100000001b3ull;
+  return h;
+}
+
+//! One tensor to write: a name, dtype, shape and its bytes (numel * dtype_size).
+struct TensorRecord {
+  std::string name;
+  DType dtype = DType::float32;
+  std::vector<std::int64_t> shape;
+  std::span<std::byte const> bytes;
+};
+
+namespace detail {
+inline std::string errno_text() { return std::strerror(errno); }
+inline void write_all(int fd, void const* p, std::size_t n, std::filesystem::path const& path) {
+  auto const* c = static_cast<char const*>(p);
+  while (n > 0) {
+    ssize_t const w = ::write(fd, c, n);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      throw io_error(msg("rlflow::safetensors::save: writing ", path.string(), " failed: ", errno_text()));
+    }
+    c += w;
+    n -= static_cast<std::size_t>(w);
+  }
+}
+inline std::size_t numel(std::vector<std::int64_t> const& shape) {
+  std::size_t n = 1;
+  for (auto d : shape) n *= static_cast<std::size_t>(d);
+  return n;
+}
+//! numel * element size, or false when a dimension is negative or the product overflows.
+inline bool checked_nbytes(std::vector<std::int64_t> const& shape, std::size_t elem, std::size_t& out) {
+  std::size_t n = elem;
+  for (auto d : shape) {
+    if (d < 0 || __builtin_mul_overflow(n, static_cast<std::size_t>(d), &n)) return false;
+  }
+  out = n;
+  return true;
+}
+//! FNV-1a over the tensor index (name, dtype, shape, offsets of every tensor, in name order), so
+//! a header whose offsets were swapped between two same-shape tensors fails the checksum.
+inline std::uint64_t index_hash(std::uint64_t h, std::string const& name, char const* dtype, std::vector<std::int64_t> const& shape,
+                                std::size_t begin, std::size_t end) {
+  auto const mix = [&h](void const* p, std::size_t n) {
+    auto const* c = static_cast<unsigned char const*>(p);
+    for (std::size_t i = 0; i < n; ++i) h = (h ^ c[i]) * 0x100000001b3ull;
+  };
+  std::uint64_t const len = name.size();
+  mix(&len, 8);
+  mix(name.data(), name.size());
+  mix(dtype, std::strlen(dtype) + 1);
+  std::uint64_t const rank = shape.size();
+  mix(&rank, 8);
+  for (auto d : shape) mix(&d, 8);
+  std::uint64_t const be[2] = {begin, end};
+  mix(be, 16);
+  return h;
+}
+inline std::string hex64(std::uint64_t h) {
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  return hex;
+}
+}  // namespace detail
+
+//! Writes tensors (in the given order) and string metadata to 'path' atomically: the bytes go to
+//! a temporary file in the same directory, which is fsynced and renamed over 'path'; a crash
+//! leaves either the old file or the new one. Throws io_error (with the OS reason) or shape_error.
+inline void save(std::filesystem::path const& path, std::vector<TensorRecord> const& tensors,
+                 std::map<std::string, std::string> metadata = {}) {
+  nlohmann::ordered_json header = nlohmann::ordered_json::object();
+  std::size_t offset = 0;
+  std::uint64_t h = 0xcbf29ce484222325ull;
+  std::map<std::string, std::pair<TensorRecord const*, std::size_t>> index;  // name -> (record, offset)
+  for (auto const& t : tensors) {
+    if (t.name.empty() || t.name == "__metadata__")
+      throw key_error(msg("rlflow::safetensors::save: invalid tensor name '", t.name, "'"));
+    if (header.contains(t.name)) throw key_error(msg("rlflow::safetensors::save: tensor '", t.name, "' appears twice"));
+    std::size_t nbytes = 0;
+    if (!detail::checked_nbytes(t.shape, dtype_size(t.dtype), nbytes))
+      throw shape_error(msg("rlflow::safetensors::save: tensor '", t.name, "' has a negative dimension or a shape whose size overflows"));
+    if (nbytes != t.bytes.size())
+      throw shape_error(msg("rlflow::safetensors::save: tensor '", t.name, "' has ", t.bytes.size(), " bytes but its shape and ",
+                            dtype_name(t.dtype), " need ", nbytes));
+    header[t.name] = {{"dtype", dtype_code(t.dtype)}, {"shape", t.shape}, {"data_offsets", {offset, offset + nbytes}}};
+    index[t.name] = {&t, offset};
+    offset += nbytes;
+    for (std::byte b : t.bytes) h = (h ^ static_cast<std::uint64_t>(b)) * 0x100000001b3ull;
+  }
+  metadata["rlflow.fnv1a64"] = detail::hex64(h);
+  std::uint64_t ih = 0xcbf29ce484222325ull;
+  for (auto const& [name, rec] : index)
+    ih = detail::index_hash(ih, name, dtype_code(rec.first->dtype), rec.first->shape, rec.second, rec.second + rec.first->bytes.size());
+  metadata["rlflow.index_fnv1a64"] = detail::hex64(ih);
+  nlohmann::ordered_json meta = nlohmann::ordered_json::object();
+  for (auto const& [k, v] : metadata) meta[k] = v;
+  nlohmann::ordered_json full = nlohmann::ordered_json::object();
+  full["__metadata__"] = meta;
+  for (auto it = header.begin(); it != header.end(); ++it) full[it.key()] = it.value();
+  std::string text = full.dump();
+  while (text.size() % 8 != 0) text.push_back(' ');  // data section 8-byte aligned, as the reference writer does
+  std::uint64_t const n = text.size();
+  unsigned char len[8];
+  for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>(n >> (8 * i));
+
+  std::filesystem::path const tmp = path.string() + ".tmp." + std::to_string(::getpid());
+  int const fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0)
+    throw io_error(msg("rlflow::safetensors::save: cannot create ", tmp.string(), ": ", detail::errno_text(),
+                       "; check that the directory exists and is writable"));
+  try {
+    detail::write_all(fd, len, 8, tmp);
+    detail::write_all(fd, text.data(), text.size(), tmp);
+    for (auto const& t : tensors) detail::write_all(fd, t.bytes.data(), t.bytes.size(), tmp);
+    if (::fsync(fd) != 0) throw io_error(msg("rlflow::safetensors::save: fsync of ", tmp.string(), " failed: ", detail::errno_text()));
+  } catch (...) {
+    ::close(fd);
+    std::error_code ec;
+    std::filesystem::remove(tmp, ec);
+    throw;
+  }
+  if (::close(fd) != 0) {
+    std::error_code ec;
+    std::filesystem::remove(tmp, ec);
+    throw io_error(msg("rlflow::safetensors::save: closing ", tmp.string(), " failed: ", detail::errno_text()));
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) {
+    std::filesystem::remove(tmp, ec);
+    throw io_error(msg("rlflow::safetensors::save: renaming ", tmp.string(), " to ", path.string(), " failed: ", ec.message()));
+  }
+  auto const dir = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
+  int const dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {  // make the rename durable
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+}
+
+//! A safetensors file read whole into memory and validated: header syntax, dtypes, shapes
+//! against byte ranges, ranges tiling the data section exactly, the file size, and the rlflow
+//! checksum when present. Any violation is a format_error naming the file and the defect.
+class File {
+ public:
+  struct Info {
+    DType dtype = DType::float32;
+    std::vector<std::int64_t> shape;
+    std::size_t begin = 0, end = 0;  //!< byte range in the data section
+  };
+
+  static File load(std::filesystem::path const& path) {
+    File f;
+    f.path_ = path.string();
+    std::error_code ec;
+    if (std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec))
+      throw io_error(msg("rlflow::safetensors::File::load: ", f.path_, " is not a regular file (a directory?); pass the .safetensors file"));
+    std::FILE* fp = std::fopen(path.c_str(), "rb");
+    if (!fp) throw io_error(msg("rlflow::safetensors::File::load: cannot open ", f.path_, ": ", detail::errno_text()));
+    std::fseek(fp, 0, SEEK_END);
+    long const size = std::ftell(fp);
+    std::fseek(fp, 0, SEEK_SET);
+    f.bytes_.resize(size > 0 ? static_cast<std::size_t>(size) : 0);
+    std::size_t const got = f.bytes_.empty() ? 0 : std::fread(f.bytes_.data(), 1, f.bytes_.size(), fp);
+    std::fclose(fp);
+    if (size < 0 || got != f.bytes_.size()) throw io_error(msg("rlflow::safetensors::File::load: reading ", f.path_, " failed"));
+    f.parse();
+    return f;
+  }
+
+  //! Validates an in-memory image of a safetensors file ('name' is used in messages), exactly as
+  //! load() validates a file's bytes.
+  static File from_bytes(std::vector<std::byte> bytes, std::string name = "<memory>") {
+    File f;
+    f.path_ = std::move(name);
+    f.bytes_ = std::move(bytes);
+    f.parse();
+    return f;
+  }
+
+  std::map<std::string, std::string> const& metadata() const { return meta_; }
+  std::vector<std::string> names() const {
+    std::vector<std::string> n;
+    for (auto const& [k, v] : info_) n.push_back(k);
+    return n;
+  }
+  bool contains(std::string const& name) const { return info_.count(name) != 0; }
+  Info const& info(std::string const& name) const {
+    auto it = info_.find(name);
+    if (it == info_.end())
+      throw key_error(msg("rlflow::safetensors::File: ", path_, " has no tensor '", name, "' (", info_.size(), " tensors)"));
+    return it->second;
+  }
+  std::span<std::byte const> bytes(std::string const& name) const {
+    Info const& i = info(name);
+    return {bytes_.data() + data_start_ + i.begin, i.end - i.begin};
+  }
+  std::string const& path() const { return path_; }
+
+ private:
+  [[noreturn]] void fail(std::string const& what) const {
+    throw format_error(msg("rlflow::safetensors: ", path_, " is not a valid safetensors file: ", what,
+                           "; the file is truncated or corrupt, re-create it from a good copy"));
+  }
+
+  void parse() {
+    std::size_t const size = bytes_.size();
+    if (size < 8) fail(msg("it has ", size, " bytes, fewer than the 8-byte header length"));
+    std::uint64_t n = 0;
+    for (int i = 0; i < 8; ++i) n |= std::uint64_t(static_cast<unsigned char>(bytes_[std::size_t(i)])) << (8 * i);
+    if (n > size - 8) fail(msg("the header claims ", n, " bytes but only ", size - 8, " follow"));
+    data_start_ = 8 + static_cast<std::size_t>(n);
+    nlohmann::json h;
+    try {
+      h = nlohmann::json::parse(reinterpret_cast<char const*>(bytes_.data()) + 8,
+                                reinterpret_cast<char const*>(bytes_.data()) + data_start_);
+    } catch (nlohmann::json::exception const& e) {
+      fail(msg("the JSON header does not parse (", e.what(), ")"));
+    }
+    if (!h.is_object()) fail("the JSON header is not an object");
+    std::vector<std::pair<std::size_t, std::size_t>> ranges;
+    for (auto it = h.begin(); it != h.end(); ++it) {
+      if (it.key() == "__metadata__") {
+        if (!it.value().is_object()) fail("__metadata__ is not an object");
+        for (auto m = it.value().begin(); m != it.value().end(); ++m) {
+          if (!m.value().is_string()) fail(msg("metadata entry '", m.key(), "' is not a string"));
+          meta_[m.key()] = m.value().get<std::string>();
+        }
+        continue;
+      }
+      auto const& e = it.value();
+      if (!e.is_object() || !e.contains("dtype") || !e.contains("shape") || !e.contains("data_offsets"))
+        fail(msg("tensor '", it.key(), "' lacks dtype, shape or data_offsets"));
+      Info info;
+      if (!e["dtype"].is_string() || !dtype_from_code(e["dtype"].get<std::string>(), info.dtype))
+        fail(msg("tensor '", it.key(), "' has an unsupported dtype ", rlflow::detail::json_preview(e["dtype"])));
+      if (!e["shape"].is_array()) fail(msg("tensor '", it.key(), "' has a shape that is not an array"));
+      for (auto const& d : e["shape"]) {
+        if (!d.is_number_unsigned()) fail(msg("tensor '", it.key(), "' has a negative or non-integer dimension"));
+        if (d.get<std::uint64_t>() > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
+          fail(msg("tensor '", it.key(), "' has a dimension ", rlflow::detail::json_preview(d), " beyond the int64 range"));
+        info.shape.push_back(d.get<std::int64_t>());
+      }
+      std::size_t need = 0;
+      if (!detail::checked_nbytes(info.shape, dtype_size(info.dtype), need))
+        fail(msg("tensor '", it.key(), "' has a shape whose byte size overflows 64 bits"));
+      auto const& off = e["data_offsets"];
+      if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() || !off[1].is_number_unsigned())
+        fail(msg("tensor '", it.key(), "' has malformed data_offsets"));
+      info.begin = off[0].get<std::size_t>();
+      info.end = off[1].get<std::size_t>();
+      if (info.end < info.begin || info.end > size - data_start_)
+        fail(msg("tensor '", it.key(), "' spans bytes [", info.begin, ", ", info.end, ") but the data section has ",
+                 size - data_start_));
+      if (info.end - info.begin != need)
+        fail(msg("tensor '", it.key(), "' has ", info.end - info.begin, " bytes but its shape needs ", need));
+      ranges.push_back({info.begin, info.end});
+      info_[it.key()] = std::move(info);
+    }
+    std::sort(ranges.begin(), ranges.end());
+    std::size_t at = 0;
+    for (auto const& [b, e] : ranges) {
+      if (b != at) fail(msg("the tensors leave a gap or overlap at data byte ", at));
+      at = e;
+    }
+    if (at != size - data_start_) fail(msg("the tensors cover ", at, " data bytes but the file holds ", size - data_start_));
+    if (auto it = meta_.find("rlflow.fnv1a64"); it != meta_.end()) {
+      char hex[17];
+      std::snprintf(hex, sizeof hex, "%016llx",
+                    static_cast<unsigned long long>(fnv1a64({bytes_.data() + data_start_, size - data_start_})));
+      if (it->second != hex) fail(msg("the data checksum is ", hex, " but the header records ", it->second));
+    }
+    if (auto it = meta_.find("rlflow.index_fnv1a64"); it != meta_.end()) {
+      std::uint64_t ih = 0xcbf29ce484222325ull;
+      for (auto const& [name, i] : info_) ih = detail::index_hash(ih, name, dtype_code(i.dtype), i.shape, i.begin, i.end);
+      if (it->second != detail::hex64(ih))
+        fail(msg("the tensor index checksum is ", detail::hex64(ih), " but the header records ", it->second,
+                 " (names, dtypes, shapes or offsets were edited)"));
+    }
+  }
+
+  std::string path_;
+  std::vector<std::byte> bytes_;
+  std::size_t data_start_ = 0;
+  std::map<std::string, Info> info_;
+  std::map<std::string, std::string> meta_;
+};
+
+}  // namespace rlflow::engine::safetensors
