@@ -441,13 +441,7 @@ TEST_CASE("bad folders are errors naming the tensor and the shapes", "[hf][gpt2]
 }
 
 TEST_CASE("an rlflow checkpoint exports to a GPT-2 folder that loads back bit for bit", "[hf][gpt2][export]") {
-  GPTConfig c;
-  c.vocab_size = 29;
-  c.max_seq_len = 12;
-  c.n_layer = 2;
-  c.n_head = 2;
-  c.n_embd = 16;
-  c.seed = 9;
+  GPTConfig const c{.vocab_size = 29, .max_seq_len = 12, .n_layer = 2, .n_head = 2, .n_embd = 16, .seed = 9};
   std::vector<float> flat(rlflow::model::param_count(c));
   rlflow::model::init_params(c, flat);
   TempDir dir, out, tok;

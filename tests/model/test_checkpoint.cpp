@@ -23,14 +23,7 @@ namespace fs = std::filesystem;
 namespace {
 
 rlflow::model::GPTConfig cfg() {
-  rlflow::model::GPTConfig c;
-  c.vocab_size = 9;
-  c.max_seq_len = 10;
-  c.n_layer = 2;
-  c.n_head = 2;
-  c.n_embd = 8;
-  c.seed = 4;
-  return c;
+  return {.vocab_size = 9, .max_seq_len = 10, .n_layer = 2, .n_head = 2, .n_embd = 8, .seed = 4};
 }
 
 struct TempDir {
