@@ -1,15 +1,20 @@
 // tests/fixtures.hpp: helpers that several test areas share. GPT weights perturbed away from the
-// initialisation, the policy GPT a TrainerConfig describes, and one thread per rank of an
-// in-process communicator group. Tests build their GPTConfig with designated initializers:
+// initialisation, the policy GPT a TrainerConfig describes, one thread per rank of an in-process
+// communicator group, and a temporary folder removed at scope exit. Tests build their GPTConfig with designated initializers:
 //   GPTConfig const cfg{.vocab_size = 13, .max_seq_len = 24, .n_layer = 2, .n_head = 4, .n_embd = 32};
 #pragma once
 #include <cstddef>
 #include <exception>
+#include <filesystem>
 #include <random>
 #include <span>
+#include <string>
+#include <system_error>
 #include <thread>
 #include <type_traits>
 #include <vector>
+
+#include <unistd.h>  // getpid
 
 #include <rlflow/dispatch/communicator.hpp>  // comm::LocalCommunicator
 #include <rlflow/model/param_layout.hpp>     // GPTConfig, param_count, init_params
@@ -76,5 +81,22 @@ auto on_ranks(int n, F&& f) {
     if (e) std::rethrow_exception(e);
   if constexpr (!std::is_void_v<R>) return out;
 }
+
+//! A fresh folder <tmp>/rlflow_tmp_<pid>_<n> (n counts this process's folders), removed with its
+//! contents when the object goes out of scope.
+struct TempDir {
+  std::filesystem::path p;
+  TempDir() {
+    static int counter = 0;
+    p = std::filesystem::temp_directory_path() / ("rlflow_tmp_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
+    std::filesystem::create_directories(p);
+  }
+  TempDir(TempDir const&) = delete;
+  TempDir& operator=(TempDir const&) = delete;
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(p, ec);
+  }
+};
 
 }  // namespace fixtures

@@ -20,6 +20,8 @@
 #include <rlflow/engine/hf_export.hpp>
 #include <rlflow/model/hf_gpt2.hpp>
 
+#include "fixtures.hpp"
+
 namespace fs = std::filesystem;
 using rlflow::DType;
 using rlflow::model::GPTConfig;
@@ -28,18 +30,7 @@ namespace hf = rlflow::model::hf;
 
 namespace {
 
-struct TempDir {
-  fs::path p;
-  TempDir() {
-    static int counter = 0;
-    p = fs::temp_directory_path() / ("rlflow_hf_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::create_directories(p);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(p, ec);
-  }
-};
+using fixtures::TempDir;
 
 // A GPT-2 checkpoint in Hugging Face's layout: name -> (shape, float values).
 struct HFTensor {

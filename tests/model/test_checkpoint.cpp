@@ -15,6 +15,8 @@
 #include <nlohmann/json.hpp>
 #include <rlflow/engine/checkpoint.hpp>
 
+#include "fixtures.hpp"
+
 using rlflow::Shape;
 using rlflow::Tensor;
 using namespace rlflow::engine;
@@ -26,18 +28,7 @@ rlflow::model::GPTConfig cfg() {
   return {.vocab_size = 9, .max_seq_len = 10, .n_layer = 2, .n_head = 2, .n_embd = 8, .seed = 4};
 }
 
-struct TempDir {
-  fs::path p;
-  TempDir() {
-    p = fs::temp_directory_path() / ("rlflow_model_ckpt_" + std::to_string(::getpid()) + "_" + std::to_string(counter()++));
-    fs::create_directories(p);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(p, ec);
-  }
-  static int& counter() { static int c = 0; return c; }
-};
+using fixtures::TempDir;
 
 // one optimizer step on a fixed batch: what "training" means here
 void train_step(TrainingEngine& e, unsigned seed) {
