@@ -61,16 +61,7 @@ using rlflow::model::GPTConfig;
 
 namespace {
 
-GPTConfig decode_config() {
-  GPTConfig c;
-  c.vocab_size = 64;
-  c.max_seq_len = 80;
-  c.n_layer = 2;
-  c.n_head = 4;
-  c.n_embd = 64;
-  c.seed = 1;
-  return c;
-}
+GPTConfig decode_config() { return {.vocab_size = 64, .max_seq_len = 80, .n_layer = 2, .n_head = 4, .n_embd = 64, .seed = 1}; }
 
 struct Prompts {
   Tensor ids, mask;
@@ -110,12 +101,7 @@ BENCHMARK_CAPTURE(BM_RolloutDecode, kv_cache, true)->Unit(benchmark::kMillisecon
 BENCHMARK_CAPTURE(BM_RolloutDecode, recompute, false)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 void BM_TrainStep(benchmark::State& state) {
-  GPTConfig c;  // the demo's model size
-  c.vocab_size = 32;
-  c.max_seq_len = 32;
-  c.n_layer = 2;
-  c.n_head = 4;
-  c.n_embd = 64;
+  GPTConfig const c{.vocab_size = 32, .max_seq_len = 32, .n_layer = 2, .n_head = 4, .n_embd = 64};  // the demo's model size
   int const B = int(state.range(0)), T = 24, R = 12;
   TrainingEngine eng(c);
   std::mt19937 g(2);
@@ -136,15 +122,7 @@ BENCHMARK(BM_TrainStep)->Arg(64)->Arg(256)->Unit(benchmark::kMillisecond)->UseRe
 // the forward's matrix products: per layer qkv (N,C)x(3C,C)^T, proj (N,C)x(C,C), fc (N,C)x(4C,C)^T,
 // fcproj (N,4C)x(4C,C): 24 N C^2 FLOPs per layer
 constexpr int fwd_B = 16, fwd_T = 64;
-GPTConfig forward_config() {
-  GPTConfig c;
-  c.vocab_size = 64;
-  c.max_seq_len = fwd_T;
-  c.n_layer = 4;
-  c.n_head = 4;
-  c.n_embd = 256;
-  return c;
-}
+GPTConfig forward_config() { return {.vocab_size = 64, .max_seq_len = fwd_T, .n_layer = 4, .n_head = 4, .n_embd = 256}; }
 double forward_matmul_flops(GPTConfig const& c) {
   double const N = double(fwd_B) * fwd_T, C = c.n_embd;
   return 24.0 * N * C * C * c.n_layer;
@@ -287,16 +265,7 @@ void BM_RolloutDecodeTP(benchmark::State& state) {
   state.SetLabel("B=64 P=8 R=64 L=2 NH=8 C=64, 4 threads: " + std::to_string(replicas) + " replica(s) of tp=" + std::to_string(N));
 }
 
-GPTConfig sync_config() {
-  GPTConfig c;
-  c.vocab_size = 256;
-  c.max_seq_len = 256;
-  c.n_layer = 4;
-  c.n_head = 8;
-  c.n_embd = 256;
-  c.seed = 1;
-  return c;
-}
+GPTConfig sync_config() { return {.vocab_size = 256, .max_seq_len = 256, .n_layer = 4, .n_head = 8, .n_embd = 256, .seed = 1}; }
 
 //! One replica's N ranks load their shards from the full weights; a memcpy of the same bytes is
 //! timed in the same iterations. shared (BM_WeightSync, what the Trainer does): the replica keeps

@@ -31,13 +31,7 @@ bool no_gpu(benchmark::State& st) {
 }
 
 rlflow::model::GPTConfig model_config() {
-  rlflow::model::GPTConfig m;
-  m.vocab_size = 64;
-  m.max_seq_len = 512;
-  m.n_layer = 4;
-  m.n_head = 8;
-  m.n_embd = 256;
-  return m;
+  return {.vocab_size = 64, .max_seq_len = 512, .n_layer = 4, .n_head = 8, .n_embd = 256};
 }
 
 void BM_Decode(benchmark::State& st) {

@@ -153,13 +153,8 @@ inline DemoFiles write_demo_files(std::filesystem::path const& root, std::uint64
                      std::to_string(p.answer) + ".\n#### " + std::to_string(p.answer));
   write_bpe_files(f.model_dir, corpus, n_merges);
   auto const tok = model::BPETokenizer::from_folder(f.model_dir);
-  model::GPTConfig c;
-  c.vocab_size = tok.vocab_size();
-  c.max_seq_len = n_positions;
-  c.n_layer = n_layer;
-  c.n_head = n_head;
-  c.n_embd = n_embd;
-  c.seed = seed;
+  model::GPTConfig const c{
+      .vocab_size = tok.vocab_size(), .max_seq_len = n_positions, .n_layer = n_layer, .n_head = n_head, .n_embd = n_embd, .seed = seed};
   std::vector<float> w(model::param_count(c));
   model::init_params(c, w);
   model::hf::export_gpt2(f.model_dir, c, w, DType::float32, tok.bos_id(), tok.eos_id());

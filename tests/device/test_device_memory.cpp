@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "../../examples/common/reverse_task.hpp"
+#include "fixtures.hpp"
 
 using namespace rlflow;
 
@@ -99,15 +100,6 @@ TEST_CASE("DeviceMemoryCounter is exact under concurrent use and the peak bounds
 }
 
 namespace {
-model::GPTConfig policy_of(TrainerConfig const& c, int vocab) {
-  model::GPTConfig m;
-  m.vocab_size = vocab;
-  m.max_seq_len = static_cast<int>(c.data.max_prompt_length + c.data.max_response_length);
-  m.n_layer = static_cast<int>(c.actor_rollout_ref.model.n_layer);
-  m.n_head = static_cast<int>(c.actor_rollout_ref.model.n_head);
-  m.n_embd = static_cast<int>(c.actor_rollout_ref.model.n_embd);
-  return m;
-}
 //! GPT-2 parameter count from the architecture (tied LM head): embeddings, per block two
 //! LayerNorms, qkv, proj, fc, fc-proj with biases, the final LayerNorm.
 std::int64_t gpt_params(model::GPTConfig const& m) {
@@ -129,7 +121,7 @@ TEST_CASE("estimate_device_memory: closed-form parts, sums and monotonicity", "[
     c.actor_rollout_ref.model.n_embd = c.actor_rollout_ref.model.n_head * (8 + static_cast<std::int64_t>(rng() % 4) * 8);
     c.data.train_batch_size = 32;
     c.actor_rollout_ref.rollout.n = 1 + static_cast<std::int64_t>(rng() % 8);
-    auto const m = policy_of(c, 7 + static_cast<int>(rng() % 50));
+    auto const m = fixtures::policy_gpt(c, 7 + static_cast<int>(rng() % 50));
     auto const e = estimate_device_memory(c, m);
     std::int64_t const P = gpt_params(m);
     std::int64_t const workers = c.trainer.n_gpus_per_node;
@@ -180,7 +172,7 @@ TEST_CASE("check_device_memory rejects an estimate above the free memory, naming
           "[device][memory]") {
   TrainerConfig c = examples::grpo_reverse_config();
   c.trainer.n_gpus_per_node = 1;
-  auto const e = estimate_device_memory(c, policy_of(c, 7));
+  auto const e = estimate_device_memory(c, fixtures::policy_gpt(c, 7));
   REQUIRE(e.total() > 0);
   REQUIRE_NOTHROW(check_device_memory(e, 0, e.total(), e.total() * 2));
   REQUIRE_NOTHROW(check_device_memory(e, 3, std::int64_t(141) << 30, std::int64_t(141) << 30));

@@ -13,6 +13,7 @@
 #include <catch2/catch.hpp>
 
 #include "dispatch/roles.hpp"
+#include "fixtures.hpp"
 
 using namespace rlflow;
 
@@ -87,27 +88,6 @@ TEST_CASE("allreduce_sum inside worker methods matches a rank-ordered reference,
 
 // ---- sub-communicators (split, split_mesh) ------------------------------------------------
 
-namespace {
-//! Runs f(rank, comm) on one thread per rank of a fresh LocalCommunicator group.
-template <class F>
-void on_ranks(int ws, F&& f) {
-  auto comms = comm::LocalCommunicator::make_group(ws);
-  std::vector<std::thread> th;
-  std::vector<std::exception_ptr> errs(static_cast<std::size_t>(ws));
-  for (int r = 0; r < ws; ++r)
-    th.emplace_back([&, r] {
-      try {
-        f(r, *comms[static_cast<std::size_t>(r)]);
-      } catch (...) {
-        errs[static_cast<std::size_t>(r)] = std::current_exception();
-      }
-    });
-  for (auto& t : th) t.join();
-  for (auto& e : errs)
-    if (e) std::rethrow_exception(e);
-}
-}  // namespace
-
 TEST_CASE("split_mesh gives TP and DP groups whose sums equal a rank-ordered reference bit for bit", "[dispatch][comm]") {
   for (int ws : {1, 2, 4, 6, 8}) {
     for (int tp = 1; tp <= ws; ++tp) {
@@ -119,7 +99,7 @@ TEST_CASE("split_mesh gives TP and DP groups whose sums equal a rank-ordered ref
         int const n = 37 + ws * 13;
         std::vector<std::vector<float>> tp_out(static_cast<std::size_t>(ws)), dp_out(static_cast<std::size_t>(ws));
         std::vector<std::array<int, 4>> ids(static_cast<std::size_t>(ws));
-        on_ranks(ws, [&](int r, comm::Communicator& world) {
+        fixtures::on_ranks(ws, [&](int r, comm::Communicator& world) {
           auto m = comm::split_mesh(world, tp, pp);
           ids[static_cast<std::size_t>(r)] = {m.tp->rank(), m.tp->size(), m.dp->rank(), m.dp->size()};
           auto a = Trainer::local_grad(n, 11, r);
@@ -154,7 +134,7 @@ TEST_CASE("split_mesh gives TP and DP groups whose sums equal a rank-ordered ref
 TEST_CASE("split ranks members by (key, rank) and aborting the parent wakes a blocked sub-group", "[dispatch][comm]") {
   // colors: even / odd ranks; keys reversed, so the highest rank becomes sub-rank 0
   std::vector<int> sub_rank(6), sub_size(6);
-  on_ranks(6, [&](int r, comm::Communicator& world) {
+  fixtures::on_ranks(6, [&](int r, comm::Communicator& world) {
     auto s = world.split(r % 2, -r);
     sub_rank[static_cast<std::size_t>(r)] = s->rank();
     sub_size[static_cast<std::size_t>(r)] = s->size();

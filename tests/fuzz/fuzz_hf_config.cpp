@@ -27,12 +27,7 @@ bool same_int(nlohmann::json const& j, char const* key, std::int64_t got) {
 }  // namespace
 
 std::vector<std::string> fuzz_seeds() {
-  model::GPTConfig c;
-  c.vocab_size = 50;
-  c.max_seq_len = 16;
-  c.n_layer = 2;
-  c.n_head = 2;
-  c.n_embd = 8;
+  model::GPTConfig const c{.vocab_size = 50, .max_seq_len = 16, .n_layer = 2, .n_head = 2, .n_embd = 8};
   std::string const cfg = model::hf::gpt2_config_json(c, 49, 49).dump(2);
   std::string const idx = R"({"metadata": {"total_size": 1234}, "weight_map": {"transformer.wte.weight": "model-00001-of-00002.safetensors",
  "transformer.h.0.ln_1.weight": "model-00001-of-00002.safetensors", "transformer.ln_f.bias": "model-00002-of-00002.safetensors"}})";

@@ -14,15 +14,7 @@ using namespace rlflow;
 namespace st = rlflow::engine::safetensors;
 
 namespace {
-model::GPTConfig tiny_gpt() {
-  model::GPTConfig c;
-  c.vocab_size = 6;
-  c.max_seq_len = 4;
-  c.n_layer = 1;
-  c.n_head = 1;
-  c.n_embd = 2;
-  return c;
-}
+model::GPTConfig tiny_gpt() { return {.vocab_size = 6, .max_seq_len = 4, .n_layer = 1, .n_head = 1, .n_embd = 2}; }
 std::string file_bytes(std::vector<st::TensorRecord> const& recs, std::map<std::string, std::string> meta = {}) {
   auto const p = std::filesystem::temp_directory_path() / ("rlflow_fuzz_st_" + std::to_string(::getpid()) + ".safetensors");
   st::save(p, recs, std::move(meta));

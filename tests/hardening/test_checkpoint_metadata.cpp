@@ -157,15 +157,7 @@ TEST_CASE("prune_checkpoints keeps the newest K and the tracked one", "[hardenin
 }
 
 namespace {
-model::GPTConfig tiny_gpt() {
-  model::GPTConfig c;
-  c.vocab_size = 8;
-  c.max_seq_len = 8;
-  c.n_layer = 1;
-  c.n_head = 2;
-  c.n_embd = 8;
-  return c;
-}
+model::GPTConfig tiny_gpt() { return {.vocab_size = 8, .max_seq_len = 8, .n_layer = 1, .n_head = 2, .n_embd = 8}; }
 //! Rewrites the JSON header of a safetensors file (keeps the data section).
 template <class F>
 void edit_header(fs::path const& p, F&& f) {

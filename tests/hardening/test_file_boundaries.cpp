@@ -42,15 +42,7 @@ void rejects(F&& f, std::vector<std::string> const& parts) {
     for (auto const& p : parts) CHECK(m.find(p) != std::string::npos);
   }
 }
-model::GPTConfig tiny() {
-  model::GPTConfig c;
-  c.vocab_size = 300;
-  c.max_seq_len = 8;
-  c.n_layer = 1;
-  c.n_head = 2;
-  c.n_embd = 4;
-  return c;
-}
+model::GPTConfig tiny() { return {.vocab_size = 300, .max_seq_len = 8, .n_layer = 1, .n_head = 2, .n_embd = 4}; }
 //! A GPT-2 byte-level vocab.json: the 256 byte tokens and <|endoftext|>.
 nlohmann::json byte_vocab() {
   nlohmann::json v = nlohmann::json::object();
@@ -208,9 +200,7 @@ TEST_CASE("GPTConfig::parameter_count equals the layout's size and bounds every 
     c.value_head = rng() % 2;
     REQUIRE(c.parameter_count() == static_cast<std::int64_t>(model::ParamLayout(c).size()));
   }
-  model::GPTConfig c;
-  c.n_head = 1;
-  c.n_embd = 2147483647;  // 12 n_embd^2 overflows int64
+  model::GPTConfig c{.n_head = 1, .n_embd = 2147483647};  // 12 n_embd^2 overflows int64
   REQUIRE(c.parameter_count() == -1);
   rejects<config_error>([&] { c.validate(); }, {"more than 2^63 parameters"});
   c.n_embd = 65536;  // 12 * 2^32 * 2 layers: fits int64, above the bound

@@ -20,6 +20,7 @@
 #include <rlflow/model/bpe_tokenizer.hpp>
 
 #include "hf/bpe_test_util.hpp"
+#include "fixtures.hpp"
 
 namespace fs = std::filesystem;
 using rlflow::model::BPETokenizer;
@@ -32,18 +33,7 @@ std::vector<std::string> pieces(std::string_view s) {
   return out;
 }
 
-struct TempDir {
-  fs::path p;
-  TempDir() {
-    static int counter = 0;
-    p = fs::temp_directory_path() / ("rlflow_bpe_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::create_directories(p);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(p, ec);
-  }
-};
+using fixtures::TempDir;
 
 std::vector<std::string> corpus(unsigned seed, int n) {
   std::mt19937_64 g(seed);

@@ -15,22 +15,13 @@
 #include <rlflow/data/data_files.hpp>
 #include <rlflow/tasks/string_tasks.hpp>
 
+#include "fixtures.hpp"
+
 namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
-struct TempDir {
-  fs::path p;
-  TempDir() {
-    static int counter = 0;
-    p = fs::temp_directory_path() / ("rlflow_data_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::create_directories(p);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(p, ec);
-  }
-};
+using fixtures::TempDir;
 void write_lines(fs::path const& p, std::vector<std::string> const& lines) {
   std::ofstream out(p);
   for (auto const& l : lines) out << l << "\n";

@@ -19,6 +19,7 @@
 #include <rlflow/trainer/trainer.hpp>
 
 #include "common/files_demo.hpp"
+#include "fixtures.hpp"
 
 namespace fs = std::filesystem;
 using Trainer = rlflow::Trainer<rlflow::GRPO, rlflow::Colocate<3>, rlflow::roles::RuleReward<rlflow::rewards::GSM8KScore>>;
@@ -26,18 +27,7 @@ using Trainer = rlflow::Trainer<rlflow::GRPO, rlflow::Colocate<3>, rlflow::roles
 using DefaultTrainer = rlflow::Trainer<rlflow::GRPO, rlflow::Colocate<3>>;
 
 namespace {
-struct TempDir {
-  fs::path p;
-  TempDir() {
-    static int counter = 0;
-    p = fs::temp_directory_path() / ("rlflow_files_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::create_directories(p);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(p, ec);
-  }
-};
+using fixtures::TempDir;
 
 rlflow::TrainerConfig config(rlflow::examples::DemoFiles const& f, fs::path const& out) {
   rlflow::TrainerConfig c;

@@ -20,6 +20,8 @@
 #include <rlflow/engine/hf_export.hpp>
 #include <rlflow/model/hf_gpt2.hpp>
 
+#include "fixtures.hpp"
+
 namespace fs = std::filesystem;
 using rlflow::DType;
 using rlflow::model::GPTConfig;
@@ -28,18 +30,7 @@ namespace hf = rlflow::model::hf;
 
 namespace {
 
-struct TempDir {
-  fs::path p;
-  TempDir() {
-    static int counter = 0;
-    p = fs::temp_directory_path() / ("rlflow_hf_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::create_directories(p);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(p, ec);
-  }
-};
+using fixtures::TempDir;
 
 // A GPT-2 checkpoint in Hugging Face's layout: name -> (shape, float values).
 struct HFTensor {
@@ -441,13 +432,7 @@ TEST_CASE("bad folders are errors naming the tensor and the shapes", "[hf][gpt2]
 }
 
 TEST_CASE("an rlflow checkpoint exports to a GPT-2 folder that loads back bit for bit", "[hf][gpt2][export]") {
-  GPTConfig c;
-  c.vocab_size = 29;
-  c.max_seq_len = 12;
-  c.n_layer = 2;
-  c.n_head = 2;
-  c.n_embd = 16;
-  c.seed = 9;
+  GPTConfig const c{.vocab_size = 29, .max_seq_len = 12, .n_layer = 2, .n_head = 2, .n_embd = 16, .seed = 9};
   std::vector<float> flat(rlflow::model::param_count(c));
   rlflow::model::init_params(c, flat);
   TempDir dir, out, tok;

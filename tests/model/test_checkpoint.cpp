@@ -15,6 +15,8 @@
 #include <nlohmann/json.hpp>
 #include <rlflow/engine/checkpoint.hpp>
 
+#include "fixtures.hpp"
+
 using rlflow::Shape;
 using rlflow::Tensor;
 using namespace rlflow::engine;
@@ -23,28 +25,10 @@ namespace fs = std::filesystem;
 namespace {
 
 rlflow::model::GPTConfig cfg() {
-  rlflow::model::GPTConfig c;
-  c.vocab_size = 9;
-  c.max_seq_len = 10;
-  c.n_layer = 2;
-  c.n_head = 2;
-  c.n_embd = 8;
-  c.seed = 4;
-  return c;
+  return {.vocab_size = 9, .max_seq_len = 10, .n_layer = 2, .n_head = 2, .n_embd = 8, .seed = 4};
 }
 
-struct TempDir {
-  fs::path p;
-  TempDir() {
-    p = fs::temp_directory_path() / ("rlflow_model_ckpt_" + std::to_string(::getpid()) + "_" + std::to_string(counter()++));
-    fs::create_directories(p);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(p, ec);
-  }
-  static int& counter() { static int c = 0; return c; }
-};
+using fixtures::TempDir;
 
 // one optimizer step on a fixed batch: what "training" means here
 void train_step(TrainingEngine& e, unsigned seed) {

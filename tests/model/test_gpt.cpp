@@ -15,6 +15,8 @@
 
 #include "model/reference_gpt.hpp"
 
+#include "fixtures.hpp"
+
 using rlflow::DType;
 using rlflow::Shape;
 using rlflow::Tensor;
@@ -24,23 +26,11 @@ using rlflow::model::GPTConfig;
 namespace {
 
 GPTConfig tiny(bool value_head = false) {
-  GPTConfig c;
-  c.vocab_size = 7;
-  c.max_seq_len = 8;
-  c.n_layer = 2;
-  c.n_head = 2;
-  c.n_embd = 8;
-  c.seed = 11;
-  c.value_head = value_head;
-  return c;
+  return {.vocab_size = 7, .max_seq_len = 8, .n_layer = 2, .n_head = 2, .n_embd = 8, .seed = 11, .value_head = value_head};
 }
 
 // Perturbs the GPT-2 initialisation so activations and gradients are far from trivial.
-void randomise(std::span<float> p, unsigned seed, float scale = 0.25f) {
-  std::mt19937 g(seed);
-  std::normal_distribution<float> n(0.0f, scale);
-  for (auto& x : p) x += n(g);
-}
+void randomise(std::span<float> p, unsigned seed, float scale = 0.25f) { fixtures::perturb(p, seed, scale); }
 
 // A (B, T) batch: row b has b left pads, then tokens; the last row ends with a right pad.
 struct Batch {

@@ -15,12 +15,7 @@ TEST_CASE("CUDA GPT forward matches the CPU engine", "[model][gpt][cuda]") {
     WARN("no GPU: CUDA GPT forward test skipped");
     return;
   }
-  rlflow::model::GPTConfig cfg;
-  cfg.vocab_size = 37;
-  cfg.max_seq_len = 40;
-  cfg.n_layer = 3;
-  cfg.n_head = 4;
-  cfg.n_embd = 64;
+  rlflow::model::GPTConfig const cfg{.vocab_size = 37, .max_seq_len = 40, .n_layer = 3, .n_head = 4, .n_embd = 64};
   rlflow::engine::TrainingEngine cpu(cfg);
   std::mt19937 g(1);
   std::normal_distribution<float> d(0.0f, 0.2f);

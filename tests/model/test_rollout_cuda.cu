@@ -24,14 +24,10 @@ bool have_gpu() {
 }
 
 rlflow::model::GPTConfig random_config(std::mt19937& g) {
-  rlflow::model::GPTConfig cfg;
-  cfg.vocab_size = 20 + int(g() % 60u);
-  cfg.max_seq_len = 48;
-  cfg.n_layer = 1 + int(g() % 3u);
-  cfg.n_head = 1 << (g() % 3u);                      // 1, 2, 4
-  cfg.n_embd = cfg.n_head * (8 * (1 + int(g() % 4u)));  // head_dim 8..32
-  cfg.seed = g();
-  return cfg;
+  int const vocab = 20 + int(g() % 60u), layers = 1 + int(g() % 3u), heads = 1 << (g() % 3u);  // heads 1, 2, 4
+  return {.vocab_size = vocab, .max_seq_len = 48, .n_layer = layers, .n_head = heads,
+          .n_embd = heads * (8 * (1 + int(g() % 4u))),  // head_dim 8..32
+          .seed = g()};
 }
 
 std::vector<float> random_weights(rlflow::model::GPTConfig const& cfg, std::mt19937& g) {

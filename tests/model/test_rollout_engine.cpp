@@ -14,6 +14,8 @@
 #include <rlflow/engine/rollout_engine.hpp>
 #include <rlflow/engine/training_engine.hpp>
 
+#include "fixtures.hpp"
+
 using rlflow::DType;
 using rlflow::Shape;
 using rlflow::Tensor;
@@ -24,26 +26,10 @@ using rlflow::model::GPTConfig;
 
 namespace {
 
-GPTConfig small() {
-  GPTConfig c;
-  c.vocab_size = 11;
-  c.max_seq_len = 24;
-  c.n_layer = 2;
-  c.n_head = 2;
-  c.n_embd = 16;
-  c.seed = 5;
-  return c;
-}
+GPTConfig small() { return {.vocab_size = 11, .max_seq_len = 24, .n_layer = 2, .n_head = 2, .n_embd = 16, .seed = 5}; }
 
 // A trained-looking model: perturbed weights so distributions are far from uniform.
-std::vector<float> weights(GPTConfig const& c, unsigned seed) {
-  std::vector<float> w(rlflow::model::param_count(c));
-  rlflow::model::init_params(c, w);
-  std::mt19937 g(seed);
-  std::normal_distribution<float> n(0.0f, 0.3f);
-  for (auto& x : w) x += n(g);
-  return w;
-}
+std::vector<float> weights(GPTConfig const& c, unsigned seed) { return fixtures::perturbed_weights(c, seed, 0.3f); }
 
 // Left-padded prompts of the given lengths (tokens >= 3, so 0..2 stay special).
 struct Prompts {

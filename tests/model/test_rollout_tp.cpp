@@ -17,6 +17,8 @@
 #include <rlflow/engine/rollout_engine.hpp>
 #include <rlflow/model/tensor_parallel.hpp>
 
+#include "fixtures.hpp"
+
 using rlflow::DType;
 using rlflow::Shape;
 using rlflow::Tensor;
@@ -30,25 +32,11 @@ using rlflow::model::TPRank;
 namespace {
 
 GPTConfig model_cfg(int n_head, int n_embd, std::uint64_t seed) {
-  GPTConfig c;
-  c.vocab_size = 13;
-  c.max_seq_len = 24;
-  c.n_layer = 2;
-  c.n_head = n_head;
-  c.n_embd = n_embd;
-  c.seed = seed;
-  return c;
+  return {.vocab_size = 13, .max_seq_len = 24, .n_layer = 2, .n_head = n_head, .n_embd = n_embd, .seed = seed};
 }
 
 //! Random full weights, far from the initialisation (biases and layer norms included).
-std::vector<float> random_weights(GPTConfig const& c, unsigned seed) {
-  std::vector<float> w(rlflow::model::param_count(c));
-  rlflow::model::init_params(c, w);
-  std::mt19937 g(seed);
-  std::normal_distribution<float> n(0.0f, 0.25f);
-  for (auto& x : w) x += n(g);
-  return w;
-}
+std::vector<float> random_weights(GPTConfig const& c, unsigned seed) { return fixtures::perturbed_weights(c, seed, 0.25f); }
 
 struct Batch {
   Tensor ids, mask;
@@ -73,25 +61,11 @@ Batch random_batch(int B, int P, int V, unsigned seed) {
 //! after checking every rank returned the same.
 template <class F>
 auto on_replica(GPTConfig const& cfg, int N, std::vector<float> const& full, F&& f) {
-  using R = decltype(f(std::declval<RolloutEngine&>()));
-  auto comms = rlflow::comm::LocalCommunicator::make_group(N);
-  std::vector<R> out(static_cast<std::size_t>(N));
-  std::vector<std::exception_ptr> errs(static_cast<std::size_t>(N));
-  std::vector<std::thread> th;
-  for (int r = 0; r < N; ++r)
-    th.emplace_back([&, r] {
-      try {
-        RolloutEngine eng(cfg, TPRank{r, N}, comms[static_cast<std::size_t>(r)].get());
-        eng.load_weights(full);
-        out[static_cast<std::size_t>(r)] = f(eng);
-      } catch (...) {
-        errs[static_cast<std::size_t>(r)] = std::current_exception();
-        comms[static_cast<std::size_t>(r)]->abort();
-      }
-    });
-  for (auto& t : th) t.join();
-  for (auto& e : errs)
-    if (e) std::rethrow_exception(e);
+  auto const out = fixtures::on_ranks(N, [&](int r, rlflow::comm::LocalCommunicator& comm) {
+    RolloutEngine eng(cfg, TPRank{r, N}, &comm);
+    eng.load_weights(full);
+    return f(eng);
+  });
   for (int r = 1; r < N; ++r) REQUIRE(out[static_cast<std::size_t>(r)] == out[0]);  // the ranks agree bit for bit
   return out[0];
 }

@@ -62,13 +62,9 @@ TEST_CASE("CUDA training engine forward and backward match the CPU engine", "[mo
   }
   std::mt19937 g(3);
   for (int trial = 0; trial < 4; ++trial) {
-    rlflow::model::GPTConfig cfg;
-    cfg.vocab_size = 20 + int(g() % 50u);
-    cfg.max_seq_len = 40;
-    cfg.n_layer = 1 + int(g() % 3u);
-    cfg.n_head = 1 << (g() % 3u);
-    cfg.n_embd = cfg.n_head * 8 * (1 + int(g() % 3u));
-    cfg.seed = g();
+    int const vocab = 20 + int(g() % 50u), layers = 1 + int(g() % 3u), heads = 1 << (g() % 3u);  // drawn in this order
+    rlflow::model::GPTConfig const cfg{.vocab_size = vocab, .max_seq_len = 40, .n_layer = layers, .n_head = heads,
+                                       .n_embd = heads * 8 * (1 + int(g() % 3u)), .seed = g()};
     int const B = 1 + int(g() % 4u), P = 2 + int(g() % 8u), R = 1 + int(g() % 8u), V = cfg.vocab_size;
     INFO("trial " << trial << " V " << V << " L " << cfg.n_layer << " NH " << cfg.n_head << " C " << cfg.n_embd << " B " << B
                   << " P " << P << " R " << R);
@@ -105,13 +101,8 @@ TEST_CASE("CUDA sum_pi_squared equals the CPU engine's", "[model][training][cuda
   }
   std::mt19937 g(19);
   for (int trial = 0; trial < 4; ++trial) {
-    rlflow::model::GPTConfig cfg;
-    cfg.vocab_size = 20 + int(g() % 300u);
-    cfg.max_seq_len = 40;
-    cfg.n_layer = 1 + int(g() % 2u);
-    cfg.n_head = 2;
-    cfg.n_embd = 16;
-    cfg.seed = g();
+    rlflow::model::GPTConfig const cfg{.vocab_size = 20 + int(g() % 300u), .max_seq_len = 40, .n_layer = 1 + int(g() % 2u),
+                                       .n_head = 2, .n_embd = 16, .seed = g()};  // initializers run in order: the draws too
     int const B = 1 + int(g() % 4u), P = 2 + int(g() % 8u), R = 1 + int(g() % 8u);
     INFO("trial " << trial << " V " << cfg.vocab_size << " B " << B << " P " << P << " R " << R);
     rlflow::engine::TrainingEngine cpu(cfg);
@@ -138,12 +129,7 @@ TEST_CASE("CUDA training engine AdamW steps equal the CPU optimizer's", "[model]
     return;
   }
   std::mt19937 g(9);
-  rlflow::model::GPTConfig cfg;
-  cfg.vocab_size = 31;
-  cfg.max_seq_len = 24;
-  cfg.n_layer = 2;
-  cfg.n_head = 2;
-  cfg.n_embd = 32;
+  rlflow::model::GPTConfig const cfg{.vocab_size = 31, .max_seq_len = 24, .n_layer = 2, .n_head = 2, .n_embd = 32};
   rlflow::engine::OptimizerConfig opt;
   opt.lr = 1e-2f;
   opt.weight_decay = 0.1f;

@@ -86,13 +86,7 @@ TEST_CASE("learning-rate schedules: warmup, constant, cosine", "[engine][optimiz
 TEST_CASE("the model memorises a small dataset under supervised training", "[engine][train]") {
   rlflow::model::CharTokenizer tok("abcdefgh");
   std::vector<std::string> const data{"abcdefg", "hgfedcb", "cegah", "bdfhbd"};  // distinct first characters
-  rlflow::model::GPTConfig cfg;
-  cfg.vocab_size = tok.vocab_size();
-  cfg.max_seq_len = 12;
-  cfg.n_layer = 2;
-  cfg.n_head = 2;
-  cfg.n_embd = 32;
-  cfg.seed = 3;
+  rlflow::model::GPTConfig const cfg{.vocab_size = tok.vocab_size(), .max_seq_len = 12, .n_layer = 2, .n_head = 2, .n_embd = 32, .seed = 3};
   OptimizerConfig oc;
   oc.lr = 1e-2f;
   oc.weight_decay = 0.0f;

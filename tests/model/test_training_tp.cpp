@@ -25,6 +25,8 @@
 #include <rlflow/engine/checkpoint.hpp>
 #include <rlflow/engine/training_engine.hpp>
 
+#include "fixtures.hpp"
+
 using rlflow::DType;
 using rlflow::Shape;
 using rlflow::Tensor;
@@ -36,26 +38,12 @@ using rlflow::model::TPRank;
 namespace {
 
 GPTConfig model_cfg(int n_head, int n_embd, std::uint64_t seed, bool value_head = false) {
-  GPTConfig c;
-  c.vocab_size = 17;
-  c.max_seq_len = 16;
-  c.n_layer = 2;
-  c.n_head = n_head;
-  c.n_embd = n_embd;
-  c.seed = seed;
-  c.value_head = value_head;
-  return c;
+  return {.vocab_size = 17, .max_seq_len = 16, .n_layer = 2, .n_head = n_head, .n_embd = n_embd, .seed = seed,
+          .value_head = value_head};
 }
 
 //! Random full weights, far from the initialisation (biases and layer norms included).
-std::vector<float> random_weights(GPTConfig const& c, unsigned seed) {
-  std::vector<float> w(rlflow::model::param_count(c));
-  rlflow::model::init_params(c, w);
-  std::mt19937 g(seed);
-  std::normal_distribution<float> n(0.0f, 0.2f);
-  for (auto& x : w) x += n(g);
-  return w;
-}
+std::vector<float> random_weights(GPTConfig const& c, unsigned seed) { return fixtures::perturbed_weights(c, seed, 0.2f); }
 
 struct Batch {
   Tensor ids, mask, dlogp, dent;
@@ -139,25 +127,11 @@ Outcome scenario(TrainingEngine& e, std::vector<float> const& full, Batch const&
 //! head: the LM head every rank sets first (none: the engine's default).
 std::vector<Outcome> on_group(GPTConfig const& cfg, OptimizerConfig const& opt, int N, std::vector<float> const& full,
                               Batch const& b, int steps, std::optional<rlflow::model::LMHead> head = {}) {
-  auto comms = rlflow::comm::LocalCommunicator::make_group(N);
-  std::vector<Outcome> out(static_cast<std::size_t>(N));
-  std::vector<std::exception_ptr> errs(static_cast<std::size_t>(N));
-  std::vector<std::thread> th;
-  for (int r = 0; r < N; ++r)
-    th.emplace_back([&, r] {
-      try {
-        TrainingEngine e(cfg, opt, TPRank{r, N}, comms[static_cast<std::size_t>(r)].get());
-        if (head) e.set_lm_head(*head);
-        out[static_cast<std::size_t>(r)] = scenario(e, full, b, steps);
-      } catch (...) {
-        errs[static_cast<std::size_t>(r)] = std::current_exception();
-        comms[static_cast<std::size_t>(r)]->abort();
-      }
-    });
-  for (auto& t : th) t.join();
-  for (auto& e : errs)
-    if (e) std::rethrow_exception(e);
-  return out;
+  return fixtures::on_ranks(N, [&](int r, rlflow::comm::LocalCommunicator& comm) {
+    TrainingEngine e(cfg, opt, TPRank{r, N}, &comm);
+    if (head) e.set_lm_head(*head);
+    return scenario(e, full, b, steps);
+  });
 }
 
 //! |a - b| <= tol * max(|b|, 1) element-wise (logits, log-probs, entropies, values: order 1).
@@ -416,31 +390,19 @@ TEST_CASE("training TP, vocabulary-parallel LM head: each rank holds its wte row
   }
   // after an optimizer step the head is fixed, even where the cut could be made
   {
-    std::vector<int> refused(static_cast<std::size_t>(N), 0);
-    std::vector<std::exception_ptr> errs(static_cast<std::size_t>(N));
-    auto group = rlflow::comm::LocalCommunicator::make_group(N);
     GPTConfig small = cfg;
     small.vocab_size = 40;  // default replicated
-    std::vector<std::thread> th;
-    for (int r = 0; r < N; ++r)
-      th.emplace_back([&, r] {
-        try {
-          TrainingEngine e(small, OptimizerConfig{}, TPRank{r, N}, group[std::size_t(r)].get());
-          e.optimizer_step();  // zero gradients: a step all the same
-          try {
-            e.set_lm_head(LMHead::vocab_parallel);
-          } catch (rlflow::config_error const& x) {
-            refused[std::size_t(r)] = std::string(x.what()).find("before the first optimizer step") != std::string::npos &&
-                                      e.lm_head() == LMHead::replicated;
-          }
-        } catch (...) {
-          errs[std::size_t(r)] = std::current_exception();
-          group[std::size_t(r)]->abort();
-        }
-      });
-    for (auto& t : th) t.join();
-    for (auto& x : errs)
-      if (x) std::rethrow_exception(x);
+    auto const refused = fixtures::on_ranks(N, [&](int r, rlflow::comm::LocalCommunicator& comm) {
+      TrainingEngine e(small, OptimizerConfig{}, TPRank{r, N}, &comm);
+      e.optimizer_step();  // zero gradients: a step all the same
+      try {
+        e.set_lm_head(LMHead::vocab_parallel);
+      } catch (rlflow::config_error const& x) {
+        return int(std::string(x.what()).find("before the first optimizer step") != std::string::npos &&
+                   e.lm_head() == LMHead::replicated);
+      }
+      return 0;
+    });
     REQUIRE(refused == std::vector<int>(static_cast<std::size_t>(N), 1));
   }
 }
@@ -499,40 +461,28 @@ TEST_CASE("training TP checkpoints hold the full model and load at every TP", "[
   // both cuts: wte whole (the default on this vocabulary), and split by vocabulary rows
   for (auto [N, vp] : {std::pair{2, false}, std::pair{4, false}, std::pair{2, true}, std::pair{4, true}}) {
     INFO("TP " << N << (vp ? ", vocabulary-parallel head (wte split)" : ", replicated head"));
-    auto comms = rlflow::comm::LocalCommunicator::make_group(N);
-    std::vector<std::exception_ptr> errs(static_cast<std::size_t>(N));
-    std::vector<std::thread> th;
     std::string const tag = std::to_string(N) + (vp ? "_vp" : "");
     fs::path const out = dir / ("tp" + tag + ".safetensors");
     std::vector<std::vector<float>> shards(std::size_t(N) * 3);
     std::vector<std::int64_t> steps(static_cast<std::size_t>(N));
     std::vector<std::vector<float>> gathered0;
-    for (int r = 0; r < N; ++r)
-      th.emplace_back([&, r] {
-        try {
-          TrainingEngine e(cfg, opt, TPRank{r, N}, comms[static_cast<std::size_t>(r)].get());
-          if (vp) e.set_lm_head(rlflow::model::LMHead::vocab_parallel);
-          rlflow::engine::load_checkpoint(dir / "tp1.safetensors", e);
-          steps[std::size_t(r)] = e.step();
-          shards[std::size_t(r) * 3].assign(e.params().begin(), e.params().end());
-          shards[std::size_t(r) * 3 + 1].assign(e.optimizer().m().begin(), e.optimizer().m().end());
-          shards[std::size_t(r) * 3 + 2].assign(e.optimizer().v().begin(), e.optimizer().v().end());
-          rlflow::engine::save_checkpoint_gathered(out, e, r == 0);  // a collective; rank 0 writes
-          // the last rank writing: not TP rank 0, so every rank gathers (the all-gather path)
-          rlflow::engine::save_checkpoint_gathered(dir / ("last_of_tp" + tag + ".safetensors"), e, r == N - 1);
-          // the gather to rank 0 directly: rank 0 gets the full state, the others pass empty spans
-          std::size_t const n = r == 0 ? e.layout().size() : 0;
-          std::vector<float> gp(n), gm(n), gv(n);
-          e.gather_state_to_rank0(gp, gm, gv);
-          if (r == 0) gathered0 = {gp, gm, gv};
-        } catch (...) {
-          errs[static_cast<std::size_t>(r)] = std::current_exception();
-          comms[static_cast<std::size_t>(r)]->abort();
-        }
-      });
-    for (auto& t : th) t.join();
-    for (auto& e : errs)
-      if (e) std::rethrow_exception(e);
+    fixtures::on_ranks(N, [&](int r, rlflow::comm::LocalCommunicator& comm) {
+      TrainingEngine e(cfg, opt, TPRank{r, N}, &comm);
+      if (vp) e.set_lm_head(rlflow::model::LMHead::vocab_parallel);
+      rlflow::engine::load_checkpoint(dir / "tp1.safetensors", e);
+      steps[std::size_t(r)] = e.step();
+      shards[std::size_t(r) * 3].assign(e.params().begin(), e.params().end());
+      shards[std::size_t(r) * 3 + 1].assign(e.optimizer().m().begin(), e.optimizer().m().end());
+      shards[std::size_t(r) * 3 + 2].assign(e.optimizer().v().begin(), e.optimizer().v().end());
+      rlflow::engine::save_checkpoint_gathered(out, e, r == 0);  // a collective; rank 0 writes
+      // the last rank writing: not TP rank 0, so every rank gathers (the all-gather path)
+      rlflow::engine::save_checkpoint_gathered(dir / ("last_of_tp" + tag + ".safetensors"), e, r == N - 1);
+      // the gather to rank 0 directly: rank 0 gets the full state, the others pass empty spans
+      std::size_t const n = r == 0 ? e.layout().size() : 0;
+      std::vector<float> gp(n), gm(n), gv(n);
+      e.gather_state_to_rank0(gp, gm, gv);
+      if (r == 0) gathered0 = {gp, gm, gv};
+    });
     // each rank holds its slice of the parameters and of both moments, and the step counter
     for (int r = 0; r < N; ++r) {
       rlflow::model::ShardLayout const sl(cfg, TPRank{r, N}, vp);

@@ -17,6 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "fixtures.hpp"
 #include "trainer/trainer_fixtures.hpp"
 
 using namespace rlflow;
@@ -48,13 +49,7 @@ TrainerConfig tp_config(char const* name, int workers) {
 tasks::StringTask const task{};
 
 model::GPTConfig policy_of(TrainerConfig const& c) {
-  model::GPTConfig m;
-  m.vocab_size = model::CharTokenizer(task.charset()).vocab_size();
-  m.max_seq_len = static_cast<int>(c.data.max_prompt_length + c.data.max_response_length);
-  m.n_layer = static_cast<int>(c.actor_rollout_ref.model.n_layer);
-  m.n_head = static_cast<int>(c.actor_rollout_ref.model.n_head);
-  m.n_embd = static_cast<int>(c.actor_rollout_ref.model.n_embd);
-  return m;
+  return fixtures::policy_gpt(c, model::CharTokenizer(task.charset()).vocab_size());
 }
 
 //! TP rank r of N's expected weights: in ParamLayout order, the sharded tensors (attention

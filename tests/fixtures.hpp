@@ -1,0 +1,103 @@
+// tests/fixtures.hpp: helpers that several test areas share. GPT weights perturbed away from the
+// initialisation, the policy GPT a TrainerConfig describes, one thread per rank of an in-process
+// communicator group, and a temporary folder removed at scope exit. Tests build their GPTConfig
+// with designated initializers:
+//   GPTConfig const cfg{.vocab_size = 13, .max_seq_len = 24, .n_layer = 2, .n_head = 4, .n_embd = 32};
+#pragma once
+#include <cstddef>
+#include <exception>
+#include <filesystem>
+#include <random>
+#include <span>
+#include <string>
+#include <system_error>
+#include <thread>
+#include <type_traits>
+#include <vector>
+
+#include <unistd.h>  // getpid
+
+#include <rlflow/dispatch/communicator.hpp>  // comm::LocalCommunicator
+#include <rlflow/model/param_layout.hpp>     // GPTConfig, param_count, init_params
+
+namespace fixtures {
+
+static_assert(std::is_aggregate_v<rlflow::model::GPTConfig>,
+              "rlflow::model::GPTConfig: the tests build it with designated initializers; keep it an aggregate");
+
+//! Adds N(0, stddev) noise to every element of p, drawn in order from std::mt19937(seed).
+inline void perturb(std::span<float> p, unsigned seed, float stddev) {
+  std::mt19937 g(seed);
+  std::normal_distribution<float> n(0.0f, stddev);
+  for (auto& x : p) x += n(g);
+}
+
+//! The GPT-2 initialisation of c, perturbed by perturb(seed, stddev): weights far from the
+//! initialisation (biases and layer norms included), so outputs are far from uniform.
+inline std::vector<float> perturbed_weights(rlflow::model::GPTConfig const& c, unsigned seed, float stddev) {
+  std::vector<float> w(rlflow::model::param_count(c));
+  rlflow::model::init_params(c, w);
+  perturb(w, seed, stddev);
+  return w;
+}
+
+//! The policy GPT of a trainer configuration (the Trainer's own mapping: max_seq_len = prompt +
+//! response length, the actor's layers, heads and width) for a vocabulary of 'vocab' tokens.
+//! A template on the config type, so that this header does not need the trainer's headers.
+template <class Config>
+rlflow::model::GPTConfig policy_gpt(Config const& c, int vocab) {
+  return {.vocab_size = vocab,
+          .max_seq_len = static_cast<int>(c.data.max_prompt_length + c.data.max_response_length),
+          .n_layer = static_cast<int>(c.actor_rollout_ref.model.n_layer),
+          .n_head = static_cast<int>(c.actor_rollout_ref.model.n_head),
+          .n_embd = static_cast<int>(c.actor_rollout_ref.model.n_embd)};
+}
+
+//! Runs f(rank, comm) on one thread per rank of a fresh LocalCommunicator group of n ranks. A rank
+//! that throws aborts its communicator (so its peers' collectives fail instead of waiting); after
+//! every thread has joined, the lowest rank's error is rethrown. Returns each rank's result, in
+//! rank order, when f returns one.
+template <class F>
+auto on_ranks(int n, F&& f) {
+  using R = std::invoke_result_t<F&, int, rlflow::comm::LocalCommunicator&>;
+  auto comms = rlflow::comm::LocalCommunicator::make_group(n);
+  std::size_t const N = static_cast<std::size_t>(n);
+  std::vector<std::exception_ptr> errs(N);
+  std::conditional_t<std::is_void_v<R>, int, std::vector<R>> out{};
+  if constexpr (!std::is_void_v<R>) out.resize(N);
+  std::vector<std::thread> th;
+  for (int r = 0; r < n; ++r)
+    th.emplace_back([&, r] {
+      std::size_t const i = static_cast<std::size_t>(r);
+      try {
+        if constexpr (std::is_void_v<R>) f(r, *comms[i]);
+        else out[i] = f(r, *comms[i]);
+      } catch (...) {
+        errs[i] = std::current_exception();
+        comms[i]->abort();
+      }
+    });
+  for (auto& t : th) t.join();
+  for (auto& e : errs)
+    if (e) std::rethrow_exception(e);
+  if constexpr (!std::is_void_v<R>) return out;
+}
+
+//! A fresh folder <tmp>/rlflow_tmp_<pid>_<n> (n counts this process's folders), removed with its
+//! contents when the object goes out of scope.
+struct TempDir {
+  std::filesystem::path p;
+  TempDir() {
+    static int counter = 0;
+    p = std::filesystem::temp_directory_path() / ("rlflow_tmp_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
+    std::filesystem::create_directories(p);
+  }
+  TempDir(TempDir const&) = delete;
+  TempDir& operator=(TempDir const&) = delete;
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(p, ec);
+  }
+};
+
+}  // namespace fixtures
