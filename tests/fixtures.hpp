@@ -17,7 +17,7 @@
 
 #include <unistd.h>  // getpid
 
-#include <rlflow/dispatch/communicator.hpp>  // comm::LocalCommunicator
+#include <rlflow/comm/communicator.hpp>  // comm::LocalCommunicator
 #include <rlflow/model/param_layout.hpp>     // GPTConfig, param_count, init_params
 
 namespace fixtures {
