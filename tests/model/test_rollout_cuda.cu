@@ -1,6 +1,7 @@
 // tests/model/test_rollout_cuda.cu <-> include/rlflow/engine/cuda/rollout_engine.cuh,
 // include/rlflow/kernels/model/sampling.cuh: the CUDA rollout engine against the CPU engine on
-// random small configs (prefill and decode logits, KV-cache decode against a full forward, tokens
+// random small configs (prefill and decode logits, KV-cache decode against the CPU training
+// engine's full forward, tokens
 // and log-probs of greedy and sampled generation, EOS stop, sleep / wake), and the CUB sampler
 // against engine::sample_token on identical logits (exactly the same tokens).
 #include <catch2/catch.hpp>
@@ -12,8 +13,8 @@
 
 #include <rlflow/engine/rollout_engine.hpp>
 #include <rlflow/engine/sampling.hpp>
+#include <rlflow/engine/training_engine.hpp>
 #include <rlflow/engine/cuda/rollout_engine.cuh>
-#include <rlflow/model/cuda/gpt_forward.cuh>
 #include <rlflow/model/cuda/sampling.cuh>
 
 namespace {
@@ -169,11 +170,12 @@ TEST_CASE("CUDA rollout prefill and KV-cache decode match the CPU engine and a f
       }
       dec.push_back(gv);
     }
-    // KV-cache decode == the full forward's logits at the same positions
-    rlflow::kernels::cuda::model::GPTForward fwd(cfg);
-    fwd.load_weights(w);
-    std::vector<float> all(std::size_t(B) * T * V);
-    fwd.logits(full.data(), fmask.data(), B, T, all.data());
+    // KV-cache decode == the full forward's logits at the same positions (the CPU training engine's)
+    rlflow::engine::TrainingEngine full_forward(cfg);
+    full_forward.load_weights(w);
+    rlflow::Tensor const all_t = full_forward.compute_logits(rlflow::Tensor::from(full, rlflow::Shape{B, T}),
+                                                             rlflow::Tensor::from(fmask, rlflow::Shape{B, T}));
+    auto const all = all_t.span<float>();
     for (int s = 0; s < steps - 1; ++s)
       for (int b = 0; b < B; ++b)
         for (int v = 0; v < V; ++v)

@@ -1,6 +1,7 @@
 // tests/model/test_training_cuda.cu <-> include/rlflow/engine/cuda/training_engine.cuh,
 // include/rlflow/kernels/model/gpt_backward.cuh: the CUDA training engine against the CPU
-// TrainingEngine on random small configs and padded batches: log-probs and entropy (1e-4),
+// TrainingEngine on random small configs and padded batches: logits at every position and
+// log-probs and entropy (1e-4),
 // gradients of random per-token loss gradients (accumulated over two micro-batches), zero_grad,
 // and AdamW steps (with clipping and a cosine schedule) from identical gradients.
 #include <catch2/catch.hpp>
@@ -54,6 +55,64 @@ void require_grads_close(std::vector<float> const& gpu, std::span<float const> c
 }
 
 }  // namespace
+
+TEST_CASE("CUDA training engine logits and log-probs match the CPU engine at every position", "[model][training][cuda]") {
+  if (!gpu_present()) {
+    WARN("no GPU: CUDA training engine test skipped");
+    return;
+  }
+  rlflow::model::GPTConfig cfg;
+  cfg.vocab_size = 37;
+  cfg.max_seq_len = 40;
+  cfg.n_layer = 3;
+  cfg.n_head = 4;
+  cfg.n_embd = 64;
+  int const V = cfg.vocab_size;
+  rlflow::engine::TrainingEngine cpu(cfg);
+  std::mt19937 g(1);
+  std::normal_distribution<float> d(0.0f, 0.2f);
+  for (auto& x : cpu.params()) x += d(g);
+  int const B = 5, T = 33, R = 9;
+  // row b starts with 2 b pads; 'ext' is the same batch with one more real token per row
+  std::vector<std::int32_t> ids(std::size_t(B) * T), mask(ids.size(), 1), ext(std::size_t(B) * (T + 1)), ext_mask(ext.size(), 1);
+  for (int b = 0; b < B; ++b) {
+    for (int t = 0; t < T; ++t) {
+      ids[std::size_t(b) * T + t] = std::int32_t(g() % unsigned(V));
+      if (t < 2 * b) {
+        mask[std::size_t(b) * T + t] = 0;
+        ids[std::size_t(b) * T + t] = 0;
+      }
+      ext[std::size_t(b) * (T + 1) + t] = ids[std::size_t(b) * T + t];
+      ext_mask[std::size_t(b) * (T + 1) + t] = mask[std::size_t(b) * T + t];
+    }
+    ext[std::size_t(b) * (T + 1) + T] = std::int32_t(g() % unsigned(V));
+  }
+  rlflow::Tensor const tid = rlflow::Tensor::from(ids, rlflow::Shape{B, T}), tm = rlflow::Tensor::from(mask, rlflow::Shape{B, T});
+  rlflow::engine::cuda::TrainingEngine gpu(cfg);
+  gpu.load_weights(cpu.params());
+  // logits at positions 0 .. T-1: the head rows of 'ext' with R = T (causal, so the extra token
+  // changes none of them); row (b, t) sits at the same flat index as in the CPU's (B, T, V)
+  rlflow::Tensor const ref = cpu.compute_logits(tid, tm);
+  gpu.forward(rlflow::Tensor::from(ext, rlflow::Shape{B, T + 1}), rlflow::Tensor::from(ext_mask, rlflow::Shape{B, T + 1}), T, 1.0f,
+              false);
+  std::vector<float> lg(std::size_t(B) * T * V);
+  REQUIRE(cudaMemcpy(lg.data(), gpu.device_logits(), lg.size() * sizeof(float), cudaMemcpyDeviceToHost) == cudaSuccess);
+  auto const rl = ref.span<float>();
+  for (std::size_t i = 0; i < lg.size(); ++i) {
+    if (!mask[i / std::size_t(V)]) continue;
+    INFO("logit " << i);
+    REQUIRE(lg[i] == Approx(rl[i]).margin(1e-4));
+  }
+  auto const lp = cpu.compute_log_prob(tid, tm, R, 0.8f);
+  auto const glp = gpu.compute_log_prob(tid, tm, R, 0.8f);
+  auto const cl = lp.log_probs.span<float>(), ce = lp.entropy.span<float>();
+  auto const gl = glp.log_probs.span<float>(), ge = glp.entropy.span<float>();
+  REQUIRE(gl.size() == cl.size());
+  for (std::size_t i = 0; i < gl.size(); ++i) {
+    REQUIRE(gl[i] == Approx(cl[i]).margin(1e-4));
+    REQUIRE(ge[i] == Approx(ce[i]).margin(1e-4));
+  }
+}
 
 TEST_CASE("CUDA training engine forward and backward match the CPU engine", "[model][training][cuda]") {
   if (!gpu_present()) {

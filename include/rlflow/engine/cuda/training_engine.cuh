@@ -209,6 +209,8 @@ class TrainingEngine {
   //! The last forward's (B, R) log-probs and entropy on the device (valid until the next forward).
   float const* device_log_probs() const { return head_out_.get<float>(); }
   float const* device_entropy() const { return head_out_.get<float>() + std::size_t(B_) * R_; }
+  //! The last forward's head-row logits (B R, V), before the temperature, on the device.
+  float const* device_logits() const { return logits_.get<float>(); }
 
  private:
   // the backward once dhead_ holds d loss / d log_prob (and d loss / d entropy when has_dent)

@@ -55,53 +55,18 @@ RLFLOW_MODEL_KERNEL void column_sums_kernel(float* db, float const* dout, int M,
 // ---------------------------------------------------------------------------------------------
 // forward pieces the backward needs
 
-//! Masked causal attention over (B, T) keeping probs (B, NH, T, T) (0 for j > t and invalid j);
-//! one block per (b, h, t); scores staged in dynamic shared memory (T floats).
+//! Masked causal attention over (B, T) keeping probs (B, NH, T, T) (0 for j > t and invalid j)
+//! (layers::attend_one); one block per (b, h, t); dynamic shared memory: T floats.
 RLFLOW_MODEL_KERNEL void attention_probs_kernel(float* y, float* probs, float const* qkv, std::uint8_t const* valid, int T,
                                           int C, int NH) {
-  extern __shared__ float sc[];
-  __shared__ typename reduce_f::TempStorage tmp;
-  __shared__ float s_max, s_sum;
   int const t = int(blockIdx.x % unsigned(T));
   int const bh = int(blockIdx.x / unsigned(T)), h = bh % NH, b = bh / NH;
   int const hs = C / NH;
-  float const scale = 1.0f / sqrtf(float(hs));
   std::size_t const row3 = 3 * std::size_t(C);
   float const* base = qkv + std::size_t(b) * T * row3 + std::size_t(h) * 3 * hs;
-  float const* q = base + std::size_t(t) * row3;
-  float m = -INFINITY;
-  for (int j = threadIdx.x; j <= t; j += block) {
-    float s = -INFINITY;
-    if (valid[std::size_t(b) * T + j]) {
-      float const* k = base + std::size_t(j) * row3 + hs;
-      s = 0.0f;
-      for (int d = 0; d < hs; ++d) s += q[d] * k[d];
-      s *= scale;
-    }
-    sc[j] = s;
-    m = fmaxf(m, s);
-  }
-  float const mt = reduce_f(tmp).Reduce(m, ::cuda::maximum<>{});
-  if (threadIdx.x == 0) s_max = mt;
-  __syncthreads();
-  float const mx = s_max;
-  float e = 0.0f;
-  for (int j = threadIdx.x; j <= t; j += block) {
-    float const p = (mx == -INFINITY || sc[j] == -INFINITY) ? 0.0f : expf(sc[j] - mx);
-    sc[j] = p;
-    e += p;
-  }
-  float const et = reduce_f(tmp).Sum(e);
-  if (threadIdx.x == 0) s_sum = et;
-  __syncthreads();
-  float const inv = s_sum > 0.0f ? 1.0f / s_sum : 0.0f;
-  float* p = probs + (std::size_t(bh) * T + t) * T;
-  for (int j = threadIdx.x; j < T; j += block) p[j] = j <= t ? sc[j] * inv : 0.0f;
-  for (int d = threadIdx.x; d < hs; d += block) {
-    float acc = 0.0f;
-    for (int j = 0; j <= t; ++j) acc += sc[j] * base[std::size_t(j) * row3 + 2 * hs + d];
-    y[(std::size_t(b) * T + t) * C + std::size_t(h) * hs + d] = acc * inv;
-  }
+  layers::attend_one(y + (std::size_t(b) * T + t) * C + std::size_t(h) * hs, probs + (std::size_t(bh) * T + t) * T, T,
+                     base + std::size_t(t) * row3, base + hs, row3, base + 2 * hs, row3, valid + std::size_t(b) * T, t + 1, hs,
+                     layers::attention_scale(hs));
 }
 
 //! dst (B*R, C) = src rows (b, h0 + j), j < R, of src (B*T, C).
@@ -248,7 +213,7 @@ RLFLOW_MODEL_KERNEL void attention_backward_q_kernel(float* dqkv, float* dsc, fl
   int const t = int(blockIdx.x % unsigned(T));
   int const bh = int(blockIdx.x / unsigned(T)), h = bh % NH, b = bh / NH;
   int const hs = C / NH;
-  float const scale = 1.0f / sqrtf(float(hs));
+  float const scale = layers::attention_scale(hs);
   std::size_t const row3 = 3 * std::size_t(C);
   float const* base = qkv + std::size_t(b) * T * row3 + std::size_t(h) * 3 * hs;
   float const* p = probs + (std::size_t(bh) * T + t) * T;

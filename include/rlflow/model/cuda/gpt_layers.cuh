@@ -1,7 +1,8 @@
 // rlflow/kernels/model/gpt_layers.cuh: the device building blocks of the built-in GPT's CUDA
 // engines (nvcc only): the error-check macro RLFLOW_CUDA_CHECK, a grow-only device buffer,
 // row-major cuBLAS wrappers, and own kernels for the encoder, LayerNorm (keeping mean / rstd),
-// bias rows, GELU, and the KV-cache attention of the rollout (one block per query).
+// bias rows, GELU, and the one attention of the CUDA engines (attend_one: one block per query;
+// the training forward's attention_probs_kernel and the rollout's kv_attention_kernel call it).
 // Same math as the CPU layer functions (model/layers.hpp), which are the reference.
 // Defines rlflow::kernels::cuda::model::layers. Does not own a model (engine/cuda/ does).
 // Letters: N rows, C width, NH heads, hs = C / NH, S cache slots, V vocabulary.
@@ -196,31 +197,26 @@ RLFLOW_MODEL_KERNEL void kv_store_kernel(float* kc, float* vc, float const* qkv,
   }
 }
 
-//! Attention of the queries in qkv rows (nr * n, 3C) against the cache: token (i, k) of row
-//! rows[i] sits at slot s0 + k and sees slots [0, s0 + k] whose valid (B, S) flag is set.
-//! Softmax over valid keys (a query with none gets y = 0, as layers::attend_one). One block
-//! per (token, head); scores in dynamic shared memory (S floats).
-RLFLOW_MODEL_KERNEL void kv_attention_kernel(float* y, float const* qkv, float const* kc, float const* vc,
-                                       std::uint8_t const* valid, std::int32_t const* rows, int n, int s0, int S, int C,
-                                       int NH) {
+//! The attention scale 1 / sqrt(hs) of every CUDA attention kernel.
+//! The CPU's expression, not rsqrtf: sqrtf and '/' round exactly (nvcc's defaults), so the bits equal the CPU's.
+__host__ __device__ inline float attention_scale(int hs) { return 1.0f / sqrtf(float(hs)); }
+
+//! One query against n_keys keys, by every thread of a block of 'block' threads (the CUDA twin of
+//! model::layers::attend_one): scores q.k_j * scale over the keys whose valid[j] is set (key j at
+//! k + j k_stride, value j at v + j v_stride), softmax over them, y (hs) = sum_j p_j v_j; a query
+//! with no valid key gets y = 0. probs, when not null, gets p_j for j < n_keys and 0 up to
+//! probs_width. Scores in dynamic shared memory (n_keys floats). The one attention of the CUDA
+//! engines: the training forward (attention_probs_kernel) and the rollout (kv_attention_kernel).
+__device__ inline void attend_one(float* y, float* probs, int probs_width, float const* q, float const* k, std::size_t k_stride,
+                                  float const* v, std::size_t v_stride, std::uint8_t const* valid, int n_keys, int hs, float scale) {
   extern __shared__ float sc[];
   __shared__ typename reduce_f::TempStorage tmp;
   __shared__ float s_max, s_sum;
-  int const hs = C / NH;
-  int const h = int(blockIdx.x % unsigned(NH));
-  std::size_t const tok = blockIdx.x / unsigned(NH);
-  int const i = int(tok / std::size_t(n)), k = int(tok % std::size_t(n));
-  int const r = rows[i];
-  int const n_keys = s0 + k + 1;
-  float const scale = 1.0f / sqrtf(float(hs));
-  float const* q = qkv + tok * 3 * C + std::size_t(h) * 3 * hs;
-  std::size_t const base = (std::size_t(r) * NH + h) * S * std::size_t(hs);
-  std::uint8_t const* vr = valid + std::size_t(r) * S;
   float m = -INFINITY;
   for (int j = threadIdx.x; j < n_keys; j += block) {
     float s = -INFINITY;
-    if (vr[j]) {
-      float const* kj = kc + base + std::size_t(j) * hs;
+    if (valid[j]) {
+      float const* kj = k + std::size_t(j) * k_stride;
       s = 0.0f;
       for (int d = 0; d < hs; ++d) s += q[d] * kj[d];
       s *= scale;
@@ -240,13 +236,31 @@ RLFLOW_MODEL_KERNEL void kv_attention_kernel(float* y, float const* qkv, float c
   }
   float const et = reduce_f(tmp).Sum(e);
   if (threadIdx.x == 0) s_sum = et;
-  __syncthreads();  // also publishes every sc[j] for the loop below
+  __syncthreads();  // also publishes every sc[j] for the loops below
   float const inv = s_sum > 0.0f ? 1.0f / s_sum : 0.0f;
+  if (probs)
+    for (int j = threadIdx.x; j < probs_width; j += block) probs[j] = j < n_keys ? sc[j] * inv : 0.0f;
   for (int d = threadIdx.x; d < hs; d += block) {
     float acc = 0.0f;
-    for (int j = 0; j < n_keys; ++j) acc += sc[j] * vc[base + std::size_t(j) * hs + d];
-    y[tok * C + std::size_t(h) * hs + d] = acc * inv;
+    for (int j = 0; j < n_keys; ++j) acc += sc[j] * v[std::size_t(j) * v_stride + d];
+    y[d] = acc * inv;
   }
+}
+
+//! Attention of the queries in qkv rows (nr * n, 3C) against the cache: token (i, k) of row
+//! rows[i] sits at slot s0 + k and sees slots [0, s0 + k] whose valid (B, S) flag is set
+//! (attend_one). One block per (token, head); dynamic shared memory: S floats.
+RLFLOW_MODEL_KERNEL void kv_attention_kernel(float* y, float const* qkv, float const* kc, float const* vc,
+                                       std::uint8_t const* valid, std::int32_t const* rows, int n, int s0, int S, int C,
+                                       int NH) {
+  int const hs = C / NH;
+  int const h = int(blockIdx.x % unsigned(NH));
+  std::size_t const tok = blockIdx.x / unsigned(NH);
+  int const i = int(tok / std::size_t(n)), k = int(tok % std::size_t(n));
+  int const r = rows[i];
+  std::size_t const base = (std::size_t(r) * NH + h) * S * std::size_t(hs);
+  attend_one(y + tok * C + std::size_t(h) * hs, nullptr, 0, qkv + tok * 3 * C + std::size_t(h) * 3 * hs, kc + base,
+             std::size_t(hs), vc + base, std::size_t(hs), valid + std::size_t(r) * S, s0 + k + 1, hs, attention_scale(hs));
 }
 
 //! dst (nr, C) = src row i * n + n - 1 (the last slot of each running sequence).
