@@ -107,7 +107,7 @@ namespace rlflow {
   X(actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu, "", "rows per device in reference log-prob passes")    \
   X(actor_rollout_ref.ref.log_prob_use_dynamic_bsz, "", "token-packed reference passes; null: actor.use_dynamic_bsz") \
   X(actor_rollout_ref.ref.log_prob_max_token_len_per_gpu, "", "token cap of a dynamic reference micro-batch")       \
-  X(critic.enable, "", "train a value model; null: on iff the estimator needs one (gae)")                          \
+  X(critic.enable, "", "train a value model; null: on iff algorithm.adv_estimator = gae")                          \
   X(critic.strategy, "fsdp|fsdp2|megatron", "critic training backend name")                                        \
   X(critic.ppo_mini_batch_size, "", "prompts per critic optimizer step; null: actor's")                            \
   X(critic.ppo_micro_batch_size, "", "deprecated global critic micro-batch")                                        \

@@ -180,7 +180,8 @@ constexpr bool otb_sum_pi_squared(cfg_t const& c) {
 }
 // verl core_algos.py:516-519 (grpo_passk: the estimator's min_group_size)
 constexpr bool passk_group_size(cfg_t const& c) {
-  return c.actor_rollout_ref.rollout.n >= estimator_of(c.algorithm.adv_estimator.view()).min_group_size;
+  auto const need = estimator_of(c.algorithm.adv_estimator.view()).min_group_size;
+  return need <= 1 || c.actor_rollout_ref.rollout.n >= need;
 }
 // verl v1 trainer_base.py:1380-1384
 constexpr bool gen_batch_divides_train(cfg_t const& c) {
