@@ -833,7 +833,8 @@ class Trainer {
 #endif
       plan.partial_rollout = opts_.partial_rollout || cfg_.async_training.partial_rollout;
       plan.sleep_when_idle = !sep;  // colocate_async: the rollout's memory goes back to training while it idles
-      if (estimator_of(cfg_.algorithm.adv_estimator.view()).needs_greedy_baseline)  // ReMax's greedy rollout, on the producer thread (reads train_ only)
+      // ReMax's greedy rollout, on the producer thread (reads train_ only)
+      if (estimator_of(cfg_.algorithm.adv_estimator.view()).needs_greedy_baseline)
         plan.make_greedy = [this](std::int64_t s, DataPosition pos) {
           return greedy_prompts(make_prompt_batch(train_.next_batch(pos, cfg_.data.train_batch_size), s), s);
         };

@@ -86,8 +86,8 @@ using ids_view = std::span<std::int64_t const>;
 using floats_view = std::span<float const>;
 
 RLFLOW_DECL void gae(estimator_args& a) {
-  kernels::gae_advantage_return(cpu::par, a.d, a.rewards, need_tensor(a.batch, "values", a.fn, "GAE needs (the critic's values)").span<float>(),
-                                a.mask, a.algo.gamma, a.algo.lam, a.adv, a.ret);
+  Tensor const& values = need_tensor(a.batch, "values", a.fn, "GAE needs (the critic's values)");
+  kernels::gae_advantage_return(cpu::par, a.d, a.rewards, values.span<float>(), a.mask, a.algo.gamma, a.algo.lam, a.adv, a.ret);
   a.resample = a.algo.use_pf_ppo;
 }
 
@@ -102,8 +102,9 @@ RLFLOW_DECL void gdpo(estimator_args& a) {
   auto idx = a.groups();
   auto const keys = a.algo.gdpo_reward_keys.items();
   if (keys.empty())
-    throw config_error(msg("rlflow::", a.fn, ": algorithm.adv_estimator=gdpo needs algorithm.gdpo_reward_keys, the per-sample reward "
-                           "components to normalise separately (verl asserts it is set); e.g. [format_reward,accuracy_reward]"));
+    throw config_error(msg("rlflow::", a.fn, ": algorithm.adv_estimator=gdpo needs algorithm.gdpo_reward_keys, the per-sample "
+                           "reward components to normalise separately (verl asserts it is set); e.g. "
+                           "[format_reward,accuracy_reward]"));
   std::vector<float> dims;
   for (auto const& k : keys) {
     if (!a.batch.has_non_tensor(k))
@@ -111,12 +112,13 @@ RLFLOW_DECL void gdpo(estimator_args& a) {
                           "function must return it per sample"));
     auto const& col = a.batch.non_tensor(k);
     if (static_cast<std::int64_t>(col.size()) != a.d.rows)
-      throw shape_error(msg("rlflow::", a.fn, ": GDPO reward key '", k, "' has ", col.size(), " entries for ", a.d.rows, " rows"));
+      throw shape_error(
+          msg("rlflow::", a.fn, ": GDPO reward key '", k, "' has ", col.size(), " entries for ", a.d.rows, " rows"));
     for (auto const& v : col) dims.push_back(static_cast<float>(v.as_number()));
   }
   auto w = parse_weights(a.algo.gdpo_reward_weights);
-  kernels::gdpo_outcome_advantage(cpu::par, a.d, static_cast<std::int64_t>(keys.size()), floats_view(dims), std::span<double const>(w), a.mask,
-                                  ids_view(idx), a.adv, a.ret, a.go);
+  kernels::gdpo_outcome_advantage(cpu::par, a.d, static_cast<std::int64_t>(keys.size()), floats_view(dims),
+                                  std::span<double const>(w), a.mask, ids_view(idx), a.adv, a.ret, a.go);
 }
 
 RLFLOW_DECL void grpo_passk(estimator_args& a) {
@@ -160,9 +162,8 @@ RLFLOW_DECL void reinforce_plus_plus_baseline(estimator_args& a) {
 }
 
 RLFLOW_DECL void remax(estimator_args& a) {
-  kernels::remax_outcome_advantage(
-      cpu::par, a.d, a.rewards,
-      need_tensor(a.batch, "reward_baselines", a.fn, "ReMax needs (the greedy rollout's scores)").span<float>(), a.mask, a.adv, a.ret);
+  Tensor const& base = need_tensor(a.batch, "reward_baselines", a.fn, "ReMax needs (the greedy rollout's scores)");
+  kernels::remax_outcome_advantage(cpu::par, a.d, a.rewards, base.span<float>(), a.mask, a.adv, a.ret);
 }
 
 //! The inputs of both optimal-token-baseline estimators, checked in verl's order, then 'run'.
@@ -294,7 +295,8 @@ RLFLOW_DECL void compute_advantage(DataProto& batch, AlgorithmConfig const& algo
   kernel_of[static_cast<std::size_t>(entry - estimator_table)](args);
   batch.set_tensor("advantages", adv);
   batch.set_tensor("returns", ret);
-  if (args.resample) batch = compute_pf_ppo_reweight_data(batch, algo.pf_ppo.reweight_method.view(), algo.pf_ppo.weight_pow, pf_ppo_seed);
+  if (args.resample)
+    batch = compute_pf_ppo_reweight_data(batch, algo.pf_ppo.reweight_method.view(), algo.pf_ppo.weight_pow, pf_ppo_seed);
 }
 
 RLFLOW_DECL void compute_advantage_for_multi_trajectories(DataProto& batch, std::vector<std::string> const& batch_keys,

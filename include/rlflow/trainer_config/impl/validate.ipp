@@ -119,7 +119,8 @@ RLFLOW_DECL std::string explain(config_check_id id, TrainerConfig const& c) {
                  c.algorithm.kl_ctrl.horizon, " target_kl=", num(c.algorithm.kl_ctrl.target_kl),
                  "; set e.g. algorithm.kl_ctrl.horizon=10000 algorithm.kl_ctrl.target_kl=0.1");
     case config_check_id::critic_for_gae:
-      return msg("algorithm.adv_estimator=", c.algorithm.adv_estimator, " needs a value model but critic.enable=", opt_text(c.critic.enable),
+      return msg("algorithm.adv_estimator=", c.algorithm.adv_estimator, " needs a value model but critic.enable=",
+                 opt_text(c.critic.enable),
                  "; set critic.enable=true (or null), or choose an estimator without a critic, e.g. "
                  "algorithm.adv_estimator=grpo");
     case config_check_id::critic_micro_exclusive:
@@ -309,7 +310,8 @@ RLFLOW_DECL std::vector<std::string> warnings(TrainerConfig const& cfg) {
     out.push_back(msg(cfg.rollout_devices() % w, " of ", cfg.rollout_devices(),
                       " rollout devices stay idle: replicas use TP*DP*PP = ", w,
                       " devices each (verl floors the replica count); make the device count a multiple of ", w));
-  if (cfg.critic.enable.has_value && cfg.critic.enable.stored && !estimator_of(cfg.algorithm.adv_estimator.view()).needs_critic)
+  bool const critic_unused = !estimator_of(cfg.algorithm.adv_estimator.view()).needs_critic;
+  if (cfg.critic.enable.has_value && cfg.critic.enable.stored && critic_unused)
     out.push_back(msg("critic.enable=true with algorithm.adv_estimator=", cfg.algorithm.adv_estimator,
                       ": the critic is trained but its values are not used by the estimator"));
   return out;
