@@ -16,7 +16,7 @@ struct ReverseScore {
 };
 
 //! Settings shared by both examples: the task's lengths (BOS + up to 3 letters + '='; up to 3
-//! letters + EOS), a 2-layer GPT, two DP workers (rlflow/presets.hpp).
+//! letters + EOS), a 2-layer GPT, two DP workers (rlflow/config/presets.hpp).
 inline TrainerConfig reverse_base_config() { return presets::tiny_gpt_cpu(5, 4); }
 
 //! The demo: GRPO, 32 prompts x 8 samples per step, one actor update per step.

@@ -1,4 +1,4 @@
-// tests/advantage_step/test_advantage_step.cpp <-> include/rlflow/advantage_step.hpp: the public
+// tests/advantage_step/test_advantage_step.cpp <-> include/rlflow/algorithm/advantage_step.hpp: the public
 // advantage step on a DataProto equals the kernels it dispatches to (which test_kernels checks
 // against plain double references), reads verl's config keys, and raises for missing inputs.
 #include <catch2/catch.hpp>

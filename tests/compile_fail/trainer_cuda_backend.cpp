@@ -1,7 +1,7 @@
-// build error: the CUDA engines are not visible; include <rlflow/trainer_cuda.cuh>
+// build error: the CUDA engines are not visible; include <rlflow/trainer/trainer_cuda.cuh>
 // error count: 1
 // Backend<cuda::tag> in a g++ translation unit: the CUDA engines (engine/cuda/*.cuh) need nvcc, so
-// the trainer says to include rlflow/trainer_cuda.cuh in a .cu file.
+// the trainer says to include rlflow/trainer/trainer_cuda.cuh in a .cu file.
 #include <rlflow/trainer/trainer.hpp>
 struct Score {
   static double score(std::string_view, std::string_view) { return 0.0; }

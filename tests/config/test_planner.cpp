@@ -1,4 +1,4 @@
-// Tests of rlflow/planner.hpp: the mission's two worked accounting groups, separate_async
+// Tests of rlflow/config/planner.hpp: the mission's two worked accounting groups, separate_async
 // violations, the per-worker micro-batch accounting against plain formulas over random configs,
 // and the table / JSON / command-line output.
 #include <catch2/catch.hpp>

@@ -1,4 +1,4 @@
-// Tests of rlflow/trainer_config.hpp: verl defaults, key table, set/get, YAML/JSON/CLI loading,
+// Tests of rlflow/config/trainer_config.hpp: verl defaults, key table, set/get, YAML/JSON/CLI loading,
 // unknown-key suggestions, the §11 start-up checks against an independent reference over random
 // configs, the compile-time check, and that docs/configuration.md lists every key.
 #include <catch2/catch.hpp>

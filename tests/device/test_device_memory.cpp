@@ -1,5 +1,5 @@
-// CPU tests of the CUDA backend's host-side pieces (rlflow/device_memory.hpp,
-// rlflow/device_memory_estimate.hpp): the device memory counters against a serial model, the
+// CPU tests of the CUDA backend's host-side pieces (rlflow/core/device_memory.hpp,
+// rlflow/config/device_memory_estimate.hpp): the device memory counters against a serial model, the
 // per-worker estimate against independent counts of the parts that have a closed form, and the
 // pre-work rejections (device count, estimate above free memory) with their messages.
 #include <catch2/catch.hpp>

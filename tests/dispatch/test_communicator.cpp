@@ -1,4 +1,4 @@
-// tests/dispatch/test_communicator.cpp <-> include/rlflow/dispatch/communicator.hpp: the
+// tests/dispatch/test_communicator.cpp <-> include/rlflow/comm/communicator.hpp: the
 // in-process communicator from inside worker methods (DP gradient all-reduce), against a
 // plain-loop reference over random inputs.
 #include <array>

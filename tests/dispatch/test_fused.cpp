@@ -1,4 +1,4 @@
-// tests/dispatch/test_fused.cpp <-> include/rlflow/roles/fused.hpp: fused colocated workers,
+// tests/dispatch/test_fused.cpp <-> include/rlflow/dispatch/fused.hpp: fused colocated workers,
 // per-role views, cross-role methods (A-33, A-34 adapted).
 #include <vector>
 

@@ -1,5 +1,5 @@
 // tests/dispatch/test_handoff.cpp <-> include/rlflow/dispatch/handoff.hpp (Mailbox with its idle
-// poll window) and the collect placement of include/rlflow/worker_group.hpp: no message is lost
+// poll window) and the collect placement of include/rlflow/dispatch/worker_group.hpp: no message is lost
 // or reordered whether it arrives while the consumer polls, just after the window closes, or
 // while it sleeps; blocking calls collect on the driver, non-blocking calls on a worker.
 #include <atomic>

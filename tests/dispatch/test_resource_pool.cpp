@@ -1,4 +1,4 @@
-// tests/dispatch/test_resource_pool.cpp <-> include/rlflow/resource_pool.hpp: bundles, rank ->
+// tests/dispatch/test_resource_pool.cpp <-> include/rlflow/dispatch/resource_pool.hpp: bundles, rank ->
 // device, max_colocate_count, split and merged pools (A-38, A-39 adapted), the manager.
 #include <string>
 #include <vector>

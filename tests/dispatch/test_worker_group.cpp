@@ -1,4 +1,4 @@
-// tests/dispatch/test_worker_group.cpp <-> include/rlflow/worker_group.hpp: calls through a
+// tests/dispatch/test_worker_group.cpp <-> include/rlflow/dispatch/worker_group.hpp: calls through a
 // WorkerGroup (checklist A-25..A-30, A-32, A-35, A-40..A-46 adapted), blocking and non-blocking,
 // auto-padding, errors that never hang, identity and shutdown.
 #include <random>

@@ -1,4 +1,4 @@
-// tests/dispatch_mpi/test_mpi_communicator.cpp <-> include/rlflow/dispatch/mpi_communicator.hpp:
+// tests/dispatch_mpi/test_mpi_communicator.cpp <-> include/rlflow/mpi/mpi_communicator.hpp:
 // comm::MpiCommunicator over every process of the job, against a plain loop on each rank (every
 // rank can rebuild every rank's random input from its seed) and against the in-process
 // comm::LocalCommunicator on the same inputs: the sums must be the same bits (rank order).

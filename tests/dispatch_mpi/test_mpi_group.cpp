@@ -1,4 +1,4 @@
-// tests/dispatch_mpi/test_mpi_group.cpp <-> include/rlflow/dispatch/mpi.hpp: the dispatch suite of
+// tests/dispatch_mpi/test_mpi_group.cpp <-> include/rlflow/mpi/mpi.hpp: the dispatch suite of
 // tests/dispatch/test_worker_group.cpp on WorkerGroup<Calc, dispatch::Mpi> under mpiexec (run
 // with 3 and 5 processes: 2 and 4 worker ranks). Every call is compared with the same call on an
 // in-process WorkerGroup<Calc> of the same size in the driver process: results must be identical.

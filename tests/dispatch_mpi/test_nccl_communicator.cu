@@ -1,4 +1,4 @@
-// tests/dispatch_mpi/test_nccl_communicator.cu <-> include/rlflow/dispatch/nccl_communicator.hpp:
+// tests/dispatch_mpi/test_nccl_communicator.cu <-> include/rlflow/comm/nccl_communicator.hpp:
 // comm::NcclCommunicator bootstrapped over MPI, one device per rank (run: mpiexec -np 2 with two
 // GPUs). The all-reduce must equal the rank-order loop bit for bit (every rank rebuilds every
 // rank's input from its seed); broadcast, all-gather and gather against the host values; split into

@@ -1,4 +1,4 @@
-// tests/dispatch_mpi/test_wire.cpp <-> include/rlflow/detail/wire.hpp: the round-trip law
+// tests/dispatch_mpi/test_wire.cpp <-> include/rlflow/mpi/wire.hpp: the round-trip law
 // get(put(x)) == x over random values of every supported type, and truncated input -> format_error.
 #include <cstring>
 #include <map>

@@ -1,4 +1,4 @@
-// Tests for rlflow::msg (rlflow/error.hpp): the message equals one ostream receiving every piece
+// Tests for rlflow::msg (rlflow/core/error.hpp): the message equals one ostream receiving every piece
 // in order, the reference being a plain std::ostringstream fed the same arguments.
 #include <catch2/catch.hpp>
 #include <rlflow/core/error.hpp>

@@ -1,4 +1,4 @@
-// Tests for rlflow/tensor.hpp and rlflow/memory.hpp: shapes, dtypes, views, copies, errors.
+// Tests for rlflow/core/tensor.hpp and rlflow/core/memory.hpp: shapes, dtypes, views, copies, errors.
 #include <catch2/catch.hpp>
 #include <rlflow/core/tensor.hpp>
 

@@ -1,4 +1,4 @@
-// tests/hf/test_data_files.cpp <-> include/rlflow/data_files.hpp: verl-schema JSON-lines files
+// tests/hf/test_data_files.cpp <-> include/rlflow/data/data_files.hpp: verl-schema JSON-lines files
 // (chat lists and strings, data_source, reward_model.ground_truth, extra_info), file lists,
 // data.prompt_key, the chat template, the overlong-prompt filter, and the errors (Parquet with
 // the conversion hint, malformed lines, missing keys, unknown roles).

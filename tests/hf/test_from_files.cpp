@@ -1,4 +1,4 @@
-// tests/hf/test_from_files.cpp <-> Trainer(cfg) (include/rlflow/trainer.hpp) end to end from
+// tests/hf/test_from_files.cpp <-> Trainer(cfg) (include/rlflow/trainer/trainer.hpp) end to end from
 // files: a GPT-2 folder and GSM8K-style JSON lines written by the test (examples/common/
 // files_demo.hpp), GRPO with the openai/gsm8k rule reward, validation before training and every
 // k steps (metrics named as verl's, checked against the logged generations rescored

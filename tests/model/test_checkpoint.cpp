@@ -1,4 +1,4 @@
-// tests/model/test_checkpoint.cpp <-> include/rlflow/engine/safetensors.hpp, checkpoint.hpp:
+// tests/model/test_checkpoint.cpp <-> include/rlflow/model/safetensors.hpp, checkpoint.hpp:
 // round trips, bit-identical resume, the on-disk layout read back with plain JSON parsing,
 // truncated and corrupt files (format_error, engine untouched), wrong configs, failed writes.
 #include <catch2/catch.hpp>

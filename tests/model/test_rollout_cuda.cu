@@ -1,5 +1,5 @@
 // tests/model/test_rollout_cuda.cu <-> include/rlflow/engine/cuda/rollout_engine.cuh,
-// include/rlflow/kernels/model/sampling.cuh: the CUDA rollout engine against the CPU engine on
+// include/rlflow/model/cuda/sampling.cuh: the CUDA rollout engine against the CPU engine on
 // random small configs (prefill and decode logits, KV-cache decode against the CPU training
 // engine's full forward, tokens
 // and log-probs of greedy and sampled generation, EOS stop, sleep / wake), and the CUB sampler

@@ -1,5 +1,5 @@
 // tests/model/test_training_cuda.cu <-> include/rlflow/engine/cuda/training_engine.cuh,
-// include/rlflow/kernels/model/gpt_backward.cuh: the CUDA training engine against the CPU
+// include/rlflow/model/cuda/gpt_backward.cuh: the CUDA training engine against the CPU
 // TrainingEngine on random small configs and padded batches: logits at every position and
 // log-probs and entropy (1e-4),
 // gradients of random per-token loss gradients (accumulated over two micro-batches), zero_grad,

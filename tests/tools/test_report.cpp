@@ -1,4 +1,4 @@
-// Tests of rlflow/report.hpp: loading metrics.jsonl (order, gaps, nulls, torn last line, errors),
+// Tests of rlflow/trainer/report.hpp: loading metrics.jsonl (order, gaps, nulls, torn last line, errors),
 // the smoothing against TensorBoard's closed form, axis ticks, and the rendered SVG: each path's
 // vertices map back to the data through the plot's axes, over random runs; the config table; no
 // external resources; escaping.

@@ -1,4 +1,4 @@
-// Tests for rlflow/trainer.hpp: the step runs for every algorithm, bit-identical resume after a
+// Tests for rlflow/trainer/trainer.hpp: the step runs for every algorithm, bit-identical resume after a
 // killed run, determinism, start-up validation, bad rewards and throwing workers, colocation's
 // sleep/wake. Learning itself is tested in test_trainer_learning.cpp.
 #include <catch2/catch.hpp>

@@ -1,4 +1,4 @@
-// rlflow/advantage_step.hpp: the driver's advantage step on a DataProto, public so that a custom
+// rlflow/algorithm/advantage_step.hpp: the driver's advantage step on a DataProto, public so that a custom
 // driver loop calls it instead of repeating the chain (verl: ray_trainer.apply_kl_penalty,
 // compute_advantage, core_algos.compute_pf_ppo_reweight_data, rollout_corr_helper.
 // compute_rollout_correction_and_add_to_batch, v1 utils.compute_advantage_for_multi_trajectories).
@@ -22,6 +22,7 @@
 #include <rlflow/core/backend.hpp>                 // cpu::par
 #include <rlflow/core/data_proto.hpp>              // DataProto
 #include <rlflow/core/error.hpp>                   // config_error, key_error, value_error
+#include <rlflow/config/estimators.hpp>              // estimator_table, RLFLOW_ADV_ESTIMATORS
 #include <rlflow/kernels/kernels.hpp>         // estimators, apply_kl_penalty, rollout correction
 #include <rlflow/core/metrics.hpp>                 // Metrics
 #include <rlflow/config/trainer_config.hpp>          // AlgorithmConfig, TrainerConfig
@@ -58,6 +59,29 @@ struct group_ids_t {
 //! uid, not on how groups are numbered): string uids are hashed in place (viewed, no copies);
 //! other values group by their repr.
 RLFLOW_DECL group_ids_t group_ids(DataProto const& batch, const char* fn, std::string_view estimator);
+
+//! What an estimator's kernel reads and writes; compute_advantage fills it once per call.
+struct estimator_args {
+  DataProto& batch;
+  AlgorithmConfig const& algo;
+  const char* fn;                        //!< the public function, for messages
+  std::string_view est;                  //!< algorithm.adv_estimator
+  kernels::Dims d;                       //!< B rows, T response tokens
+  std::span<float const> rewards;        //!< token_level_rewards (B, T)
+  std::span<std::int32_t const> mask;    //!< response_mask as int32 (B, T)
+  std::span<float> adv, ret;             //!< outputs (B, T); one buffer when returns_are_advantages
+  kernels::GRPOOptions go;               //!< algorithm.norm_adv_by_std_in_grpo
+  bool resample = false;                 //!< set by a kernel: PF-PPO resampling afterwards (gae)
+  floats_t scores() const;               //!< (B) row scores, verl's token_level_rewards.sum(-1)
+  group_ids_t groups() const;            //!< group ids of the 'uid' column
+};
+
+//! An estimator's kernel: the 'kernel' column of the estimator table (rlflow/config/estimators.hpp)
+//! names one of these; their bodies are in algorithm/impl/advantage_step.ipp.
+using estimator_kernel = void (*)(estimator_args&);
+#define RLFLOW_DETAIL_ESTIMATOR_KERNEL_DECL(n, Type, k, ...) RLFLOW_DECL void k(estimator_args& a);
+RLFLOW_ADV_ESTIMATORS(RLFLOW_DETAIL_ESTIMATOR_KERNEL_DECL)
+#undef RLFLOW_DETAIL_ESTIMATOR_KERNEL_DECL
 
 RLFLOW_DECL std::vector<double> parse_weights(string_list const& l);
 
@@ -104,12 +128,11 @@ RLFLOW_DECL DataProto compute_pf_ppo_reweight_data(DataProto const& data, std::s
 RLFLOW_DECL Metrics compute_rollout_correction_and_add_to_batch(DataProto& batch, RolloutCorrectionConfig const& rc);
 
 //! Advantages and returns (B, T) into the batch from token_level_rewards + response_mask, by
-//! algo.adv_estimator with verl's arguments: gae (values, gamma, lam; then PF-PPO resampling when
-//! use_pf_ppo, drawn with pf_ppo_seed), grpo / grpo_vectorized (uid, norm_adv_by_std_in_grpo,
-//! epsilon 1e-6), gdpo (gdpo_reward_keys: non-tensor columns of per-row scores; weights),
-//! grpo_passk, rloo, rloo_vectorized, opo, gpg, reinforce_plus_plus (gamma),
-//! reinforce_plus_plus_baseline, remax (reward_baselines (B)), optimal_token_baseline and
-//! tir_optimal_token_baseline (old_log_probs, sum_pi_squared, rollout_is_weights if present).
+//! algo.adv_estimator with verl's arguments: runs the kernel of the estimator table's entry
+//! (rlflow/config/estimators.hpp), e.g. gae (values, gamma, lam; then PF-PPO resampling when
+//! use_pf_ppo, drawn with pf_ppo_seed), grpo (uid, norm_adv_by_std_in_grpo, epsilon 1e-6), gdpo
+//! (gdpo_reward_keys: non-tensor columns of per-row scores; weights), remax (reward_baselines
+//! (B)), optimal_token_baseline (old_log_probs, sum_pi_squared, rollout_is_weights if present).
 //! A missing input is a key_error naming it; an unknown estimator a config_error.
 //! verl: ray_trainer.compute_advantage
 RLFLOW_DECL void compute_advantage(DataProto& batch, AlgorithmConfig const& algo, std::uint64_t pf_ppo_seed = 0);

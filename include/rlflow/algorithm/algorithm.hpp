@@ -1,126 +1,58 @@
-// rlflow/algorithm.hpp: the algorithm options of Trainer<...>. Each names verl's advantage
-// estimator (algorithm.adv_estimator) and the roles it needs; FromConfig reads the estimator from
-// the configuration, as verl does. The math lives in kernels/;
-// the step order lives in trainer.hpp.
+// rlflow/algorithm/algorithm.hpp: the algorithm options of Trainer<...>, one per entry of the estimator
+// table (rlflow/config/estimators.hpp): each fixes verl's advantage estimator (algorithm.adv_estimator)
+// and says whether it needs a critic; FromConfig reads the estimator from the configuration, as
+// verl does. The math lives in kernels/; the step order lives in trainer.hpp.
 #pragma once
-#include <rlflow/config/policy.hpp>  // algorithm_kind
+#include <cstddef>
+#include <string_view>
+
+#include <rlflow/config/estimators.hpp>  // estimator_table, RLFLOW_ADV_ESTIMATORS
+#include <rlflow/config/policy.hpp>      // algorithm_kind
 
 namespace rlflow {
 
-//! Group Relative Policy Optimization: group-normalised outcome advantage, no critic.
-//! verl: algorithm.adv_estimator=grpo (Dr.GRPO with algorithm.norm_adv_by_std_in_grpo=false).
-struct GRPO {
-  using option_kind = algorithm_kind;
-  static constexpr const char* name = "GRPO";
-  static constexpr const char* adv_estimator = "grpo";
-  static constexpr bool needs_critic = false;
+namespace detail {
+//! A string literal as a template argument: Estimator<"grpo">.
+template <std::size_t N>
+struct estimator_name {
+  char chars[N]{};
+  constexpr estimator_name(char const (&s)[N]) {  // NOLINT: implicit by design
+    for (std::size_t i = 0; i < N; ++i) chars[i] = s[i];
+  }
+  constexpr std::string_view view() const { return std::string_view(chars, N - 1); }
 };
-//! PPO with a learned critic and GAE. verl: algorithm.adv_estimator=gae.
-struct PPO {
+}  // namespace detail
+
+//! The algorithm option of the estimator table's entry called Name (rlflow/config/estimators.hpp):
+//! algorithm.adv_estimator fixed at compile time. The named options below derive from it.
+template <detail::estimator_name Name>
+struct Estimator {
+  static_assert(find_estimator(Name.view()) != nullptr,
+                "rlflow::Estimator<name>: no advantage estimator has this name; use a name of the table in "
+                "rlflow/config/estimators.hpp (RLFLOW_ADV_ESTIMATORS)");
   using option_kind = algorithm_kind;
-  static constexpr const char* name = "PPO";
-  static constexpr const char* adv_estimator = "gae";
-  static constexpr bool needs_critic = true;
-};
-//! REINFORCE leave-one-out. verl: algorithm.adv_estimator=rloo.
-struct RLOO {
-  using option_kind = algorithm_kind;
-  static constexpr const char* name = "RLOO";
-  static constexpr const char* adv_estimator = "rloo";
-  static constexpr bool needs_critic = false;
-};
-//! REINFORCE++ (token-level discounted returns, batch-whitened). verl: reinforce_plus_plus.
-struct ReinforcePlusPlus {
-  using option_kind = algorithm_kind;
-  static constexpr const char* name = "ReinforcePlusPlus";
-  static constexpr const char* adv_estimator = "reinforce_plus_plus";
-  static constexpr bool needs_critic = false;
-};
-//! ReMax: the greedy response's reward is the baseline. verl: algorithm.adv_estimator=remax.
-struct ReMax {
-  using option_kind = algorithm_kind;
-  static constexpr const char* name = "ReMax";
-  static constexpr const char* adv_estimator = "remax";
-  static constexpr bool needs_critic = false;
+  static constexpr estimator_info info = estimator_of(Name.view());
+  static constexpr const char* name = info.type_name.data();         //!< the rlflow:: type name, e.g. "GRPO"
+  static constexpr const char* adv_estimator = info.name.data();     //!< algorithm.adv_estimator, e.g. "grpo"
+  static constexpr bool needs_critic = info.needs_critic;
 };
 
-//! Group-normalised advantage by torch.unique-style grouping (same numbers as GRPO).
-//! verl: algorithm.adv_estimator=grpo_vectorized.
-struct GRPOVectorized {
-  using option_kind = algorithm_kind;
-  static constexpr const char* name = "GRPOVectorized";
-  static constexpr const char* adv_estimator = "grpo_vectorized";
-  static constexpr bool needs_critic = false;
-};
-//! RLOO computed with group sums (same numbers as RLOO). verl: algorithm.adv_estimator=rloo_vectorized.
-struct RLOOVectorized {
-  using option_kind = algorithm_kind;
-  static constexpr const char* name = "RLOOVectorized";
-  static constexpr const char* adv_estimator = "rloo_vectorized";
-  static constexpr bool needs_critic = false;
-};
-//! Pass@k GRPO: only the best response of a group gets an advantage (rollout.n >= 2).
-//! verl: algorithm.adv_estimator=grpo_passk.
-struct GRPOPassK {
-  using option_kind = algorithm_kind;
-  static constexpr const char* name = "GRPOPassK";
-  static constexpr const char* adv_estimator = "grpo_passk";
-  static constexpr bool needs_critic = false;
-};
-//! Group Policy Gradient: group-mean baseline, scaled by batch size / number of non-zero scores. verl: gpg.
-struct GPG {
-  using option_kind = algorithm_kind;
-  static constexpr const char* name = "GPG";
-  static constexpr const char* adv_estimator = "gpg";
-  static constexpr bool needs_critic = false;
-};
-//! On-Policy RL with Optimal reward baseline (length-weighted group baseline). verl: opo.
-struct OPO {
-  using option_kind = algorithm_kind;
-  static constexpr const char* name = "OPO";
-  static constexpr const char* adv_estimator = "opo";
-  static constexpr bool needs_critic = false;
-};
-//! REINFORCE++ with a group-mean baseline, then batch whitening. verl: reinforce_plus_plus_baseline.
-struct ReinforcePlusPlusBaseline {
-  using option_kind = algorithm_kind;
-  static constexpr const char* name = "ReinforcePlusPlusBaseline";
-  static constexpr const char* adv_estimator = "reinforce_plus_plus_baseline";
-  static constexpr bool needs_critic = false;
-};
-//! Group reward-Decoupled normalisation: every reward component named in
-//! algorithm.gdpo_reward_keys (non-tensor columns the reward role writes per row) is GRPO-normalised
-//! on its own, then the weighted sum is batch-whitened. verl: algorithm.adv_estimator=gdpo.
-struct GDPO {
-  using option_kind = algorithm_kind;
-  static constexpr const char* name = "GDPO";
-  static constexpr const char* adv_estimator = "gdpo";
-  static constexpr bool needs_critic = false;
-};
-//! Optimal token baseline (needs actor.calculate_sum_pi_squared=true: the actor's old-log-prob
-//! pass writes Σπ² per token). verl: algorithm.adv_estimator=optimal_token_baseline.
-struct OptimalTokenBaseline {
-  using option_kind = algorithm_kind;
-  static constexpr const char* name = "OptimalTokenBaseline";
-  static constexpr const char* adv_estimator = "optimal_token_baseline";
-  static constexpr bool needs_critic = false;
-};
-//! The multi-turn (TIR) optimal token baseline. verl: tir_optimal_token_baseline.
-struct TIROptimalTokenBaseline {
-  using option_kind = algorithm_kind;
-  static constexpr const char* name = "TIROptimalTokenBaseline";
-  static constexpr const char* adv_estimator = "tir_optimal_token_baseline";
-  static constexpr bool needs_critic = false;
-};
+//! One named option per table entry, its Type in X(name, Type, ...): rlflow::GRPO (grpo),
+//! rlflow::PPO (gae), rlflow::RLOO (rloo), ... Each is a struct, so diagnostics name it
+//! (rlflow::GRPO, not Estimator<...>); the entry's doc says what it computes.
+#define RLFLOW_DETAIL_ESTIMATOR_TYPE(n, Type, ...) \
+  struct Type : Estimator<#n> {};
+RLFLOW_ADV_ESTIMATORS(RLFLOW_DETAIL_ESTIMATOR_TYPE)
+#undef RLFLOW_DETAIL_ESTIMATOR_TYPE
 
-//! The estimator is the configuration's algorithm.adv_estimator, as in verl: any of the names
-//! above (gae only with a critic role; remax adds the greedy rollout). The type-named options are
-//! the same algorithms fixed at compile time.
+//! The estimator is the configuration's algorithm.adv_estimator, as in verl: any name of the
+//! estimator table (needs_critic ones only with a critic role; needs_greedy_baseline adds the
+//! greedy rollout). The type-named options are the same algorithms fixed at compile time.
 struct FromConfig {
   using option_kind = algorithm_kind;
   static constexpr const char* name = "FromConfig";
   static constexpr const char* adv_estimator = nullptr;  //!< read from algorithm.adv_estimator
-  static constexpr bool needs_critic = false;             //!< gae needs one: checked at start-up
+  static constexpr bool needs_critic = false;             //!< needs_critic estimators need one: checked at start-up
 };
 
 }  // namespace rlflow

@@ -1,4 +1,4 @@
-// rlflow/dispatch/communicator.hpp: comm::Communicator, the interface a worker method uses for
+// rlflow/comm/communicator.hpp: comm::Communicator, the interface a worker method uses for
 // collectives across the ranks of its group (barrier, all-reduce, broadcast, all-gather,
 // gather to one rank), and
 // comm::LocalCommunicator, its in-process implementation over shared memory and C++20 atomic

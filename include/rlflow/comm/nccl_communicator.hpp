@@ -1,4 +1,4 @@
-// rlflow/dispatch/nccl_communicator.hpp: comm::NcclCommunicator, the communicator interface
+// rlflow/comm/nccl_communicator.hpp: comm::NcclCommunicator, the communicator interface
 // over NCCL for device buffers (CUDA builds only: include it from a .cu translation unit and
 // link NCCL and MPI). Bootstrapped over MPI: rank 0 of the MPI communicator creates the NCCL
 // unique id, MPI_Bcast hands it to every rank, ncclCommInitRank joins them (the caller selects
@@ -11,7 +11,7 @@
 // verl: torch.distributed's nccl process group.
 #pragma once
 #if !defined(__CUDACC__)
-#error "rlflow/dispatch/nccl_communicator.hpp: compile this translation unit with nvcc (a .cu file)"
+#error "rlflow/comm/nccl_communicator.hpp: compile this translation unit with nvcc (a .cu file)"
 #endif
 #include <cuda_runtime.h>
 #include <mpi.h>

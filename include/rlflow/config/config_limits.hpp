@@ -1,4 +1,4 @@
-// rlflow/config_limits.hpp: upper bounds on every size a Trainer derives from its configuration,
+// rlflow/config/config_limits.hpp: upper bounds on every size a Trainer derives from its configuration,
 // checked before anything is allocated. Config integers are int64 but the built-in GPT's shape
 // is int (a 2^32 + k layer count would silently train k layers); products such as epochs x
 // batches, batch x samples x length, or the scheduler's update count can overflow int64; and a

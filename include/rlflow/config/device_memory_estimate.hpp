@@ -1,4 +1,4 @@
-// rlflow/device_memory_estimate.hpp: the per-worker device memory estimate of a colocated CUDA
+// rlflow/config/device_memory_estimate.hpp: the per-worker device memory estimate of a colocated CUDA
 // trainer (actor + reference training engines and the rollout engine with its KV cache, all on
 // one device) and the checks that reject a configuration before any work: too few devices for one
 // worker per device, or an estimate above the device's free memory. Host-only (g++ and nvcc);

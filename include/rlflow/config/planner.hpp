@@ -1,4 +1,4 @@
-// rlflow/planner.hpp: the resource planner. From a TrainerConfig it computes the accounting of
+// rlflow/config/planner.hpp: the resource planner. From a TrainerConfig it computes the accounting of
 // one training step (samples, optimizer updates, rollout replicas, devices, weight syncs, device
 // share, per-worker micro-batches and gradient-accumulation steps) plus every violated start-up
 // constraint, and prints it as a table or one JSON object (the 'rlflow_plan' tool, 'make plan').

@@ -1,4 +1,4 @@
-// rlflow/policy.hpp: the compile-time options of a Trainer that are not algorithms or roles:
+// rlflow/config/policy.hpp: the compile-time options of a Trainer that are not algorithms or roles:
 // placement (Colocate<N>, SeparateAsync), parallel layout (TP<N>) and backend (Backend<Tag>).
 // Each option opts into its kind through a nested 'option_kind'; Trainer<...> sorts them.
 // Does not run anything; see trainer.hpp.

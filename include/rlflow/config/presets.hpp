@@ -1,4 +1,4 @@
-// rlflow/presets.hpp: starting configurations for the built-in tiny GPT on a CPU. verl's
+// rlflow/config/presets.hpp: starting configurations for the built-in tiny GPT on a CPU. verl's
 // defaults (TrainerConfig{}) describe 8 GPUs, a pretrained model and 512-token sequences; a
 // randomly initialised model on two CPU cores needs other sizes, a higher learning rate and
 // several samples per prompt. These presets are what the examples and the quickstart start from;

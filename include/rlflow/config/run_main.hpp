@@ -1,4 +1,4 @@
-// rlflow/run_main.hpp: rlflow::run_main, the body of a trainer program's main(): runs a callable
+// rlflow/config/run_main.hpp: rlflow::run_main, the body of a trainer program's main(): runs a callable
 // and turns what escapes it into an exit code and a readable message instead of
 // 'terminate called after throwing ...'. Also rlflow::help_requested (thrown by
 // TrainerConfig::from_args on --help).

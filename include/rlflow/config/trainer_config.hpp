@@ -1,4 +1,4 @@
-// rlflow/trainer_config.hpp: the runtime configuration of a Trainer, with verl's key names and
+// rlflow/config/trainer_config.hpp: the runtime configuration of a Trainer, with verl's key names and
 // defaults (data.*, actor_rollout_ref.*, critic.*, reward.*, algorithm.*, trainer.*, seed, ...).
 // Defines TrainerConfig (a structural literal type: usable as a constexpr value and as a template
 // argument), the key table that drives set/get, YAML/JSON loading, JSON dumping, --help and the

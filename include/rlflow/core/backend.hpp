@@ -1,4 +1,4 @@
-// rlflow/backend.hpp: execution-policy system tags in the Thrust style.
+// rlflow/core/backend.hpp: execution-policy system tags in the Thrust style.
 // Defines cpu::tag / cpu::par, cuda::tag / cuda::par (with .on(stream)), execution_policy,
 // system_of_t. Does not launch anything; kernels pick their implementation from the tag.
 #pragma once

@@ -1,4 +1,4 @@
-// rlflow/config.hpp: version, feature macros and the host/device annotation.
+// rlflow/core/config.hpp: version, feature macros and the host/device annotation.
 // Defines RLFLOW_HOST_DEVICE (alias RLFLOW_HD), RLFLOW_HAS_CUDA, the library version.
 // Includes nothing heavy; every other header may include it first.
 #pragma once

@@ -1,4 +1,4 @@
-// rlflow/data_proto.hpp: DataProto, the record that flows between the stages of RL post-training
+// rlflow/core/data_proto.hpp: DataProto, the record that flows between the stages of RL post-training
 // (verl's verl/protocol.py DataProto): named tensor columns sharing the first dimension
 // ('batch'), named columns of host Values ('non_tensor_batch') and an ordered map of Values
 // ('meta_info'). Defines the row operations (slice, index, mask, chunk, split, concat, repeat,

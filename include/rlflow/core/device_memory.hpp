@@ -1,4 +1,4 @@
-// rlflow/device_memory.hpp: device memory accounting of the CUDA backend, host-only (g++ and
+// rlflow/core/device_memory.hpp: device memory accounting of the CUDA backend, host-only (g++ and
 // nvcc): per-device counters of allocated / reserved bytes and their peaks (what verl reports as
 // perf/max_memory_allocated_gb and perf/max_memory_reserved_gb from torch.cuda) and the hint that
 // every device out-of-memory message ends with. Does not call CUDA: the device buffers of

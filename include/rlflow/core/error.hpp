@@ -1,4 +1,4 @@
-// rlflow/error.hpp: the rlflow::error family and RLFLOW_EXPECTS.
+// rlflow/core/error.hpp: the rlflow::error family and RLFLOW_EXPECTS.
 // Every runtime failure in rlflow throws one of these (never exit/abort); the message names the
 // thing, the numbers and the fix. Does not define CUDA/NCCL checks (see kernels/cuda).
 #pragma once

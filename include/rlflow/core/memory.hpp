@@ -1,4 +1,4 @@
-// rlflow/memory.hpp: memory resources. Defines caching_host_resource (a size-bucketed cache of
+// rlflow/core/memory.hpp: memory resources. Defines caching_host_resource (a size-bucketed cache of
 // 64-byte aligned host blocks, reused across steps so hot paths never pay first-touch page
 // faults) and default_host_resource(). Device memory resources live in kernels/cuda (nvcc only).
 #pragma once

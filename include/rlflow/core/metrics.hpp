@@ -1,4 +1,4 @@
-// rlflow/metrics.hpp: per-step metrics with verl's names: Metrics (name -> value), reduction of
+// rlflow/core/metrics.hpp: per-step metrics with verl's names: Metrics (name -> value), reduction of
 // per-worker lists to means (verl reduce_metrics), a JSON-lines writer and a one-line console
 // progress display. Does not compute metrics; the trainer does.
 #pragma once

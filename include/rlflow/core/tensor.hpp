@@ -1,4 +1,4 @@
-// rlflow/tensor.hpp: Tensor, a small contiguous n-d array for the framework (not a general
+// rlflow/core/tensor.hpp: Tensor, a small contiguous n-d array for the framework (not a general
 // tensor library). Defines DType, bfloat16 / float16 storage types, Shape, Tensor (owning
 // storage through a memory resource, cheap row views sharing storage, typed span access).
 // Does not do arithmetic: kernels work on spans. Device copies live in tensor_cuda.cuh (nvcc).

@@ -1,10 +1,10 @@
-// rlflow/tensor_cuda.cuh: device memory for Tensor (nvcc only). Defines RLFLOW_CUDA_CHECK,
+// rlflow/core/tensor_cuda.cuh: device memory for Tensor (nvcc only). Defines RLFLOW_CUDA_CHECK,
 // cuda::caching_device_resource (cudaMalloc'd blocks reused across steps, like the host cache)
 // and the copies between host and device tensors (to_device, to_host, copy). Tensors on the
 // device keep their shape and dtype; typed span access stays host-only (Tensor says so).
 #pragma once
 #if !defined(__CUDACC__)
-#error "rlflow/tensor_cuda.cuh is for translation units compiled by nvcc; include rlflow/tensor.hpp in host code"
+#error "rlflow/core/tensor_cuda.cuh is for translation units compiled by nvcc; include rlflow/core/tensor.hpp in host code"
 #endif
 #include <cuda_runtime.h>
 

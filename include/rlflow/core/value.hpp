@@ -1,4 +1,4 @@
-// rlflow/value.hpp: Value, a host value for DataProto's non-tensor columns and meta_info
+// rlflow/core/value.hpp: Value, a host value for DataProto's non-tensor columns and meta_info
 // (None, bool, int64, double, string, list, ordered dict), and Dict, the insertion-ordered
 // string -> Value map (also used as DataProto::Meta).
 // Values are trees with value semantics (copies are deep); equality is deep, NaN == NaN.
@@ -190,7 +190,7 @@ inline Value& Dict::get(std::string_view key) {
 }
 inline void Dict::append_new_unchecked(std::string key, Value v) { items_.emplace_back(std::move(key), std::move(v)); }
 
-// Dict::get / set / erase / keys / key_list, the == operators and Value::repr: impl/value.ipp.
+// Dict::get / set / erase / keys / key_list, the == operators and Value::repr: core/impl/value.ipp.
 
 }  // namespace rlflow
 

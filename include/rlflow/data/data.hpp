@@ -1,4 +1,4 @@
-// rlflow/data.hpp: PromptDataset, the prompt source of a Trainer, with verl's dataloader
+// rlflow/data/data.hpp: PromptDataset, the prompt source of a Trainer, with verl's dataloader
 // semantics (batches of train_batch_size prompts, drop_last, optional per-epoch shuffle from a
 // seed) and a resumable position. Does not tokenize (the trainer does).
 #pragma once

@@ -1,4 +1,4 @@
-// rlflow/data_files.hpp: dataset files in verl's RL schema (data.train_files / data.val_files)
+// rlflow/data/data_files.hpp: dataset files in verl's RL schema (data.train_files / data.val_files)
 // read into PromptItems. Defines ChatTemplate (the documented plain-text rendering of a chat
 // message list: a prefix and suffix per role, then a generation prompt; GPT-2 has no template of
 // its own), parse_file_list ("a.jsonl", "a.jsonl,b.jsonl" or "[a.jsonl, b.jsonl]"), read_rows

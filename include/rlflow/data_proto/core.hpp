@@ -1,7 +1,7 @@
 // rlflow/data_proto/core.hpp: the DataProto class (verl: verl/protocol.py DataProto), its row type
 // DataProtoItem, the meta_info keys and PadPolicy, and the members that hold the columns together
 // (consistency checks, set_tensor / set_non_tensor, item, describe, ==). Part of
-// rlflow/data_proto.hpp: include that header, not this one (the row operations, padding,
+// rlflow/core/data_proto.hpp: include that header, not this one (the row operations, padding,
 // iteration and serialization members are defined in the sibling headers it includes).
 #pragma once
 #include <algorithm>

@@ -1,5 +1,5 @@
 // rlflow/data_proto/iterator.hpp: seeded mini-batch iteration over a DataProto (verl:
-// DataProto.make_iterator). Part of rlflow/data_proto.hpp.
+// DataProto.make_iterator). Part of rlflow/core/data_proto.hpp.
 #pragma once
 #include <cstdint>
 #include <optional>

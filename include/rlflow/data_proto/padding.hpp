@@ -1,6 +1,6 @@
 // rlflow/data_proto/padding.hpp: padding a DataProto to a divisor and back (verl:
 // pad_dataproto_to_divisor / unpad_dataproto, DataProto.padding; named policies, never mutating). Part of
-// rlflow/data_proto.hpp.
+// rlflow/core/data_proto.hpp.
 #pragma once
 #include <cstdint>
 #include <utility>

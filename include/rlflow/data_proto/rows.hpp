@@ -1,6 +1,6 @@
 // rlflow/data_proto/rows.hpp: DataProto's row and key operations: view, gather, slice, index,
 // mask, select, pop, rename, union, chunk, split, concat (with meta_info merging), repeat,
-// sample_level_repeat, fold / unfold of the batch dimension. Part of rlflow/data_proto.hpp.
+// sample_level_repeat, fold / unfold of the batch dimension. Part of rlflow/core/data_proto.hpp.
 #pragma once
 #include <algorithm>
 #include <cstdint>

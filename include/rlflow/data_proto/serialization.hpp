@@ -1,5 +1,5 @@
 // rlflow/data_proto/serialization.hpp: DataProto's self-describing, versioned, checksummed binary
-// format (serialize / deserialize, save / load with an atomic rename). Part of rlflow/data_proto.hpp.
+// format (serialize / deserialize, save / load with an atomic rename). Part of rlflow/core/data_proto.hpp.
 #pragma once
 #include <cstdint>
 #include <cstdio>       // std::rename, std::remove

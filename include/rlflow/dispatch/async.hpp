@@ -1,4 +1,4 @@
-// rlflow/async.hpp: Pending<T>, the result of a non-blocking WorkerGroup call (verl: the list of
+// rlflow/dispatch/async.hpp: Pending<T>, the result of a non-blocking WorkerGroup call (verl: the list of
 // Ray object refs / DataProtoFuture), plus sync_wait and when_all (stdexec's names; eager and
 // minimal: work starts when the call is made, not when it is awaited). A Pending can be passed
 // straight into another group's call; it resolves to exactly what the blocking call returns

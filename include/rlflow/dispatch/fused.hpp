@@ -1,4 +1,4 @@
-// rlflow/roles/fused.hpp: fused colocated workers (verl: create_colocated_worker_cls_fused /
+// rlflow/dispatch/fused.hpp: fused colocated workers (verl: create_colocated_worker_cls_fused /
 // FusedWorker, and the legacy WorkerDict). Fused<Roles...> is a type generated at compile time
 // that holds one object of each role; a WorkerGroup of it runs one worker per device, and
 // group.view<Role>() forwards calls to the right role object through the compile-time method

@@ -1,6 +1,6 @@
 // rlflow/dispatch/in_process.hpp: the in-process transport's engine. dispatch::InProcess (the
 // transport policy a WorkerGroup takes as its template parameter; its per-group object,
-// InProcessTransport, is in rlflow/worker_group.hpp) and InProcessEngine<Host, Handler>: one
+// InProcessTransport, is in rlflow/dispatch/worker_group.hpp) and InProcessEngine<Host, Handler>: one
 // persistent thread per worker, each owning its host object (constructed and destroyed on that
 // thread), a Mailbox for messages and a LocalCommunicator shared by the group. The engine knows
 // nothing about methods: Handler::handle(host, ctx, msg) runs a message.
@@ -137,7 +137,7 @@ class InProcessEngine {
 };
 
 template <class Host>
-class InProcessTransport;  // rlflow/worker_group.hpp
+class InProcessTransport;  // rlflow/dispatch/worker_group.hpp
 
 //! The in-process transport policy: worker threads in the driver's process (the default
 //! transport of WorkerGroup). verl: the Ray backend (RayWorkerGroup) in a single process.

@@ -1,4 +1,4 @@
-// rlflow/method.hpp: compile-time method registration (verl's @register as types).
+// rlflow/dispatch/method.hpp: compile-time method registration (verl's @register as types).
 // method<&R::fn, Dispatch, Execute, blocking<B>> describes one registered method; methods<...>
 // is a role's table. Defines member_fn_traits and the checks with their messages. Does not call
 // anything: worker_group.hpp turns the table into calls.

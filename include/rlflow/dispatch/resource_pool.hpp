@@ -1,4 +1,4 @@
-// rlflow/resource_pool.hpp: resource pools (verl: ResourcePool / RayResourcePool,
+// rlflow/dispatch/resource_pool.hpp: resource pools (verl: ResourcePool / RayResourcePool,
 // split_resource_pool, merge_resource_pool, ResourcePoolManager). A pool is {name: processes
 // per node}; each process is a bundle of one device and max_colocate_count slots; a worker
 // takes one slot (1/max_colocate_count of its device). A pool value is a window over bundles

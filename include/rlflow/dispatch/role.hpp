@@ -1,4 +1,4 @@
-// rlflow/roles/role.hpp: role tags (actor_tag, rollout_tag, reference_tag, critic_tag,
+// rlflow/dispatch/role.hpp: role tags (actor_tag, rollout_tag, reference_tag, critic_tag,
 // reward_tag, worker_tag), the 'role' concept and role_name<R>(). A role is a plain class that
 // opts in with 'using role_tag = rlflow::actor_tag;' and lists its methods in 'using methods =
 // rlflow::methods<...>;' (verl's Worker subclass + @register). Does not define built-in roles.

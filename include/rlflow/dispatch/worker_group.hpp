@@ -1,10 +1,10 @@
-// rlflow/worker_group.hpp: WorkerGroup<Host, Transport>, the driver's handle on the workers of
+// rlflow/dispatch/worker_group.hpp: WorkerGroup<Host, Transport>, the driver's handle on the workers of
 // one role (or of a Fused<Roles...> colocated worker) placed on a ResourcePool (verl:
 // WorkerGroup / RayWorkerGroup). group.call<&R::fn>(args...) looks fn up in the compile-time
 // method table, splits the arguments with the method's dispatch mode and hands the split call
 // to the transport policy, which carries it to the workers and the results back: here the
 // in-process transport (dispatch::InProcess: one Message {method index, call state} per rank
-// into worker threads' mailboxes); rlflow/dispatch/mpi.hpp adds dispatch::Mpi. The worker side
+// into worker threads' mailboxes); rlflow/mpi/mpi.hpp adds dispatch::Mpi. The worker side
 // runs the message through a table generated from the method list: no virtual functions, no
 // string lookups, no type-erased callables on this path. Also: views of fused groups,
 // execute_all for unregistered methods, execute_func_rank_zero, make_colocated_group.
@@ -546,7 +546,7 @@ class WorkerGroupView {
 //! The workers of one host type on a pool. Host is a role (R::role_tag, R::methods) or a
 //! Fused<Roles...> (optionally derived, with its own methods). Transport: the policy that
 //! carries calls to the workers, dispatch::InProcess (threads) or dispatch::Mpi (processes,
-//! rlflow/dispatch/mpi.hpp). The group owns what every transport shares: the method lookup,
+//! rlflow/mpi/mpi.hpp). The group owns what every transport shares: the method lookup,
 //! the argument split, the options' checks, views, execute_all; the transport only moves a
 //! split call to the workers and the results back, and owns the workers' lifetime.
 template <class Host, class Transport = dispatch::InProcess>

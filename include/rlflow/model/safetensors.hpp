@@ -1,4 +1,4 @@
-// rlflow/engine/safetensors.hpp: reading and writing safetensors files (8-byte little-endian
+// rlflow/model/safetensors.hpp: reading and writing safetensors files (8-byte little-endian
 // header length, JSON header, then the raw little-endian tensors), readable by the safetensors,
 // PyTorch and numpy tooling. Defines TensorRecord, save (atomic: temp file + fsync + rename) and
 // File (the whole file read and validated before any tensor is handed out). Adds one metadata

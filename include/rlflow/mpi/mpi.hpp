@@ -1,4 +1,4 @@
-// rlflow/dispatch/mpi.hpp: the MPI transport. dispatch::Mpi (the transport policy:
+// rlflow/mpi/mpi.hpp: the MPI transport. dispatch::Mpi (the transport policy:
 // WorkerGroup<Host, dispatch::Mpi>) and its per-group object MpiTransport<Host>: the driver is
 // rank 0 of the control communicator (mpi::Options::comm, MPI_COMM_WORLD by default); group
 // rank r lives in the process of world rank 1 + r (the pool's devices in order: nodes x
@@ -7,7 +7,7 @@
 // SPMD: every rank builds the same groups in the same order; then mpi::drive() splits the
 // program (the driver calls, the workers serve).
 //
-// The group (rlflow/worker_group.hpp) looks the method up and splits the arguments, as for the
+// The group (rlflow/dispatch/worker_group.hpp) looks the method up and splits the arguments, as for the
 // in-process transport; this transport sends one message per rank: Header {method index in the
 // compile-time table, group id, call id, reply tag} + that rank's arguments (rlflow::wire;
 // DataProto in its own self-describing format). The worker's serve loop finds the group by id

@@ -1,4 +1,4 @@
-// rlflow/dispatch/mpi_communicator.hpp: comm::MpiCommunicator, the communicator interface over
+// rlflow/mpi/mpi_communicator.hpp: comm::MpiCommunicator, the communicator interface over
 // an MPI communicator (one per process). Deterministic like comm::LocalCommunicator: the
 // all-reduce is a reduce-scatter by hand (MPI_Ialltoallv: rank r receives every rank's copy of
 // segment r and sums it in rank order, in the element type) followed by MPI_Iallgatherv, so

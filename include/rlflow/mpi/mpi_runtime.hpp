@@ -1,4 +1,4 @@
-// rlflow/dispatch/mpi_runtime.hpp: the process-wide side of the MPI backend. mpi::launched()
+// rlflow/mpi/mpi_runtime.hpp: the process-wide side of the MPI backend. mpi::launched()
 // tells whether the program was started by mpirun with more than one process; mpi::Runtime
 // initializes MPI once (MPI_THREAD_MULTIPLE), duplicates the control communicator (rank 0 of
 // MPI_COMM_WORLD, or of a communicator given to mpi::init, is the driver), runs a heartbeat

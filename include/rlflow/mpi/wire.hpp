@@ -1,4 +1,4 @@
-// rlflow/detail/wire.hpp: the argument and result codec of the MPI backend. wire::put(buf, v)
+// rlflow/mpi/wire.hpp: the argument and result codec of the MPI backend. wire::put(buf, v)
 // appends a value's bytes, wire::get<T>(reader) reads them back (bounds-checked by
 // detail::ByteReader, format_error on truncation). DataProto travels in its own self-describing,
 // checksummed format (DataProto::serialize), its large tensor columns as bulk segments moved

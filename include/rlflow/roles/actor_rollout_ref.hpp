@@ -55,7 +55,7 @@ inline engine::OptimizerConfig optimizer_config(OptimConfig const& o, double gra
 }
 
 //! The engines of the built-in roles on execution system 'System' (cpu::tag here; the cuda::tag
-//! specialization is in rlflow/trainer_cuda.cuh, nvcc only) and what differs between them:
+//! specialization is in rlflow/trainer/trainer_cuda.cuh, nvcc only) and what differs between them:
 //! binding the worker's thread to its device, moving weights from the actor into the rollout,
 //! averaging gradients across ranks, checkpoints and device memory counters.
 template <class System>
@@ -194,7 +194,7 @@ inline int training_tp_degree(WorkerContext const& ctx, TrainerConfig const& cfg
 }  // namespace detail
 
 //! verl: ActorRolloutRefWorker (hybrid engine). Methods keep verl's names. 'System' picks the
-//! engines (engines<System>): cpu::tag, or cuda::tag with rlflow/trainer_cuda.cuh in a .cu file.
+//! engines (engines<System>): cpu::tag, or cuda::tag with rlflow/trainer/trainer_cuda.cuh in a .cu file.
 //! RolloutTP > 1: the rollout runs as replicas of RolloutTP ranks (rank = replica * RolloutTP +
 //! tp_rank), each rank holding its tensor-parallel shard; generate_sequences gives a replica's
 //! ranks the same chunk (verl: make_nd_compute_dataproto_dispatch_fn over the rollout mesh) and
@@ -203,7 +203,7 @@ template <class System, int RolloutTP = 1>
 class BasicActorRolloutRef {
   static_assert(has_engines<System>,
                 "rlflow::roles::BasicActorRolloutRef<cuda::tag>: the CUDA engines are not visible; include "
-                "<rlflow/trainer_cuda.cuh> in a .cu file compiled by nvcc");
+                "<rlflow/trainer/trainer_cuda.cuh> in a .cu file compiled by nvcc");
   static_assert(RolloutTP >= 1, "rlflow::roles::BasicActorRolloutRef<System, TP>: TP must be at least 1");
   static_assert(RolloutTP == 1 || std::is_same_v<System, cpu::tag>,
                 "rlflow::Trainer<..., TP<N>, Backend<cuda::tag>>: tensor-parallel rollout replicas run on the CPU "

@@ -1,4 +1,4 @@
-// rlflow/checkpoint.hpp: atomic checkpoint directories. A checkpoint is written into a hidden
+// rlflow/trainer/checkpoint.hpp: atomic checkpoint directories. A checkpoint is written into a hidden
 // temporary directory, every file fsync'd, a MANIFEST.json (size + CRC-32 of every file) added
 // last, then the directory is renamed to 'global_step_N' and 'latest_checkpointed_iteration.txt'
 // (verl's tracker file) is replaced atomically. Loading verifies the manifest before any byte

@@ -1,4 +1,4 @@
-// rlflow/detail/trainer_checks.hpp: the compile-time checks of Trainer<Options...>, one mistake
+// rlflow/trainer/checks.hpp: the compile-time checks of Trainer<Options...>, one mistake
 // one message. check_trainer_options<Options...>() runs the checks in a fixed order and stops at
 // the first that fails: that one static_asserts, the later ones are not instantiated, and the
 // Trainer (trainer.hpp) then builds itself from safe defaults (trainer_options_ok false) so no
@@ -53,7 +53,7 @@ constexpr bool check_trainer_options() {
   } else if constexpr (count_kind<algorithm_kind, Options...> != 1) {
     static_assert(dependent_false<Options...>,
                   "rlflow::Trainer<...>: exactly one algorithm is required; add rlflow::GRPO, rlflow::PPO, rlflow::RLOO, "
-                  "rlflow::ReinforcePlusPlus, rlflow::ReMax, another estimator of rlflow/algorithm.hpp, or rlflow::FromConfig");
+                  "rlflow::ReinforcePlusPlus, rlflow::ReMax, another estimator of rlflow/algorithm/algorithm.hpp, or rlflow::FromConfig");
     return false;
   } else if constexpr (count_kind<parallel_kind, Options...> > 1) {
     static_assert(dependent_false<Options...>,
@@ -92,7 +92,7 @@ constexpr bool check_trainer_options() {
   } else if constexpr (!roles::has_engines<typename backend::system>) {
     static_assert(dependent_false<Options...>,
                   "rlflow::Trainer<..., Backend<cuda::tag>, ...>: the CUDA engines are not visible; include "
-                  "<rlflow/trainer_cuda.cuh> in a .cu file compiled by nvcc, or use rlflow::Backend<rlflow::cpu::tag>");
+                  "<rlflow/trainer/trainer_cuda.cuh> in a .cu file compiled by nvcc, or use rlflow::Backend<rlflow::cpu::tag>");
     return false;
   } else if constexpr (parallel::size != 1 && !std::is_same_v<typename backend::system, cpu::tag> &&
                        count_role<actor_tag, Options...> == 0) {

@@ -1,4 +1,4 @@
-// rlflow/detail/trainer_driver.hpp: the non-template parts of Trainer<Options...>'s driver (the
+// rlflow/trainer/driver.hpp: the non-template parts of Trainer<Options...>'s driver (the
 // prompt batch, rollout seeds, reward-score checks, metric merging and data metrics, printed
 // samples, validation metrics, metrics-file trimming, resume checks). Trainer calls these; with
 // RLFLOW_SEPARATE_COMPILATION their bodies (impl/trainer_driver.ipp) are compiled once, in the

@@ -1,4 +1,4 @@
-// rlflow/report.hpp: the run report ('rlflow_report', 'make report RUN=runs/<name>'). Reads the
+// rlflow/trainer/report.hpp: the run report ('rlflow_report', 'make report RUN=runs/<name>'). Reads the
 // metrics.jsonl of one or more runs (MetricsLogger's format: one {"step": N, "<metric>": value}
 // object per line, null for non-finite values) and writes one self-contained HTML page: SVG line
 // plots of score / reward, KL, entropy, response length, clip fractions, losses, grad norm and

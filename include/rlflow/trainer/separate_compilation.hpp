@@ -1,4 +1,4 @@
-// rlflow/detail/separate_compilation.hpp: with RLFLOW_SEPARATE_COMPILATION defined, declares the
+// rlflow/trainer/separate_compilation.hpp: with RLFLOW_SEPARATE_COMPILATION defined, declares the
 // common instantiations as extern templates (explicit instantiation declarations), so that a
 // program's translation units do not compile them again: the CPU roles at rollout TP 1 and 2, the
 // async modes' rollout workers (in-process), and nlohmann::json's value, serializer and parser

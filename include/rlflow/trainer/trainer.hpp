@@ -1,15 +1,15 @@
-// rlflow/trainer.hpp: Trainer<Options...>, the colocated PPO-family trainer (verl's
+// rlflow/trainer/trainer.hpp: Trainer<Options...>, the colocated PPO-family trainer (verl's
 // RayPPOTrainer.fit, v0 step order). Options, in any order: a placement (Colocate<N>), an
 // algorithm (GRPO, PPO, RLOO, ReinforcePlusPlus, ReMax), a parallel layout (TP<1>), a backend
 // (Backend<cpu::tag>) and role types (without a reward role, roles::DefaultReward scores each row
 // by its data_source; PPO also needs a critic; a custom hybrid actor role replaces the built-in
-// one). Role contracts: roles/concepts.hpp (docs/roles.md); option checks: detail/trainer_checks.hpp.
+// one). Role contracts: roles/concepts.hpp (docs/roles.md); option checks: trainer/checks.hpp.
 // The roles run fused on one pool (one worker thread per device, DP over the workers); the
 // driver's step() is verl's step written as plain calls. TP<N> runs the rollout as replicas of
 // N tensor-parallel ranks (world size / N of them) while the actor trains data-parallel on every
 // worker; each weight sync reshards the actor's weights into the replicas. Backend<cuda::tag> runs
 // the actor, rollout and reference engines on one device per worker; it needs
-// rlflow/trainer_cuda.cuh in a .cu file. SeparateAsync (trainer.v1.trainer_mode=separate_async)
+// rlflow/trainer/trainer_cuda.cuh in a .cu file. SeparateAsync (trainer.v1.trainer_mode=separate_async)
 // and trainer_mode=colocate_async generate on rollout workers of their own, ahead of the
 // trainer within a staleness bound (trainer_async.hpp; CPU backend only).
 //
@@ -340,7 +340,7 @@ class Trainer {
 
     // ReMax: one greedy response per prompt; its reward is the baseline.
     std::optional<Tensor> remax_baselines;
-    if (cfg_.algorithm.adv_estimator == "remax") {
+    if (estimator_of(cfg_.algorithm.adv_estimator.view()).needs_greedy_baseline) {
       timed("gen_max", [&] {
         // async modes: the rollout workers generated it with the batch's weights (take_async)
         DataProto greedy = async_ ? std::exchange(async_greedy_, DataProto{})
@@ -629,13 +629,14 @@ class Trainer {
     std::string_view const have = cfg.algorithm.adv_estimator.view();
     if constexpr (algorithm::adv_estimator != nullptr) {
       std::string_view const want = algorithm::adv_estimator;
-      if (have != want && have != "gae")
+      if (have != want && have != AlgorithmConfig{}.adv_estimator.view())  // an explicit, different estimator
         throw config_error(msg("rlflow::Trainer<", algorithm::name, ">: algorithm.adv_estimator=", have, " contradicts the ",
                                algorithm::name, " option (", want, "); drop the key, change the Trainer's algorithm, or use "
                                "rlflow::FromConfig to let the configuration choose"));
       cfg.algorithm.adv_estimator = config_string(algorithm::adv_estimator);
-    } else if (have == "gae" && !has_critic) {
-      throw config_error(msg("rlflow::Trainer<FromConfig>: algorithm.adv_estimator=gae (the default) needs a critic and the "
+    } else if (estimator_of(have).needs_critic && !has_critic) {
+      throw config_error(msg("rlflow::Trainer<FromConfig>: algorithm.adv_estimator=", have,
+                             have == AlgorithmConfig{}.adv_estimator.view() ? " (the default)" : "", " needs a critic and the "
                              "Trainer has no critic role; set algorithm.adv_estimator to a critic-free estimator (grpo, "
                              "rloo, gdpo, optimal_token_baseline, ...) or pass rlflow::roles::ValueCritic"));
     }
@@ -832,7 +833,8 @@ class Trainer {
 #endif
       plan.partial_rollout = opts_.partial_rollout || cfg_.async_training.partial_rollout;
       plan.sleep_when_idle = !sep;  // colocate_async: the rollout's memory goes back to training while it idles
-      if (cfg_.algorithm.adv_estimator == "remax")  // ReMax's greedy rollout, on the producer thread (reads train_ only)
+      // ReMax's greedy rollout, on the producer thread (reads train_ only)
+      if (estimator_of(cfg_.algorithm.adv_estimator.view()).needs_greedy_baseline)
         plan.make_greedy = [this](std::int64_t s, DataPosition pos) {
           return greedy_prompts(make_prompt_batch(train_.next_batch(pos, cfg_.data.train_batch_size), s), s);
         };
@@ -904,7 +906,7 @@ class Trainer {
       m["timing_s/gen"] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       batch = std::move(b.batch);
       async_greedy_ = std::move(b.greedy);
-      if (cfg_.algorithm.adv_estimator == "remax" && async_greedy_.size() == 0)
+      if (estimator_of(cfg_.algorithm.adv_estimator.view()).needs_greedy_baseline && async_greedy_.size() == 0)
         throw error(msg("rlflow::Trainer: step ", step_no, ": ReMax's greedy rollout is missing from the batch (internal error)"));
       pos_ = b.pos_after;
       epoch = b.epoch;

@@ -1,4 +1,4 @@
-// rlflow/trainer_async.hpp: the machinery of the asynchronous roads of the Trainer (verl v1's
+// rlflow/trainer/trainer_async.hpp: the machinery of the asynchronous roads of the Trainer (verl v1's
 // trainer_separate_async.py and trainer_colocate_async.py): a standalone rollout role
 // (roles::StandaloneRollout), the checkpoint-engine interface that moves the trainer's weights
 // to the rollout workers (CheckpointEngine, InProcessCheckpointEngine), a bounded replay buffer

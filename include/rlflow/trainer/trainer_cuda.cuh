@@ -1,4 +1,4 @@
-// rlflow/trainer_cuda.cuh: the CUDA backend of the built-in trainer roles (nvcc only). Include it
+// rlflow/trainer/trainer_cuda.cuh: the CUDA backend of the built-in trainer roles (nvcc only). Include it
 // (instead of, or after, rlflow/rlflow.hpp) in a .cu file to use Trainer<..., Backend<cuda::tag>>:
 // it defines roles::engines<cuda::tag>, which puts the actor's training engine, the rollout engine
 // (KV cache, sleep / wake) and the frozen reference of each worker on that worker's device (one
@@ -11,7 +11,7 @@
 #pragma once
 #include <tuple>
 #if !defined(__CUDACC__)
-#error "rlflow/trainer_cuda.cuh needs nvcc; build this translation unit as a .cu file"
+#error "rlflow/trainer/trainer_cuda.cuh needs nvcc; build this translation unit as a .cu file"
 #endif
 #include <cuda_runtime.h>
 

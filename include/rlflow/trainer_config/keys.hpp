@@ -1,6 +1,6 @@
 // rlflow/trainer_config/keys.hpp: the key table: RLFLOW_TRAINER_CONFIG_KEYS (every key with its choices and help),
 // the key kinds and detail::config_keys, and the constexpr choice checks.
-// Part of rlflow/trainer_config.hpp (include that one).
+// Part of rlflow/config/trainer_config.hpp (include that one).
 #pragma once
 #include <rlflow/trainer_config/schema.hpp>
 #include <string_view>
@@ -10,7 +10,8 @@
 namespace rlflow {
 
 // ---- the key table ----------------------------------------------------------------------------
-// X(path, choices, help). choices: "a|b|c" ("null|..." allows an empty/null value), or "".
+// X(path, choices, help). choices: "a|b|c" ("null|..." allows an empty/null value), or "". A leading
+// '|' is ignored (algorithm.adv_estimator's choices come from the estimator table that way).
 #define RLFLOW_TRAINER_CONFIG_KEYS(X)                                                                              \
   X(data.train_files, "", "prompt file of the training set (rlflow: JSONL/text; verl: parquet)")                   \
   X(data.val_files, "", "prompt file of the validation set")                                                      \
@@ -137,10 +138,7 @@ namespace rlflow {
   X(custom_reward_function.name, "", "the scorer's C symbol in custom_reward_function.path")                        \
   X(algorithm.gamma, "", "discount γ (GAE, REINFORCE++)")                                                           \
   X(algorithm.lam, "", "GAE λ")                                                                                     \
-  X(algorithm.adv_estimator,                                                                                       \
-    "gae|grpo|reinforce_plus_plus|reinforce_plus_plus_baseline|remax|rloo|opo|grpo_passk|gpg|rloo_vectorized|"     \
-    "grpo_vectorized|optimal_token_baseline|tir_optimal_token_baseline|gdpo",                                      \
-    "advantage estimator")                                                                                         \
+  X(algorithm.adv_estimator, RLFLOW_DETAIL_ESTIMATOR_CHOICES, "advantage estimator")                             \
   X(algorithm.norm_adv_by_std_in_grpo, "", "GRPO divides by the group std (false: Dr.GRPO)")                        \
   X(algorithm.use_kl_in_reward, "", "subtract β × KL from the token rewards")                                       \
   X(algorithm.kl_penalty, "kl|k1|abs|mse|k2|low_var_kl|k3|kl+|k1+|abs+|mse+|k2+|low_var_kl+|k3+",                    \
@@ -227,6 +225,12 @@ inline constexpr std::string_view kind_name(key_kind k) {
   return "?";
 }
 
+//! 'choices' without the leading '|' that a generated list has.
+constexpr std::string_view choice_list(std::string_view choices) {
+  if (!choices.empty() && choices.front() == '|') choices.remove_prefix(1);
+  return choices;
+}
+
 //! One row of the key table.
 struct key_info {
   std::string_view name;
@@ -239,13 +243,15 @@ struct key_info {
 #define RLFLOW_DETAIL_KEY_ROW(path, choices, help)                                                           \
   ::rlflow::detail::key_info{#path,                                                                          \
                              ::rlflow::detail::kind_of<decltype(std::declval<::rlflow::TrainerConfig&>().path)>(), \
-                             choices, help, +[](::rlflow::TrainerConfig& c) -> void* { return &c.path; }},
+                             ::rlflow::detail::choice_list(choices), help,                                  \
+                             +[](::rlflow::TrainerConfig& c) -> void* { return &c.path; }},
 
 inline constexpr key_info config_keys[] = {RLFLOW_TRAINER_CONFIG_KEYS(RLFLOW_DETAIL_KEY_ROW)};
 #undef RLFLOW_DETAIL_KEY_ROW
 
 //! True when 'v' is one of the '|'-separated 'choices' ("null" admits an empty value).
 constexpr bool one_of(std::string_view v, std::string_view choices) {
+  choices = choice_list(choices);
   if (choices.empty()) return true;
   while (true) {
     auto const bar = choices.find('|');

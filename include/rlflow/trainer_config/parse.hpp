@@ -1,7 +1,7 @@
 // rlflow/trainer_config/parse.hpp: reading and writing a configuration: key lookup with "did you mean", value
 // parsing, set/get, overrides, YAML/JSON files, JSON dumping, the command line (from_args,
 // --help), interpolation and the generated key reference.
-// Part of rlflow/trainer_config.hpp (include that one).
+// Part of rlflow/config/trainer_config.hpp (include that one).
 #pragma once
 #include <rlflow/trainer_config/keys.hpp>
 #include <charconv>      // std::from_chars

@@ -1,7 +1,8 @@
 // rlflow/trainer_config/schema.hpp: the configuration tree: one struct per verl config group (OptimConfig ...
 // AlgorithmConfig, TrainerSection) and TrainerConfig, the whole tree, with verl's defaults.
-// Part of rlflow/trainer_config.hpp (include that one).
+// Part of rlflow/config/trainer_config.hpp (include that one).
 #pragma once
+#include <rlflow/config/estimators.hpp>  // estimator_of (uses_critic)
 #include <rlflow/trainer_config/values.hpp>
 #include <array>         // std::array (optim.betas)
 #include <cstdint>
@@ -171,7 +172,7 @@ struct CriticModelConfig {
 
 //! verl: critic.* (verl/trainer/config/critic/critic.yaml); null fields inherit the actor's.
 struct CriticConfig {
-  nullable<bool> enable{};                        //!< null: on iff algorithm.adv_estimator == gae
+  nullable<bool> enable{};                        //!< null: on iff the estimator needs a critic (gae)
   config_string strategy = "fsdp";
   nullable<std::int64_t> ppo_mini_batch_size{};   //!< null: actor.ppo_mini_batch_size
   nullable<std::int64_t> ppo_micro_batch_size{};
@@ -353,9 +354,9 @@ struct TrainerConfig {
   constexpr std::int64_t parameter_sync_step() const {
     return is_separate_async() ? trainer.v1.separate_async.parameter_sync_step : 1;
   }
-  //! verl: need_critic (verl/trainer/ppo/utils.py:96-107).
+  //! verl: need_critic (verl/trainer/ppo/utils.py:96-107): the estimator's needs_critic.
   constexpr bool uses_critic() const {
-    return critic.enable.has_value ? critic.enable.stored : algorithm.adv_estimator == "gae";
+    return critic.enable.has_value ? critic.enable.stored : estimator_of(algorithm.adv_estimator.view()).needs_critic;
   }
   //! verl: need_reference_policy (verl/trainer/ppo/utils.py:75-79).
   constexpr bool uses_reference() const {

@@ -1,7 +1,7 @@
 // rlflow/trainer_config/validate.hpp: start-up validation (verl's start-up asserts): one constexpr predicate per check
 // (config_checks), the messages with the numbers (explain), validate / check / warnings, and
 // the compile-time check checked_config<cfg>.
-// Part of rlflow/trainer_config.hpp (include that one).
+// Part of rlflow/config/trainer_config.hpp (include that one).
 #pragma once
 #include <rlflow/trainer_config/parse.hpp>
 #include <cmath>
@@ -110,8 +110,10 @@ constexpr bool kl_ctrl_adaptive_parameters(cfg_t const& c) {
   auto const& k = c.algorithm.kl_ctrl;
   return !(k.type == "adaptive") || (k.horizon > 0 && k.target_kl > 0.0);
 }
-// verl/trainer/ppo/utils.py:96-107: a critic is needed by gae
-constexpr bool critic_for_gae(cfg_t const& c) { return !(c.algorithm.adv_estimator == "gae") || c.uses_critic(); }
+// verl/trainer/ppo/utils.py:96-107: a critic is needed by gae (the estimators with needs_critic)
+constexpr bool critic_for_gae(cfg_t const& c) {
+  return !estimator_of(c.algorithm.adv_estimator.view()).needs_critic || c.uses_critic();
+}
 // verl/workers/config/critic.py:103-129
 constexpr bool critic_micro_exclusive(cfg_t const& c) {
   return !c.uses_critic() || !(c.critic.ppo_micro_batch_size.has_value && c.critic.ppo_micro_batch_size_per_gpu.has_value);
@@ -171,15 +173,15 @@ constexpr bool sampling_ranges(cfg_t const& c) {
   return r.temperature >= 0.0 && r.top_p > 0.0 && r.top_p <= 1.0 && r.top_k >= -1 && r.val_kwargs.temperature >= 0.0 &&
          r.val_kwargs.top_p > 0.0 && r.val_kwargs.top_p <= 1.0 && r.val_kwargs.top_k >= -1 && r.val_kwargs.n >= 1;
 }
-// verl/trainer/ppo/ray_trainer.py:267-270
+// verl/trainer/ppo/ray_trainer.py:267-270 (the estimators with needs_sum_pi_squared)
 constexpr bool otb_sum_pi_squared(cfg_t const& c) {
-  return !(c.algorithm.adv_estimator == "optimal_token_baseline" ||
-           c.algorithm.adv_estimator == "tir_optimal_token_baseline") ||
+  return !estimator_of(c.algorithm.adv_estimator.view()).needs_sum_pi_squared ||
          c.actor_rollout_ref.actor.calculate_sum_pi_squared;
 }
-// verl core_algos.py:516-519
+// verl core_algos.py:516-519 (grpo_passk: the estimator's min_group_size)
 constexpr bool passk_group_size(cfg_t const& c) {
-  return !(c.algorithm.adv_estimator == "grpo_passk") || c.actor_rollout_ref.rollout.n >= 2;
+  auto const need = estimator_of(c.algorithm.adv_estimator.view()).min_group_size;
+  return need <= 1 || c.actor_rollout_ref.rollout.n >= need;
 }
 // verl v1 trainer_base.py:1380-1384
 constexpr bool gen_batch_divides_train(cfg_t const& c) {

@@ -1,6 +1,6 @@
 // rlflow/trainer_config/values.hpp: value types usable in a constexpr config and as a template argument: fixed_string
 // (config_string), null, nullable<T>, string_list.
-// Part of rlflow/trainer_config.hpp (include that one).
+// Part of rlflow/config/trainer_config.hpp (include that one).
 #pragma once
 #include <algorithm>     // std::min
 #include <cstddef>       // std::size_t

@@ -1,4 +1,4 @@
-// rlflow/impl/advantage_step.ipp: the bodies of rlflow/advantage_step.hpp's non-template functions (config.hpp, RLFLOW_DECL).
+// rlflow/algorithm/impl/advantage_step.ipp: the bodies of rlflow/algorithm/advantage_step.hpp's non-template functions (config.hpp, RLFLOW_DECL).
 #pragma once
 
 namespace rlflow::detail::adv {
@@ -71,6 +71,124 @@ RLFLOW_DECL std::vector<double> parse_weights(string_list const& l) {
     w.push_back(v);
   }
   return w;
+}
+
+RLFLOW_DECL floats_t estimator_args::scores() const {
+  floats_t s{Tensor::empty(DType::float32, Shape{d.rows})};
+  kernels::sequence_scores(cpu::par, d, rewards, s.t.span<float>());
+  return s;
+}
+
+RLFLOW_DECL group_ids_t estimator_args::groups() const { return group_ids(batch, fn, est); }
+
+// The estimators' kernels: the 'kernel' column of rlflow/config/estimators.hpp.
+using ids_view = std::span<std::int64_t const>;
+using floats_view = std::span<float const>;
+
+RLFLOW_DECL void gae(estimator_args& a) {
+  Tensor const& values = need_tensor(a.batch, "values", a.fn, "GAE needs (the critic's values)");
+  kernels::gae_advantage_return(cpu::par, a.d, a.rewards, values.span<float>(), a.mask, a.algo.gamma, a.algo.lam, a.adv, a.ret);
+  a.resample = a.algo.use_pf_ppo;
+}
+
+//! grpo and grpo_vectorized (verl: the same function); returns = advantages (one buffer).
+RLFLOW_DECL void grpo(estimator_args& a) {
+  auto s = a.scores();
+  auto idx = a.groups();
+  kernels::grpo_outcome_advantage(cpu::par, a.d, floats_view(s), a.mask, ids_view(idx), a.adv, {}, a.go);
+}
+
+RLFLOW_DECL void gdpo(estimator_args& a) {
+  auto idx = a.groups();
+  auto const keys = a.algo.gdpo_reward_keys.items();
+  if (keys.empty())
+    throw config_error(msg("rlflow::", a.fn, ": algorithm.adv_estimator=gdpo needs algorithm.gdpo_reward_keys, the per-sample "
+                           "reward components to normalise separately (verl asserts it is set); e.g. "
+                           "[format_reward,accuracy_reward]"));
+  std::vector<float> dims;
+  for (auto const& k : keys) {
+    if (!a.batch.has_non_tensor(k))
+      throw key_error(msg("rlflow::", a.fn, ": GDPO reward key '", k, "' is not a non-tensor column of the batch; the reward "
+                          "function must return it per sample"));
+    auto const& col = a.batch.non_tensor(k);
+    if (static_cast<std::int64_t>(col.size()) != a.d.rows)
+      throw shape_error(
+          msg("rlflow::", a.fn, ": GDPO reward key '", k, "' has ", col.size(), " entries for ", a.d.rows, " rows"));
+    for (auto const& v : col) dims.push_back(static_cast<float>(v.as_number()));
+  }
+  auto w = parse_weights(a.algo.gdpo_reward_weights);
+  kernels::gdpo_outcome_advantage(cpu::par, a.d, static_cast<std::int64_t>(keys.size()), floats_view(dims),
+                                  std::span<double const>(w), a.mask, ids_view(idx), a.adv, a.ret, a.go);
+}
+
+RLFLOW_DECL void grpo_passk(estimator_args& a) {
+  auto s = a.scores();
+  auto idx = a.groups();
+  kernels::grpo_passk_outcome_advantage(cpu::par, a.d, floats_view(s), a.mask, ids_view(idx), a.adv, a.ret, a.go);
+}
+
+RLFLOW_DECL void rloo(estimator_args& a) {
+  auto s = a.scores();
+  auto idx = a.groups();
+  kernels::rloo_outcome_advantage(cpu::par, a.d, floats_view(s), a.mask, ids_view(idx), a.adv, a.ret);
+}
+
+RLFLOW_DECL void rloo_vectorized(estimator_args& a) {
+  auto s = a.scores();
+  auto idx = a.groups();
+  kernels::rloo_vectorized_outcome_advantage(cpu::par, a.d, floats_view(s), a.mask, ids_view(idx), a.adv, a.ret);
+}
+
+RLFLOW_DECL void opo(estimator_args& a) {
+  auto s = a.scores();
+  auto idx = a.groups();
+  kernels::opo_outcome_advantage(cpu::par, a.d, floats_view(s), a.mask, ids_view(idx), a.adv, a.ret);
+}
+
+RLFLOW_DECL void gpg(estimator_args& a) {
+  auto s = a.scores();
+  auto idx = a.groups();
+  kernels::gpg_outcome_advantage(cpu::par, a.d, floats_view(s), a.mask, ids_view(idx), a.adv, a.ret);
+}
+
+RLFLOW_DECL void reinforce_plus_plus(estimator_args& a) {
+  kernels::reinforce_plus_plus_outcome_advantage(cpu::par, a.d, a.rewards, a.mask, a.algo.gamma, a.adv, a.ret);
+}
+
+RLFLOW_DECL void reinforce_plus_plus_baseline(estimator_args& a) {
+  auto s = a.scores();
+  auto idx = a.groups();
+  kernels::reinforce_plus_plus_baseline_outcome_advantage(cpu::par, a.d, floats_view(s), a.mask, ids_view(idx), a.adv, a.ret);
+}
+
+RLFLOW_DECL void remax(estimator_args& a) {
+  Tensor const& base = need_tensor(a.batch, "reward_baselines", a.fn, "ReMax needs (the greedy rollout's scores)");
+  kernels::remax_outcome_advantage(cpu::par, a.d, a.rewards, base.span<float>(), a.mask, a.adv, a.ret);
+}
+
+//! The inputs of both optimal-token-baseline estimators, checked in verl's order, then 'run'.
+template <class Run>
+void otb_family(estimator_args& a, Run run) {
+  if (!a.batch.has_tensor("sum_pi_squared"))
+    throw key_error(msg("rlflow::", a.fn, ": algorithm.adv_estimator=", a.est, " needs the tensor 'sum_pi_squared' (B, T); set "
+                        "actor_rollout_ref.actor.calculate_sum_pi_squared=true (verl asserts it too)"));
+  auto idx = a.groups();
+  floats_view isw = a.batch.has_tensor("rollout_is_weights") ? a.batch.tensor("rollout_is_weights").span<float>() : floats_view{};
+  floats_view old = need_tensor(a.batch, "old_log_probs", a.fn, "the optimal token baseline weights use").span<float>();
+  floats_view sps = a.batch.tensor("sum_pi_squared").span<float>();
+  run(ids_view(idx), old, sps, isw);
+}
+
+RLFLOW_DECL void optimal_token_baseline(estimator_args& a) {
+  otb_family(a, [&](ids_view idx, floats_view old, floats_view sps, floats_view isw) {
+    kernels::optimal_token_baseline_advantage(cpu::par, a.d, a.rewards, a.mask, idx, old, sps, isw, a.adv, a.ret);
+  });
+}
+
+RLFLOW_DECL void tir_optimal_token_baseline(estimator_args& a) {
+  otb_family(a, [&](ids_view idx, floats_view old, floats_view sps, floats_view isw) {
+    kernels::tir_optimal_token_baseline_advantage(cpu::par, a.d, a.rewards, a.mask, idx, old, sps, isw, a.adv, a.ret);
+  });
 }
 
 }  // namespace rlflow::detail::adv
@@ -151,101 +269,34 @@ RLFLOW_DECL void compute_advantage(DataProto& batch, AlgorithmConfig const& algo
   Tensor const mt = detail::adv::response_mask_of(batch, fn);
   if (!batch.has_tensor("response_mask")) batch.set_tensor("response_mask", mt);
   std::int64_t const B = mt.dim(0), T = mt.dim(1);
-  kernels::Dims const d{B, T};
   // Every estimator reads the int32 mask in place (converted once above when the batch's is not).
   Tensor const mask32 = detail::adv::int32_mask(mt, fn);
-  auto mask = [&] { return mask32.span<std::int32_t>(); };
   Tensor const& rewards = detail::adv::need_tensor(batch, "token_level_rewards", fn, "every estimator reads");
+  estimator_info const* entry = find_estimator(est);
+  if (entry == nullptr) {
+    std::string names;
+    for (std::size_t i = 0; i < estimator_count; ++i)
+      names += msg(i == 0 ? "" : i + 1 == estimator_count ? " or " : ", ", estimator_table[i].name);
+    throw config_error(msg("rlflow::", fn, ": unknown algorithm.adv_estimator '", est, "'; use ", names));
+  }
+  // The kernel of each entry, in table order.
+#define RLFLOW_DETAIL_ESTIMATOR_KERNEL_PTR(n, Type, k, ...) &detail::adv::k,
+  static constexpr detail::adv::estimator_kernel kernel_of[] = {RLFLOW_ADV_ESTIMATORS(RLFLOW_DETAIL_ESTIMATOR_KERNEL_PTR)};
+#undef RLFLOW_DETAIL_ESTIMATOR_KERNEL_PTR
+  static_assert(std::size(kernel_of) == estimator_count);
   // verl's GRPO returns one tensor as both advantages and returns, and its kernel writes every
   // element: no zero fill, one buffer (the other estimators keep two zeroed ones).
-  bool const grpo = est == "grpo" || est == "grpo_vectorized";
-  Tensor adv = grpo ? Tensor::empty(DType::float32, Shape{B, T}) : Tensor::zeros(DType::float32, Shape{B, T});
-  Tensor ret = grpo ? adv : Tensor::zeros(DType::float32, Shape{B, T});
-  auto rs = rewards.span<float>();
-  auto scores = [&] {  // (B) row scores in a buffer from the caching resource
-    detail::adv::floats_t s{Tensor::empty(DType::float32, Shape{B})};
-    kernels::sequence_scores(cpu::par, d, rs, s.t.span<float>());
-    return s;
-  };
-  kernels::GRPOOptions go;
-  go.norm_adv_by_std_in_grpo = algo.norm_adv_by_std_in_grpo;
-  using I = std::span<std::int64_t const>;
-  using F = std::span<float const>;
-  bool resample = false;
-  if (est == "gae") {
-    kernels::gae_advantage_return(cpu::par, d, rs, detail::adv::need_tensor(batch, "values", fn, "GAE needs (the critic's values)").span<float>(),
-                                  mask(), algo.gamma, algo.lam, adv.span<float>(), ret.span<float>());
-    resample = algo.use_pf_ppo;
-  } else if (grpo) {
-    auto s = scores();
-    auto idx = detail::adv::group_ids(batch, fn, est);
-    kernels::grpo_outcome_advantage(cpu::par, d, F(s), mask(), I(idx), adv.span<float>(), {}, go);  // returns = adv
-  } else if (est == "gdpo") {
-    auto idx = detail::adv::group_ids(batch, fn, est);
-    auto const keys = algo.gdpo_reward_keys.items();
-    if (keys.empty())
-      throw config_error(msg("rlflow::", fn, ": algorithm.adv_estimator=gdpo needs algorithm.gdpo_reward_keys, the per-sample reward "
-                             "components to normalise separately (verl asserts it is set); e.g. [format_reward,accuracy_reward]"));
-    std::vector<float> dims;
-    for (auto const& k : keys) {
-      if (!batch.has_non_tensor(k))
-        throw key_error(msg("rlflow::", fn, ": GDPO reward key '", k, "' is not a non-tensor column of the batch; the reward "
-                            "function must return it per sample"));
-      auto const& col = batch.non_tensor(k);
-      if (static_cast<std::int64_t>(col.size()) != B)
-        throw shape_error(msg("rlflow::", fn, ": GDPO reward key '", k, "' has ", col.size(), " entries for ", B, " rows"));
-      for (auto const& v : col) dims.push_back(static_cast<float>(v.as_number()));
-    }
-    auto w = detail::adv::parse_weights(algo.gdpo_reward_weights);
-    kernels::gdpo_outcome_advantage(cpu::par, d, static_cast<std::int64_t>(keys.size()), F(dims), std::span<double const>(w), mask(),
-                                    I(idx), adv.span<float>(), ret.span<float>(), go);
-  } else if (est == "grpo_passk") {
-    auto s = scores();
-    auto idx = detail::adv::group_ids(batch, fn, est);
-    kernels::grpo_passk_outcome_advantage(cpu::par, d, F(s), mask(), I(idx), adv.span<float>(), ret.span<float>(), go);
-  } else if (est == "rloo" || est == "rloo_vectorized") {
-    auto s = scores();
-    auto idx = detail::adv::group_ids(batch, fn, est);
-    if (est == "rloo") kernels::rloo_outcome_advantage(cpu::par, d, F(s), mask(), I(idx), adv.span<float>(), ret.span<float>());
-    else kernels::rloo_vectorized_outcome_advantage(cpu::par, d, F(s), mask(), I(idx), adv.span<float>(), ret.span<float>());
-  } else if (est == "opo") {
-    auto s = scores();
-    auto idx = detail::adv::group_ids(batch, fn, est);
-    kernels::opo_outcome_advantage(cpu::par, d, F(s), mask(), I(idx), adv.span<float>(), ret.span<float>());
-  } else if (est == "gpg") {
-    auto s = scores();
-    auto idx = detail::adv::group_ids(batch, fn, est);
-    kernels::gpg_outcome_advantage(cpu::par, d, F(s), mask(), I(idx), adv.span<float>(), ret.span<float>());
-  } else if (est == "reinforce_plus_plus") {
-    kernels::reinforce_plus_plus_outcome_advantage(cpu::par, d, rs, mask(), algo.gamma, adv.span<float>(), ret.span<float>());
-  } else if (est == "reinforce_plus_plus_baseline") {
-    auto s = scores();
-    auto idx = detail::adv::group_ids(batch, fn, est);
-    kernels::reinforce_plus_plus_baseline_outcome_advantage(cpu::par, d, F(s), mask(), I(idx), adv.span<float>(), ret.span<float>());
-  } else if (est == "remax") {
-    kernels::remax_outcome_advantage(
-        cpu::par, d, rs, detail::adv::need_tensor(batch, "reward_baselines", fn, "ReMax needs (the greedy rollout's scores)").span<float>(),
-        mask(), adv.span<float>(), ret.span<float>());
-  } else if (est == "optimal_token_baseline" || est == "tir_optimal_token_baseline") {
-    if (!batch.has_tensor("sum_pi_squared"))
-      throw key_error(msg("rlflow::", fn, ": algorithm.adv_estimator=", est, " needs the tensor 'sum_pi_squared' (B, T); set "
-                          "actor_rollout_ref.actor.calculate_sum_pi_squared=true (verl asserts it too)"));
-    auto idx = detail::adv::group_ids(batch, fn, est);
-    F isw = batch.has_tensor("rollout_is_weights") ? batch.tensor("rollout_is_weights").span<float>() : F{};
-    F old = detail::adv::need_tensor(batch, "old_log_probs", fn, "the optimal token baseline weights use").span<float>();
-    F sps = batch.tensor("sum_pi_squared").span<float>();
-    if (est == "optimal_token_baseline")
-      kernels::optimal_token_baseline_advantage(cpu::par, d, rs, mask(), I(idx), old, sps, isw, adv.span<float>(), ret.span<float>());
-    else
-      kernels::tir_optimal_token_baseline_advantage(cpu::par, d, rs, mask(), I(idx), old, sps, isw, adv.span<float>(), ret.span<float>());
-  } else {
-    throw config_error(msg("rlflow::", fn, ": unknown algorithm.adv_estimator '", est, "'; use gae, grpo, grpo_vectorized, gdpo, "
-                           "grpo_passk, rloo, rloo_vectorized, opo, gpg, reinforce_plus_plus, reinforce_plus_plus_baseline, remax, "
-                           "optimal_token_baseline or tir_optimal_token_baseline"));
-  }
+  bool const one = entry->returns_are_advantages;
+  Tensor adv = one ? Tensor::empty(DType::float32, Shape{B, T}) : Tensor::zeros(DType::float32, Shape{B, T});
+  Tensor ret = one ? adv : Tensor::zeros(DType::float32, Shape{B, T});
+  detail::adv::estimator_args args{batch, algo, fn, est, kernels::Dims{B, T}, rewards.span<float>(), mask32.span<std::int32_t>(),
+                                   adv.span<float>(), ret.span<float>(), kernels::GRPOOptions{}};
+  args.go.norm_adv_by_std_in_grpo = algo.norm_adv_by_std_in_grpo;
+  kernel_of[static_cast<std::size_t>(entry - estimator_table)](args);
   batch.set_tensor("advantages", adv);
   batch.set_tensor("returns", ret);
-  if (resample) batch = compute_pf_ppo_reweight_data(batch, algo.pf_ppo.reweight_method.view(), algo.pf_ppo.weight_pow, pf_ppo_seed);
+  if (args.resample)
+    batch = compute_pf_ppo_reweight_data(batch, algo.pf_ppo.reweight_method.view(), algo.pf_ppo.weight_pow, pf_ppo_seed);
 }
 
 RLFLOW_DECL void compute_advantage_for_multi_trajectories(DataProto& batch, std::vector<std::string> const& batch_keys,

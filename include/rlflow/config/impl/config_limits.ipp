@@ -1,4 +1,4 @@
-// rlflow/impl/config_limits.ipp: the bodies of the non-template functions declared in rlflow/config_limits.hpp (see RLFLOW_DECL in rlflow/config.hpp).
+// rlflow/config/impl/config_limits.ipp: the bodies of the non-template functions declared in rlflow/config/config_limits.hpp (see RLFLOW_DECL in rlflow/core/config.hpp).
 #pragma once
 
 namespace rlflow {

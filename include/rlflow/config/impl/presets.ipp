@@ -1,4 +1,4 @@
-// rlflow/impl/presets.ipp: the bodies of the non-template functions declared in rlflow/presets.hpp (see RLFLOW_DECL in rlflow/config.hpp).
+// rlflow/config/impl/presets.ipp: the bodies of the non-template functions declared in rlflow/config/presets.hpp (see RLFLOW_DECL in rlflow/core/config.hpp).
 #pragma once
 
 namespace rlflow::presets {

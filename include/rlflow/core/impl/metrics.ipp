@@ -1,4 +1,4 @@
-// rlflow/impl/metrics.ipp: the bodies of rlflow/metrics.hpp's non-template functions (config.hpp, RLFLOW_DECL).
+// rlflow/core/impl/metrics.ipp: the bodies of rlflow/core/metrics.hpp's non-template functions (config.hpp, RLFLOW_DECL).
 #pragma once
 
 namespace rlflow {

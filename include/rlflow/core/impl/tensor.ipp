@@ -1,5 +1,5 @@
-// rlflow/impl/tensor.ipp: the bodies of rlflow/tensor.hpp's non-template functions (included by
-// that header when RLFLOW_DEFINE_BODIES; see rlflow/config.hpp).
+// rlflow/core/impl/tensor.ipp: the bodies of rlflow/core/tensor.hpp's non-template functions (included by
+// that header when RLFLOW_DEFINE_BODIES; see rlflow/core/config.hpp).
 #pragma once
 
 namespace rlflow {

@@ -1,5 +1,5 @@
-// rlflow/impl/value.ipp: the bodies of rlflow/value.hpp's non-template functions
-// (included by that header when RLFLOW_DEFINE_BODIES; see rlflow/config.hpp).
+// rlflow/core/impl/value.ipp: the bodies of rlflow/core/value.hpp's non-template functions
+// (included by that header when RLFLOW_DEFINE_BODIES; see rlflow/core/config.hpp).
 #pragma once
 
 namespace rlflow {

@@ -1,5 +1,5 @@
-// rlflow/impl/data_files.ipp: the bodies of rlflow/data_files.hpp's non-template functions (included
-// by that header when RLFLOW_DEFINE_BODIES; see rlflow/config.hpp).
+// rlflow/data/impl/data_files.ipp: the bodies of rlflow/data/data_files.hpp's non-template functions (included
+// by that header when RLFLOW_DEFINE_BODIES; see rlflow/core/config.hpp).
 #pragma once
 
 namespace rlflow {

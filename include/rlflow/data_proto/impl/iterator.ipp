@@ -1,5 +1,5 @@
 // rlflow/data_proto/impl/iterator.ipp: the bodies of rlflow/data_proto/iterator.hpp's non-template functions
-// (included by that header when RLFLOW_DEFINE_BODIES; see rlflow/config.hpp).
+// (included by that header when RLFLOW_DEFINE_BODIES; see rlflow/core/config.hpp).
 #pragma once
 
 namespace rlflow {

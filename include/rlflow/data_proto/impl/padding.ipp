@@ -1,5 +1,5 @@
 // rlflow/data_proto/impl/padding.ipp: the bodies of rlflow/data_proto/padding.hpp's non-template functions
-// (included by that header when RLFLOW_DEFINE_BODIES; see rlflow/config.hpp).
+// (included by that header when RLFLOW_DEFINE_BODIES; see rlflow/core/config.hpp).
 #pragma once
 
 namespace rlflow {

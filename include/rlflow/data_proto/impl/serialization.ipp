@@ -1,5 +1,5 @@
 // rlflow/data_proto/impl/serialization.ipp: the bodies of rlflow/data_proto/serialization.hpp's non-template
-// functions (included by that header when RLFLOW_DEFINE_BODIES; see rlflow/config.hpp).
+// functions (included by that header when RLFLOW_DEFINE_BODIES; see rlflow/core/config.hpp).
 #pragma once
 
 namespace rlflow {

@@ -1,5 +1,5 @@
 // rlflow/detail/impl/yaml.ipp: the bodies of the functions declared in rlflow/detail/yaml.hpp (see RLFLOW_DECL in
-// rlflow/config.hpp), with yaml_tree and the flattening helpers that only they use.
+// rlflow/core/config.hpp), with yaml_tree and the flattening helpers that only they use.
 #pragma once
 
 namespace rlflow::detail {

@@ -1,5 +1,5 @@
-// rlflow/impl/resource_pool.ipp: the bodies of the non-template functions declared in rlflow/resource_pool.hpp (see
-// RLFLOW_DECL in rlflow/config.hpp).
+// rlflow/dispatch/impl/resource_pool.ipp: the bodies of the non-template functions declared in rlflow/dispatch/resource_pool.hpp (see
+// RLFLOW_DECL in rlflow/core/config.hpp).
 #pragma once
 
 namespace rlflow {

@@ -1,10 +1,10 @@
 // rlflow/engine/cuda/rollout_engine.cuh: the rollout engine of the built-in GPT on one GPU (nvcc
 // only), the device twin of engine/rollout_engine.hpp: prefill of left-padded prompts into a KV
 // cache (L, 2, B, NH, S, hs), one decode step per token for the rows still running, per-row stop at
-// EOS, sampling with kernels/model/sampling.cuh (the same Philox draws and candidate order as the
+// EOS, sampling with model/cuda/sampling.cuh (the same Philox draws and candidate order as the
 // CPU sampler, so tokens match the CPU engine for the same seeds and weights), the rollout's
 // log-probs, sleep / wake (cudaFree of the cache and activations), load_weights from a host flat
-// buffer. cuBLAS for the matrix products, own kernels (kernels/model/gpt_layers.cuh) for the rest.
+// buffer. cuBLAS for the matrix products, own kernels (model/cuda/gpt_layers.cuh) for the rest.
 // Token bookkeeping (positions, masks, EOS) stays on the host, as in the CPU engine.
 // Letters: B sequences, P prompt width, R = max_new_tokens, S = P + R, C, NH, hs, V, L.
 #pragma once

@@ -1,4 +1,4 @@
-// rlflow/kernels/model/gpt_backward.cuh: the training-path kernels of the built-in GPT on CUDA
+// rlflow/model/cuda/gpt_backward.cuh: the training-path kernels of the built-in GPT on CUDA
 // (nvcc only): the attention forward that keeps its probabilities, the fused log-softmax head
 // (log-prob, entropy, lse) and its backward, LayerNorm / GELU / attention / encoder backward, bias
 // column sums, the cuBLAS products of the linear backward, the gradient norm and AdamW.
@@ -8,7 +8,7 @@
 // (atomicAdd: token ids repeat). Defines rlflow::kernels::cuda::model::train.
 #pragma once
 #if !defined(__CUDACC__)
-#error "rlflow/kernels/model/gpt_backward.cuh needs nvcc; build this translation unit as a .cu file"
+#error "rlflow/model/cuda/gpt_backward.cuh needs nvcc; build this translation unit as a .cu file"
 #endif
 #include <cublas_v2.h>
 #include <cuda_runtime.h>

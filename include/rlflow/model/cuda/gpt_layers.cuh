@@ -1,4 +1,4 @@
-// rlflow/kernels/model/gpt_layers.cuh: the device building blocks of the built-in GPT's CUDA
+// rlflow/model/cuda/gpt_layers.cuh: the device building blocks of the built-in GPT's CUDA
 // engines (nvcc only): the error-check macro RLFLOW_CUDA_CHECK, a grow-only device buffer,
 // row-major cuBLAS wrappers, and own kernels for the encoder, LayerNorm (keeping mean / rstd),
 // bias rows, GELU, and the one attention of the CUDA engines (attend_one: one block per query;
@@ -8,7 +8,7 @@
 // Letters: N rows, C width, NH heads, hs = C / NH, S cache slots, V vocabulary.
 #pragma once
 #if !defined(__CUDACC__)
-#error "rlflow/kernels/model/gpt_layers.cuh needs nvcc; build this translation unit as a .cu file"
+#error "rlflow/model/cuda/gpt_layers.cuh needs nvcc; build this translation unit as a .cu file"
 #endif
 #include <cublas_v2.h>
 #include <cuda_runtime.h>

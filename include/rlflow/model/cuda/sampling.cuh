@@ -1,4 +1,4 @@
-// rlflow/kernels/model/sampling.cuh: next-token sampling on CUDA (nvcc only), the device twin of
+// rlflow/model/cuda/sampling.cuh: next-token sampling on CUDA (nvcc only), the device twin of
 // engine/sampling.hpp's sample_token: greedy (first maximal logit), temperature, top-k, top-p and
 // the inverse-CDF draw u = uniform01(philox4x32(seed, counter, "samp")), with the same candidate
 // order (logit descending, id ascending when a filter is on; id order otherwise). The candidate
@@ -9,7 +9,7 @@
 // Defines rlflow::kernels::cuda::model::Sampler.
 #pragma once
 #if !defined(__CUDACC__)
-#error "rlflow/kernels/model/sampling.cuh needs nvcc; build this translation unit as a .cu file"
+#error "rlflow/model/cuda/sampling.cuh needs nvcc; build this translation unit as a .cu file"
 #endif
 #include <cuda_runtime.h>
 #include <cub/block/block_reduce.cuh>                  // cub::BlockReduce

@@ -1,4 +1,4 @@
-// rlflow/impl/checkpoint.ipp: the bodies of rlflow/checkpoint.hpp's non-template functions (config.hpp, RLFLOW_DECL).
+// rlflow/trainer/impl/checkpoint.ipp: the bodies of rlflow/trainer/checkpoint.hpp's non-template functions (config.hpp, RLFLOW_DECL).
 #pragma once
 
 namespace rlflow::detail {

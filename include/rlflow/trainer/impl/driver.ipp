@@ -1,4 +1,4 @@
-// rlflow/detail/impl/trainer_driver.ipp: the bodies of rlflow/detail/trainer_driver.hpp (config.hpp, RLFLOW_DECL).
+// rlflow/trainer/impl/driver.ipp: the bodies of rlflow/trainer/driver.hpp (config.hpp, RLFLOW_DECL).
 #pragma once
 
 namespace rlflow::detail {

@@ -1,4 +1,4 @@
-// rlflow/trainer_config/impl/parse.ipp: the bodies of the non-template functions declared in rlflow/trainer_config/parse.hpp (see RLFLOW_DECL in rlflow/config.hpp).
+// rlflow/trainer_config/impl/parse.ipp: the bodies of the non-template functions declared in rlflow/trainer_config/parse.hpp (see RLFLOW_DECL in rlflow/core/config.hpp).
 #pragma once
 
 namespace rlflow {

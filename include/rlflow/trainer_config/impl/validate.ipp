@@ -1,4 +1,4 @@
-// rlflow/trainer_config/impl/validate.ipp: the bodies of the non-template functions declared in rlflow/trainer_config/validate.hpp (see RLFLOW_DECL in rlflow/config.hpp).
+// rlflow/trainer_config/impl/validate.ipp: the bodies of the non-template functions declared in rlflow/trainer_config/validate.hpp (see RLFLOW_DECL in rlflow/core/config.hpp).
 #pragma once
 
 namespace rlflow {
@@ -119,7 +119,8 @@ RLFLOW_DECL std::string explain(config_check_id id, TrainerConfig const& c) {
                  c.algorithm.kl_ctrl.horizon, " target_kl=", num(c.algorithm.kl_ctrl.target_kl),
                  "; set e.g. algorithm.kl_ctrl.horizon=10000 algorithm.kl_ctrl.target_kl=0.1");
     case config_check_id::critic_for_gae:
-      return msg("algorithm.adv_estimator=gae needs a value model but critic.enable=", opt_text(c.critic.enable),
+      return msg("algorithm.adv_estimator=", c.algorithm.adv_estimator, " needs a value model but critic.enable=",
+                 opt_text(c.critic.enable),
                  "; set critic.enable=true (or null), or choose an estimator without a critic, e.g. "
                  "algorithm.adv_estimator=grpo");
     case config_check_id::critic_micro_exclusive:
@@ -185,8 +186,9 @@ RLFLOW_DECL std::string explain(config_check_id id, TrainerConfig const& c) {
                  " needs sum_pi_squared but actor_rollout_ref.actor.calculate_sum_pi_squared=false; set "
                  "actor_rollout_ref.actor.calculate_sum_pi_squared=true");
     case config_check_id::passk_group_size:
-      return msg("algorithm.adv_estimator=grpo_passk needs groups of at least 2 but actor_rollout_ref.rollout.n=", n,
-                 "; set actor_rollout_ref.rollout.n=2 or more");
+      return msg("algorithm.adv_estimator=", c.algorithm.adv_estimator, " needs groups of at least ",
+                 estimator_of(c.algorithm.adv_estimator.view()).min_group_size, " but actor_rollout_ref.rollout.n=", n,
+                 "; set actor_rollout_ref.rollout.n=", estimator_of(c.algorithm.adv_estimator.view()).min_group_size, " or more");
     case config_check_id::gen_batch_divides_train:
       return msg("data.gen_batch_size=", opt_text(c.data.gen_batch_size), " must be at least 1 and divide data.train_batch_size=",
                  B, "; set data.gen_batch_size to a divisor of ", B, " or null");
@@ -308,7 +310,8 @@ RLFLOW_DECL std::vector<std::string> warnings(TrainerConfig const& cfg) {
     out.push_back(msg(cfg.rollout_devices() % w, " of ", cfg.rollout_devices(),
                       " rollout devices stay idle: replicas use TP*DP*PP = ", w,
                       " devices each (verl floors the replica count); make the device count a multiple of ", w));
-  if (cfg.critic.enable.has_value && cfg.critic.enable.stored && !(cfg.algorithm.adv_estimator == "gae"))
+  bool const critic_unused = !estimator_of(cfg.algorithm.adv_estimator.view()).needs_critic;
+  if (cfg.critic.enable.has_value && cfg.critic.enable.stored && critic_unused)
     out.push_back(msg("critic.enable=true with algorithm.adv_estimator=", cfg.algorithm.adv_estimator,
                       ": the critic is trained but its values are not used by the estimator"));
   return out;

@@ -1,5 +1,5 @@
 // rlflow/trainer_config/impl/values.ipp: the bodies of the non-template functions declared in
-// rlflow/trainer_config/values.hpp (see RLFLOW_DECL in rlflow/config.hpp).
+// rlflow/trainer_config/values.hpp (see RLFLOW_DECL in rlflow/core/config.hpp).
 #pragma once
 
 namespace rlflow {
