@@ -21,11 +21,17 @@ PACKAGES := cmake g++ make pkg-config ccache time catch2 libbenchmark-dev libope
 BROWSER_PACKAGES := emscripten chromium
 NVCC := $(firstword $(wildcard /usr/local/cuda/bin/nvcc) $(shell command -v nvcc 2>/dev/null))
 CMAKE_FLAGS ?=
-ifneq ($(NVCC),)
-CUDA_FLAGS := -DCMAKE_CUDA_COMPILER=$(NVCC) -DCMAKE_CUDA_ARCHITECTURES=90
-endif
 # Tests labelled 'cuda' run only where a GPU answers; 'long' ones only on request (make test-long).
 HAVE_GPU := $(shell nvidia-smi -L >/dev/null 2>&1 && echo yes)
+# Where no GPU answers, the CUDA tests are compile checks (RLFLOW_CUDA_COMPILE_CHECK: PTX only, host
+# code unoptimised) and the CUDA examples and benchmarks are not built; make gpu-check builds them.
+ifneq ($(NVCC),)
+ifeq ($(HAVE_GPU),yes)
+CUDA_FLAGS := -DCMAKE_CUDA_COMPILER=$(NVCC) -DCMAKE_CUDA_ARCHITECTURES=90
+else
+CUDA_FLAGS := -DCMAKE_CUDA_COMPILER=$(NVCC) -DCMAKE_CUDA_ARCHITECTURES=90-virtual -DRLFLOW_CUDA_COMPILE_CHECK=ON
+endif
+endif
 ifeq ($(HAVE_GPU),yes)
 CTEST_EXCLUDE := long
 else

@@ -1,3 +1,6 @@
+# RLFLOW_CUDA_COMPILE_CHECK (make test where no GPU answers): the CUDA tests only prove that the
+# CUDA code compiles; the CUDA examples and benchmarks, which only run on a GPU, are left out.
+option(RLFLOW_CUDA_COMPILE_CHECK "Build the CUDA tests as compile checks only; skip the CUDA examples and benchmarks" OFF)
 # CUDA detection (toolchain.md §6): CUDA is on when nvcc is found; arch 90 by default.
 set(RLFLOW_HAS_NVCC OFF)
 if(RLFLOW_ENABLE_CUDA)
@@ -22,6 +25,11 @@ if(RLFLOW_ENABLE_CUDA)
     find_package(CUDAToolkit REQUIRED)
     find_package(CCCL CONFIG HINTS "${CUDAToolkit_LIBRARY_DIR}/cmake")
     set(RLFLOW_HAS_NVCC ON)
+    if(RLFLOW_CUDA_COMPILE_CHECK)
+      # Host code unoptimised (nvcc without -O); with a virtual architecture only PTX is made.
+      set(CMAKE_CUDA_FLAGS_RELEASE "-DNDEBUG")
+      message(STATUS "rlflow: CUDA compile check: the CUDA tests are built unoptimised (${CMAKE_CUDA_ARCHITECTURES}), the CUDA examples and benchmarks are not built")
+    endif()
     message(STATUS "rlflow: CUDA ${CMAKE_CUDA_COMPILER_VERSION}, architectures ${CMAKE_CUDA_ARCHITECTURES}")
   else()
     message(STATUS "rlflow: nvcc not found; CUDA translation units are skipped")
