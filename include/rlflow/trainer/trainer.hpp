@@ -38,13 +38,13 @@
 #include <rlflow/config/config_limits.hpp>             // check_size_limits
 #include <rlflow/data/data.hpp>                      // PromptDataset, DataPosition
 #include <rlflow/data/data_files.hpp>                // load_prompt_files, ChatTemplate
-#include <rlflow/model/bpe_tokenizer.hpp>       // BPETokenizer
-#include <rlflow/model/hf_gpt2.hpp>             // read_gpt2_config, load_gpt2_weights
 #include <rlflow/core/data_proto.hpp>                // DataProto
 #include <rlflow/core/device_memory.hpp>             // gib
 #include <rlflow/detail/options.hpp>            // option sorting
 #include <rlflow/trainer/driver.hpp>     // the driver's non-template parts (ValGeneration, make_prompt_batch, ...)
-#include <rlflow/trainer/checks.hpp>     // check_trainer_options (one message per mistake)
+#include <rlflow/trainer/rollout_source.hpp>     // RolloutSource: the sync road and the async roads
+#include <rlflow/trainer/checks.hpp>     // check_trainer_options (one message per mistake), start-up checks
+#include <rlflow/trainer/files.hpp>      // load_trainer_files
 #include <rlflow/kernels/kernels.hpp>           // advantages, apply_kl_penalty, agg_loss
 #include <rlflow/core/metrics.hpp>                   // Metrics, MetricsLogger
 #include <rlflow/config/policy.hpp>                    // Colocate, TP, Backend
@@ -176,37 +176,36 @@ class Trainer {
   explicit Trainer(TrainerConfig cfg, TrainerOptions opts = {}) : cfg_(prepare(std::move(cfg))), opts_(std::move(opts)) {
     from_files_ = true;
     check(cfg_);
-    start(load_files());
+    auto files = detail::load_trainer_files(cfg_, opts_.chat_template, opts_.console, has_critic);
+    tok_ = std::move(files.tok);
+    train_ = std::move(files.train);
+    val_ = std::move(files.val);
+    start(std::move(files.setup));
   }
 
  private:
   //! Checks, builds the pool and the workers, and resumes (both constructors end here).
   void start(roles::RoleSetup setup) {
-    check_tensor_parallel(setup.policy_model);  // first: its message names the TP<N> option, not only the config key
-    check_lm_head(setup.policy_model);
-    if (!cfg_.custom_reward_function.path.empty() && !std::is_same_v<reward_role, roles::DefaultReward>)
-      throw config_error(msg("rlflow::Trainer: custom_reward_function.path=", cfg_.custom_reward_function.path.view(),
-                             " is set, but the Trainer was given its own reward role, which would ignore it; drop the "
-                             "reward role (the default reward loads the custom function) or clear the key"));
+    auto const warn_fn = [this](std::string const& w) { warn(w); };
+    // first: its message names the TP<N> option, not only the config key
+    detail::check_tensor_parallel<Trainer>(cfg_, setup.policy_model);
+    detail::check_lm_head<Trainer>(cfg_, setup.policy_model, warn_fn);
+    detail::check_custom_reward<Trainer>(cfg_);
     check(cfg_);
     for (auto const& w : warnings(cfg_)) warn(w);
 #if !defined(__OPTIMIZE__)
     warn("this program was compiled without optimisation (-O0), so every step runs several times slower; build it "
          "with -O2 or CMAKE_BUILD_TYPE=Release");
 #endif
-    check_honoured_keys();
-    if (train_.size() < cfg_.data.train_batch_size)
-      throw config_error(msg("rlflow::Trainer: the dataset holds ", train_.size(), " prompts, fewer than one batch of data.train_batch_size=",
-                             cfg_.data.train_batch_size, "; lower data.train_batch_size or provide more prompts"));
-    check_prompts();
+    detail::check_honoured_keys<Trainer>(
+        cfg_, {.from_files = from_files_, .has_val = val_.has_value(), .vocab_size = tok_->vocab_size(),
+               .partial_rollout_option = opts_.partial_rollout},
+        warn_fn);
+    detail::check_dataset_size(cfg_, train_);
+    // prompts longer than data.max_prompt_length: an error (truncation=error), or counted and cut
+    truncated_prompts_ = detail::check_prompts(train_, *tok_, cfg_, opts_.console);
     check_size_limits(cfg_, tok_->vocab_size(), train_.size(), has_critic, physical_memory_bytes(), on_cuda);
-    total_steps_ = cfg_.trainer.total_training_steps
-                       ? *cfg_.trainer.total_training_steps
-                       : train_.batches_per_epoch(cfg_.data.train_batch_size) * cfg_.trainer.total_epochs;
-    if (total_steps_ < 1)
-      throw config_error(msg("rlflow::Trainer: no training steps (dataset of ", train_.size(), " prompts, data.train_batch_size=",
-                             cfg_.data.train_batch_size, ", trainer.total_epochs=", cfg_.trainer.total_epochs,
-                             "); set trainer.total_training_steps or provide more prompts"));
+    total_steps_ = detail::total_training_steps(cfg_, train_);
     setup.cfg = cfg_;
     setup.threads_per_worker = opts_.threads_per_worker;
     setup.tokenizer = tok_;
@@ -231,7 +230,7 @@ class Trainer {
                      std::tuple(setup));
     else
       group_.emplace(*pool_, go, std::tuple(setup, total_steps_ * updates), std::tuple(setup));
-    build_async(setup);  // the async modes' rollout group: built on every rank, before drive()
+    make_rollout_source(setup);  // the async roads' rollout group: built on every rank, before drive()
 #if defined(RLFLOW_HAS_MPI)
     // Under mpirun every rank built the same group; worker ranks serve here until the driver's
     // trainer is destroyed, then return an inert trainer (is_driver() false, fit() does nothing).
@@ -244,7 +243,7 @@ class Trainer {
       else fixed_kl_.value = k.kl_coef;
     }
     maybe_resume();
-    start_async();
+    road([&](auto& r) { return r.start(global_step_, pos_); });  // async roads: the producer starts, after the checkpoint's buffered batches
     logger();  // a fresh run truncates an old metrics.jsonl now; a resumed one drops the lines after its step
   }
 
@@ -263,7 +262,8 @@ class Trainer {
   auto* async_rollout()
     requires(!on_cuda)
   {
-    return async_ ? &*async_ : nullptr;
+    auto* b = rollout_ ? std::get_if<detail::BufferedRollout<async_type>>(&*rollout_) : nullptr;
+    return b ? &b->rollout() : nullptr;
   }
   std::int64_t global_step() const { return global_step_; }
   std::int64_t total_steps() const { return total_steps_; }
@@ -322,31 +322,22 @@ class Trainer {
         if (!done) pos = saved;
       }
     } position_guard{pos_, pos_};
-    auto const& rc = cfg_.actor_rollout_ref.rollout;
-    std::int64_t const n = rc.n;
+    std::int64_t const n = cfg_.actor_rollout_ref.rollout.n;
 
-    // 1-3: prompts, uid per prompt (before repetition), repeat n times interleaved.
+    // 1-4: prompts, uid per prompt (before repetition), repeat n times interleaved, generate (the
+    // rollout sleeps afterwards when free_cache_engine); the async roads take the batch the
+    // rollout workers generated from the replay buffer instead.
     std::int64_t epoch = pos_.epoch;
-    DataProto prompts, batch;
-    if (!take_async(step_no, m, batch, epoch)) {  // async modes: the batch comes from the rollout workers' buffer
-      auto items = train_.next_batch(pos_, cfg_.data.train_batch_size);
-      prompts = make_prompt_batch(items, step_no);
-      DataProto gen_batch = prompts.repeat(n, /*interleave=*/true);
-      add_rollout_seeds(gen_batch, step_no, /*salt=*/0);
-
-      // 4: generate (the rollout sleeps afterwards when free_cache_engine).
-      timed("gen", [&] { batch = actor_rollout_wg().template call<&actor_role::generate_sequences>(gen_batch); });
-    }
+    DataProto batch = road([&](auto& r) { return r.generate(step_no, pos_, epoch, m); });
 
     // ReMax: one greedy response per prompt; its reward is the baseline.
     std::optional<Tensor> remax_baselines;
     if (estimator_of(cfg_.algorithm.adv_estimator.view()).needs_greedy_baseline) {
       timed("gen_max", [&] {
-        // async modes: the rollout workers generated it with the batch's weights (take_async)
-        DataProto greedy = async_ ? std::exchange(async_greedy_, DataProto{})
-                                  : actor_rollout_wg().template call<&actor_role::generate_sequences>(greedy_prompts(prompts, step_no));
+        // the async roads: the rollout workers generated it with the batch's weights
+        DataProto greedy = road([&](auto& r) { return r.greedy_batch(step_no); });
         DataProto s = reward_wg().template call<&reward_role::compute_rm_score>(greedy);
-        check_reward_scores(s, greedy.size(), greedy.tensor("response_mask").dim(1));
+        detail::check_reward_scores(s, greedy.size(), greedy.tensor("response_mask").dim(1));
         auto base = detail::row_sums(s.tensor("token_level_scores"));
         std::vector<float> per_row(static_cast<std::size_t>(greedy.size() * n));
         for (std::size_t i = 0; i < per_row.size(); ++i) per_row[i] = static_cast<float>(base[i / static_cast<std::size_t>(n)]);
@@ -364,7 +355,7 @@ class Trainer {
     // 8: reward.
     timed("reward", [&] {
       DataProto s = reward_wg().template call<&reward_role::compute_rm_score>(batch);
-      check_reward_scores(s, rows, R);
+      detail::check_reward_scores(s, rows, R);
       batch.union_with(std::move(s));
     });
 
@@ -411,11 +402,11 @@ class Trainer {
     }
     timed("update_weights", [&] {
       actor_rollout_wg().template call<&actor_role::update_weights>();
-      publish_async(step_no);  // async modes: the rollout workers load these weights before their next batch
+      road([&](auto& r) { return r.publish_weights(step_no); });  // async roads: the rollout workers load these weights before their next batch
     });
 
     global_step_ = step_no;
-    async_taken_ = 0;  // the taken batch is consumed
+    road([&](auto& r) { return r.step_done(); });  // the taken batch is consumed
     position_guard.done = true;
     bool const last = global_step_ == total_steps_;
 
@@ -432,8 +423,7 @@ class Trainer {
     m["perf/total_num_tokens"] = total_tokens;
     m["perf/time_per_step"] = step_time;
     // verl: n_gpus counts every pool (separate_async: trainer + standalone rollout devices)
-    m["perf/throughput"] = total_tokens / (step_time * static_cast<double>(cfg_.world_size() +
-                                                                         (cfg_.is_separate_async() ? cfg_.rollout_devices() : 0)));
+    m["perf/throughput"] = total_tokens / (step_time * static_cast<double>(cfg_.world_size() + road([&](auto& r) { return r.own_devices(); })));
     m["training/global_step"] = static_cast<double>(global_step_);
     m["training/epoch"] = static_cast<double>(epoch);
     m["data/truncated_prompts"] = static_cast<double>(truncated_prompts_);
@@ -464,9 +454,7 @@ class Trainer {
     CheckpointWriter w(checkpoint_root(), global_step_);
     actor_rollout_wg().template call<&actor_role::save_checkpoint>(w.path("actor.safetensors").string());
     if constexpr (has_critic) critic_wg().template call<&critic_role::save_checkpoint>(w.path("critic.safetensors").string());
-    nlohmann::ordered_json replay;  // async modes: the generated batches not yet trained on
-    if constexpr (!on_cuda)
-      if (async_) replay = save_replay_buffer(w, async_->snapshot());
+    nlohmann::ordered_json replay = road([&](auto& r) { return r.save_replay_buffer(w); });  // async roads: the batches not yet trained on
     nlohmann::ordered_json st;
     st["global_step"] = global_step_;
     st["data_position"] = {{"epoch", pos_.epoch}, {"index", pos_.index}};
@@ -549,81 +537,6 @@ class Trainer {
   }
 
  private:
-  //! Reads model.path, the tokenizer and the data files (the files constructor).
-  roles::RoleSetup load_files() {
-    namespace fs = std::filesystem;
-    auto const& mc = cfg_.actor_rollout_ref.model;
-    if (mc.path.empty())
-      throw config_error("rlflow::Trainer(cfg): actor_rollout_ref.model.path is empty; set it to a Hugging Face GPT-2 "
-                         "folder (config.json, model.safetensors, vocab.json, merges.txt), or build the character-level "
-                         "model with Trainer(cfg, dataset, alphabet)");
-    if (cfg_.data.train_files.empty())
-      throw config_error("rlflow::Trainer(cfg): data.train_files is empty; set it to a JSON-lines file in verl's schema "
-                         "(docs/quickstart.md, 'Bring your model and data')");
-    fs::path const model_dir(std::string(mc.path.view()));
-    fs::path const tok_dir = mc.tokenizer_path.empty() ? model_dir : fs::path(std::string(mc.tokenizer_path.view()));
-    auto tok = std::make_shared<model::BPETokenizer const>(model::BPETokenizer::from_folder(tok_dir));
-    tok_ = tok;
-    roles::RoleSetup setup;
-    setup.policy_model = model::hf::read_gpt2_config(model_dir);
-    // the folder decides the shape: the config (size checks, checkpoints' saved config) records it
-    cfg_.actor_rollout_ref.model.n_layer = setup.policy_model.n_layer;
-    cfg_.actor_rollout_ref.model.n_head = setup.policy_model.n_head;
-    cfg_.actor_rollout_ref.model.n_embd = setup.policy_model.n_embd;
-    setup.policy_model.seed = static_cast<std::uint64_t>(cfg_.seed);
-    std::int64_t const PR = cfg_.data.max_prompt_length + cfg_.data.max_response_length;
-    if (PR > setup.policy_model.max_seq_len)
-      throw config_error(msg("rlflow::Trainer: data.max_prompt_length + data.max_response_length = ", PR, " exceeds the model's ",
-                             setup.policy_model.max_seq_len, " positions (n_positions in ", (model_dir / "config.json").string(),
-                             "); lower them"));
-    if (tok->vocab_size() > setup.policy_model.vocab_size)
-      throw config_error(msg("rlflow::Trainer: the tokenizer in ", tok_dir.string(), " has ", tok->vocab_size(),
-                             " tokens but the model's vocab_size is ", setup.policy_model.vocab_size,
-                             "; use the tokenizer that belongs to the model"));
-    setup.policy_init = std::make_shared<std::vector<float> const>(model::hf::load_gpt2_weights(model_dir, setup.policy_model));
-    if constexpr (has_critic) {
-      fs::path const critic_dir = cfg_.critic.model.path.empty() ? model_dir : fs::path(std::string(cfg_.critic.model.path.view()));
-      setup.critic_model = model::hf::read_gpt2_config(critic_dir);
-      setup.critic_model.value_head = true;
-      setup.critic_model.seed = static_cast<std::uint64_t>(cfg_.seed) + 1;
-      if (PR > setup.critic_model.max_seq_len || tok->vocab_size() > setup.critic_model.vocab_size)
-        throw config_error(msg("rlflow::Trainer: the critic model in ", critic_dir.string(), " (", setup.critic_model.max_seq_len,
-                               " positions, ", setup.critic_model.vocab_size, " tokens) does not fit the prompts + responses (",
-                               PR, ") or the tokenizer (", tok->vocab_size(), " tokens)"));
-      setup.critic_init = std::make_shared<std::vector<float> const>(model::hf::load_gpt2_weights(critic_dir, setup.critic_model));
-    } else {
-      setup.critic_model = setup.policy_model;
-      setup.critic_model.value_head = true;
-    }
-    DataFileOptions o;
-    o.prompt_key = std::string(cfg_.data.prompt_key.view());
-    o.chat_template = opts_.chat_template;
-    o.max_prompt_length = cfg_.data.max_prompt_length;
-    o.filter_overlong_prompts = cfg_.data.filter_overlong_prompts;
-    o.prompt_tokens = [tok](std::string const& s) { return static_cast<std::int64_t>(tok->encode(s).size()) + 1; };  // + BOS
-    auto train = load_prompt_files(parse_file_list(cfg_.data.train_files.view()), o);
-    train_ = PromptDataset(std::move(train.items), cfg_.data.shuffle, static_cast<std::uint64_t>(cfg_.data.seed));
-    if (opts_.console && train.filtered_overlong > 0)
-      std::fprintf(stderr, "rlflow: %lld of %lld training prompts are longer than data.max_prompt_length=%lld and were dropped\n",
-                   static_cast<long long>(train.filtered_overlong), static_cast<long long>(train.rows_read),
-                   static_cast<long long>(cfg_.data.max_prompt_length));
-    if (!cfg_.data.val_files.empty()) {
-      auto val = load_prompt_files(parse_file_list(cfg_.data.val_files.view()), o);
-      val_.emplace(std::move(val.items), /*shuffle=*/false, 0);
-      if (cfg_.data.truncation.view() == "error")  // as check_prompts does for the training set: never a silent cut
-        for (std::int64_t i = 0; i < val_->size(); ++i)
-          if (std::int64_t const len = o.prompt_tokens((*val_)[i].prompt); len > cfg_.data.max_prompt_length)
-            throw config_error(msg("rlflow::Trainer: validation prompt ", i, " has ", len, " tokens (BOS included), longer than "
-                                   "data.max_prompt_length=", cfg_.data.max_prompt_length, "; raise it, set "
-                                   "data.filter_overlong_prompts=true, or data.truncation=left or right"));
-      if (opts_.console && val.filtered_overlong > 0)
-        std::fprintf(stderr, "rlflow: %lld of %lld validation prompts are longer than data.max_prompt_length=%lld and were dropped\n",
-                     static_cast<long long>(val.filtered_overlong), static_cast<long long>(val.rows_read),
-                     static_cast<long long>(cfg_.data.max_prompt_length));
-    }
-    return setup;
-  }
-
   static TrainerConfig prepare(TrainerConfig cfg) {
     // The type decides what the config would otherwise say; a conflicting explicit value is an error.
     std::string_view const have = cfg.algorithm.adv_estimator.view();
@@ -666,286 +579,40 @@ class Trainer {
     return cfg;
   }
 
-  //! TP<N>: the rollout runs as world_size / N replicas of N ranks, each split by heads. A world
-  //! size N does not divide, or more ranks than heads, is an error before any work.
-  void check_tensor_parallel(model::GPTConfig const& m) const {
-    constexpr int N = parallel::size;
-    if constexpr (N > 1) {
-      std::int64_t const ws = cfg_.world_size();
-      if (ws % N != 0)
-        throw config_error(msg("rlflow::Trainer<..., TP<", N, ">>: the ", ws, " workers (trainer.nnodes * n_gpus_per_node) ",
-                               "do not split into rollout replicas of ", N, " ranks; use a multiple of ", N,
-                               " devices or a TP that divides ", ws));
-      model::check_tensor_parallel(m, N, "rlflow::Trainer<..., TP<N>>: actor_rollout_ref.model");
-    }
-  }
+  std::int64_t training_tp() const { return detail::training_tp(cfg_); }
 
-  //! actor_rollout_ref.model.lm_head (rlflow): vocab_parallel needs at least one vocabulary row per
-  //! rank of the TP groups that use it (rollout TP<N>, training TP); without tensor parallelism the
-  //! key changes nothing (a warning).
-  void check_lm_head(model::GPTConfig const& m) {
-    std::string_view const h = cfg_.actor_rollout_ref.model.lm_head.view();
-    if (h == "auto") return;
-    std::int64_t const tp = std::max<std::int64_t>(parallel::size, training_tp());
-    if (tp == 1) {
-      warn(msg("actor_rollout_ref.model.lm_head=", h, " has no effect: neither the rollout (TP<1>) nor training ",
-               "(actor_rollout_ref.actor.megatron.tensor_model_parallel_size=1) is tensor-parallel"));
-      return;
-    }
-    if (h == "vocab_parallel" && m.vocab_size < tp)
-      throw config_error(msg("rlflow::Trainer: actor_rollout_ref.model.lm_head=vocab_parallel splits the LM head's ", m.vocab_size,
-                             " vocabulary rows over TP groups of up to ", tp, " ranks, fewer rows than ranks; set ",
-                             "actor_rollout_ref.model.lm_head=replicated (or auto)"));
-  }
-
-  //! actor_rollout_ref.actor.megatron.tensor_model_parallel_size = T: the actor and the reference
-  //! train as world / T DP ranks of T-way tensor-parallel shards (check(cfg) has already checked T
-  //! divides the workers and n_head). What training TP does not cover yet is an error before work.
-  void check_training_tp() const {
-    auto const t = training_tp();
-    if (t == 1) return;
-    auto const no = [&](std::string_view what, std::string_view fix) {
-      throw config_error(msg("rlflow::Trainer: actor_rollout_ref.actor.megatron.tensor_model_parallel_size=", t, " (training ",
-                             "tensor parallelism) does not support ", what, " yet; ", fix, ", or set the key to 1"));
-    };
-    if constexpr (on_cuda) no("the CUDA backend (the CUDA engines have no sharded layout)", "train on the CPU backend");
-    if constexpr (has_critic)
-      if constexpr (!requires { &critic_role::gather_critic_weights; })
-        no("a custom critic role (the critic is sharded as the actor)", "use the built-in roles::ValueCritic");
-    if constexpr (!requires { &actor_role::gather_actor_weights; })
-      no("a custom actor role", "use the built-in roles::BasicActorRolloutRef");
-    // The async modes: the trainer's group trains as in the sync mode; the rollout workers take the
-    // gathered full weights (actor_weights()), so their TP<N> is independent of T.
-  }
-  std::int64_t training_tp() const { return cfg_.actor_rollout_ref.actor.megatron.tensor_model_parallel_size; }
-
-  //! Config keys the colocated Trainer accepts (verl's names) but does not act on: an error
-  //! naming the key and what rlflow does instead, or a warning where ignoring it is harmless.
-  //! config_help() marks the same keys (detail::trainer_unhonoured_keys).
-  void check_honoured_keys() {
-    auto const& c = cfg_;
-    auto const instead = [](std::string_view key) {
-      for (auto const& u : rlflow::detail::trainer_unhonoured_keys)
-        if (u.key == key) return std::string(u.instead);
-      return std::string();
-    };
-    auto const reject = [&](std::string_view key, std::string const& value, std::string const& fix) {
-      throw config_error(msg("rlflow::Trainer: ", key, "=", value, " is not honoured: ", instead(key), "; ", fix));
-    };
-    // actor_rollout_ref.model.path: Trainer(cfg) loads it; the alphabet constructor rejects it itself.
-    if (!from_files_ && !c.data.train_files.empty())
-      throw config_error(msg("rlflow::Trainer: data.train_files=", c.data.train_files.str(),
-                             " is not read by Trainer(cfg, dataset, alphabet), which trains on the PromptDataset it is "
-                             "given; use the Trainer(cfg) constructor (model and data from files) or leave "
-                             "data.train_files empty"));
-    if (c.trainer.test_freq > 0 && !val_)
-      throw config_error(msg("rlflow::Trainer: trainer.test_freq=", c.trainer.test_freq,
-                             " asks for validation, but there is no validation set; set data.val_files (read by the "
-                             "Trainer(cfg) constructor) or trainer.test_freq=-1"));
-    check_async_config();
-    check_training_tp();
-    if (c.actor_rollout_ref.model.vocab_size != 0 && c.actor_rollout_ref.model.vocab_size != tok_->vocab_size())
-      reject("actor_rollout_ref.model.vocab_size", std::to_string(c.actor_rollout_ref.model.vocab_size),
-             msg("set it to 0 (or to the tokenizer's ", tok_->vocab_size(), ")"));
-    for (auto const* key : {"trainer.max_actor_ckpt_to_keep", "trainer.max_critic_ckpt_to_keep"}) {
-      auto const& v = std::string_view(key) == "trainer.max_actor_ckpt_to_keep" ? c.trainer.max_actor_ckpt_to_keep
-                                                                                 : c.trainer.max_critic_ckpt_to_keep;
-      if (v.has_value && v.stored < 0)
-        throw config_error(msg("rlflow::Trainer: ", key, "=", v.stored, " must be null, 0 (keep all) or positive"));
-    }
-    if (!from_files_ && !c.data.val_files.empty())
-      warn(msg("data.val_files=", c.data.val_files.str(),
-               " is ignored by Trainer(cfg, dataset, alphabet); the Trainer(cfg) constructor reads it and validates"));
-    std::string_view const device = std::is_same_v<typename backend::system, cpu::tag> ? "cpu" : "cuda";
-    if (c.trainer.device.view() != device)
-      warn(msg("trainer.device=", c.trainer.device.str(), " is ignored: ", instead("trainer.device"), " (here ", device,
-               "); set trainer.device=", device, " to silence this"));
-    cfg_.trainer.device = config_string(device);
-  }
-
-  // ---- the async modes (trainer_async.hpp) ------------------------------------------------
-
-  bool async_mode() const { return cfg_.is_separate_async() || cfg_.is_colocate_async(); }
-  //! trainer.v1.<mode>.num_warmup_batches: batches the rollout workers may generate ahead.
-  std::int64_t warmup_batches() const {
-    return cfg_.is_separate_async() ? cfg_.trainer.v1.separate_async.num_warmup_batches
-                                    : cfg_.trainer.v1.colocate_async.num_warmup_batches;
-  }
-  //! The staleness bound K (versions behind, at most): min(max_off_policy_threshold, num_warmup_batches).
-  std::int64_t staleness_bound() const {
-    return std::min(cfg_.trainer.v1.sampler.max_off_policy_threshold, warmup_batches());
-  }
-
-  //! What the async modes support here, checked before work (verl's start-up asserts of
-  //! separate_async are in check(cfg)).
-  void check_async_config() const {
-    if (!async_mode()) {
-      if (cfg_.async_training.partial_rollout || opts_.partial_rollout)
-        throw config_error(msg("rlflow::Trainer: async_training.partial_rollout=true needs an async mode (the sync mode "
-                               "never syncs weights during a generation); set trainer.v1.trainer_mode=colocate_async "
-                               "or separate_async, or async_training.partial_rollout=false"));
-      return;
-    }
-    if ((cfg_.async_training.partial_rollout || opts_.partial_rollout) && parallel::size > 1)
-      throw config_error(msg("rlflow::Trainer<TP<", parallel::size, ">>: async_training.partial_rollout=true needs rollout "
-                             "TP 1 (the ranks of a TP replica could stop at different tokens); use TP<1> or "
-                             "async_training.partial_rollout=false"));
-    std::string const mode = cfg_.trainer.v1.trainer_mode.str();
-    if constexpr (on_cuda)
-      throw config_error(msg("rlflow::Trainer<..., Backend<cuda::tag>>: trainer.v1.trainer_mode=", mode,
-                             " runs its rollout workers on the CPU engines only; use trainer.v1.trainer_mode=sync with the "
-                             "CUDA backend, or rlflow::Backend<rlflow::cpu::tag>"));
-    // verl (trainer_separate_async.py:66-71): a reward model needs its own pool in separate_async
-    // (check(cfg) rejects it without one); rlflow's reward roles score on the trainer pool
-    if (cfg_.is_separate_async() && cfg_.reward.reward_model.enable)
-      throw config_error(msg("rlflow::Trainer<SeparateAsync>: reward.reward_model.enable=true asks for a reward model on a "
-                             "reward pool of its own (reward.reward_model.nnodes=", cfg_.reward.reward_model.nnodes,
-                             " x n_gpus_per_node=", cfg_.reward.reward_model.n_gpus_per_node, "); rlflow has no "
-                             "reward-model worker to place there (the reward role scores on the trainer pool "
-                             "'global_pool'); set reward.reward_model.enable=false and score with a reward role"));
-    if (warmup_batches() < 0)
-      throw config_error(msg("rlflow::Trainer: trainer.v1.", mode, ".num_warmup_batches=", warmup_batches(),
-                             " must be 0 (a synchronous schedule) or more (batches generated ahead)"));
-    if (cfg_.is_separate_async() && cfg_.rollout_devices() % parallel::size != 0)
-      throw config_error(msg("rlflow::Trainer<SeparateAsync, TP<", parallel::size, ">>: the standalone rollout pool has ",
-                             cfg_.rollout_devices(), " devices (actor_rollout_ref.rollout.nnodes * n_gpus_per_node), which "
-                             "do not split into replicas of ", parallel::size, " ranks; use a multiple of ", parallel::size));
-  }
-
-  //! Builds the rollout workers of the async modes (on every rank, before drive(): the MPI
-  //! backend places a separate pool on processes of its own); start_async starts the producer.
-  void build_async(roles::RoleSetup const& setup) {
-    if constexpr (!on_cuda) {
-      if (!async_mode()) return;
-      bool const sep = cfg_.is_separate_async();
-      typename async_type::Plan plan;
-      plan.mode = sep ? "separate_async" : "colocate_async";
-      // separate_async: a pool of its own; colocate_async: rollout workers on the trainer's devices
-      plan.pool_name = sep ? "rollout_pool" : "global_pool/rollout";
-      plan.devices_per_node = sep ? std::vector<int>(static_cast<std::size_t>(cfg_.actor_rollout_ref.rollout.nnodes),
-                                                     static_cast<int>(cfg_.rollout_n_gpus_per_node()))
-                                  : std::vector<int>(static_cast<std::size_t>(cfg_.trainer.nnodes),
-                                                     static_cast<int>(cfg_.trainer.n_gpus_per_node));
-      plan.bound = staleness_bound();
-#if defined(RLFLOW_HAS_MPI)
-      // under mpirun the standalone rollout pool runs in the processes after the trainer's
-      if (sep && mpi::launched()) mpi::place_pool(plan.pool_name, 1 + group_->world_size());
-#endif
-      plan.partial_rollout = opts_.partial_rollout || cfg_.async_training.partial_rollout;
-      plan.sleep_when_idle = !sep;  // colocate_async: the rollout's memory goes back to training while it idles
-      // ReMax's greedy rollout, on the producer thread (reads train_ only)
-      if (estimator_of(cfg_.algorithm.adv_estimator.view()).needs_greedy_baseline)
-        plan.make_greedy = [this](std::int64_t s, DataPosition pos) {
-          return greedy_prompts(make_prompt_batch(train_.next_batch(pos, cfg_.data.train_batch_size), s), s);
-        };
-      std::int64_t const n = cfg_.actor_rollout_ref.rollout.n;
-      // runs on the producer thread: reads train_, cfg_ and tok_ only (never changed after start)
-      async_.emplace(std::move(plan), setup, opts_.async_hooks, [this, n](std::int64_t s, DataPosition& pos, std::int64_t& epoch) {
-        epoch = pos.epoch;
-        auto items = train_.next_batch(pos, cfg_.data.train_batch_size);
-        DataProto gen = make_prompt_batch(items, s).repeat(n, /*interleave=*/true);
-        add_rollout_seeds(gen, s, /*salt=*/0);
-        return gen;
-      });
-    }
-  }
-  //! After a resume: the steps to generate for, the checkpoint's replay buffer (the batches this
-  //! run can train on) and the producer's start with the trainer's current weights.
-  void start_async() {
-    if (!async_mode() || global_step_ >= total_steps_) take_restored_batches(-1);  // warns if it drops any
-    if constexpr (!on_cuda) {
-      if (!async_ || global_step_ >= total_steps_) return;
-      async_->set_steps(global_step_ + 1, total_steps_, pos_, take_restored_batches(staleness_bound()));
-      async_->start(std::make_shared<std::vector<float> const>(actor_weights()), global_step_);
-    }
-  }
-
-  //! The batches a resumed checkpoint's replay buffer held that this run can train on: the
-  //! leading ones within staleness bound 'bound' and the run's steps (-1: none); a warning names
-  //! the ones dropped (they are generated again with the checkpoint's weights).
-  std::vector<RolloutBatch> take_restored_batches(std::int64_t bound) {
-    std::vector<RolloutBatch> keep, all = std::move(restored_batches_);
-    restored_batches_.clear();
-    for (auto& b : all) {
-      if (bound < 0 || b.step > total_steps_ || (b.step - 1) - b.version > bound) break;
-      keep.push_back(std::move(b));
-    }
-    if (keep.size() < all.size())
-      warn(msg("the checkpoint's replay buffer holds ", all.size(), " generated batches (steps ", all.front().step, "..",
-               all.back().step, "); ", all.size() - keep.size(), " of them are not used by this run (trainer.v1.trainer_mode=",
-               cfg_.trainer.v1.trainer_mode.str(), bound < 0 ? std::string(", no batches generated ahead")
-                                                             : msg(", staleness bound ", bound, ", ", total_steps_, " steps"),
-               ") and are generated again with the checkpoint's weights"));
-    return keep;
-  }
-
-  //! Async modes: the batch of step_no from the buffer (the data position moves to after its
-  //! prompts); false in the sync mode.
-  bool take_async(std::int64_t step_no, Metrics& m, DataProto& batch, std::int64_t& epoch) {
-    if constexpr (on_cuda) {
-      return false;
-    } else {
-      if (!async_) return false;
-      if (async_taken_ != 0) {
-        // A step that failed on the driver after taking its batch (reward role, hook, update): the
-        // batch has left the buffer and the producer generates only forward, so no later step can
-        // have its batch. Fail at once (at bound 0 take() would wait for weights that never come).
-        async_->stop();
-        throw error(msg("rlflow::Trainer::step: step ", step_no, " cannot run: step ", async_taken_,
-                        " failed after taking its generated batch from the replay buffer (trainer.v1.trainer_mode=",
-                        cfg_.trainer.v1.trainer_mode.str(), "), and the rollout workers do not generate a batch twice; "
-                        "build a new Trainer with trainer.resume_mode=auto to resume from the last checkpoint"));
+  //! The rollout road, chosen once from the placement and trainer.v1.trainer_mode (prepare()
+  //! made them agree): the sync road generates inline on the actor-rollout group; separate_async
+  //! and colocate_async take from the replay buffer of rollout workers of their own.
+  void make_rollout_source(roles::RoleSetup const& setup) {
+    detail::RolloutContext ctx;
+    ctx.cfg = &cfg_;
+    ctx.train = &train_;
+    ctx.tok = tok_;
+    ctx.total_steps = total_steps_;
+    ctx.trainer_world_size = group_->world_size();
+    ctx.hooks = opts_.async_hooks;
+    ctx.partial_rollout = opts_.partial_rollout;
+    ctx.generate = [this](DataProto const& d) { return actor_rollout_wg().template call<&actor_role::generate_sequences>(d); };
+    ctx.weights = [this] { return actor_weights(); };
+    ctx.warn = [this](std::string const& w) { warn(w); };
+    if constexpr (!on_cuda)
+      if (detail::async_mode(cfg_)) {
+        rollout_.emplace(std::in_place_type<detail::BufferedRollout<async_type>>, std::move(ctx), setup);
+        return;
       }
-      if (step_no > total_steps_)
-        throw config_error(msg("rlflow::Trainer::step: step ", step_no, " is past the run's ", total_steps_,
-                               " steps; the rollout workers generated for steps up to ", total_steps_));
-      auto const t0 = std::chrono::steady_clock::now();
-      RolloutBatch b = async_->take(step_no, m);
-      async_taken_ = step_no;  // until the step completes (step() clears it)
-      // verl v1: the 'gen' timer wraps replay_buffer.sample, i.e. the wait for a ready batch
-      m["timing_s/gen"] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      batch = std::move(b.batch);
-      async_greedy_ = std::move(b.greedy);
-      if (estimator_of(cfg_.algorithm.adv_estimator.view()).needs_greedy_baseline && async_greedy_.size() == 0)
-        throw error(msg("rlflow::Trainer: step ", step_no, ": ReMax's greedy rollout is missing from the batch (internal error)"));
-      pos_ = b.pos_after;
-      epoch = b.epoch;
-      if (opts_.async_hooks && opts_.async_hooks->before_train) opts_.async_hooks->before_train(step_no, batch);
-      return true;
-    }
+    rollout_.emplace(std::in_place_type<detail::InlineRollout>, std::move(ctx));
   }
 
-  //! ReMax: the greedy rollout's input, the step's prompts (one row each) with seeds of salt 1
-  //! and do_sample false. verl: gen_baseline_batch (do_sample=False).
-  DataProto greedy_prompts(DataProto prompts, std::int64_t step_no) const {
-    add_rollout_seeds(prompts, step_no, /*salt=*/1);
-    prompts.meta_info().set("do_sample", false);
-    return prompts;
-  }
-
-  //! Async modes: hands the weights of version step_no to the rollout workers' producer.
-  void publish_async(std::int64_t step_no) {
-    if constexpr (!on_cuda) {
-      if (async_) async_->publish_weights(std::make_shared<std::vector<float> const>(actor_weights()), step_no);
-    }
-  }
-
-  //! Prompts longer than data.max_prompt_length: an error before any work (truncation=error),
-  //! or counted and cut (left / right).
-  void check_prompts() {
-    truncated_prompts_ = 0;
-    truncated_prompts_ = detail::check_prompts(train_, *tok_, cfg_, opts_.console);
+  //! Calls f with the rollout road (a direct call: the road's type is one of the variant's).
+  template <class F>
+  decltype(auto) road(F&& f) {
+    return std::visit(std::forward<F>(f), *rollout_);
   }
 
   //! input_ids / attention_mask (B, P) int32 left-padded (BOS + prompt), uid, reward_model, data_source.
   DataProto make_prompt_batch(std::vector<PromptItem> const& items, std::int64_t step_no) const {
     return detail::make_prompt_batch(items, step_no, cfg_, *tok_);
-  }
-
-  //! rollout_seed (rows) int64: a function of (seed, step, row, salt) only, so a sequence's
-  //! tokens do not depend on the DP layout or on the other rows.
-  void add_rollout_seeds(DataProto& d, std::int64_t step_no, std::uint64_t salt) const {
-    detail::add_rollout_seeds(d, cfg_.seed, step_no, salt);
   }
 
   //! KL in the reward with the trainer's controller, then the public advantage step (dispatch by
@@ -965,12 +632,6 @@ class Trainer {
     if (remax_baselines) batch.set_tensor("reward_baselines", *remax_baselines);
     rlflow::compute_advantage(batch, cfg_.algorithm,
                               detail::mix64(static_cast<std::uint64_t>(cfg_.seed) ^ static_cast<std::uint64_t>(global_step_ + 1)));
-  }
-
-  //! The reward role's result must hold float32 'token_level_scores' of shape (rows, R): a
-  //! shape_error naming the key and both shapes otherwise, before any later worker runs.
-  static void check_reward_scores(DataProto const& s, std::int64_t rows, std::int64_t R) {
-    detail::check_reward_scores(s, rows, R);
   }
 
   void merge_metric_lists(Metrics& m, std::vector<roles::MetricLists> const& per_rank) const {
@@ -1010,15 +671,6 @@ class Trainer {
     return opts_.metrics_file.empty() ? checkpoint_root() / "metrics.jsonl" : std::filesystem::path(opts_.metrics_file);
   }
 
-  //! Compares the checkpoint's saved config with this run's, key by key. Keys that decide the
-  //! shape or meaning of the saved state (model shape, sequence lengths, estimator, critic) must
-  //! be equal: a config_error lists them. Keys about where and how long to run (epochs, steps,
-  //! paths, save/keep/log settings) may differ silently. Any other difference (seed, learning
-  //! rates, clip ratios, ...) is allowed and listed in one warning (verl warns too).
-  void check_resume_config(nlohmann::json const& saved, std::string const& state_file) {
-    if (std::string const w = detail::check_resume_config(saved, state_file, cfg_); !w.empty()) warn(w);
-  }
-
   void warn(std::string const& w) {
     startup_warnings_.push_back(w);
     if (opts_.console) std::fprintf(stderr, "rlflow: warning: %s\n", w.c_str());
@@ -1035,8 +687,9 @@ class Trainer {
     verify_checkpoint(dir, required);
     auto const manifest = read_checkpoint_manifest(dir);
     auto const st = read_trainer_state(dir, manifest.step, train_.size());
-    check_resume_config(st.config, (dir / "trainer_state.json").string());
-    restored_batches_ = load_replay_buffer(dir, st.global_step, train_.size());  // async modes' saved batches, checked
+    if (std::string const w = detail::check_resume_config(st.config, (dir / "trainer_state.json").string(), cfg_); !w.empty())
+      warn(w);
+    road([&](auto& r) { return r.restore(load_replay_buffer(dir, st.global_step, train_.size())); });  // async roads' saved batches, checked
     actor_rollout_wg().template call<&actor_role::load_checkpoint>((dir / "actor.safetensors").string());
     if constexpr (has_critic) critic_wg().template call<&critic_role::load_checkpoint>((dir / "critic.safetensors").string());
     global_step_ = st.global_step;
@@ -1056,26 +709,27 @@ class Trainer {
   std::vector<ValGeneration> val_generations_;
   std::int64_t total_steps_ = 0;
   std::int64_t global_step_ = 0;
-  std::int64_t async_taken_ = 0;  //!< async modes: the step that took its batch and has not completed (0: none)
   std::int64_t truncated_prompts_ = 0;
   DataPosition pos_;
   kernels::FixedKLController fixed_kl_;
   std::optional<kernels::AdaptiveKLController> adaptive_kl_;
   std::optional<ResourcePool> pool_;
   std::optional<group_type> group_;
-  std::vector<RolloutBatch> restored_batches_;  //!< a resumed checkpoint's replay buffer, until start_async
-  DataProto async_greedy_;  //!< ReMax in the async modes: the taken batch's greedy rollout, until the step uses it
   std::optional<MetricsLogger> logger_;
   std::vector<std::string> startup_warnings_;
   bool from_files_ = false;  // built by Trainer(cfg): model and data from files
 #if defined(RLFLOW_HAS_MPI)
   mpi::DriverScope driver_;  // released (workers stop serving) before the group goes
 #endif
-  //! The async modes' rollout workers and producer. Last member: stopped and joined first, so a
-  //! rollout call in flight when the trainer goes (e.g. after a driver-side error) finishes while
-  //! the MPI workers still serve, instead of ending at their liveness timeout.
+  //! The async roads' producer and rollout workers (CPU backend only).
   using async_type = std::conditional_t<on_cuda, std::monostate, AsyncRollout<cpu::tag, parallel::size, detail::trainer_group_backend>>;
-  std::optional<async_type> async_;
+  //! Where the steps' batches come from (trainer/rollout_source.hpp). Last member: an async road's
+  //! producer is stopped and joined first, so a rollout call in flight when the trainer goes
+  //! (e.g. after a driver-side error) finishes while the MPI workers still serve, instead of
+  //! ending at their liveness timeout.
+  using rollout_road = std::conditional_t<on_cuda, std::variant<detail::InlineRollout>,
+                                          std::variant<detail::InlineRollout, detail::BufferedRollout<async_type>>>;
+  std::optional<rollout_road> rollout_;
 };
 
 //! A human-readable description of a Trainer type (placement, algorithm, layout, roles).

@@ -1,0 +1,115 @@
+// rlflow/trainer/files.hpp: the files a Trainer(cfg) reads before its workers start
+// (verl's path): the policy from actor_rollout_ref.model.path (a Hugging Face GPT-2 folder), its
+// byte-level BPE tokenizer, the critic's trunk from critic.model.path, and the prompt datasets of
+// data.train_files / data.val_files (data_files.hpp). Every error comes before any work.
+#pragma once
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <rlflow/data/data.hpp>                 // PromptDataset
+#include <rlflow/data/data_files.hpp>           // load_prompt_files, parse_file_list, ChatTemplate
+#include <rlflow/core/error.hpp>                // config_error, msg
+#include <rlflow/model/bpe_tokenizer.hpp>  // BPETokenizer
+#include <rlflow/model/hf_gpt2.hpp>        // read_gpt2_config, load_gpt2_weights
+#include <rlflow/model/tokenizer.hpp>      // model::Tokenizer
+#include <rlflow/roles/setup.hpp>          // roles::RoleSetup
+#include <rlflow/config/trainer_config.hpp>       // TrainerConfig
+
+namespace rlflow::detail {
+
+//! What load_trainer_files read: the roles' models (and initial weights), the tokenizer, the
+//! training prompts and the validation prompts (data.val_files, if set).
+struct TrainerFiles {
+  roles::RoleSetup setup;
+  std::shared_ptr<model::Tokenizer const> tok;
+  PromptDataset train;
+  std::optional<PromptDataset> val;
+};
+
+//! Reads model.path, the tokenizer and the data files, checking each against the config; the
+//! model folder's shape is written into cfg (actor_rollout_ref.model.n_layer / n_head / n_embd).
+//! 'has_critic': the critic's trunk is read too. 'console': counts of dropped prompts on stderr.
+//! verl: the model and tokenizer of main_ppo.run_ppo, create_rl_dataset.
+inline TrainerFiles load_trainer_files(TrainerConfig& cfg, ChatTemplate const& chat_template, bool console, bool has_critic) {
+  TrainerFiles out;
+  namespace fs = std::filesystem;
+  auto const& mc = cfg.actor_rollout_ref.model;
+  if (mc.path.empty())
+    throw config_error("rlflow::Trainer(cfg): actor_rollout_ref.model.path is empty; set it to a Hugging Face GPT-2 "
+                       "folder (config.json, model.safetensors, vocab.json, merges.txt), or build the character-level "
+                       "model with Trainer(cfg, dataset, alphabet)");
+  if (cfg.data.train_files.empty())
+    throw config_error("rlflow::Trainer(cfg): data.train_files is empty; set it to a JSON-lines file in verl's schema "
+                       "(docs/quickstart.md, 'Bring your model and data')");
+  fs::path const model_dir(std::string(mc.path.view()));
+  fs::path const tok_dir = mc.tokenizer_path.empty() ? model_dir : fs::path(std::string(mc.tokenizer_path.view()));
+  auto tok = std::make_shared<model::BPETokenizer const>(model::BPETokenizer::from_folder(tok_dir));
+  out.tok = tok;
+  roles::RoleSetup setup;
+  setup.policy_model = model::hf::read_gpt2_config(model_dir);
+  // the folder decides the shape: the config (size checks, checkpoints' saved config) records it
+  cfg.actor_rollout_ref.model.n_layer = setup.policy_model.n_layer;
+  cfg.actor_rollout_ref.model.n_head = setup.policy_model.n_head;
+  cfg.actor_rollout_ref.model.n_embd = setup.policy_model.n_embd;
+  setup.policy_model.seed = static_cast<std::uint64_t>(cfg.seed);
+  std::int64_t const PR = cfg.data.max_prompt_length + cfg.data.max_response_length;
+  if (PR > setup.policy_model.max_seq_len)
+    throw config_error(msg("rlflow::Trainer: data.max_prompt_length + data.max_response_length = ", PR, " exceeds the model's ",
+                           setup.policy_model.max_seq_len, " positions (n_positions in ", (model_dir / "config.json").string(),
+                           "); lower them"));
+  if (tok->vocab_size() > setup.policy_model.vocab_size)
+    throw config_error(msg("rlflow::Trainer: the tokenizer in ", tok_dir.string(), " has ", tok->vocab_size(),
+                           " tokens but the model's vocab_size is ", setup.policy_model.vocab_size,
+                           "; use the tokenizer that belongs to the model"));
+  setup.policy_init = std::make_shared<std::vector<float> const>(model::hf::load_gpt2_weights(model_dir, setup.policy_model));
+  if (has_critic) {
+    fs::path const critic_dir = cfg.critic.model.path.empty() ? model_dir : fs::path(std::string(cfg.critic.model.path.view()));
+    setup.critic_model = model::hf::read_gpt2_config(critic_dir);
+    setup.critic_model.value_head = true;
+    setup.critic_model.seed = static_cast<std::uint64_t>(cfg.seed) + 1;
+    if (PR > setup.critic_model.max_seq_len || tok->vocab_size() > setup.critic_model.vocab_size)
+      throw config_error(msg("rlflow::Trainer: the critic model in ", critic_dir.string(), " (", setup.critic_model.max_seq_len,
+                             " positions, ", setup.critic_model.vocab_size, " tokens) does not fit the prompts + responses (",
+                             PR, ") or the tokenizer (", tok->vocab_size(), " tokens)"));
+    setup.critic_init = std::make_shared<std::vector<float> const>(model::hf::load_gpt2_weights(critic_dir, setup.critic_model));
+  } else {
+    setup.critic_model = setup.policy_model;
+    setup.critic_model.value_head = true;
+  }
+  DataFileOptions o;
+  o.prompt_key = std::string(cfg.data.prompt_key.view());
+  o.chat_template = chat_template;
+  o.max_prompt_length = cfg.data.max_prompt_length;
+  o.filter_overlong_prompts = cfg.data.filter_overlong_prompts;
+  o.prompt_tokens = [tok](std::string const& s) { return static_cast<std::int64_t>(tok->encode(s).size()) + 1; };  // + BOS
+  auto train = load_prompt_files(parse_file_list(cfg.data.train_files.view()), o);
+  out.train = PromptDataset(std::move(train.items), cfg.data.shuffle, static_cast<std::uint64_t>(cfg.data.seed));
+  if (console && train.filtered_overlong > 0)
+    std::fprintf(stderr, "rlflow: %lld of %lld training prompts are longer than data.max_prompt_length=%lld and were dropped\n",
+                 static_cast<long long>(train.filtered_overlong), static_cast<long long>(train.rows_read),
+                 static_cast<long long>(cfg.data.max_prompt_length));
+  if (!cfg.data.val_files.empty()) {
+    auto val = load_prompt_files(parse_file_list(cfg.data.val_files.view()), o);
+    out.val.emplace(std::move(val.items), /*shuffle=*/false, 0);
+    if (cfg.data.truncation.view() == "error")  // as check_prompts does for the training set: never a silent cut
+      for (std::int64_t i = 0; i < out.val->size(); ++i)
+        if (std::int64_t const len = o.prompt_tokens((*out.val)[i].prompt); len > cfg.data.max_prompt_length)
+          throw config_error(msg("rlflow::Trainer: validation prompt ", i, " has ", len, " tokens (BOS included), longer than "
+                                 "data.max_prompt_length=", cfg.data.max_prompt_length, "; raise it, set "
+                                 "data.filter_overlong_prompts=true, or data.truncation=left or right"));
+    if (console && val.filtered_overlong > 0)
+      std::fprintf(stderr, "rlflow: %lld of %lld validation prompts are longer than data.max_prompt_length=%lld and were dropped\n",
+                   static_cast<long long>(val.filtered_overlong), static_cast<long long>(val.rows_read),
+                   static_cast<long long>(cfg.data.max_prompt_length));
+  }
+  out.setup = std::move(setup);
+  return out;
+}
+
+}  // namespace rlflow::detail
