@@ -1,0 +1,3 @@
+#pragma once
+// moved to <rlflow/model/cuda/gpt_backward.cuh>; this forwarding header goes in the next release
+#include <rlflow/model/cuda/gpt_backward.cuh>
