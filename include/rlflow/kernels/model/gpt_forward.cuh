@@ -1,3 +1,0 @@
-#pragma once
-// moved to <rlflow/model/cuda/gpt_forward.cuh>; this forwarding header goes in the next release
-#include <rlflow/model/cuda/gpt_forward.cuh>
