@@ -17,6 +17,10 @@ import os
 import re
 import sys
 
+# The map reader and the picture are tools/layers_diagram.py's.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
+import layers_diagram  # noqa: E402
+
 EXTENSIONS = (".hpp", ".ipp", ".cuh", ".h")
 INCLUDE_RE = re.compile(r'^\s*#\s*include\s*[<"](rlflow/[^>"]+)[>"]')
 # A forwarding header: exactly these three lines (plus blank lines), both paths the same.
@@ -27,22 +31,18 @@ FORWARDING_RE = re.compile(
 
 
 def read_map(path):
-    """(ordered layer names, {folder: layer index}) from layers.txt."""
+    """(ordered layer names, {folder: layer index}) from layers.txt; a folder in two layers is an error."""
     names, folders = [], {}
-    with open(path, encoding="utf-8") as f:
-        for number, line in enumerate(f, 1):
-            text = line.strip()
-            if not text or text.startswith("#"):
-                continue
-            parts = [p.strip() for p in text.split("|")]
-            if len(parts) != 3 or not parts[0] or not parts[1]:
-                raise SystemExit(f"{path}:{number}: expected 'name | folders | description'")
-            for folder in parts[1].split():
-                if folder in folders:
-                    raise SystemExit(f"{path}:{number}: folder '{folder}' is already in layer "
-                                     f"'{names[folders[folder]]}'")
-                folders[folder] = len(names)
-            names.append(parts[0])
+    try:
+        layers = layers_diagram.read_layers(path)
+    except ValueError as e:
+        raise SystemExit(str(e))
+    for name, layer_folders, _ in layers:
+        for folder in layer_folders:
+            if folder in folders:
+                raise SystemExit(f"{path}: folder '{folder}' is already in layer '{names[folders[folder]]}'")
+            folders[folder] = len(names)
+        names.append(name)
     return names, folders
 
 
@@ -124,8 +124,6 @@ def main():
     map_path = args.map or os.path.join(args.root, "cmake", "layers.txt")
     errors, count, forwards = check(args.root, map_path)
     if args.doc:
-        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
-        import layers_diagram
         with open(args.doc, encoding="utf-8") as f:
             text = f.read()
         try:
