@@ -119,6 +119,7 @@ demo: configure
 	$(RUN_ENV) ./$(BUILD)/examples/$(DEMO) $(DEMO_ARGS)
 
 bench: build
+	cmake --build $(BUILD) -j$(JOBS) --target rlflow_benchmarks
 	@for b in $$(find $(BUILD)/benchmarks -type f -executable -name 'bench_*' | sort); do \
 	  echo "== $$b"; $$b --benchmark_min_time=0.2 $(BENCH_ARGS) || exit 1; done
 

@@ -34,8 +34,10 @@ log=$build.compile.log
 command -v /usr/bin/time >/dev/null || { echo "compile_cost.sh needs /usr/bin/time (apt-get install time)"; exit 2; }
 nvcc=$(command -v /usr/local/cuda/bin/nvcc nvcc 2>/dev/null | head -1 || true)
 cuda=()
-if [[ -n $nvcc ]]; then
-  cuda=(-DCMAKE_CUDA_COMPILER="$nvcc" -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_CUDA_COMPILER_LAUNCHER="$root/tools/compile_launcher.sh")
+if [[ -n $nvcc ]]; then  # as the Makefile: a compile check where no GPU answers
+  cuda=(-DCMAKE_CUDA_COMPILER="$nvcc" -DCMAKE_CUDA_COMPILER_LAUNCHER="$root/tools/compile_launcher.sh")
+  if nvidia-smi -L >/dev/null 2>&1; then cuda+=(-DCMAKE_CUDA_ARCHITECTURES=90)
+  else cuda+=(-DCMAKE_CUDA_ARCHITECTURES=90-virtual -DRLFLOW_CUDA_COMPILE_CHECK=ON); fi
 fi
 rm -rf "$build" "$log"
 export CCACHE_DISABLE=1 RLFLOW_COMPILE_LOG=$log
