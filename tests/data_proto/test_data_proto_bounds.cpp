@@ -93,6 +93,8 @@ TEST_CASE("bounds: row counts are checked before anything is allocated", "[data_
   CHECK_THROWS_AS(small.sample_level_repeat(counts), shape_error);
   CHECK_THROWS_AS(DataProto::concat({e, e}), shape_error);
   CHECK_THROWS_WITH(DataProto::concat({e, e}), Catch::Contains("8589934592"));
+  CHECK_THROWS_AS(small.make_iterator(1, big), value_error);  // 2 * big mini-batches
+  CHECK(small.make_iterator(1, big / 2).count() == 2 * (big / 2));
   // within the limits the same operations still give the plain results
   auto const z = DataProto::from_dict({{"z", Tensor::zeros(DType::float32, Shape{2, std::int64_t{1} << 20, 0})}});
   CHECK(z.repeat(3).tensor("z").shape() == Shape{6, std::int64_t{1} << 20, 0});
