@@ -812,3 +812,43 @@ TEST_CASE("docs/configuration.md lists every key with its default and every chec
     CHECK_THAT(doc, Catch::Contains(std::string("`") + std::string(row.name) + "`"));
   }
 }
+
+TEST_CASE("an unterminated quote is a format_error at the line where it opens", "[config][files]") {
+  using rlflow::detail::parse_yaml_flat;
+  auto const err = [](std::string const& text) {
+    try {
+      parse_yaml_flat(text, "q.yaml");
+    } catch (rlflow::format_error const& e) {
+      return std::string(e.what());
+    }
+    return std::string("(accepted)");
+  };
+  // block style: a value, a key, a list item, after an anchor; double and single quotes
+  CHECK_THAT(err("a: 1\nb: \"text\nc: 3\nd: 4\n"), Catch::Contains("q.yaml:2:") && Catch::Contains("unterminated"));
+  CHECK_THAT(err("a: 1\nb: 'text\nc: 3\n"), Catch::Contains("q.yaml:2:") && Catch::Contains("unterminated"));
+  CHECK_THAT(err("a: 1\n\"b: 2\nc: 3\n"), Catch::Contains("q.yaml:2:") && Catch::Contains("unterminated"));
+  CHECK_THAT(err("a:\n  x: 1\n  'y: 2\n"), Catch::Contains("q.yaml:3:") && Catch::Contains("unterminated"));
+  CHECK_THAT(err("a:\n  - ok\n  - \"x\n  - y\n"), Catch::Contains("q.yaml:3:") && Catch::Contains("unterminated"));
+  CHECK_THAT(err("a: &v \"x\nb: 1\n"), Catch::Contains("q.yaml:1:") && Catch::Contains("unterminated"));
+  CHECK_THAT(err("a: \"x\n"), Catch::Contains("q.yaml:1:") && Catch::Contains("unterminated"));
+  // an escaped quote does not close the scalar
+  CHECK_THAT(err("a: \"x\\\"\nb: 1\n"), Catch::Contains("q.yaml:1:") && Catch::Contains("unterminated double"));
+  CHECK_THAT(err("a: 'it''\nb: 1\n"), Catch::Contains("q.yaml:1:") && Catch::Contains("unterminated single"));
+  // flow style: a value and a key (yaml-cpp itself reports the end of input, one line later)
+  CHECK_THAT(err("a: 1\nb: [1, 'x]\nc: 3\n"), Catch::Contains("q.yaml:2:") && Catch::Contains("unterminated"));
+  CHECK_THAT(err("a: 1\nb: {\"k: 1}\nc: 3\n"), Catch::Contains("q.yaml:2:") && Catch::Contains("unterminated"));
+  // closed quotes, escapes and multi-line quoted scalars still read as before
+  auto const ok = parse_yaml_flat("a: \"multi\n  line\"\nb: 'it''s'\nc: \"x\\\"y\"\nd: it's\ne: [\"p\", 'q']\n", "q.yaml");
+  REQUIRE(ok.size() == 5);
+  CHECK(ok[0].text == "multi line");
+  CHECK(ok[1].text == "it's");
+  CHECK(ok[2].text == "x\"y");
+  CHECK(ok[3].text == "it's");
+  CHECK(ok[4].items == std::vector<std::string>{"p", "q"});
+  // through the config: the later keys are not swallowed silently
+  TrainerConfig c;
+  CHECK_THROWS_AS(c.apply_text("data:\n  prompt_key: \"question\n  train_batch_size: 3\n", "yaml", "x.yaml"),
+                  rlflow::format_error);
+  CHECK_THROWS_WITH(c.apply_text("data:\n  prompt_key: \"question\n  train_batch_size: 3\n", "yaml", "x.yaml"),
+                    Catch::Contains("x.yaml:2:"));
+}

@@ -1,6 +1,7 @@
 // Fuzz target: safetensors::File (a file from disk or another tool) and the GPT config in its
-// metadata (engine::detail::check_config). Silent accept: an rlflow-written file (both checksums
-// present) accepted with tensors (names, dtypes, shapes or bytes) that differ from every seed's.
+// metadata (engine::detail::check_config). Silent accept: an rlflow-written file (an "rlflow."
+// metadata key and the index checksum present) accepted with tensors (names, dtypes, shapes or
+// bytes) that differ from every seed's.
 #define RLFLOW_FUZZ_NAME "safetensors"
 #include "fuzz/fuzz_driver.hpp"
 
@@ -82,7 +83,8 @@ fuzz::outcome fuzz_one(std::string_view in) {
     auto const cfg = tiny_gpt();
     engine::detail::check_config(f, cfg);  // a format_error or config_error unless it matches
   }
-  bool const checksummed = f.metadata().count("rlflow.fnv1a64") && f.metadata().count("rlflow.index_fnv1a64");
+  // rlflow wrote it (an "rlflow." key) and its index is checksummed: what loads must be a seed's
+  bool const checksummed = f.rlflow_written() && f.metadata().count("rlflow.index_fnv1a64");
   if (checksummed && !seed_digests().count(digest(f))) return fuzz::outcome::silent_accept;
   return fuzz::outcome::accepted;
 }

@@ -9,6 +9,8 @@
 
 #include <fstream>
 #include <functional>
+#include <algorithm>  // std::count, std::equal
+#include <fcntl.h>    // open
 #include <sys/wait.h>
 #include <random>
 #include <unistd.h>
@@ -190,7 +192,6 @@ TEST_CASE("a GPT config in the metadata with floats or out-of-range integers is 
     engine::save_weights(p, cfg, w);
     edit_header(p, [&](auto& h) {
       h["__metadata__"]["rlflow.gpt_config"] = bad;
-      h["__metadata__"].erase("rlflow.index_fnv1a64");
     });
     REQUIRE_THROWS_AS(engine::load_weights(p, cfg), format_error);
   }
@@ -217,5 +218,86 @@ TEST_CASE("safetensors: swapped offsets of two same-shape tensors fail the index
   REQUIRE_THROWS_AS(st::File::load(p), format_error);
   // a directory is not a file
   REQUIRE_THROWS_AS(st::File::load(root), io_error);
+  fs::remove_all(root);
+}
+
+namespace {
+//! What 'f' writes to stderr (fd 2) while it runs.
+template <class F>
+std::string stderr_of(F&& f) {
+  auto const p = fs::temp_directory_path() / ("rlflow_hardening_stderr_" + std::to_string(::getpid()));
+  std::fflush(stderr);
+  int const saved = ::dup(2);
+  int const fd = ::open(p.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  ::dup2(fd, 2);
+  ::close(fd);
+  try {
+    f();
+  } catch (...) {
+    std::fflush(stderr);
+    ::dup2(saved, 2);
+    ::close(saved);
+    throw;
+  }
+  std::fflush(stderr);
+  ::dup2(saved, 2);
+  ::close(saved);
+  std::string s = slurp(p);
+  fs::remove(p);
+  return s;
+}
+void rename_meta(nlohmann::ordered_json& h, std::string const& from, std::string const& to) {
+  auto& m = h["__metadata__"];
+  m[to] = m[from];
+  m.erase(from);
+}
+}  // namespace
+
+TEST_CASE("safetensors: a file rlflow wrote must carry its checksums, a foreign file loads with a notice",
+          "[hardening][safetensors]") {
+  auto root = fresh_dir("marker");
+  auto const cfg = tiny_gpt();
+  engine::TrainingEngine a(cfg);
+  auto const p = root / "c.safetensors";
+  engine::save_checkpoint(p, a);
+  REQUIRE(st::File::load(p).metadata().at("rlflow.writer") == "rlflow");
+  auto const good = slurp(p);
+  // the data checksum key renamed by one byte, then one weight byte changed
+  edit_header(p, [](auto& h) { rename_meta(h, "rlflow.fnv1a64", "rlflow.fnv1a65"); });
+  auto bytes = slurp(p);
+  bytes.back() = static_cast<char>(bytes.back() ^ 0x40);
+  put(p, bytes);
+  engine::TrainingEngine b(cfg);
+  std::vector<float> const before(b.params().begin(), b.params().end());
+  REQUIRE_THROWS_AS(engine::load_checkpoint(p, b), format_error);
+  REQUIRE_THROWS_WITH(engine::load_checkpoint(p, b), Catch::Contains(p.string()) && Catch::Contains("'rlflow.fnv1a64'"));
+  REQUIRE(std::equal(before.begin(), before.end(), b.params().begin()));  // engine untouched
+  // the index checksum key renamed: also a format_error naming it
+  put(p, good);
+  edit_header(p, [](auto& h) { rename_meta(h, "rlflow.index_fnv1a64", "rlflow.index_fnv1a6"); });
+  REQUIRE_THROWS_WITH(st::File::load(p), Catch::Contains(p.string()) && Catch::Contains("'rlflow.index_fnv1a64'"));
+  // the marker renamed as well: the other rlflow keys still say rlflow wrote it
+  put(p, good);
+  edit_header(p, [](auto& h) {
+    rename_meta(h, "rlflow.writer", "rlflow.writes");
+    rename_meta(h, "rlflow.fnv1a64", "xlflow.fnv1a64");
+  });
+  REQUIRE_THROWS_WITH(st::File::load(p), Catch::Contains("'rlflow.fnv1a64'"));
+  // the unedited file loads silently
+  put(p, good);
+  engine::TrainingEngine c(cfg);
+  REQUIRE(stderr_of([&] { engine::load_checkpoint(p, c); }).empty());
+  // a foreign file (no rlflow key at all) loads, with one line on stderr naming it
+  auto const q = root / "foreign.safetensors";
+  std::string text = R"({"t":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})";
+  while (text.size() % 8) text.push_back(' ');
+  std::string file(8, '\0');
+  for (int i = 0; i < 8; ++i) file[static_cast<std::size_t>(i)] = static_cast<char>(text.size() >> (8 * i));
+  put(q, file + text + std::string(4, '\0'));
+  std::size_t n = 0;
+  std::string const note = stderr_of([&] { n = st::File::load(q).bytes("t").size(); });
+  REQUIRE(n == 4);
+  REQUIRE(std::count(note.begin(), note.end(), '\n') == 1);
+  REQUIRE_THAT(note, Catch::Contains(q.string()) && Catch::Contains("no rlflow checksum"));
   fs::remove_all(root);
 }

@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -125,4 +126,20 @@ TEST_CASE("the string tasks still build their datasets", "[data]") {
   auto ds = t.make_dataset(4, 1);
   CHECK(ds.size() == 4);
   CHECK(ds[0].extra_info.empty());
+}
+
+TEST_CASE("next_batch rejects a negative position index and keeps the drop_last order", "[data]") {
+  rlflow::PromptDataset const ds({{"a", "1"}, {"b", "2"}, {"c", "3"}}, /*shuffle=*/false);
+  rlflow::DataPosition bad{0, -1};
+  REQUIRE_THROWS_AS(ds.next_batch(bad, 2), rlflow::value_error);
+  REQUIRE_THROWS_WITH(ds.next_batch(bad, 2), Catch::Contains("index -1"));
+  REQUIRE(bad == rlflow::DataPosition{0, -1});  // untouched
+  // a past-the-end index starts the next epoch, as one that leaves fewer than batch_size prompts
+  rlflow::DataPosition far{0, std::numeric_limits<std::int64_t>::max()};
+  auto const b = ds.next_batch(far, 2);
+  REQUIRE(far == rlflow::DataPosition{1, 2});
+  REQUIRE(b.at(0).prompt == "a");
+  rlflow::DataPosition pos{0, 2};
+  REQUIRE(ds.next_batch(pos, 2).at(1).prompt == "b");
+  REQUIRE(pos == rlflow::DataPosition{1, 2});
 }

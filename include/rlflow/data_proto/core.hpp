@@ -264,6 +264,13 @@ class DataProto {
   static constexpr char format_magic[8] = {'R', 'L', 'F', 'D', 'P', 'R', 'O', 'T'};
   static constexpr std::uint32_t format_version = 1;
   static constexpr int max_value_depth = 64;
+  //! The most rows a DataProto holds (2^32): loading rejects a larger batch size and every row
+  //! operation checks the count it forms against it before allocating (shape_error).
+  static constexpr std::int64_t max_rows = std::int64_t{1} << 32;
+  //! The largest tensor dimension and product of a tensor's non-zero dimensions (2^48), checked
+  //! at load time and by row operations; keeps Shape::numel's left-to-right product in int64
+  //! even for zero-element shapes such as (4, 2^62, 0).
+  static constexpr std::int64_t max_elements = std::int64_t{1} << 48;
 
   // ---- misc -----------------------------------------------------------------------------------
 
@@ -307,6 +314,13 @@ class DataProto {
   DataProto gather(std::span<std::int64_t const> idx) const;
   //! Contiguous rows [b, e) as views.
   DataProto view(std::int64_t b, std::int64_t e) const;
+  //! shape_error when a result of 'rows' rows would break max_rows, or a tensor's row shape
+  //! repeated 'rows' times would break max_elements (overflow-safe); 'where' names the operation.
+  void check_rows_formed(const char* where, std::int64_t rows) const;
+  static void check_tensor_rows(const char* where, std::string const& key, Tensor const& t, std::int64_t rows);
+  //! n * times and a + b as row counts, or shape_error with the numbers (overflow, max_rows).
+  static std::int64_t rows_times(const char* where, std::int64_t n, std::int64_t times);
+  static std::int64_t rows_plus(const char* where, std::int64_t a, std::int64_t b);
   std::vector<std::int64_t> normalize_indices(std::span<std::int64_t const> idx, const char* where) const;
   static Meta merge_meta(std::span<DataProto const> parts);
   static DataProto parse_body(detail::ByteReader& r);

@@ -118,22 +118,39 @@ Dist<T> split_rows(T const& x, SplitContext& ctx, bool allow_padding, const char
                             allow_padding ? "" : " (this mode does not pad: pad the data first)"));
     chunks = tr::chunk(x, k);
   }
+  ctx.chunk_rows = tr::size(chunks.front());  // every chunk holds the same count: n (+ padding) is a multiple of k
   if (Layout::is_identity(ctx.shape)) return Dist<T>::scatter(std::move(chunks));
   std::vector<int> index(static_cast<std::size_t>(ctx.shape.world_size));
   for (int r = 0; r < ctx.shape.world_size; ++r) index[static_cast<std::size_t>(r)] = Layout::dp_rank(r, ctx.shape);
   return Dist<T>::scatter(std::move(chunks), std::move(index));
 }
 
-//! Concatenates the collectors' results in DP order (checked: exactly one per DP rank) and
-//! trims the auto-padding rows.
+//! Throws worker_error when rank r's result does not hold one row per row of its input chunk.
+template <class T>
+void check_result_rows(T const& out, int r, CollectContext const& ctx, const char* mode) {
+  std::int64_t const got = row_traits<T>::size(out);
+  if (ctx.chunk_rows >= 0 && got != ctx.chunk_rows)
+    throw worker_error(msg(ctx.role, "::", ctx.method, " (", mode, "): worker rank ", r, " returned ", got, " rows for its ",
+                           ctx.chunk_rows, "-row input chunk; a ", mode, " method returns one row per input row (a ",
+                           "method that changes the row count needs a mode declaring 'changes_row_count = true')"));
+}
+
+//! Concatenates the collectors' results in DP order (checked: exactly one per DP rank; unless
+//! 'check_rows' is false, each holds as many rows as its input chunk) and trims the auto-padding rows.
 template <class Layout, class T>
-T collect_rows(std::vector<T>&& outs, CollectContext const& ctx, const char* mode) {
+T collect_rows(std::vector<T>&& outs, CollectContext const& ctx, const char* mode, bool check_rows = true) {
   static_assert(row_container<T>,
                 "rlflow::dispatch::DPComputeProto: the method's return type is not a row container; return a "
                 "rlflow::DataProto or specialize rlflow::dispatch::row_traits<T>");
   using tr = row_traits<T>;
   T out;
+  if (!check_rows && ctx.pad > 0)
+    throw worker_error(msg(ctx.role, "::", ctx.method, " (", mode, "): the input was auto-padded by ", ctx.pad,
+                           " rows but this mode's methods change the row count, so the padding rows cannot be found in ",
+                           "the result; pass a multiple of the DP size rows or turn auto-padding off"));
   if (Layout::is_identity(ctx.shape)) {
+    if (check_rows)
+      for (std::size_t r = 0; r < outs.size(); ++r) check_result_rows(outs[r], static_cast<int>(r), ctx, mode);
     out = tr::concat(std::span<T const>(outs));
   } else {
     int const k = Layout::dp_size(ctx.shape);
@@ -150,6 +167,7 @@ T collect_rows(std::vector<T>&& outs, CollectContext const& ctx, const char* mod
                               " and ", r, " are both collectors of DP rank ", d,
                               "; a mesh layout must mark exactly one collector per DP group"));
       from[static_cast<std::size_t>(d)] = r;
+      if (check_rows) check_result_rows(outs[static_cast<std::size_t>(r)], r, ctx, mode);
       by_dp[static_cast<std::size_t>(d)] = std::move(outs[static_cast<std::size_t>(r)]);
     }
     for (int d = 0; d < k; ++d)
@@ -187,7 +205,7 @@ struct padded_row_mode {
   }
   template <class R>
   static R collect(std::vector<R>&& outs, CollectContext const& ctx) {
-    return collect_rows<Layout>(std::move(outs), ctx, Mode::mode_name);
+    return collect_rows<Layout>(std::move(outs), ctx, Mode::mode_name, !changes_row_count_v<Mode>);
   }
 };
 }  // namespace detail
@@ -226,7 +244,8 @@ struct DPComputeProtoWithFunc {
   }
   template <class R>
   static R collect(std::vector<R>&& outs, CollectContext const& ctx) {
-    return detail::collect_rows<GroupMesh>(std::move(outs), ctx, "DPComputeProtoWithFunc");
+    return detail::collect_rows<GroupMesh>(std::move(outs), ctx, "DPComputeProtoWithFunc",
+                                           !changes_row_count_v<DPComputeProtoWithFunc>);
   }
 };
 

@@ -4,6 +4,7 @@
 // the ranks: one shared value or one value per rank), SplitContext / CollectContext, and the
 // execute modes (execute::All, execute::RankZero). Does not define any mode (see one_to_all.hpp...).
 #pragma once
+#include <concepts>  // std::convertible_to
 #include <cstdint>
 #include <string_view>
 #include <type_traits>
@@ -166,6 +167,7 @@ struct SplitContext {
   std::int64_t pad = -1;      //!< rows of auto-padding added (-1: no padded argument yet)
   std::int64_t padded_from = -1;  //!< row count of the first padded argument, before padding
   std::int64_t rows = -1;         //!< row count of the first row-container argument (-1: none yet)
+  std::int64_t chunk_rows = -1;   //!< rows of each DP rank's chunk, padding included (-1: no row argument)
   std::size_t rows_arg = 0;       //!< its position
 
   //! The same value for every rank: borrowed from the driver for blocking calls on lvalues,
@@ -208,7 +210,18 @@ struct CollectContext {
   std::string_view role;
   std::string_view method;
   std::int64_t pad = 0;  //!< rows of auto-padding to trim from a row-container result
+  std::int64_t chunk_rows = -1;  //!< rows each DP rank received (-1: unknown, the result's rows are not checked)
 };
+
+//! Whether dispatch mode D's methods may return a row count other than their input chunk's.
+//! The row modes (DPComputeProto and its family) check each worker's result rows against its
+//! chunk unless the mode declares 'static constexpr bool changes_row_count = true;' (e.g. a
+//! mode for a method that returns n rows per input row). Default: false.
+template <class D>
+inline constexpr bool changes_row_count_v = [] {
+  if constexpr (requires { { D::changes_row_count } -> std::convertible_to<bool>; }) return static_cast<bool>(D::changes_row_count);
+  else return false;
+}();
 
 namespace dispatch::detail {
 //! Checks a per-rank argument has one value per rank.

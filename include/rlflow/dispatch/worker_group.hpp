@@ -217,13 +217,14 @@ template <class E>
 struct split_call {
   typename dists_of<typename E::method::traits::params>::type args;
   std::int64_t pad = 0;
+  std::int64_t chunk_rows = -1;  //!< rows each DP rank received (row modes; -1: none)
 };
 
 //! Collects entry E's results (one per rank; rank 0's alone for execute::RankZero) into 'out'
 //! with E's dispatch mode. Both transports end a call with it.
 template <class E, class Ret, class C>
 void collect_into(std::optional<C>& out, std::vector<std::optional<Ret>>& results, GroupShape const& shape,
-                  std::int64_t pad) {
+                  std::int64_t pad, std::int64_t chunk_rows) {
   using M = typename E::method;
   if constexpr (M::execute_mode_type::rank_zero_only) {
     out.emplace(std::move(*results[0]));
@@ -231,7 +232,7 @@ void collect_into(std::optional<C>& out, std::vector<std::optional<Ret>>& result
     std::vector<Ret> outs;
     outs.reserve(results.size());
     for (auto& o : results) outs.push_back(std::move(*o));
-    CollectContext cctx{shape, entry_names<E>::role(), entry_names<E>::method(), pad};
+    CollectContext cctx{shape, entry_names<E>::role(), entry_names<E>::method(), pad, chunk_rows};
     out.emplace(M::dispatch_mode_type::collect(std::move(outs), cctx));
   }
 }
@@ -339,6 +340,7 @@ class InProcessTransport {
       st.collect_on_driver = true;
       st.args = std::move(s.args);
       st.pad = s.pad;
+      st.chunk_rows = s.chunk_rows;
       post<E, I>(st, thunk);
       st.wait();
       settle<E>(&st);  // on this thread, awake (see run)
@@ -348,6 +350,7 @@ class InProcessTransport {
       auto st = std::make_shared<CallState<E>>(*this);
       st->args = std::move(s.args);
       st->pad = s.pad;
+      st->chunk_rows = s.chunk_rows;
       post<E, I>(*st, thunk);
       return Pending<C>(std::shared_ptr<Completion<C>>(std::move(st)));
     }
@@ -401,6 +404,7 @@ class InProcessTransport {
     std::atomic<int> remaining{0};
     InProcessTransport* transport = nullptr;
     std::int64_t pad = 0;
+    std::int64_t chunk_rows = -1;
     bool posted = false;
     //! Blocking calls collect on the waiting driver (see run); non-blocking ones on the last rank.
     bool collect_on_driver = false;
@@ -486,7 +490,7 @@ class InProcessTransport {
                                           what, failed);
       }
       if constexpr (!std::is_void_v<typename M::result_type>)
-        rlflow::detail::collect_into<E>(st->value, st->results, t.shape_, st->pad);
+        rlflow::detail::collect_into<E>(st->value, st->results, t.shape_, st->pad, st->chunk_rows);
     } catch (...) {
       st->error = std::current_exception();
     }
@@ -682,6 +686,7 @@ class WorkerGroup {
        ...);
     }(std::make_index_sequence<params::size>{});
     s.pad = ctx.pad > 0 ? ctx.pad : 0;
+    s.chunk_rows = ctx.chunk_rows;
     return transport_.template submit<E, I>(std::move(s), thunk);
   }
 

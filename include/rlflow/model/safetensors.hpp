@@ -4,8 +4,10 @@
 // File (the whole file read and validated before any tensor is handed out). Adds one metadata
 // entry, "rlflow.fnv1a64", a checksum of the data section, so corrupt bytes are caught too, and
 // "rlflow.index_fnv1a64", a checksum of the tensor index (names, dtypes, shapes, offsets), so an
-// edited header (e.g. two same-shape tensors' offsets swapped) is caught; files of other writers
-// (or older rlflow files without the entry) are checked structurally only.
+// edited header (e.g. two same-shape tensors' offsets swapped) is caught, and the marker
+// "rlflow.writer": "rlflow". A file with the marker or any other "rlflow." key must carry the data
+// checksum (and, with the marker, the index checksum), so renaming a key cannot switch a check
+// off; files of other writers are checked structurally only, with a one-line notice on stderr.
 // Does not memory-map; assumes a little-endian host (x86-64, aarch64).
 #pragma once
 #include <algorithm>    // std::sort
@@ -119,6 +121,9 @@ inline std::string hex64(std::uint64_t h) {
 }
 }  // namespace detail
 
+//! The metadata key rlflow writes into every file it saves (value "rlflow").
+inline constexpr char const* writer_key = "rlflow.writer";
+
 //! Writes tensors (in the given order) and string metadata to 'path' atomically: the bytes go to
 //! a temporary file in the same directory, which is fsynced and renamed over 'path'; a crash
 //! leaves either the old file or the new one. Throws io_error (with the OS reason) or shape_error.
@@ -143,6 +148,7 @@ inline void save(std::filesystem::path const& path, std::vector<TensorRecord> co
     offset += nbytes;
     for (std::byte b : t.bytes) h = (h ^ static_cast<std::uint64_t>(b)) * 0x100000001b3ull;
   }
+  metadata[writer_key] = "rlflow";
   metadata["rlflow.fnv1a64"] = detail::hex64(h);
   std::uint64_t ih = 0xcbf29ce484222325ull;
   for (auto const& [name, rec] : index)
@@ -221,6 +227,9 @@ class File {
     std::fclose(fp);
     if (size < 0 || got != f.bytes_.size()) throw io_error(msg("rlflow::safetensors::File::load: reading ", f.path_, " failed"));
     f.parse();
+    if (!f.rlflow_written())
+      std::fprintf(stderr, "rlflow: note: %s carries no rlflow checksum (written by another tool); its tensors are checked "
+                           "structurally only\n", f.path_.c_str());
     return f;
   }
 
@@ -235,6 +244,10 @@ class File {
   }
 
   std::map<std::string, std::string> const& metadata() const { return meta_; }
+  //! The metadata says rlflow wrote the file (the marker or another "rlflow." key); its checksums were then required.
+  bool rlflow_written() const {
+    return std::any_of(meta_.begin(), meta_.end(), [](auto const& kv) { return kv.first.rfind("rlflow.", 0) == 0; });
+  }
   std::vector<std::string> names() const {
     std::vector<std::string> n;
     for (auto const& [k, v] : info_) n.push_back(k);
@@ -320,6 +333,19 @@ class File {
       at = e;
     }
     if (at != size - data_start_) fail(msg("the tensors cover ", at, " data bytes but the file holds ", size - data_start_));
+    // A file that says rlflow wrote it must carry the checksums rlflow writes (a renamed key
+    // would otherwise switch the check off); older rlflow files lack only the marker and the index checksum.
+    if (rlflow_written()) {
+      auto const says = meta_.count(writer_key) ? std::string(writer_key) : meta_.lower_bound("rlflow.")->first;
+      auto const need = [&](char const* key) {
+        if (!meta_.count(key))
+          throw format_error(msg("rlflow::safetensors: ", path_, " says rlflow wrote it (metadata key '", says,
+                                 "') but lacks the checksum key '", key, "'; the header was edited or damaged, ",
+                                 "re-create the file from a good copy"));
+      };
+      need("rlflow.fnv1a64");
+      if (meta_.count(writer_key)) need("rlflow.index_fnv1a64");
+    }
     if (auto it = meta_.find("rlflow.fnv1a64"); it != meta_.end()) {
       char hex[17];
       std::snprintf(hex, sizeof hex, "%016llx",

@@ -228,8 +228,8 @@ class MpiTransport {
     }(std::make_index_sequence<params::size>{});
     send_all(*st, ranks);
 
-    st->finish = [shape = shape_, pad = s.pad](Call<Ret, C>& c, auto& res) {
-      if constexpr (!std::is_void_v<Ret>) rlflow::detail::collect_into<E>(c.value, res, shape, pad);
+    st->finish = [shape = shape_, pad = s.pad, chunk_rows = s.chunk_rows](Call<Ret, C>& c, auto& res) {
+      if constexpr (!std::is_void_v<Ret>) rlflow::detail::collect_into<E>(c.value, res, shape, pad, chunk_rows);
     };
     if constexpr (M::is_blocking) {
       wait_blocking(*st);

@@ -8,7 +8,10 @@ RLFLOW_DECL std::vector<PromptItem> PromptDataset::next_batch(DataPosition& pos,
   if (batch_size <= 0 || batch_size > size())
     throw config_error(msg("rlflow::PromptDataset: data.train_batch_size=", batch_size, " but the dataset holds ",
                            size(), " prompts; lower data.train_batch_size or provide more prompts"));
-  if (pos.index + batch_size > size()) {
+  if (pos.index < 0)
+    throw value_error(msg("rlflow::PromptDataset::next_batch: position index ", pos.index, " (epoch ", pos.epoch,
+                          ") is negative; a position counts prompts from 0 within its epoch"));
+  if (pos.index > size() - batch_size) {  // fewer than batch_size prompts left (no overflow: batch_size <= size())
     ++pos.epoch;
     pos.index = 0;
   }

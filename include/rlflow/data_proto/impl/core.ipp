@@ -36,6 +36,9 @@ RLFLOW_DECL DataProto DataProto::from_dict(TensorColumns tensors, NonTensorColum
 
 RLFLOW_DECL DataProto DataProto::with_batch_size(std::int64_t rows, Meta meta) {
   if (rows < 0) throw value_error(msg("rlflow::DataProto::with_batch_size: rows = ", rows, " must be >= 0"));
+  if (rows > max_rows)
+    throw value_error(msg("rlflow::DataProto::with_batch_size: rows = ", rows, " is more than DataProto::max_rows = ",
+                          max_rows, "; split the batch"));
   DataProto d;
   d.has_batch_ = true;
   d.batch_size_ = rows;

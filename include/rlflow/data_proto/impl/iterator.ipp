@@ -15,6 +15,9 @@ RLFLOW_DECL MiniBatchIterator::MiniBatchIterator(DataProto data, std::int64_t mi
     throw value_error(msg("rlflow::DataProto::make_iterator: ", n, " % ", mbs_, " != 0; the batch size must be a ",
                           "multiple of mini_batch_size (pad with pad_to_divisor or change mini_batch_size)"));
   per_epoch_ = n / mbs_;
+  if (std::int64_t c = 0; __builtin_mul_overflow(per_epoch_, epochs_, &c))
+    throw value_error(msg("rlflow::DataProto::make_iterator: ", epochs_, " epochs of ", per_epoch_,
+                          " mini-batches overflow int64; ask for fewer epochs"));
 }
 
 RLFLOW_DECL std::optional<DataProto> MiniBatchIterator::next() {

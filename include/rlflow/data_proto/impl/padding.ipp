@@ -11,6 +11,7 @@ RLFLOW_DECL DataProto DataProto::padded(std::int64_t pad_size, PadPolicy policy)
   if (n == 0)
     throw value_error(msg("rlflow::DataProto::padded: cannot pad an empty DataProto by ", pad_size,
                           " rows: there is no row to copy; skip padding when size() == 0"));
+  check_rows_formed("padded", rows_plus("padded", n, pad_size));
   std::vector<std::int64_t> idx(static_cast<std::size_t>(n + pad_size));
   for (std::int64_t i = 0; i < n; ++i) idx[static_cast<std::size_t>(i)] = i;
   for (std::int64_t j = 0; j < pad_size; ++j)

@@ -4,6 +4,44 @@
 
 namespace rlflow {
 
+RLFLOW_DECL std::int64_t DataProto::rows_times(const char* where, std::int64_t n, std::int64_t times) {
+  std::int64_t r = 0;
+  if (__builtin_mul_overflow(n, times, &r) || r > max_rows)
+    throw shape_error(msg("rlflow::DataProto::", where, ": ", n, " rows repeated ", times, " times give more than ",
+                          "DataProto::max_rows = ", max_rows, " rows; split the batch or repeat fewer times"));
+  return r;
+}
+
+RLFLOW_DECL std::int64_t DataProto::rows_plus(const char* where, std::int64_t a, std::int64_t b) {
+  std::int64_t r = 0;
+  bool const over = __builtin_add_overflow(a, b, &r);
+  if (over || r > max_rows)
+    throw shape_error(msg("rlflow::DataProto::", where, ": ", a, " + ", b, " rows ",
+                          over ? std::string("overflow int64") : msg("= ", r), ", more than DataProto::max_rows = ",
+                          max_rows, "; split the batch"));
+  return r;
+}
+
+RLFLOW_DECL void DataProto::check_tensor_rows(const char* where, std::string const& key, Tensor const& t, std::int64_t rows) {
+  std::int64_t extent = rows;  // product of the result's non-zero dimensions
+  bool over = false;
+  for (int i = 1; i < t.rank() && !over; ++i) {
+    std::int64_t const di = t.shape()[i];
+    if (di != 0) over = __builtin_mul_overflow(extent, di, &extent) || extent > max_elements;
+  }
+  if (over)
+    throw shape_error(msg("rlflow::DataProto::", where, ": tensor '", key, "' would have ", rows, " rows of shape ",
+                          t.shape().tail().str(), ", whose non-zero dimensions multiply past DataProto::max_elements = ",
+                          max_elements, "; split the batch or shrink the tensor"));
+}
+
+RLFLOW_DECL void DataProto::check_rows_formed(const char* where, std::int64_t rows) const {
+  if (rows > max_rows)
+    throw shape_error(msg("rlflow::DataProto::", where, ": the result would have ", rows, " rows, more than ",
+                          "DataProto::max_rows = ", max_rows, "; split the batch"));
+  for (auto const& [k, t] : batch_) check_tensor_rows(where, k, t, rows);
+}
+
 RLFLOW_DECL DataProto DataProto::view(std::int64_t b, std::int64_t e) const {
   for (auto const& [k, c] : non_tensor_)  // a column edited through non_tensor(key) may be short
     if (b < 0 || e < b || static_cast<std::int64_t>(c.size()) < e)
@@ -75,6 +113,7 @@ RLFLOW_DECL DataProto DataProto::slice(std::int64_t begin, std::int64_t end, std
 }
 
 RLFLOW_DECL DataProto DataProto::index(std::span<std::int64_t const> idx) const {
+  check_rows_formed("index", static_cast<std::int64_t>(idx.size()));
   auto const norm = normalize_indices(idx, "index");
   return gather(norm);
 }
@@ -259,6 +298,9 @@ RLFLOW_DECL DataProto& DataProto::union_with(DataProto const& other) {
 
 RLFLOW_DECL std::vector<DataProto> DataProto::chunk(std::int64_t k) const {
   if (k <= 0) throw value_error(msg("rlflow::DataProto::chunk: chunks = ", k, " must be > 0"));
+  if (k > max_rows)
+    throw value_error(msg("rlflow::DataProto::chunk: chunks = ", k, " is more than DataProto::max_rows = ", max_rows,
+                          "; ask for at most one chunk per row"));
   std::int64_t const n = size(), base = n / k, rem = n % k;
   std::vector<DataProto> out;
   out.reserve(static_cast<std::size_t>(k));
@@ -356,6 +398,9 @@ RLFLOW_DECL DataProto DataProto::concat(std::span<DataProto const> parts) {
   }
   DataProto out;
   out.has_batch_ = first.has_batch_;
+  std::int64_t rows = 0;
+  for (auto const& p : parts) rows = rows_plus("concat", rows, p.size());
+  for (auto const& [k, t0] : first.batch_) check_tensor_rows("concat", k, t0, rows);
   for (auto const& p : parts) out.batch_size_ += p.has_batch_ ? p.batch_size_ : 0;
   std::vector<Tensor> ts(parts.size());
   for (auto const& [k, t0] : first.batch_) {
@@ -390,6 +435,7 @@ RLFLOW_DECL DataProto DataProto::concat(std::span<DataProto const> parts) {
 RLFLOW_DECL DataProto DataProto::repeat(std::int64_t times, bool interleave) const {
   if (times < 0) throw value_error(msg("rlflow::DataProto::repeat: repeat_times = ", times, " must be >= 0"));
   std::int64_t const n = size();
+  check_rows_formed("repeat", rows_times("repeat", n, times));
   std::vector<std::int64_t> idx;
   idx.reserve(static_cast<std::size_t>(n * times));
   if (interleave) {
@@ -407,11 +453,18 @@ RLFLOW_DECL DataProto DataProto::sample_level_repeat(std::span<std::int64_t cons
   if (static_cast<std::int64_t>(counts.size()) != n)
     throw shape_error(msg("rlflow::DataProto::sample_level_repeat: ", counts.size(), " repeat counts for ", n,
                           " rows; give one count per row"));
-  std::vector<std::int64_t> idx;
+  std::int64_t total = 0;
   for (std::int64_t i = 0; i < n; ++i) {
     std::int64_t const c = counts[static_cast<std::size_t>(i)];
     if (c < 0)
       throw value_error(msg("rlflow::DataProto::sample_level_repeat: count ", c, " for row ", i, " must be >= 0"));
+    total = rows_plus("sample_level_repeat", total, c);
+  }
+  check_rows_formed("sample_level_repeat", total);
+  std::vector<std::int64_t> idx;
+  idx.reserve(static_cast<std::size_t>(total));
+  for (std::int64_t i = 0; i < n; ++i) {
+    std::int64_t const c = counts[static_cast<std::size_t>(i)];
     for (std::int64_t r = 0; r < c; ++r) idx.push_back(i);
   }
   return gather(idx);
@@ -508,6 +561,9 @@ RLFLOW_DECL DataProto DataProto::unfold_column_chunks(std::int64_t n_split, std:
                           key_list(batch_), "; non-tensor keys: ", key_list(non_tensor_)));
   auto const is_split = [&](std::string const& k) { return std::find(split_keys.begin(), split_keys.end(), k) != split_keys.end(); };
   std::int64_t const n = size();
+  std::int64_t const rows = rows_times("unfold_column_chunks", n, n_split);
+  for (auto const& [k, t] : batch_)
+    if (!is_split(k)) check_tensor_rows("unfold_column_chunks", k, t, rows);  // split keys keep their element count
   std::vector<std::int64_t> rep;
   rep.reserve(static_cast<std::size_t>(n * n_split));
   for (std::int64_t i = 0; i < n; ++i)

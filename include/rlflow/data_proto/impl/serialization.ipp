@@ -210,6 +210,7 @@ RLFLOW_DECL DataProto DataProto::parse_body(detail::ByteReader& r) {
   d.has_batch_ = hb == 1;
   std::int64_t const bs = r.i64("batch size");
   if (bs < 0 || (!d.has_batch_ && bs != 0)) corrupt(msg("batch size ", bs, " is invalid"), r);
+  if (bs > max_rows) corrupt(msg("batch size ", bs, " is more than DataProto::max_rows = ", max_rows), r);
   d.batch_size_ = bs;
   std::uint32_t const nt = r.u32("tensor count");
   if (!d.has_batch_ && nt != 0) corrupt(msg(nt, " tensors without a batch"), r);
@@ -242,6 +243,10 @@ RLFLOW_DECL DataProto DataProto::parse_body(detail::ByteReader& r) {
         corrupt(msg("tensor '", k, "' has a shape whose element count overflows int64"), r);
       nonzero *= dj;
     }
+    // Bounding the non-zero product bounds every dimension and what a row operation forms from it.
+    if (nonzero > static_cast<std::uint64_t>(max_elements))
+      corrupt(msg("tensor '", k, "' of shape ", Shape(std::span<std::int64_t const>(dims.data(), rank)).str(),
+                  ": its non-zero dimensions multiply to ", nonzero, ", more than DataProto::max_elements = ", max_elements), r);
     std::uint64_t const numel = zero ? 0 : nonzero;
     if (numel > cap) corrupt(msg("tensor '", k, "' shape needs more than the ", r.remaining(), " bytes left"), r);
     Shape const shape(std::span<std::int64_t const>(dims.data(), rank));

@@ -67,6 +67,7 @@ class yaml_tree final : public YAML::EventHandler {
     std::string text;              //!< scalar text
     bool quoted = false;           //!< a quoted scalar or one tagged !!str
     int line = 0;                  //!< 1-based
+    int pos = -1;                  //!< character offset of the scalar (its anchor or tag first)
     std::vector<std::size_t> kids; //!< seq: items; map: key, value, key, value, ...
   };
   std::vector<node> nodes;
@@ -83,7 +84,7 @@ class yaml_tree final : public YAML::EventHandler {
     else nodes[open_.back()].kids.push_back(i);
   }
   std::size_t make(kind k, YAML::Mark const& m, YAML::anchor_t anchor) {
-    nodes.push_back(node{k, {}, false, line_of(m), {}});
+    nodes.push_back(node{k, {}, false, line_of(m), -1, {}});
     std::size_t const i = nodes.size() - 1;
     if (anchor != YAML::NullAnchor) anchors_[anchor] = i;
     add(i);
@@ -109,6 +110,7 @@ class yaml_tree final : public YAML::EventHandler {
   void OnScalar(YAML::Mark const& m, std::string const& tag, YAML::anchor_t anchor, std::string const& value) override {
     std::size_t const i = make(kind::scalar, m, anchor);
     nodes[i].text = value;
+    nodes[i].pos = m.pos;
     // yaml-cpp tags quoted scalars with the non-specific tag '!', plain ones with '?'
     nodes[i].quoted = tag == "!" || tag == "tag:yaml.org,2002:str";
   }
@@ -125,6 +127,34 @@ class yaml_tree final : public YAML::EventHandler {
     if (!open_.empty()) open_.pop_back();
   }
 };
+
+//! Rejects a quoted scalar whose closing quote never comes. yaml-cpp reports end of input inside
+//! a quoted scalar only on the quote's own line: once it has read a line break it folds every
+//! following line into the scalar and ends it at end of input, so 'b: "x' would swallow the rest
+//! of the file (later keys silently keep their defaults). Each quoted scalar yaml-cpp reported is
+//! scanned from its opening quote ("...": backslash escapes; '...': '' escapes).
+inline void yaml_check_quotes(yaml_tree const& t, std::string_view text, std::string_view source) {
+  for (auto const& n : t.nodes) {
+    if (n.k != yaml_tree::kind::scalar || n.pos < 0) continue;
+    std::size_t i = static_cast<std::size_t>(n.pos);
+    while (i < text.size() && (text[i] == '&' || text[i] == '!')) {  // anchor or tag before the scalar
+      while (i < text.size() && text[i] != ' ' && text[i] != '\n') ++i;
+      while (i < text.size() && text[i] == ' ') ++i;
+    }
+    if (i >= text.size() || (text[i] != '"' && text[i] != '\'')) continue;  // a plain or block scalar
+    char const q = text[i];
+    bool closed = false;
+    for (std::size_t j = i + 1; j < text.size() && !closed; ++j) {
+      if (q == '"' && text[j] == '\\') ++j;
+      else if (q == '\'' && text[j] == '\'' && j + 1 < text.size() && text[j + 1] == '\'') ++j;
+      else closed = text[j] == q;
+    }
+    if (!closed)
+      throw format_error(msg(source, ":", n.line, ": invalid YAML: unterminated ", q == '"' ? "double" : "single",
+                             " quote: the ", q, " opened here is never closed, so the rest of the file would be read as ",
+                             "one string; close the quote"));
+  }
+}
 
 //! A plain scalar YAML reads as null.
 inline bool yaml_null_text(std::string_view s) { return s.empty() || s == "~" || s == "null" || s == "Null" || s == "NULL"; }
@@ -240,8 +270,10 @@ RLFLOW_DECL std::vector<flat_entry> parse_yaml_flat(std::string_view text, std::
       last_start = tree.doc_start;
     }
   } catch (YAML::Exception const& e) {
+    yaml_check_quotes(tree, text, source);  // an unterminated quote is named where it opens, not at end of input
     throw format_error(msg(source, ":", e.mark.line >= 0 ? e.mark.line + 1 : 0, ": invalid YAML: ", e.msg));
   }
+  yaml_check_quotes(tree, text, source);
   std::vector<flat_entry> out;
   std::size_t visited = 0;
   for (std::size_t const r : tree.roots) {
