@@ -103,8 +103,12 @@ TEST_CASE("a reward role returning misshaped scores is a shape_error and the bat
     REQUIRE_THROWS_AS(t.step(), shape_error);
   }
   {
-    Trainer<GRPO, MisshapedReward<1, 0>> t(cfg, dataset(), task.charset(), quiet());  // one row too many per rank
-    REQUIRE_THROWS_AS(t.step(), shape_error);
+    // one row too many per rank: the dispatch's row-count check names the method, rank and counts
+    Trainer<GRPO, MisshapedReward<1, 0>> t(cfg, dataset(), task.charset(), quiet());
+    auto const pos = t.data_position();
+    REQUIRE_THROWS_AS(t.step(), worker_error);
+    REQUIRE_THROWS_WITH(t.step(), Catch::Contains("compute_rm_score") && Catch::Contains("returned 17 rows for its 16-row input chunk"));
+    REQUIRE(t.data_position() == pos);
   }
   fs::remove_all(dir);
 }
