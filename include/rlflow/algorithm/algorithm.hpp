@@ -27,7 +27,7 @@ struct estimator_name {
 //! algorithm.adv_estimator fixed at compile time. The named options below derive from it.
 template <detail::estimator_name Name>
 struct Estimator {
-  static_assert(find_estimator(Name.view()) != nullptr,
+  static_assert(has_estimator(Name.view()),
                 "rlflow::Estimator<name>: no advantage estimator has this name; use a name of the table in "
                 "rlflow/config/estimators.hpp (RLFLOW_ADV_ESTIMATORS)");
   using option_kind = algorithm_kind;

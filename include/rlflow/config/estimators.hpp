@@ -110,18 +110,30 @@ inline constexpr estimator_info estimator_table[] = {RLFLOW_ADV_ESTIMATORS(RLFLO
 
 inline constexpr std::size_t estimator_count = sizeof(estimator_table) / sizeof(estimator_table[0]);
 
+// The look-ups index the table instead of comparing pointers: under -fsanitize=undefined GCC
+// cannot evaluate a pointer's null test in a constant expression (static_asserts use these).
+
+//! The index of the entry called 'name', or estimator_count.
+constexpr std::size_t estimator_index(std::string_view name) {
+  std::size_t i = 0;
+  while (i < estimator_count && estimator_table[i].name != name) ++i;
+  return i;
+}
+
+//! Whether an entry is called 'name'.
+constexpr bool has_estimator(std::string_view name) { return estimator_index(name) < estimator_count; }
+
 //! The entry called 'name', or nullptr.
 constexpr estimator_info const* find_estimator(std::string_view name) {
-  for (auto const& e : estimator_table)
-    if (e.name == name) return &e;
-  return nullptr;
+  std::size_t const i = estimator_index(name);
+  return i < estimator_count ? &estimator_table[i] : nullptr;
 }
 
 //! The entry called 'name'; an unknown name gives an entry with an empty name and every flag off
 //! (the configuration's choice check reports it).
 constexpr estimator_info estimator_of(std::string_view name) {
-  estimator_info const* e = find_estimator(name);
-  return e ? *e : estimator_info{};
+  std::size_t const i = estimator_index(name);
+  return i < estimator_count ? estimator_table[i] : estimator_info{};
 }
 
 }  // namespace rlflow
