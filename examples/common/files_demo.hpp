@@ -18,7 +18,7 @@
 #include <rlflow/core/error.hpp>
 #include <rlflow/model/bpe_tokenizer.hpp>  // gpt2_pretokenize, bpe_detail
 #include <rlflow/model/gpt.hpp>            // GPTConfig, init_params
-#include <rlflow/model/hf_gpt2.hpp>        // export_gpt2
+#include <rlflow/model/hf_folder.hpp>        // export_gpt2
 
 namespace rlflow::examples {
 

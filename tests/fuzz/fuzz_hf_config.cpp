@@ -8,7 +8,7 @@
 #define RLFLOW_FUZZ_NAME "hf_config"
 #include "fuzz/fuzz_driver.hpp"
 
-#include <rlflow/model/hf_gpt2.hpp>
+#include <rlflow/model/hf_folder.hpp>
 
 
 using namespace rlflow;

@@ -18,7 +18,7 @@
 
 #include <nlohmann/json.hpp>
 #include <rlflow/engine/hf_export.hpp>
-#include <rlflow/model/hf_gpt2.hpp>
+#include <rlflow/model/hf_folder.hpp>
 
 #include "fixtures.hpp"
 

@@ -56,6 +56,9 @@ struct TPRank {
 //! tp divides n_head. 'who' names the caller (e.g. "rlflow::Trainer<..., TP<2>>").
 inline void check_tensor_parallel(GPTConfig const& cfg, int tp, char const* who) {
   if (tp < 1) throw config_error(msg(who, ": tensor-parallel size ", tp, " must be >= 1"));
+  if (tp > 1 && cfg.llama_family())
+    throw config_error(msg(who, ": tensor parallelism (size ", tp, ") is not available for arch = ", arch_name(cfg.arch),
+                           " yet (GPT-2 only); use TP = 1 with the Llama family"));
   if (tp > cfg.n_head)
     throw config_error(msg(who, ": tensor-parallel size ", tp, " is more ranks than the model's n_head = ", cfg.n_head,
                            " heads (attention is split by heads); use TP <= ", cfg.n_head, " or raise n_head to a multiple of ",
@@ -88,6 +91,24 @@ class ShardLayout {
                              ") >= the TP size (", r.size, "); use the replicated LM head"));
     ParamLayout const full(cfg);
     full_size_ = full.size();
+    if (cfg.llama_family()) {  // TP = 1 (check_tensor_parallel): the whole model, one segment
+      c_ = std::size_t(cfg.n_embd);
+      nh_ = cfg.n_head;
+      cl_ = std::size_t(cfg.attn_dim());
+      fl_ = std::size_t(cfg.ff_dim());
+      v0_ = 0;
+      v1_ = vrows_ = cfg.vocab_size;
+      take(0, full.size(), true);
+      wte = full.wte;
+      wpe = full.wpe;
+      lnf_w = full.lnf_w;
+      lnf_b = full.lnf_b;
+      lm_head = full.lm_head;
+      value_w = full.value_w;
+      value_b = full.value_b;
+      layers = full.layers;
+      return;
+    }
     std::size_t const C = std::size_t(cfg.n_embd), hs = std::size_t(cfg.head_dim());
     c_ = C;
     nh_ = cfg.n_head / r.size;
@@ -127,6 +148,7 @@ class ShardLayout {
       value_w = whole(full.value_w, C);
       value_b = whole(full.value_b, 1);
     }
+    lm_head = wte;
   }
 
   TPRank shard() const { return shard_; }
@@ -198,6 +220,7 @@ class ShardLayout {
   }
 
   std::size_t wte = 0, wpe = 0, lnf_w = 0, lnf_b = 0, value_w = 0, value_b = 0;
+  std::size_t lm_head = 0;  //!< the LM head's rows: wte when tied (GPT-2 always)
   std::vector<Layer> layers;
 
  private:
