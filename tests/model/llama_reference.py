@@ -122,7 +122,7 @@ def read_safetensors(path):
             if not isinstance(info, dict) or not {"dtype", "shape", "data_offsets"} <= info.keys():
                 raise RefError(f"{path}: tensor '{name}' lacks dtype/shape/data_offsets")
             dt = info["dtype"]
-            if dt not in _ST_DTYPES:
+            if not isinstance(dt, str) or dt not in _ST_DTYPES:
                 raise RefError(f"{path}: tensor '{name}' has dtype {dt!r}; supported: F32, F16, BF16, F64")
             shape, offs = info["shape"], info["data_offsets"]
             if (not isinstance(shape, list) or not all(isinstance(d, int) and d >= 0 for d in shape)
@@ -497,8 +497,9 @@ def argmax_lowest(logits):
 
 
 @torch.no_grad()
-def greedy(cfg, P, ids, mask, steps, rope_fp32=False):
-    """(B, steps) greedy continuation of each full row with a KV cache."""
+def greedy(cfg, P, ids, mask, steps, rope_fp32=False, step_logits=None):
+    """(B, steps) greedy continuation of each full row with a KV cache; appends each step's
+    (B, V) logits to step_logits when given."""
     B, T = ids.shape
     cache = [None] * cfg.layers
     key_valid = mask.clone()
@@ -506,6 +507,8 @@ def greedy(cfg, P, ids, mask, steps, rope_fp32=False):
     nxt_pos = mask.sum(-1, keepdim=True)                       # positions continue after the last real token
     out = []
     for s in range(steps):
+        if step_logits is not None:
+            step_logits.append(logits[:, -1])
         tok = argmax_lowest(logits[:, -1])
         out.append(tok)
         if s + 1 == steps:
