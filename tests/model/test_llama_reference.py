@@ -280,6 +280,28 @@ class LlamaReference(unittest.TestCase):
         self.assertEqual(top(tie_word_embeddings=True), {"model.embed_tokens.weight", "model.norm.weight"})
         self.assertEqual(top(), {"model.embed_tokens.weight", "model.norm.weight", "lm_head.weight"})
 
+    def test_bin_output_matches_json(self):
+        d = make(self.tmp, "qwen2", seed=21)
+        req = {"ids": [[5, 9, 1, 40, 2], [0, 0, 3, 3, 7]], "mask": [[1] * 5, [0, 0, 1, 1, 1]],
+               "want": ["logits", "logprobs", "grads", "greedy"], "greedy_steps": 4}
+        js = cli(d, req, self.tmp, "js")
+        bn = cli(d, dict(req, out_format="bin"), self.tmp, "bn")
+        with open(os.path.join(self.tmp, bn["logits"]["file"]), "rb") as f:
+            data = f.read()
+
+        def load(entry):
+            vals = struct.unpack_from(f"<{entry['count']}d", data, entry["offset"])
+            return torch.tensor(vals, dtype=torch.float64).reshape(entry["shape"])
+
+        self.assertTrue(torch.equal(load(bn["logits"]), torch.tensor(js["logits"], dtype=torch.float64)))
+        self.assertTrue(torch.equal(load(bn["logprobs"]), torch.tensor(js["logprobs"], dtype=torch.float64)))
+        for n, g in js["grads"].items():
+            self.assertEqual(bn["grads"][n]["shape"], js["shapes"][n])
+            self.assertTrue(torch.equal(load(bn["grads"][n]).flatten(), torch.tensor(g, dtype=torch.float64)), n)
+        self.assertEqual(bn["greedy"], js["greedy"])
+        self.assertEqual(bn["loss"], js["loss"])
+        self.assertEqual(len(data), 8 * sum(e["count"] for e in [bn["logits"], bn["logprobs"]] + list(bn["grads"].values())))
+
     def test_argmax_ties_lowest_id(self):
         x = torch.tensor([[0.0, 2.0, 1.0, 2.0], [3.0, 3.0, 3.0, 3.0], [-1.0, -5.0, -1.0, -2.0]],
                          dtype=torch.float64)
