@@ -574,13 +574,17 @@ def parse_request(req, cfg):
 
 
 class _Sink:
-    """Places float arrays in OUT.json (nested lists) or in the .bin file (float64 LE)."""
+    """Places float arrays in OUT.json (nested lists) or in the .bin file (float64 LE), the
+    latter streamed in chunks so large logits / gradients never sit in memory as Python floats."""
+
+    CHUNK = 1 << 20
 
     def __init__(self, out_path, fmt):
         self.fmt = fmt
         stem = out_path[:-5] if out_path.endswith(".json") else out_path
         self.bin_path = stem + ".bin"
-        self.chunks, self.off = [], 0
+        self.off = 0
+        self.file = open(self.bin_path, "wb") if fmt == "bin" else None
 
     def put(self, t):
         t = t.detach().to(torch.float64)
@@ -588,18 +592,17 @@ class _Sink:
             raise RefError("non-finite values in the output; check the weights and inputs")
         if self.fmt == "json":
             return t.tolist()
-        blob = array.array("d", t.flatten().tolist()).tobytes()
+        flat = t.flatten()
+        for i in range(0, flat.numel(), self.CHUNK):
+            self.file.write(array.array("d", flat[i:i + self.CHUNK].tolist()).tobytes())
         ref = {"file": os.path.basename(self.bin_path), "offset": self.off, "count": t.numel(),
                "shape": list(t.shape)}
-        self.chunks.append(blob)
-        self.off += len(blob)
+        self.off += 8 * t.numel()
         return ref
 
-    def flush(self):
-        if self.fmt == "bin":
-            with open(self.bin_path, "wb") as f:
-                for c in self.chunks:
-                    f.write(c)
+    def close(self):
+        if self.file:
+            self.file.close()
 
 
 def run(model_dir, in_path, out_path):
@@ -645,7 +648,7 @@ def run(model_dir, in_path, out_path):
     if "greedy" in want:
         out["greedy"] = greedy(cfg, {n: t.detach() for n, t in P.items()}, ids, mask,
                                r["steps"], r["rope_fp32"]).tolist()
-    sink.flush()
+    sink.close()
     with open(out_path, "w") as f:
         json.dump(out, f)
 
