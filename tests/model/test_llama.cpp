@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 #include <rlflow/engine/checkpoint.hpp>
 #include <rlflow/engine/rollout_engine.hpp>
+#include <rlflow/engine/training_engine.hpp>
 #include <rlflow/model/gpt.hpp>
 #include <rlflow/model/hf_folder.hpp>
 
@@ -334,6 +335,135 @@ TEST_CASE("malformed Llama-family config.json fields and tensors are errors nami
     recs.push_back({"model.layers.0.mlp.experts.0.weight", DType::float32, {3}, std::as_bytes(e)});
   });
   CHECK_THROWS_WITH(model::hf::load_model(d.p / "bad"), Catch::Contains("model.layers.0.mlp.experts.0.weight"));
-  // tensor parallelism of the family is refused with the reason
-  CHECK_THROWS_WITH(model::ShardLayout(c, model::TPRank{0, 2}), Catch::Contains("qwen3"));
+  // tensor-parallel sizes the model cannot be cut by are refused with the reason
+  CHECK_THROWS_WITH(model::ShardLayout(c, model::TPRank{0, 3}), Catch::Contains("num_attention_heads = 4"));
+  CHECK_THROWS_WITH(model::ShardLayout(c, model::TPRank{0, 4}), Catch::Contains("intermediate_size = 26"));
+}
+
+namespace {
+//! |a - b| <= tol * max(|b|, 1) element-wise.
+void require_close(float const* a, float const* b, std::size_t n, double tol) {
+  for (std::size_t i = 0; i < n; ++i) {
+    INFO("element " << i << ": " << a[i] << " vs " << b[i]);
+    REQUIRE(std::abs(double(a[i]) - b[i]) <= tol * std::max(std::abs(double(b[i])), 1.0));
+  }
+}
+//! Per parameter tensor: max |a - b| <= tol * max |b|.
+void require_close_tensors(model::ParamLayout const& lay, std::vector<float> const& a, std::vector<float> const& b, double tol) {
+  REQUIRE(a.size() == lay.size());
+  for (auto const& t : lay.tensors()) {
+    double scale = 0, err = 0;
+    for (std::size_t i = t.offset; i < t.offset + t.numel; ++i) {
+      scale = std::max(scale, std::abs(double(b[i])));
+      err = std::max(err, std::abs(double(a[i]) - b[i]));
+    }
+    INFO(t.name << ": max error " << err << " against max magnitude " << scale);
+    REQUIRE(err <= tol * scale);
+  }
+}
+
+struct TrainOutcome {
+  std::vector<float> logits, log_probs, grads, weights;
+};
+//! Forward (log-probs), backward and 5 AdamW steps on one batch; the full gradient of the first
+//! step and the full weights at the end.
+TrainOutcome train_scenario(engine::TrainingEngine& e, std::vector<float> const& full, Tensor const& ids, Tensor const& mask,
+                            Tensor const& dlogp, int R) {
+  TrainOutcome o;
+  e.load_weights(full);
+  auto const lg = e.compute_logits(ids, mask);
+  o.logits.assign(lg.data<float>(), lg.data<float>() + lg.numel());
+  for (int s = 0; s < 5; ++s) {
+    e.zero_grad();
+    auto r = e.forward(ids, mask, R, 1.0f, false);
+    if (s == 0) o.log_probs.assign(r.log_probs.data<float>(), r.log_probs.data<float>() + r.log_probs.numel());
+    e.backward(dlogp, Tensor());
+    if (s == 0) {
+      o.grads.resize(e.layout().size());
+      e.gather_grads(o.grads);
+    }
+    e.optimizer_step();
+  }
+  o.weights.resize(e.layout().size());
+  e.gather_weights(o.weights);
+  return o;
+}
+}  // namespace
+
+TEST_CASE("the Llama family at TP = 2 and 4: training (logits, log-probs, gradients, 5 steps' weights) and rollout tokens equal TP = 1",
+          "[model][llama][tp]") {
+  auto const arch = GENERATE(Arch::llama, Arch::qwen2, Arch::qwen3);
+  bool const tied = GENERATE(true, false);
+  GPTConfig c = tiny_config(arch, 0, 21);  // one KV head per 1 query head: NH = NKV
+  c.n_kv_head = 4;
+  c.n_head = 8;  // GQA ratio 2
+  c.n_embd = arch == Arch::qwen2 ? 8 * 6 : 28;
+  c.intermediate_size = 40;
+  c.vocab_size = 300;  // above the vocabulary-parallel threshold: the TP head splits the vocabulary
+  c.tie_word_embeddings = tied;
+  c.validate();
+  INFO(model::arch_name(arch) << " tied " << tied);
+  auto const w = tiny_weights(c, 31);
+  int const B = 3, T = 11, R = 5;
+  std::mt19937 g(5);
+  std::vector<std::int32_t> iv(B * T), mv(B * T, 1);
+  for (auto& t : iv) t = std::int32_t(g() % unsigned(c.vocab_size));
+  mv[0] = mv[1] = mv[std::size_t(T)] = 0;
+  Tensor const ids = int_tensor(iv, B, T), mask = int_tensor(mv, B, T);
+  Tensor dlogp = Tensor::empty(DType::float32, Shape{B, R});
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (std::int64_t i = 0; i < dlogp.numel(); ++i) dlogp.data<float>()[i] = nd(g);
+  engine::OptimizerConfig opt;
+  opt.lr = 1e-2f;
+  opt.eps = 1e-6f;  // rounding-level gradients (the key bias's) stay rounding-level updates
+  engine::TrainingEngine ref_engine(c, opt);
+  auto const ref = train_scenario(ref_engine, w, ids, mask, dlogp, R);
+  model::ParamLayout const lay(c);
+  for (int N : {2, 4}) {
+    INFO("training TP " << N);
+    auto const got = fixtures::on_ranks(N, [&](int r, comm::LocalCommunicator& comm) {
+      engine::TrainingEngine e(c, opt, model::TPRank{r, N}, &comm);
+      return train_scenario(e, w, ids, mask, dlogp, R);
+    });
+    for (auto const& o : got) {
+      require_close(o.logits.data(), ref.logits.data(), ref.logits.size(), 1e-5);
+      require_close(o.log_probs.data(), ref.log_probs.data(), ref.log_probs.size(), 1e-5);
+      require_close_tensors(lay, o.grads, ref.grads, 1e-5);
+      require_close_tensors(lay, o.weights, ref.weights, 1e-4);
+      REQUIRE(o.weights == got[0].weights);
+    }
+  }
+  // rollout: TP 2, 4 and 8 (8 > num_key_value_heads = 4: each KV head on two ranks) generate the same tokens
+  engine::SamplingParams sp;
+  sp.temperature = 1.0f;
+  sp.top_k = 20;
+  sp.max_new_tokens = 8;
+  sp.eos_id = -1;
+  std::vector<std::uint64_t> seeds = {7, 8, 9};
+  Tensor const p_ids = int_tensor(std::vector<std::int32_t>(iv.begin(), iv.begin() + B * T), B, T);
+  engine::RolloutEngine one(c);
+  one.load_weights(w);
+  auto const want = one.generate(p_ids, mask, sp, seeds);
+  for (int N : {2, 4, 8}) {
+    INFO("rollout TP " << N);
+    struct Gen {
+      std::vector<std::int32_t> tokens;
+      std::vector<float> logp;
+    };
+    auto const got = fixtures::on_ranks(N, [&](int r, comm::LocalCommunicator& comm) {
+      engine::RolloutEngine e(c, model::TPRank{r, N}, &comm);
+      e.load_weights(w);
+      auto const res = e.generate(p_ids, mask, sp, seeds);
+      return Gen{std::vector<std::int32_t>(res.responses.data<std::int32_t>(), res.responses.data<std::int32_t>() + res.responses.numel()),
+                 std::vector<float>(res.log_probs.data<float>(), res.log_probs.data<float>() + res.log_probs.numel())};
+    });
+    for (auto const& o : got) {
+      REQUIRE(o.tokens == std::vector<std::int32_t>(want.responses.data<std::int32_t>(),
+                                                    want.responses.data<std::int32_t>() + want.responses.numel()));
+      require_close(o.logp.data(), want.log_probs.data<float>(), o.logp.size(), 1e-5);
+    }
+  }
+  // training TP above num_key_value_heads is refused with the reason
+  auto comms = comm::LocalCommunicator::make_group(8);
+  CHECK_THROWS_WITH(engine::TrainingEngine(c, opt, model::TPRank{0, 8}, comms[0].get()), Catch::Contains("num_key_value_heads"));
 }

@@ -455,7 +455,7 @@ class RolloutEngine {
     book_.reset(prompt_ids, prompt_mask, max_new_tokens);
     int const B = book_.B, P = static_cast<int>(prompt_ids.dim(1));
     std::size_t const hs = std::size_t(cfg_.head_dim());
-    int const kv_heads = cfg_.llama_family() ? cfg_.kv_heads() : shard_.local_heads();
+    int const kv_heads = shard_.local_kv_heads();
     kv_.ensure(std::size_t(cfg_.n_layer) * 2 * B * std::size_t(kv_heads) * book_.S * hs);
     if (cfg_.llama_family()) {
       if (inv_freq_.empty()) inv_freq_ = model::rope_inv_freq(cfg_);
@@ -494,15 +494,16 @@ class RolloutEngine {
   // and values into the cache; logits_ (|active|, V) get the last slot's next-token logits.
   // Tensor parallel: this rank's NH / tp heads (Cl = their width) and 4C / tp MLP columns; the
   // residual stream x is replicated, the two row-parallel products are summed over the TP group.
-  // The Llama family (TP = 1): RMSNorm, q/k norm and RoPE at the rows' positions before the keys
-  // enter the cache (so a cached key keeps its rotation), grouped KV heads (B, NKV, S, hd), SwiGLU.
+  // The Llama family: RMSNorm, q/k norm and RoPE at the rows' positions before the keys enter the
+  // cache (so a cached key keeps its rotation), grouped KV heads (B, NKV, S, hd), SwiGLU; at TP the
+  // rank's NKV / tp key/value heads (one replicated head when tp > NKV, as vLLM does).
   void run(int s0, int n) {
     if (shared_) cur_rep_ = ready_replicated();  // every rank's part of this version written
     bool const llama = cfg_.llama_family();
     int const C = cfg_.n_embd, NH = shard_.local_heads(), hs = cfg_.head_dim(), L = cfg_.n_layer;
     int const Cl = shard_.local_embd(), F = shard_.local_ff();
-    int const NKV = llama ? cfg_.kv_heads() : NH, G = NH / NKV;
-    int const QKV = llama ? cfg_.qkv_dim() : 3 * Cl;  // floats of a token's q|k|v row
+    int const NKV = shard_.local_kv_heads(), G = NH / NKV;
+    int const QKV = (NH + 2 * NKV) * hs;  // floats of a token's q|k|v row (3 Cl for GPT-2)
     float const eps = cfg_.rms_norm_eps;
     model::layers::QKVLayout const ql = llama ? model::layers::QKVLayout::grouped(NH, NKV, hs) : model::layers::QKVLayout::gpt2(Cl, NH);
     bool const tp = shard_.shard().size > 1;
@@ -534,15 +535,18 @@ class RolloutEngine {
       model::layers::linear_nn_forward(part, inp, w, nullptr, int(N), K, C, false);
       comm_->allreduce_sum(std::span<float>(part, N * C));
       for (std::size_t i = 0; i < N; ++i)
-        for (int c = 0; c < C; ++c) x[i * C + c] = (x[i * C + c] + b[c]) + part[i * C + c];
+        for (int c = 0; c < C; ++c) x[i * C + c] = (x[i * C + c] + (b ? b[c] : 0.0f)) + part[i * C + c];
     };
     // input norm: RMSNorm (Llama family) or LayerNorm (GPT-2); b is null for RMSNorm
     auto norm = [&](float* out, float const* in, std::size_t w, std::size_t b, int M) {
       if (llama) model::layers::rmsnorm_forward(out, nullptr, in, at(w), model::layers::RowSet{M, C, 1, std::size_t(C)}, eps);
       else model::layers::layernorm_forward(out, nullptr, nullptr, in, at(w), at(b), M, C);
     };
-    if (llama) {
+    if (llama && !shard_.split_embedding()) {
       model::layers::embedding_forward(x, tok_.data(), at(lay.wte), int(N), C);
+    } else if (llama) {  // vocabulary-parallel embedding of a tied model
+      model::layers::embedding_slice_forward(x, tok_.data(), at(lay.wte), vocab_begin(), vocab_end(), int(N), C);
+      comm_->allreduce_sum(std::span<float>(x, N * C));
     } else if (shard_.split_vocab()) {  // vocabulary-parallel embedding: my rows or zeros, summed over the group
       model::layers::embedding_slice_forward(x, tok_.data(), at(lay.wte), vocab_begin(), vocab_end(), int(N), C);
       comm_->allreduce_sum(std::span<float>(x, N * C));

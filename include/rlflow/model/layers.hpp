@@ -812,10 +812,13 @@ inline void swiglu_backward(float* dgu, float const* gu, float const* dh, std::i
 inline void embedding_forward(float* out, std::int32_t const* ids, float const* wte, int N, int C) {
   for (int n = 0; n < N; ++n) std::memcpy(out + std::size_t(n) * C, wte + std::size_t(ids[n]) * C, sizeof(float) * std::size_t(C));
 }
-//! dwte[ids[n]] += dout[n]; serial, so the summation order is fixed.
-inline void embedding_backward(float* dwte, float const* dout, std::int32_t const* ids, int N, int C) {
+//! dwte[ids[n]] += dout[n]; serial, so the summation order is fixed. Vocabulary-parallel
+//! ([v0, v1) given): 'dwte' holds rows [v0, v1) only and other tokens add nothing to it.
+inline void embedding_backward(float* dwte, float const* dout, std::int32_t const* ids, int N, int C, int v0 = 0,
+                               int v1 = 0x7fffffff) {
   for (int n = 0; n < N; ++n) {
-    float* d = dwte + std::size_t(ids[n]) * C;
+    if (ids[n] < v0 || ids[n] >= v1) continue;
+    float* d = dwte + std::size_t(ids[n] - v0) * C;
     float const* g = dout + std::size_t(n) * C;
     for (int c = 0; c < C; ++c) d[c] += g[c];
   }
