@@ -570,16 +570,17 @@ class HFTokenizer final : public Tokenizer {
         one(nz, "normalizer");
       }
     }
-    for (auto const& a : added) {
-      if (!known_[std::size_t(a.id)]) {
-        known_[std::size_t(a.id)] = true;
-        bytes_[std::size_t(a.id)] = token_bytes_of(a.content);
-      }
+    for (std::size_t k = 0; k < added.size(); ++k) {
+      auto const& a = added[k];
+      // an added token decodes to its text (the ByteLevel decoder agrees for the printable ASCII
+      // of real files' added tokens), so text holding it round-trips
+      known_[std::size_t(a.id)] = true;
+      bytes_[std::size_t(a.id)] = a.content;
       ids_.emplace(a.content, a.id);
       if (a.special) special_[std::size_t(a.id)] = true;
-      if (a.normalized && nfc_) normalized_added_.add(nfc(a.content), a.id);
-      else if (a.normalized) normalized_added_.add(a.content, a.id);
-      else raw_added_.add(a.content, a.id);
+      if (a.normalized && nfc_ && nfc(a.content) != a.content)
+        bad(where, msg("added_tokens[", k, "].content"), msg("'", a.content, "' is normalized but not in NFC; write it in NFC"));
+      (a.normalized ? normalized_added_ : raw_added_).add(a.content, a.id);
     }
     raw_added_.finish();
     normalized_added_.finish();
