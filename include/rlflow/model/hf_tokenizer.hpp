@@ -20,6 +20,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -264,7 +265,7 @@ struct HFTokenizerConfig {
 //! A byte-level BPE tokenizer from tokenizer.json. encode() gives the ids without the
 //! post-processor's special tokens (transformers' add_special_tokens=False, as verl tokenizes
 //! chat-templated prompts); encode_with_special() adds them (Llama-3's <|begin_of_text|>).
-//! Thread-safe for concurrent const use (per-thread scratch buffers, no caches).
+//! Thread-safe for concurrent const use (per-thread scratch buffers and piece cache).
 class HFTokenizer final : public Tokenizer {
  public:
   //! The largest token id accepted (ids index tables).
@@ -378,7 +379,11 @@ class HFTokenizer final : public Tokenizer {
   };
   static std::uint64_t key(std::int32_t a, std::int32_t b) { return (std::uint64_t(std::uint32_t(a)) << 32) | std::uint32_t(b); }
 
-  HFTokenizer() = default;
+  HFTokenizer() : serial_(next_serial()) {}
+  static std::uint64_t next_serial() {
+    static std::atomic<std::uint64_t> n{0};
+    return ++n;
+  }
 
   [[noreturn]] static void bad(std::string const& where, std::string const& field, std::string const& what) {
     throw format_error(msg(hf_detail::who, ": ", where, ": ", field, " ", what));
@@ -751,9 +756,40 @@ class HFTokenizer final : public Tokenizer {
       if (sp.end > sp.begin) bpe(src.substr(sp.begin, sp.end - sp.begin), out);
   }
 
+  //! BPE of one piece through a per-thread cache of recent pieces (tokenizers' BPE cache); the
+  //! cache belongs to one tokenizer at a time (its serial number; copies share the same data).
+  void bpe(std::string_view piece, std::vector<std::int32_t>& out) const {
+    if (piece.size() == 1 || piece.size() > max_cached_piece) return bpe_uncached(piece, out);
+    struct Hash {
+      using is_transparent = void;
+      std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+    };
+    struct Cache {
+      std::uint64_t owner = 0;
+      std::unordered_map<std::string, std::pair<std::uint32_t, std::uint32_t>, Hash, std::equal_to<>> where;
+      std::vector<std::int32_t> ids;
+    };
+    thread_local Cache cache;
+    if (cache.owner != serial_ || cache.where.size() >= max_cached_pieces) {
+      cache.owner = serial_;
+      cache.where.clear();
+      cache.ids.clear();
+    }
+    if (auto it = cache.where.find(piece); it != cache.where.end()) {
+      out.insert(out.end(), cache.ids.begin() + it->second.first, cache.ids.begin() + it->second.first + it->second.second);
+      return;
+    }
+    std::size_t const at = out.size();
+    bpe_uncached(piece, out);
+    auto const first = std::uint32_t(cache.ids.size());
+    cache.ids.insert(cache.ids.end(), out.begin() + std::ptrdiff_t(at), out.end());
+    cache.where.emplace(std::string(piece), std::pair{first, std::uint32_t(out.size() - at)});
+  }
+  static constexpr std::size_t max_cached_piece = 64, max_cached_pieces = 1 << 16;
+
   //! BPE of one piece: the lowest-ranked adjacent pair merges first, the leftmost among equals
   //! (tokenizers' Word::merge_all). With ignore_merges a piece that is a token is that token.
-  void bpe(std::string_view piece, std::vector<std::int32_t>& out) const {
+  void bpe_uncached(std::string_view piece, std::vector<std::int32_t>& out) const {
     if (piece.size() == 1) {
       out.push_back(byte_id_[static_cast<unsigned char>(piece[0])]);
       return;
@@ -822,6 +858,7 @@ class HFTokenizer final : public Tokenizer {
   hf_detail::AddedMatcher raw_added_, normalized_added_;
   std::vector<std::int32_t> prefix_, suffix_;
   bool nfc_ = false, ignore_merges_ = false;
+  std::uint64_t serial_ = 0;  // names this tokenizer's data for the per-thread BPE cache
   std::int32_t eos_ = 0, bos_ = -1, pad_ = 0;
 };
 
