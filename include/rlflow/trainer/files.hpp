@@ -15,8 +15,8 @@
 #include <rlflow/data/data.hpp>                 // PromptDataset
 #include <rlflow/data/data_files.hpp>           // load_prompt_files, parse_file_list, ChatTemplate
 #include <rlflow/core/error.hpp>                // config_error, msg
-#include <rlflow/model/bpe_tokenizer.hpp>  // BPETokenizer
-#include <rlflow/model/hf_folder.hpp>        // read_model_config, load_model_weights
+#include <rlflow/model/hf_tokenizer.hpp>   // load_tokenizer (tokenizer.json or vocab.json + merges.txt)
+#include <rlflow/model/hf_folder.hpp>      // read_model_config, load_model_weights
 #include <rlflow/model/tokenizer.hpp>      // model::Tokenizer
 #include <rlflow/roles/setup.hpp>          // roles::RoleSetup
 #include <rlflow/config/trainer_config.hpp>       // TrainerConfig
@@ -49,7 +49,7 @@ inline TrainerFiles load_trainer_files(TrainerConfig& cfg, ChatTemplate const& c
                        "(docs/quickstart.md, 'Bring your model and data')");
   fs::path const model_dir(std::string(mc.path.view()));
   fs::path const tok_dir = mc.tokenizer_path.empty() ? model_dir : fs::path(std::string(mc.tokenizer_path.view()));
-  auto tok = std::make_shared<model::BPETokenizer const>(model::BPETokenizer::from_folder(tok_dir));
+  auto tok = model::load_tokenizer(tok_dir);
   out.tok = tok;
   roles::RoleSetup setup;
   setup.policy_model = model::hf::read_model_config(model_dir);
