@@ -17,6 +17,7 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+#include <rlflow/config/device_memory_estimate.hpp>
 #include <rlflow/engine/checkpoint.hpp>
 #include <rlflow/engine/rollout_engine.hpp>
 #include <rlflow/engine/training_engine.hpp>
@@ -466,4 +467,28 @@ TEST_CASE("the Llama family at TP = 2 and 4: training (logits, log-probs, gradie
   // training TP above num_key_value_heads is refused with the reason
   auto comms = comm::LocalCommunicator::make_group(8);
   CHECK_THROWS_WITH(engine::TrainingEngine(c, opt, model::TPRank{0, 8}, comms[0].get()), Catch::Contains("num_key_value_heads"));
+}
+
+TEST_CASE("host memory is checked before a Qwen2.5-0.5B-shaped folder's weights are read", "[model][llama][memory]") {
+  GPTConfig m;
+  m.arch = Arch::qwen2;
+  m.vocab_size = 151936;
+  m.max_seq_len = 32768;
+  m.n_layer = 24;
+  m.n_head = 14;
+  m.n_kv_head = 2;
+  m.n_embd = 896;
+  m.intermediate_size = 4864;
+  m.qkv_bias = true;
+  m.validate();
+  CHECK(model::ParamLayout(m).size() == 494032768);  // Qwen2.5-0.5B's parameter count (tied head)
+  TrainerConfig cfg;
+  cfg.trainer.n_gpus_per_node = 2;
+  auto const e = estimate_device_memory(cfg, m);
+  CHECK(e.actor_state == 4 * 494032768LL * 4 + 494032768LL);
+  CHECK_THROWS_WITH(check_host_memory(cfg, m, std::int64_t{1} << 30, "model/config.json"),
+                    Catch::Contains("model/config.json (494032768 parameters)") && Catch::Contains("1 GiB are available") &&
+                        Catch::Contains("lower trainer.n_gpus_per_node"));
+  CHECK_NOTHROW(check_host_memory(cfg, m, std::int64_t{1} << 42, "model/config.json"));
+  CHECK_NOTHROW(check_host_memory(cfg, m, -1, "model/config.json"));  // unknown: not checked
 }

@@ -7,6 +7,7 @@
 #pragma once
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <string>
 
 #include <rlflow/core/device_memory.hpp>   // gib, device_memory_fix
@@ -21,7 +22,7 @@ struct DeviceMemoryEstimate {
   std::int64_t actor_state = 0;     //!< actor training engine: params, grads, AdamW m and v, decay mask
   std::int64_t ref_state = 0;       //!< reference training engine (the CUDA engine keeps the same four buffers)
   std::int64_t rollout_weights = 0; //!< rollout engine's copy of the weights
-  std::int64_t kv_cache = 0;        //!< L x 2 x Bw x NH x S x hs floats
+  std::int64_t kv_cache = 0;        //!< L x 2 x Bw x NKV x S x hd floats
   std::int64_t rollout_activations = 0;  //!< prefill activations, logits and sampler scratch
   std::int64_t train_activations = 0;    //!< kept activations + head + backward scratch (actor and reference)
   std::int64_t rows_per_worker = 0;      //!< Bw
@@ -74,7 +75,7 @@ inline DeviceMemoryEstimate estimate_device_memory(TrainerConfig const& cfg, mod
   e.actor_state = 4 * P * f + P;  // params, grads, m, v (float) + decay mask (byte)
   e.ref_state = e.actor_state;
   e.rollout_weights = P * f;
-  e.kv_cache = L * 2 * rows * S * C * f;
+  e.kv_cache = L * 2 * rows * S * std::int64_t(m.kv_heads()) * m.head_dim() * f;
   // prefill: x, ln, atty (N C), qkv (3 N C), fch (4 N C) with N = rows * prompt width; last-row
   // LayerNorm, logits (rows V); sampler: seeds, tokens, log-probs, two key arrays and offsets
   // (rows V each for the sort keys, 8 bytes) and CUB's temporary storage (about the keys again).
@@ -108,6 +109,37 @@ inline void check_device_count(TrainerConfig const& cfg, int devices) {
     throw config_error(msg("rlflow::Trainer<..., Backend<cuda::tag>>: trainer.n_gpus_per_node=", cfg.trainer.n_gpus_per_node,
                            " workers (one per device) but only ", devices, " CUDA device", devices == 1 ? " is" : "s are",
                            " visible; set trainer.n_gpus_per_node=", devices, " or less"));
+}
+
+//! MemAvailable of /proc/meminfo in bytes (what the kernel can hand this process without swapping),
+//! or -1 where it cannot be read.
+inline std::int64_t host_memory_available() {
+  std::FILE* f = std::fopen("/proc/meminfo", "r");
+  if (!f) return -1;
+  char line[256];
+  std::int64_t kb = -1;
+  while (std::fgets(line, sizeof line, f))
+    if (std::sscanf(line, "MemAvailable: %lld kB", reinterpret_cast<long long*>(&kb)) == 1) break;
+  std::fclose(f);
+  return kb < 0 ? -1 : kb * 1024;
+}
+
+//! Throws config_error (before the weights are read) when the CPU trainer's workers of this
+//! process (n_gpus_per_node of them, each with the per-worker footprint of
+//! estimate_device_memory: actor and reference engines, the rollout's weights, KV cache and
+//! activations) need more than 'available' bytes of host memory, naming the numbers and the fix.
+//! 'available' < 0 (unknown) skips the check.
+inline void check_host_memory(TrainerConfig const& cfg, model::GPTConfig const& m, std::int64_t available, std::string const& what) {
+  if (available < 0) return;
+  DeviceMemoryEstimate const e = estimate_device_memory(cfg, m);
+  std::int64_t const workers = std::max<std::int64_t>(1, cfg.trainer.n_gpus_per_node);
+  std::int64_t const need = workers * e.total();
+  if (need <= available) return;
+  throw config_error(msg("rlflow::Trainer: ", what, " (", model::ParamLayout(m).size(), " parameters) needs an estimated ",
+                         static_cast<double>(need) / gib, " GiB of host memory for ", workers, " worker", workers == 1 ? "" : "s",
+                         " (each: ", e.breakdown(), ") but ", static_cast<double>(available) / gib,
+                         " GiB are available; lower trainer.n_gpus_per_node, data.train_batch_size, the micro-batch sizes or "
+                         "data.max_prompt_length / max_response_length, or use a smaller model"));
 }
 
 //! Throws config_error (before any work) when the estimate exceeds the free memory of the device

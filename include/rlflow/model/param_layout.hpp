@@ -171,6 +171,21 @@ struct GPTConfig {
   friend bool operator==(GPTConfig const&, GPTConfig const&) = default;
 };
 
+//! The built-in model of a shape (vocab_size, max_seq_len, n_layer, n_head, n_embd, seed taken
+//! from 'shape') in architecture 'arch': GPT-2 as it is; the Llama family with n_head / 2
+//! key/value heads (n_head when odd), head_dim n_embd / n_head, a SwiGLU MLP of 3 n_embd, tied
+//! embeddings, qwen2's q/k/v biases, qwen3's q/k norms.
+inline GPTConfig builtin_model(GPTConfig shape, Arch arch) {
+  if (arch == Arch::gpt2) return shape;
+  shape.arch = arch;
+  shape.n_kv_head = shape.n_head % 2 == 0 ? shape.n_head / 2 : shape.n_head;
+  shape.intermediate_size = 3 * shape.n_embd;
+  shape.qkv_bias = arch == Arch::qwen2;
+  shape.qk_norm = arch == Arch::qwen3;
+  shape.tie_word_embeddings = true;
+  return shape;
+}
+
 //! RoPE inverse frequencies (hd / 2) of a Llama-family config, computed in double: theta^(-2i/hd),
 //! then the rope_scaling of the config (linear: / factor; llama3: transformers'
 //! _compute_llama3_parameters: wavelengths above original/low_freq_factor divided by factor,

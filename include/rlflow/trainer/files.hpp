@@ -16,6 +16,7 @@
 #include <rlflow/data/data_files.hpp>           // load_prompt_files, parse_file_list, ChatTemplate
 #include <rlflow/core/error.hpp>                // config_error, msg
 #include <rlflow/model/hf_tokenizer.hpp>   // load_tokenizer (tokenizer.json or vocab.json + merges.txt)
+#include <rlflow/config/device_memory_estimate.hpp>  // check_host_memory
 #include <rlflow/model/hf_folder.hpp>      // read_model_config, load_model_weights
 #include <rlflow/model/tokenizer.hpp>      // model::Tokenizer
 #include <rlflow/roles/setup.hpp>          // roles::RoleSetup
@@ -57,6 +58,7 @@ inline TrainerFiles load_trainer_files(TrainerConfig& cfg, ChatTemplate const& c
   cfg.actor_rollout_ref.model.n_layer = setup.policy_model.n_layer;
   cfg.actor_rollout_ref.model.n_head = setup.policy_model.n_head;
   cfg.actor_rollout_ref.model.n_embd = setup.policy_model.n_embd;
+  cfg.actor_rollout_ref.model.arch = model::arch_name(setup.policy_model.arch);
   setup.policy_model.seed = static_cast<std::uint64_t>(cfg.seed);
   std::int64_t const PR = cfg.data.max_prompt_length + cfg.data.max_response_length;
   if (PR > setup.policy_model.max_seq_len)
@@ -67,6 +69,8 @@ inline TrainerFiles load_trainer_files(TrainerConfig& cfg, ChatTemplate const& c
     throw config_error(msg("rlflow::Trainer: the tokenizer in ", tok_dir.string(), " has ", tok->vocab_size(),
                            " tokens but the model's vocab_size is ", setup.policy_model.vocab_size,
                            "; use the tokenizer that belongs to the model"));
+  // before reading the weights: the workers' engines must fit in host memory
+  check_host_memory(cfg, setup.policy_model, host_memory_available(), (model_dir / "config.json").string());
   setup.policy_init = std::make_shared<std::vector<float> const>(model::hf::load_model_weights(model_dir, setup.policy_model));
   if (has_critic) {
     fs::path const critic_dir = cfg.critic.model.path.empty() ? model_dir : fs::path(std::string(cfg.critic.model.path.view()));

@@ -161,6 +161,9 @@ class Trainer {
     setup.policy_model.n_head = static_cast<int>(cfg_.actor_rollout_ref.model.n_head);
     setup.policy_model.n_embd = static_cast<int>(cfg_.actor_rollout_ref.model.n_embd);
     setup.policy_model.seed = static_cast<std::uint64_t>(cfg_.seed);
+    model::Arch arch{};
+    model::arch_from_name(cfg_.actor_rollout_ref.model.arch.view(), arch);  // the key's values are checked
+    setup.policy_model = model::builtin_model(setup.policy_model, arch);
     setup.critic_model = setup.policy_model;
     setup.critic_model.value_head = true;
     setup.critic_model.seed = static_cast<std::uint64_t>(cfg_.seed) + 1;

@@ -26,12 +26,13 @@ namespace rlflow {
   X(data.filter_overlong_prompts, "", "drop prompts longer than max_prompt_length")                                \
   X(data.seed, "", "seed of the training prompts' per-epoch shuffle")                                              \
   X(actor_rollout_ref.hybrid_engine, "", "actor and rollout share processes (required true)")                     \
-  X(actor_rollout_ref.model.path, "", "Hugging Face GPT-2 folder (config.json, model.safetensors, vocab.json, merges.txt); empty: random init") \
+  X(actor_rollout_ref.model.path, "", "Hugging Face model folder (config.json of model_type gpt2, llama, qwen2 or qwen3, model.safetensors, the tokenizer files); empty: random init") \
   X(actor_rollout_ref.model.tokenizer_path, "", "folder with tokenizer.json, or vocab.json and merges.txt; empty: model.path")       \
   X(actor_rollout_ref.model.vocab_size, "", "rlflow: vocabulary size of the built-in GPT; 0: the task tokenizer's") \
   X(actor_rollout_ref.model.n_layer, "", "rlflow: transformer blocks of the built-in GPT")                          \
   X(actor_rollout_ref.model.n_head, "", "rlflow: attention heads of the built-in GPT")                             \
   X(actor_rollout_ref.model.n_embd, "", "rlflow: embedding width of the built-in GPT")                             \
+  X(actor_rollout_ref.model.arch, "gpt2|llama|qwen2|qwen3", "rlflow: the built-in model's architecture (model.path empty): GPT-2, or a Llama-family model of the same width with n_head / 2 key/value heads and a SwiGLU MLP of 3 n_embd; with model.path, the folder's model_type") \
   X(actor_rollout_ref.model.lm_head, "auto|vocab_parallel|replicated", "rlflow: the LM head's split under tensor parallelism (rollout TP<N>, training TP); auto: vocab_parallel from 256 tokens") \
   X(actor_rollout_ref.actor.strategy, "fsdp|fsdp2|megatron", "training backend name (rlflow trains data-parallel)") \
   X(actor_rollout_ref.actor.ppo_mini_batch_size, "", "prompts per optimizer step (M); rows = M × rollout.n")         \

@@ -50,6 +50,8 @@ struct ModelConfig {
   std::int64_t n_layer = 2;
   std::int64_t n_head = 4;
   std::int64_t n_embd = 64;
+  //! The built-in model's architecture: "gpt2", "llama", "qwen2", "qwen3" (model.path: the folder's).
+  config_string arch = "gpt2";
   //! The LM head's split where an engine runs tensor-parallel (rollout TP<N>, training TP):
   //! "auto" (vocabulary-parallel from 256 tokens, replicated below), "vocab_parallel", "replicated".
   config_string lm_head = "auto";

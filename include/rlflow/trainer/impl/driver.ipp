@@ -193,7 +193,7 @@ RLFLOW_DECL std::int64_t check_prompts(PromptDataset const& train, model::Tokeni
 RLFLOW_DECL std::string check_resume_config(nlohmann::json const& saved, std::string const& state_file, TrainerConfig const& cfg) {
   if (saved.is_null()) return {};  // written before configs were saved: nothing to compare
   static constexpr std::string_view must_match[] = {
-      "actor_rollout_ref.model.n_layer", "actor_rollout_ref.model.n_head", "actor_rollout_ref.model.n_embd",
+      "actor_rollout_ref.model.n_layer", "actor_rollout_ref.model.n_head", "actor_rollout_ref.model.n_embd", "actor_rollout_ref.model.arch",
       "actor_rollout_ref.model.vocab_size", "data.max_prompt_length", "data.max_response_length",
       "algorithm.adv_estimator", "critic.enable"};
   static constexpr std::string_view may_differ[] = {

@@ -1,0 +1,134 @@
+// benchmarks/engine/bench_llama.cpp: the Llama family on the CPU engines at Qwen2.5-0.5B's layer
+// shapes (hidden 896, 14 heads, 2 KV heads, head_dim 64, intermediate 4864; two layers):
+//   BM_ModelForward/arch:qwen2 vs BM_SgemmSameShapes/arch:qwen2: the trunk forward's FLOP/s next
+//     to OpenBLAS sgemm FLOP/s on exactly the forward's matrix products (q|k|v, o_proj, gate|up,
+//     down), in the same run; counter FLOP/s (matmuls only).
+//   BM_RolloutDecode/arch:qwen2: tokens/s of generate (B = 8 prompts of 32 tokens, 32 new tokens,
+//     KV cache) on the same two layers with a small vocabulary (the trunk's cost).
+//   BM_LMHead/arch:qwen2: the LM head and sampling at V = 151,936 (one decode step's head for
+//     B = 8 rows: the (8, 896) x (896, 151936) product and a top-k 50 draw), tokens/s.
+// Run: ./build/benchmarks/engine/bench_llama (one thread: OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1)
+#include <benchmark/benchmark.h>
+
+#include <cblas.h>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include <rlflow/engine/rollout_engine.hpp>
+#include <rlflow/engine/sampling.hpp>
+#include <rlflow/model/gpt.hpp>
+
+using rlflow::DType;
+using rlflow::Shape;
+using rlflow::Tensor;
+using rlflow::model::GPTConfig;
+
+namespace {
+
+//! Qwen2.5-0.5B's layer shapes, two layers; vocabulary 'V'.
+GPTConfig qwen2_half_b(int V, int positions) {
+  GPTConfig c;
+  c.arch = rlflow::model::Arch::qwen2;
+  c.vocab_size = V;
+  c.max_seq_len = positions;
+  c.n_layer = 2;
+  c.n_head = 14;
+  c.n_kv_head = 2;
+  c.n_embd = 896;
+  c.intermediate_size = 4864;
+  c.qkv_bias = true;
+  c.rope_theta = 1000000.0;
+  c.validate();
+  return c;
+}
+
+constexpr int fwd_B = 2, fwd_T = 64;
+
+//! FLOPs of the trunk's products per forward: per layer 2 N C (QKV + Q) + 2 N C 3F.
+double forward_flops(GPTConfig const& c) {
+  double const N = double(fwd_B) * fwd_T, C = c.n_embd, F = c.intermediate_size;
+  return c.n_layer * (2.0 * N * C * (c.qkv_dim() + c.attn_dim()) + 2.0 * N * C * 3.0 * F);
+}
+
+void BM_ModelForward(benchmark::State& state) {
+  GPTConfig const c = qwen2_half_b(64, fwd_T);
+  rlflow::model::GPT model(c);
+  std::mt19937 g(3);
+  std::vector<std::int32_t> ids(std::size_t(fwd_B) * fwd_T), mask(ids.size(), 1);
+  for (auto& x : ids) x = std::int32_t(g() % 64u);
+  for (auto _ : state) {
+    model.forward(ids.data(), mask.data(), fwd_B, fwd_T);
+    benchmark::ClobberMemory();
+  }
+  state.counters["FLOP/s"] = benchmark::Counter(forward_flops(c), benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel("trunk forward B=2 T=64, Qwen2.5-0.5B layers x2 (FLOPs counted: matmuls only)");
+}
+BENCHMARK(BM_ModelForward)->Name("BM_ModelForward/arch:qwen2")->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_SgemmSameShapes(benchmark::State& state) {
+  GPTConfig const c = qwen2_half_b(64, fwd_T);
+  int const N = fwd_B * fwd_T, C = c.n_embd, QKV = c.qkv_dim(), Q = c.attn_dim(), F = c.intermediate_size;
+  std::vector<float> x(std::size_t(N) * 2 * F, 0.01f), w(std::size_t(2) * F * C, 0.02f), y(std::size_t(N) * 2 * F);
+  for (auto _ : state) {
+    for (int l = 0; l < c.n_layer; ++l) {
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, QKV, C, 1.0f, x.data(), C, w.data(), C, 1.0f, y.data(), QKV);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, C, Q, 1.0f, x.data(), Q, w.data(), C, 1.0f, y.data(), C);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, 2 * F, C, 1.0f, x.data(), C, w.data(), C, 1.0f, y.data(), 2 * F);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, C, F, 1.0f, x.data(), F, w.data(), C, 1.0f, y.data(), C);
+    }
+    benchmark::ClobberMemory();
+  }
+  state.counters["FLOP/s"] = benchmark::Counter(forward_flops(c), benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel("the same sgemm calls alone");
+}
+BENCHMARK(BM_SgemmSameShapes)->Name("BM_SgemmSameShapes/arch:qwen2")->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_RolloutDecode(benchmark::State& state) {
+  int const B = 8, P = 32, R = 32;
+  GPTConfig const c = qwen2_half_b(64, P + R);
+  rlflow::engine::RolloutEngine ro(c);
+  std::mt19937 g(1);
+  std::vector<std::int32_t> ids(std::size_t(B) * P), mask(ids.size(), 1);
+  for (auto& x : ids) x = std::int32_t(g() % 64u);
+  Tensor const ti = Tensor::from(ids, Shape{B, P}), tm = Tensor::from(mask, Shape{B, P});
+  std::vector<std::uint64_t> seeds(B);
+  for (int b = 0; b < B; ++b) seeds[std::size_t(b)] = std::uint64_t(b) + 1;
+  rlflow::engine::SamplingParams sp;
+  sp.max_new_tokens = R;
+  for (auto _ : state) {
+    auto r = ro.generate(ti, tm, sp, seeds);
+    benchmark::DoNotOptimize(r.log_probs.data<float>());
+  }
+  state.counters["tokens/s"] = benchmark::Counter(double(B) * R, benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel("B=8 P=32 R=32, Qwen2.5-0.5B layers x2, KV cache");
+}
+BENCHMARK(BM_RolloutDecode)->Name("BM_RolloutDecode/arch:qwen2")->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_LMHead(benchmark::State& state) {
+  int const B = 8, C = 896, V = 151936;
+  std::mt19937 g(2);
+  std::normal_distribution<float> nd(0.0f, 0.02f);
+  std::vector<float> h(std::size_t(B) * C), w(std::size_t(V) * C), logits(std::size_t(B) * V);
+  for (auto& x : h) x = nd(g) * 50.0f;
+  for (auto& x : w) x = nd(g);
+  rlflow::engine::SamplingParams sp;
+  sp.top_k = 50;
+  std::uint64_t step = 0;
+  std::vector<std::int32_t> idx(V);
+  std::vector<double> wk(V);
+  for (auto _ : state) {
+    rlflow::model::layers::linear_nt_forward(logits.data(), h.data(), w.data(), nullptr, B, C, V);
+    for (int b = 0; b < B; ++b)
+      benchmark::DoNotOptimize(rlflow::engine::sample_token(logits.data() + std::size_t(b) * V, V, sp, std::uint64_t(b) + 1, step,
+                                                            idx.data(), wk.data()));
+    ++step;
+  }
+  state.counters["tokens/s"] = benchmark::Counter(double(B), benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel("B=8 rows: (8, 896) x (896, 151936) and a top-k 50 draw per row");
+}
+BENCHMARK(BM_LMHead)->Name("BM_LMHead/arch:qwen2")->Unit(benchmark::kMillisecond)->UseRealTime();
+
+}  // namespace
+
+BENCHMARK_MAIN();
