@@ -151,7 +151,10 @@ inline void sgemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K, f
     cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     return;
   }
-  bool const by_rows = M >= 64 || M >= N;
+  // every row block packs the whole of op(B) (K x N) and every column block the whole of op(A)
+  // (M x K): cut the larger side, so the smaller operand is the one packed again (a decode-sized
+  // batch against a wide weight is cut by columns)
+  bool const by_rows = M >= N;
   int const extent = by_rows ? M : N;
   int const chunks = std::min(extent / 16 > 0 ? extent / 16 : 1, gemm_split_blocks);  // blocks of >= 16 rows / columns
   RLFLOW_MODEL_OMP_FOR_IF(team_threads() > 1)
