@@ -206,9 +206,30 @@ inline std::int64_t str_len(std::string_view s) {
   return ascii_only(s) ? static_cast<std::int64_t>(s.size()) : static_cast<std::int64_t>(code_points(s).size() - 1);
 }
 
-inline void json_string(std::string& out, std::string_view s) {
+//! A JSON string as Python's json.dumps writes it; ensure_ascii: non-ASCII as \uXXXX escapes
+//! (surrogate pairs above U+FFFF).
+inline void json_string(std::string& out, std::string_view s, bool ensure_ascii = false) {
   out += '"';
-  for (char c : s) {
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    char const c = s[i];
+    auto const b0 = static_cast<unsigned char>(c);
+    if (ensure_ascii && b0 >= 0x80) {
+      std::size_t const n = (b0 >> 5) == 6 ? 2 : (b0 >> 4) == 14 ? 3 : (b0 >> 3) == 30 ? 4 : 1;
+      std::uint32_t cp = n == 2 ? (b0 & 0x1Fu) : n == 3 ? (b0 & 0x0Fu) : (b0 & 0x07u);
+      bool ok = n > 1 && i + n <= s.size();
+      for (std::size_t j = 1; ok && j < n; ++j) {
+        auto const cj = static_cast<unsigned char>(s[i + j]);
+        ok = (cj & 0xC0) == 0x80;
+        cp = (cp << 6) | (cj & 0x3Fu);
+      }
+      if (!ok) cp = 0xFFFD;
+      else i += n - 1;
+      char b[16];
+      if (cp >= 0x10000) std::snprintf(b, sizeof b, "\\u%04x\\u%04x", 0xD800 + ((cp - 0x10000) >> 10), 0xDC00 + ((cp - 0x10000) & 0x3FF));
+      else std::snprintf(b, sizeof b, "\\u%04x", cp);
+      out += b;
+      continue;
+    }
     switch (c) {
       case '"': out += "\\\""; break;
       case '\\': out += "\\\\"; break;
@@ -297,21 +318,29 @@ inline void append_str(std::string& out, Value const& x, bool repr) {
       x.v);
 }
 
-//! json.dumps(x, ensure_ascii=False, indent=indent, separators=...): Python's defaults, i.e.
-//! ", " and ": " without indent, "," and ": " with it; indent < 0 means none.
-inline void append_json(std::string& out, Value const& x, int indent, std::string const& item_sep, std::string const& key_sep,
-                        int level = 0, std::string const& where = "") {
+//! How json.dumps writes: Python's defaults are ", " and ": " without indent, "," and ": "
+//! with it; indent < 0 means none.
+struct JsonStyle {
+  bool ensure_ascii = false;
+  int indent = -1;
+  std::string item_sep = ", ", key_sep = ": ";
+  bool sort_keys = false;
+};
+
+//! json.dumps(x, ensure_ascii=..., indent=..., separators=..., sort_keys=...).
+inline void append_json(std::string& out, Value const& x, JsonStyle const& st, int level = 0, std::string const& where = "") {
   auto newline = [&](int lvl) {
     out += '\n';
-    out.append(static_cast<std::size_t>(indent * lvl), ' ');
+    out.append(static_cast<std::size_t>(st.indent * lvl), ' ');
   };
+  auto str = [&](std::string const& s) { detail::json_string(out, s, st.ensure_ascii); };
   if (x.is_none()) out += "null";
   else if (x.is_bool()) out += std::get<bool>(x.v) ? "true" : "false";
   else if (x.is_int()) out += std::to_string(std::get<std::int64_t>(x.v));
   else if (x.is_float()) {
     double const d = std::get<double>(x.v);
     out += std::isnan(d) ? "NaN" : std::isinf(d) ? (d > 0 ? "Infinity" : "-Infinity") : detail::py_float(d);
-  } else if (x.is_string()) detail::json_string(out, x.str());
+  } else if (x.is_string()) str(x.str());
   else if (x.is_list() || x.is_dict()) {
     bool const is_list = x.is_list();
     std::size_t const n = is_list ? x.list().size() : x.dict().items.size();
@@ -320,17 +349,22 @@ inline void append_json(std::string& out, Value const& x, int indent, std::strin
       out += is_list ? ']' : '}';
       return;
     }
+    std::vector<std::size_t> order(n);
+    for (std::size_t i = 0; i < n; ++i) order[i] = i;
+    if (!is_list && st.sort_keys)
+      std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return x.dict().items[a].first < x.dict().items[b].first; });
     for (std::size_t i = 0; i < n; ++i) {
-      if (i) out += item_sep;
-      if (indent >= 0) newline(level + 1);
-      if (is_list) append_json(out, x.list()[i], indent, item_sep, key_sep, level + 1, where);
+      if (i) out += st.item_sep;
+      if (st.indent >= 0) newline(level + 1);
+      if (is_list) append_json(out, x.list()[i], st, level + 1, where);
       else {
-        detail::json_string(out, x.dict().items[i].first);
-        out += key_sep;
-        append_json(out, x.dict().items[i].second, indent, item_sep, key_sep, level + 1, where);
+        auto const& kv = x.dict().items[order[i]];
+        str(kv.first);
+        out += st.key_sep;
+        append_json(out, kv.second, st, level + 1, where);
       }
     }
-    if (indent >= 0) newline(level);
+    if (st.indent >= 0) newline(level);
     out += is_list ? ']' : '}';
   } else {
     throw value_error(msg("rlflow::jinja: ", where, "tojson: a value of type '", x.type_name(),
@@ -1147,8 +1181,7 @@ class Parser {
         e->kids.push_back(std::move(a));
         e->keywords.emplace_back();
         if (is_op("(")) parse_args(*e);
-        else if ((peek().kind == Token::Kind::name && !is_name("else") && !is_name("or") && !is_name("and") && !is_name("if") &&
-                  !is_name("in") && !is_name("not") && !is_name("is")) ||
+        else if ((peek().kind == Token::Kind::name && !is_name("else") && !is_name("or") && !is_name("and")) ||  // as Jinja2
                  peek().kind == Token::Kind::string || peek().kind == Token::Kind::integer ||
                  peek().kind == Token::Kind::floating || is_op("[") || is_op("{")) {
           e->keywords.emplace_back();
@@ -1288,7 +1321,7 @@ class Renderer {
           captured = std::move(saved);
           (void)f;
         }
-        frames.back().set(n.text, Value(std::move(captured)));
+        frames.back().set(n.targets[0], Value(std::move(captured)));
         return Flow::normal;
       }
       case Node::Kind::macro: {
@@ -1680,9 +1713,7 @@ class Renderer {
         while (k < s.size() && py_space(s[k])) ++k;
         if (k >= s.size()) break;
         if (maxsplit >= 0 && static_cast<std::int64_t>(out.size()) == maxsplit) {
-          std::size_t e = s.size();
-          while (e > k && py_space(s[e - 1])) --e;
-          out.emplace_back(s.substr(k, e - k));
+          out.emplace_back(s.substr(k));  // the rest, trailing whitespace kept (Python)
           break;
         }
         std::size_t e = k;
@@ -1963,24 +1994,24 @@ class Renderer {
     std::string const& f = e.name;
     int const line = e.line;
     std::string const what = "the filter '" + f + "'";
-    if (f == "tojson") {
+    if (f == "tojson") {  // transformers' tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False)
       arity(a, 4, what, line);
-      Value const* ind = a.get(0, "indent");
-      int indent = -1;
-      if (ind && !ind->is_none()) {
-        if (!intlike(*ind) || as_int(*ind) < 0 || as_int(*ind) > 64) fail(line, "tojson: indent must be an integer 0..64 or none");
-        indent = static_cast<int>(as_int(*ind));
+      JsonStyle st;
+      if (Value const* ea = a.get(0, "ensure_ascii")) st.ensure_ascii = truthy(*ea);
+      if (Value const* ind = a.get(1, "indent"); ind && !ind->is_none()) {
+        if (!intlike(*ind) || as_int(*ind) > 64) fail(line, "tojson: indent must be an integer up to 64 or none");
+        st.indent = static_cast<int>(std::max<std::int64_t>(0, as_int(*ind)));
       }
-      std::string item_sep = indent >= 0 ? "," : ", ", key_sep = ": ";
+      st.item_sep = st.indent >= 0 ? "," : ", ";
       if (Value const* sep = a.get(2, "separators"); sep && !sep->is_none()) {
         if (!sep->is_list() || sep->list().size() != 2 || !sep->list()[0].is_string() || !sep->list()[1].is_string())
           fail(line, "tojson: separators must be a pair of strings");
-        item_sep = sep->list()[0].str();
-        key_sep = sep->list()[1].str();
+        st.item_sep = sep->list()[0].str();
+        st.key_sep = sep->list()[1].str();
       }
-      if (Value const* sk = a.get(3, "sort_keys"); sk && truthy(*sk)) fail(line, "tojson: sort_keys is not supported by rlflow's Jinja engine");
+      if (Value const* sk = a.get(3, "sort_keys")) st.sort_keys = truthy(*sk);
       std::string s;
-      append_json(s, x, indent, item_sep, key_sep, 0, where_line(line));
+      append_json(s, x, st, 0, where_line(line));
       check_size(s.size(), line);
       return Value(std::move(s));
     }
@@ -2119,7 +2150,7 @@ class Renderer {
     if (f == "trim") return Value(strip(to_str(x), nullptr, true, true));
     if (f == "tojson") {
       std::string s;
-      append_json(s, x, -1, ", ", ": ", 0, where_line(line));
+      append_json(s, x, JsonStyle{}, 0, where_line(line));
       return Value(std::move(s));
     }
     fail(line, msg("map: the filter '", f, "' is not supported here"));
@@ -2342,24 +2373,24 @@ class HfChatTemplate {
   //!   "plain":  rlflow's plain-text rendering (rlflow::ChatTemplate's defaults): "User: ...\n",
   //!             "Assistant: ...\n", a system message followed by a blank line, then "Assistant:"
   //!             when add_generation_prompt.
-  static HfChatTemplate named(std::string_view name) {
+  static HfChatTemplate named(std::string_view name) { return HfChatTemplate(named_source(name)); }
+
+  //! The Jinja source of a built-in template (see named()).
+  static std::string named_source(std::string_view name) {
     if (name == "chatml")
-      return HfChatTemplate(
-          "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}"
-          "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}");
+      return "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}"
+             "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}";
     if (name == "llama3")
-      return HfChatTemplate(
-          "{{ bos_token }}{% for message in messages %}{{ '<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n' + "
-          "message['content'] | trim + '<|eot_id|>' }}{% endfor %}"
-          "{% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\n\n' }}{% endif %}");
+      return "{{ bos_token }}{% for message in messages %}{{ '<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n' + "
+             "message['content'] | trim + '<|eot_id|>' }}{% endfor %}"
+             "{% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\n\n' }}{% endif %}";
     if (name == "plain")
-      return HfChatTemplate(
-          "{% for message in messages %}"
-          "{% if message['role'] == 'system' %}{{ message['content'] + '\n\n' }}"
-          "{% elif message['role'] == 'user' %}{{ 'User: ' + message['content'] + '\n' }}"
-          "{% elif message['role'] == 'assistant' %}{{ 'Assistant: ' + message['content'] + '\n' }}"
-          "{% else %}{{ raise_exception(\"the plain chat template knows the roles system, user and assistant, not '\" ~ message['role'] ~ \"'\") }}"
-          "{% endif %}{% endfor %}{% if add_generation_prompt %}{{ 'Assistant:' }}{% endif %}");
+      return "{% for message in messages %}"
+             "{% if message['role'] == 'system' %}{{ message['content'] + '\n\n' }}"
+             "{% elif message['role'] == 'user' %}{{ 'User: ' + message['content'] + '\n' }}"
+             "{% elif message['role'] == 'assistant' %}{{ 'Assistant: ' + message['content'] + '\n' }}"
+             "{% else %}{{ raise_exception(\"the plain chat template knows the roles system, user and assistant, not '\" ~ message['role'] ~ \"'\") }}"
+             "{% endif %}{% endfor %}{% if add_generation_prompt %}{{ 'Assistant:' }}{% endif %}";
     throw config_error(msg("rlflow::HfChatTemplate::named: no built-in chat template '", name,
                            "'; use chatml, llama3 or plain, or pass the tokenizer_config.json chat_template"));
   }
