@@ -271,9 +271,12 @@ TEST_CASE("Jinja statements match Jinja2", "[hf][jinja]") {
       "{% set ns = namespace(total=0, seen=[]) %}{% for i in range(4) %}{% set ns.total = ns.total + i %}{% endfor %}{{ ns.total }}",
       "{% set a, b = 1, 'two' %}{{ a }}{{ b }}{% set t = (1, 2) %}{{ t[1] }}{% if true %}{% set c = 5 %}{% endif %}{{ c }}",
       "{% set block %}inner {{ n }}{% endset %}[{{ block }}]",
+      "{% for i in range(3) %}{% if i == 0 %}{% set a = 5 %}{% endif %}[{{ a }}]{% endfor %}|{% set a = 1 %}{% for i in range(2) %}[{{ a }}]{% set a = 7 %}[{{ a }}]{% endfor %}{{ a }}",
+      "{% if true %}{% set y = 1 %}{% endif %}{{ y }}{% for i in range(2) %}{% set y = y + 1 %}{{ y }}{% endfor %}{{ y }}",
       // macros
       "{% macro greet(name, punct='!') %}Hello {{ name }}{{ punct }}{% endmacro %}{{ greet('a') }} {{ greet('b', '?') }} {{ greet(punct='.', name='c') }}",
       "{% macro f(x) %}{% if x > 0 %}{{ x }}{{ f(x - 1) }}{% endif %}{% endmacro %}{{ f(4) }}{{ n }}",
+      "{% set x = 2 %}{% macro m() %}{{ x }}{% endmacro %}{% for i in range(1) %}{% set x = 9 %}{{ m() }}{% endfor %}{% set x = 3 %}{{ m() }}",
       "{% macro show(m) %}{{ m.role|upper }}:{{ n }}{% endmacro %}{% for m in messages %}{{ show(m) }} {% endfor %}",
       // whitespace control and trim_blocks / lstrip_blocks
       "  {% if true %}\n  yes\n  {% endif %}\nafter\n",

@@ -47,9 +47,17 @@ struct Node;
 struct Macro;
 class Value;
 using List = std::vector<Value>;
+//! Deepest nesting of lists and dicts in a value (destruction, printing and comparison recurse
+//! once per level); deeper data is a value_error.
+inline constexpr int max_value_depth = 256;
+struct ListBox {
+  List items;
+  int depth = 1;
+};
 //! A dict keeps insertion order (Python's dict); keys are strings.
 struct Dict {
   std::vector<std::pair<std::string, Value>> items;
+  int depth = 1;  //!< set when the dict becomes a Value
   Value const* find(std::string_view k) const;
   void set(std::string const& k, Value v);
 };
@@ -62,7 +70,7 @@ class Value {
   struct None {};
   struct Namespace { std::shared_ptr<Dict> attrs; };
   struct Builtin { std::string name; };
-  using Data = std::variant<Undefined, None, bool, std::int64_t, double, std::string, std::shared_ptr<List const>,
+  using Data = std::variant<Undefined, None, bool, std::int64_t, double, std::string, std::shared_ptr<ListBox const>,
                             std::shared_ptr<Dict const>, Namespace, std::shared_ptr<Macro const>, Builtin>;
   Data v;
 
@@ -75,8 +83,20 @@ class Value {
   Value(double d) : v(d) {}
   Value(std::string s) : v(std::move(s)) {}
   Value(char const* s) : v(std::string(s)) {}
-  Value(List l) : v(std::make_shared<List const>(std::move(l))) {}
-  Value(Dict d) : v(std::make_shared<Dict const>(std::move(d))) {}
+  Value(List l) {
+    int const d = nested_depth(l.begin(), l.end(), [](Value const& x) -> Value const& { return x; });
+    v = std::make_shared<ListBox const>(ListBox{std::move(l), d});
+  }
+  Value(Dict dict) {
+    dict.depth = nested_depth(dict.items.begin(), dict.items.end(), [](auto const& kv) -> Value const& { return kv.second; });
+    v = std::make_shared<Dict const>(std::move(dict));
+  }
+  //! Nesting of lists and dicts (0 for other values).
+  int depth() const {
+    if (auto const* l = std::get_if<std::shared_ptr<ListBox const>>(&v)) return (*l)->depth;
+    if (auto const* d = std::get_if<std::shared_ptr<Dict const>>(&v)) return (*d)->depth;
+    return 0;
+  }
 
   static Value undefined(std::string name) { return Value(Data(Undefined{std::move(name)})); }
   //! A dict from (key, value) pairs in order.
@@ -120,19 +140,34 @@ class Value {
   bool is_float() const { return std::holds_alternative<double>(v); }
   bool is_number() const { return is_int() || is_float() || is_bool(); }
   bool is_string() const { return std::holds_alternative<std::string>(v); }
-  bool is_list() const { return std::holds_alternative<std::shared_ptr<List const>>(v); }
+  bool is_list() const { return std::holds_alternative<std::shared_ptr<ListBox const>>(v); }
   bool is_dict() const { return std::holds_alternative<std::shared_ptr<Dict const>>(v); }
   bool is_namespace() const { return std::holds_alternative<Namespace>(v); }
   bool is_callable() const {
     return std::holds_alternative<std::shared_ptr<Macro const>>(v) || std::holds_alternative<Builtin>(v);
   }
   std::string const& str() const { return std::get<std::string>(v); }
-  List const& list() const { return *std::get<std::shared_ptr<List const>>(v); }
+  List const& list() const { return std::get<std::shared_ptr<ListBox const>>(v)->items; }
   Dict const& dict() const { return *std::get<std::shared_ptr<Dict const>>(v); }
   //! Python's name of the type (for errors).
   char const* type_name() const {
     static constexpr char const* names[] = {"undefined", "NoneType", "bool", "int", "float", "str", "list", "dict", "Namespace", "macro", "builtin_function"};
     return names[v.index()];
+  }
+
+ private:
+  template <class It, class Get>
+  static int nested_depth(It first, It last, Get get) {
+    int d = 0;
+    for (; first != last; ++first) {
+      Value const& x = get(*first);
+      if (std::holds_alternative<Namespace>(x.v))
+        throw value_error("rlflow::jinja: a namespace() cannot be put in a list, dict or namespace; keep it in its own variable");
+      d = std::max(d, x.depth());
+    }
+    if (d + 1 > max_value_depth)
+      throw value_error(msg("rlflow::jinja: lists and dicts nest deeper than ", max_value_depth, " levels; flatten the data"));
+    return d + 1;
   }
 };
 
@@ -295,11 +330,11 @@ inline void append_str(std::string& out, Value const& x, bool repr) {
         else if constexpr (std::is_same_v<T, std::string>) {
           if (repr) detail::py_repr_string(out, a);
           else out += a;
-        } else if constexpr (std::is_same_v<T, std::shared_ptr<List const>>) {
+        } else if constexpr (std::is_same_v<T, std::shared_ptr<ListBox const>>) {
           out += '[';
-          for (std::size_t i = 0; i < a->size(); ++i) {
+          for (std::size_t i = 0; i < a->items.size(); ++i) {
             if (i) out += ", ";
-            append_str(out, (*a)[i], true);
+            append_str(out, a->items[i], true);
           }
           out += ']';
         } else if constexpr (std::is_same_v<T, std::shared_ptr<Dict const>>) {
@@ -385,6 +420,7 @@ struct Expr {
   std::vector<std::string> keywords;          // per argument (kids[1..]): "" or the keyword
   std::vector<std::string> ops;               // compare: operators between kids
   bool negated = false;                       // test: 'is not'
+  int height = 1;                             // levels of the tree below and including this node
 };
 using ExprP = std::unique_ptr<Expr>;
 
@@ -878,6 +914,18 @@ class Parser {
     return n;
   }
 
+  //! Records a finished node's height (1 + its tallest operand): left-nested chains such as
+  //! a|f|f|f or 1+1+1 grow the tree without recursing in the parser, and rendering and freeing
+  //! the tree recurse once per level.
+  ExprP fin(ExprP e) {
+    int h = 0;
+    for (auto const& k : e->kids)
+      if (k) h = std::max(h, k->height);
+    e->height = h + 1;
+    if (e->height > 4 * lim_.max_depth)
+      syntax(e->line, msg("an expression nests deeper than ", 4 * lim_.max_depth, " levels (4 x Limits::max_depth); split it with {% set %}"));
+    return e;
+  }
   ExprP make(Expr::Kind k, int line) {
     auto e = std::make_unique<Expr>();
     e->kind = k;
@@ -896,7 +944,7 @@ class Parser {
       if (peek().kind == Token::Kind::block_end || peek().kind == Token::Kind::var_end) break;
       t->kids.push_back(no_cond ? parse_or() : parse_expr());
     }
-    return t;
+    return fin(std::move(t));
   }
 
   ExprP parse_expr() {
@@ -910,7 +958,7 @@ class Parser {
       c->kids.push_back(std::move(a));
       c->kids.push_back(std::move(cond));
       c->kids.push_back(std::move(other));
-      a = std::move(c);
+      a = fin(std::move(c));
     }
     return a;
   }
@@ -920,7 +968,7 @@ class Parser {
       auto e = make(Expr::Kind::or_, next().line);
       e->kids.push_back(std::move(a));
       e->kids.push_back(parse_and());
-      a = std::move(e);
+      a = fin(std::move(e));
     }
     return a;
   }
@@ -930,7 +978,7 @@ class Parser {
       auto e = make(Expr::Kind::and_, next().line);
       e->kids.push_back(std::move(a));
       e->kids.push_back(parse_not());
-      a = std::move(e);
+      a = fin(std::move(e));
     }
     return a;
   }
@@ -939,7 +987,7 @@ class Parser {
       DepthGuard g(*this, peek().line);
       auto e = make(Expr::Kind::not_, next().line);
       e->kids.push_back(parse_not());
-      return e;
+      return fin(std::move(e));
     }
     return parse_compare();
   }
@@ -966,14 +1014,14 @@ class Parser {
       cmp->ops.push_back(op);
       cmp->kids.push_back(parse_math1());
     }
-    return cmp ? std::move(cmp) : std::move(a);
+    return cmp ? fin(std::move(cmp)) : std::move(a);
   }
   ExprP binary(std::string op, ExprP a, ExprP b, int line) {
     auto e = make(Expr::Kind::binary, line);
     e->name = std::move(op);
     e->kids.push_back(std::move(a));
     e->kids.push_back(std::move(b));
-    return e;
+    return fin(std::move(e));
   }
   ExprP parse_math1() {
     ExprP a = parse_concat();
@@ -1014,6 +1062,7 @@ class Parser {
       auto const& t = next();
       a = make(t.s == "-" ? Expr::Kind::neg : Expr::Kind::pos, t.line);
       a->kids.push_back(parse_unary(false));
+      a = fin(std::move(a));
     } else {
       a = parse_primary();
     }
@@ -1071,7 +1120,7 @@ class Parser {
             tup->kids.push_back(parse_expr());
           }
           expect_op(")");
-          return tup;
+          return fin(std::move(tup));
         }
         if (t.s == "[") {
           ++i_;
@@ -1081,7 +1130,7 @@ class Parser {
             if (!skip_op(",")) break;
           }
           expect_op("]");
-          return l;
+          return fin(std::move(l));
         }
         if (t.s == "{") {
           ++i_;
@@ -1093,7 +1142,7 @@ class Parser {
             if (!skip_op(",")) break;
           }
           expect_op("}");
-          return d;
+          return fin(std::move(d));
         }
         [[fallthrough]];
       default: syntax(t.line, msg("expected a value, found ", describe(t)));
@@ -1126,13 +1175,13 @@ class Parser {
           k->lit = Value(next().i);
           e->kids.push_back(std::move(a));
           e->kids.push_back(std::move(k));
-          a = std::move(e);
+          a = fin(std::move(e));
           continue;
         }
         auto e = make(Expr::Kind::attr, line);
         e->name = expect_name("an attribute name after '.'");
         e->kids.push_back(std::move(a));
-        a = std::move(e);
+        a = fin(std::move(e));
       } else if (is_op("[")) {
         int const line = next().line;
         ExprP parts[3];
@@ -1151,13 +1200,13 @@ class Parser {
           if (!parts[0]) syntax(line, "an empty subscript '[]'");
           e->kids.push_back(std::move(parts[0]));
         }
-        a = std::move(e);
+        a = fin(std::move(e));
       } else if (is_op("(")) {
         auto e = make(Expr::Kind::call, peek().line);
         e->kids.push_back(std::move(a));
         e->keywords.emplace_back();
         parse_args(*e);
-        a = std::move(e);
+        a = fin(std::move(e));
       } else {
         return a;
       }
@@ -1172,7 +1221,7 @@ class Parser {
         e->kids.push_back(std::move(a));
         e->keywords.emplace_back();
         if (is_op("(")) parse_args(*e);
-        a = std::move(e);
+        a = fin(std::move(e));
       } else if (is_name("is")) {
         int const line = next().line;
         auto e = make(Expr::Kind::test, line);
@@ -1187,13 +1236,13 @@ class Parser {
           e->keywords.emplace_back();
           e->kids.push_back(parse_postfix(parse_primary()));
         }
-        a = std::move(e);
+        a = fin(std::move(e));
       } else if (is_op("(")) {
         auto e = make(Expr::Kind::call, peek().line);
         e->kids.push_back(std::move(a));
         e->keywords.emplace_back();
         parse_args(*e);
-        a = std::move(e);
+        a = fin(std::move(e));
       } else {
         return a;
       }
@@ -1297,6 +1346,7 @@ class Renderer {
           if (!ns.is_namespace())
             fail(n.line, msg("'{% set ", n.targets[0], ".", n.targets[1], " %}' needs '", n.targets[0],
                              "' to be a namespace(), but it is ", ns.is_undefined() ? "undefined" : ns.type_name()));
+          if (v.is_namespace()) fail(n.line, "a namespace() cannot be stored in a namespace; keep it in its own variable");
           std::get<Value::Namespace>(ns.v).attrs->set(n.targets[1], std::move(v));
         } else if (n.targets.size() == 1) {
           frames.back().set(n.targets[0], std::move(v));
@@ -1420,7 +1470,7 @@ class Renderer {
           else if constexpr (std::is_same_v<T, bool>) return a;
           else if constexpr (std::is_same_v<T, std::int64_t> || std::is_same_v<T, double>) return a != 0;
           else if constexpr (std::is_same_v<T, std::string>) return !a.empty();
-          else if constexpr (std::is_same_v<T, std::shared_ptr<List const>>) return !a->empty();
+          else if constexpr (std::is_same_v<T, std::shared_ptr<ListBox const>>) return !a->items.empty();
           else if constexpr (std::is_same_v<T, std::shared_ptr<Dict const>>) return !a->items.empty();
           else return true;
         },
@@ -1971,7 +2021,10 @@ class Renderer {
         if (a.pos.size() > 1 || !a.pos[0].is_dict()) fail(line, msg(name, "() takes keyword arguments or one dict"));
         *d = a.pos[0].dict();
       }
-      for (auto const& [k, v] : a.kw) d->set(k, v);
+      for (auto const& [k, v] : a.kw) {
+        if (v.is_namespace()) fail(line, msg(name, "(): a namespace() cannot be stored in a ", name, "; keep it in its own variable"));
+        d->set(k, v);
+      }
       if (name == "dict") return Value(Dict(*d));
       return Value(Value::Data(Value::Namespace{std::move(d)}));
     }
