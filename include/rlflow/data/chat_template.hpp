@@ -1565,6 +1565,11 @@ class Renderer {
       check_size(s.size(), line);
       return Value(std::move(s));
     }
+    if (op == "%" && a.is_string() && a.str().find('%') == std::string::npos && (b.is_list() || b.is_dict() || b.is_undefined()))
+      return a;  // Python: a format without conversions and a mapping-like argument
+    if (op == "%" && a.is_string())
+      fail(line, a.str().find('%') == std::string::npos ? std::string("not all arguments converted during string formatting")
+                                                         : std::string("'%' string formatting is not supported by rlflow's Jinja engine; use '~' or format the parts"));
     undefined_check(a, line);
     undefined_check(b, line);
     if (op == "+") {
@@ -1585,6 +1590,15 @@ class Renderer {
       if (k > 0 && s.size() > lim_.max_output_bytes / static_cast<std::size_t>(k)) check_size(lim_.max_output_bytes + 1, line);
       std::string r;
       for (std::int64_t j = 0; j < k; ++j) r += s;
+      return Value(std::move(r));
+    }
+    if (op == "*" && ((a.is_list() && intlike(b)) || (intlike(a) && b.is_list()))) {
+      List const& l = a.is_list() ? a.list() : b.list();
+      std::int64_t const k = std::max<std::int64_t>(0, as_int(a.is_list() ? b : a));
+      if (k > 0 && l.size() > static_cast<std::size_t>(lim_.max_range) / static_cast<std::size_t>(k))
+        fail(line, msg("a repeated list of more than ", lim_.max_range, " elements (Limits::max_range)"));
+      List r;
+      for (std::int64_t j = 0; j < k; ++j) r.insert(r.end(), l.begin(), l.end());
       return Value(std::move(r));
     }
     if (!a.is_number() || !b.is_number())
@@ -1634,9 +1648,25 @@ class Renderer {
     }
     if (op == "//" || op == "%") {
       if (y == 0) fail(line, "float division or modulo by zero");
+      // CPython's float_divmod
       double m = std::fmod(x, y);
-      if (m != 0 && ((m < 0) != (y < 0))) m += y;
-      return Value(op == "//" ? std::floor(x / y) : m);
+      double div = (x - m) / y;
+      if (m != 0) {
+        if ((y < 0) != (m < 0)) {
+          m += y;
+          div -= 1;
+        }
+      } else {
+        m = std::copysign(0.0, y);
+      }
+      double fl;
+      if (div != 0) {
+        fl = std::floor(div);
+        if (div - fl > 0.5) fl += 1;
+      } else {
+        fl = std::copysign(0.0, x / y);
+      }
+      return Value(op == "//" ? fl : m);
     }
     if (op == "**") return Value(std::pow(x, y));
     fail(line, msg("unknown operator '", op, "'"));
@@ -1682,8 +1712,9 @@ class Renderer {
 
   Value slice(Value const& obj, Value const& a, Value const& b, Value const& c, int line) const {
     undefined_check(obj, line);
+    // Jinja2 slices with Python's own subscript: bounds are integers or none, the object a list or string
     auto bound = [&](Value const& v, char const* what) -> std::optional<std::int64_t> {
-      if (v.is_undefined() || v.is_none()) return std::nullopt;
+      if (v.is_none()) return std::nullopt;
       if (!intlike(v)) fail(line, msg("slice ", what, " must be an integer or none, not '", v.type_name(), "'"));
       return as_int(v);
     };
@@ -1829,6 +1860,23 @@ class Renderer {
     }
     return s;
   }
+  //! Python's float(str) for plain decimal text (surrounding whitespace, sign, digits with '_',
+  //! point, exponent, inf/nan); nullopt when it does not parse.
+  static std::optional<double> parse_float(std::string const& text) {
+    std::string s = strip(text, nullptr, true, true);
+    std::string clean;
+    for (std::size_t k = 0; k < s.size(); ++k) {
+      if (s[k] == '_' && k > 0 && k + 1 < s.size() && std::isdigit(static_cast<unsigned char>(s[k - 1])) &&
+          std::isdigit(static_cast<unsigned char>(s[k + 1])))
+        continue;
+      clean += s[k];
+    }
+    if (clean.empty() || clean.find_first_of("xXpP") != std::string::npos) return std::nullopt;
+    char* end = nullptr;
+    double const d = std::strtod(clean.c_str(), &end);
+    if (end != clean.c_str() + clean.size()) return std::nullopt;
+    return d;
+  }
   std::int64_t int_arg(Value const* v, std::int64_t dflt, std::string const& what, int line) const {
     if (!v || v->is_none()) return dflt;
     if (!intlike(*v)) fail(line, msg(what, " needs an integer, got '", v->type_name(), "'"));
@@ -1933,6 +1981,21 @@ class Renderer {
       }
       if (auto const* v = d.find(name))
         if (v->is_callable()) return call_value(*v, a, line, name);
+    } else if (obj.is_list()) {
+      if (name == "count" || name == "index") {
+        arity(a, 1, what, line);
+        Value const* x = a.get(0, "value");
+        if (!x) fail(line, msg(what, " needs a value"));
+        auto const& l = obj.list();
+        std::int64_t c = 0;
+        for (std::size_t k = 0; k < l.size(); ++k)
+          if (equal(l[k], *x)) {
+            if (name == "index") return Value(static_cast<std::int64_t>(k));
+            ++c;
+          }
+        if (name == "index") fail(line, msg(what, ": the value is not in the list"));
+        return Value(c);
+      }
     } else if (obj.is_namespace()) {
       if (auto const* v = std::get<Value::Namespace>(obj.v).attrs->find(name))
         if (v->is_callable()) return call_value(*v, a, line, name);
@@ -2081,8 +2144,18 @@ class Renderer {
       fail(line, msg("object of type '", x.type_name(), "' has no length"));
     }
     if (f == "string") return Value(to_str(x));
-    if (f == "lower" || f == "upper" || f == "capitalize" || f == "title")
-      return Value(case_map(to_str(x), f == "lower" ? 0 : f == "upper" ? 1 : f == "capitalize" ? 2 : 3));
+    if (f == "lower" || f == "upper" || f == "capitalize")
+      return Value(case_map(to_str(x), f == "lower" ? 0 : f == "upper" ? 1 : 2));
+    if (f == "title") {  // Jinja2's title: words start after whitespace, '-', '(', '{', '[' or '<'
+      std::string r = to_str(x);
+      bool start = true;
+      for (auto& c : r) {
+        bool const sep = py_space(c) || c == '-' || c == '(' || c == '{' || c == '[' || c == '<';
+        c = static_cast<char>(start ? std::toupper(static_cast<unsigned char>(c)) : std::tolower(static_cast<unsigned char>(c)));
+        start = sep;
+      }
+      return Value(std::move(r));
+    }
     if (f == "default" || f == "d") {
       arity(a, 2, what, line);
       Value const* dv = a.get(0, "default_value");
@@ -2131,9 +2204,11 @@ class Renderer {
     }
     if (f == "replace") {
       arity(a, 3, what, line);
-      return Value(replace(to_str(x), str_arg(a.get(0, "old"), what, line), str_arg(a.get(1, "new"), what, line),
-                           int_arg(a.get(2, "count"), -1, what, line), line));
+      Value const *o = a.get(0, "old"), *nw = a.get(1, "new");
+      if (!o || !nw) fail(line, "the filter 'replace' needs old and new");
+      return Value(replace(to_str(x), to_str(*o), to_str(*nw), int_arg(a.get(2, "count"), -1, what, line), line));
     }
+    if ((f == "int" || f == "float" || f == "abs") && x.is_undefined()) fail(line, msg(undefined_msg(x), " (the filter '", f, "')"));
     if (f == "int") {
       if (intlike(x)) return Value(as_int(x));
       if (x.is_float()) {
@@ -2144,25 +2219,31 @@ class Renderer {
       if (x.is_string()) {
         std::string const s = strip(x.str(), nullptr, true, true);
         std::int64_t r = 0;
-        auto const res = std::from_chars(s.data(), s.data() + s.size(), r);
-        if (res.ec == std::errc() && res.ptr == s.data() + s.size()) return Value(r);
+        std::string_view const digits = !s.empty() && s[0] == '+' ? std::string_view(s).substr(1) : std::string_view(s);
+        auto const res = std::from_chars(digits.data(), digits.data() + digits.size(), r);
+        if (!digits.empty() && (digits[0] != '-' || digits.size() == s.size()) && res.ec == std::errc() && res.ptr == digits.data() + digits.size())
+          return Value(r);
+        if (auto const d = parse_float(x.str()); d && std::fabs(*d) < 9.2e18) return Value(static_cast<std::int64_t>(*d));
       }
       Value const* dflt = a.get(0, "default");
       return dflt ? *dflt : Value(std::int64_t{0});
     }
     if (f == "float") {
       if (x.is_number()) return Value(num(x));
+      if (x.is_string())
+        if (auto const d = parse_float(x.str())) return Value(*d);
       Value const* dflt = a.get(0, "default");
       return dflt ? *dflt : Value(0.0);
     }
     if (f == "abs") {
-      if (x.is_int()) return Value(checked(std::get<std::int64_t>(x.v) == std::numeric_limits<std::int64_t>::min(), std::llabs(std::get<std::int64_t>(x.v)), line, *this));
+      if (intlike(x)) return Value(checked(as_int(x) == std::numeric_limits<std::int64_t>::min(), std::llabs(as_int(x)), line, *this));
       if (x.is_number()) return Value(std::fabs(num(x)));
       fail(line, msg("abs: bad operand type '", x.type_name(), "'"));
     }
     if (f == "safe") return x;
     if (f == "map" || f == "selectattr" || f == "rejectattr" || f == "select" || f == "reject") {
       List out;
+      if (!truthy(x)) return Value(std::move(out));  // Jinja2 iterates only a true value
       bool const by_attr = f == "selectattr" || f == "rejectattr";
       if (f == "map") {
         Value const* attr = nullptr;
@@ -2226,11 +2307,10 @@ class Renderer {
     if (t == "false") return x.is_bool() && !std::get<bool>(x.v);
     if (t == "mapping") return x.is_dict();
     if (t == "iterable") return x.is_string() || x.is_list() || x.is_dict() || x.is_undefined();
-    if (t == "sequence") return x.is_string() || x.is_list() || x.is_dict();
+    if (t == "sequence") return x.is_string() || x.is_list() || x.is_dict() || x.is_undefined();
     if (t == "callable") return x.is_callable();
-    if (t == "lower" || t == "upper") {
-      if (!x.is_string()) return false;
-      std::string const& s = x.str();
+    if (t == "lower" || t == "upper") {  // str(value).islower() / isupper()
+      std::string const s = to_str(x);
       bool cased = false;
       for (char c : s) {
         if (std::isupper(static_cast<unsigned char>(c))) {
@@ -2244,15 +2324,8 @@ class Renderer {
       }
       return cased;
     }
-    if (t == "even" || t == "odd") {
-      if (!intlike(x)) fail(line, msg("the test '", t, "' needs an integer, got '", x.type_name(), "'"));
-      return (((as_int(x) % 2) + 2) % 2 == 0) == (t == "even");
-    }
-    if (t == "divisibleby") {
-      Value const& d = arg();
-      if (!intlike(x) || !intlike(d) || as_int(d) == 0) fail(line, "the test 'divisibleby' needs integers and a non-zero divisor");
-      return as_int(x) % as_int(d) == 0;
-    }
+    if (t == "even" || t == "odd") return equal(arith("%", x, Value(std::int64_t{2}), line), Value(std::int64_t{t == "odd" ? 1 : 0}));
+    if (t == "divisibleby") return equal(arith("%", x, arg(), line), Value(std::int64_t{0}));
     if (t == "eq" || t == "equalto" || t == "==") return equal(x, arg());
     if (t == "ne" || t == "!=") return !equal(x, arg());
     if (t == "lt" || t == "lessthan" || t == "<") return less(x, arg(), line);
@@ -2298,7 +2371,7 @@ class Renderer {
       }
       case Expr::Kind::slice: {
         Value const obj = eval(*e.kids[0]);
-        Value parts[3];
+        Value parts[3] = {Value(nullptr), Value(nullptr), Value(nullptr)};
         for (int k = 0; k < 3; ++k)
           if (e.kids[static_cast<std::size_t>(k) + 1]) parts[k] = eval(*e.kids[static_cast<std::size_t>(k) + 1]);
         return slice(obj, parts[0], parts[1], parts[2], e.line);
