@@ -259,6 +259,28 @@ struct ExprGen {
       }
     }
   }
+  //! Text, tags and comments with random whitespace around them and random whitespace
+  //! controls ('-' strips, '+' keeps), nested blocks: trim_blocks / lstrip_blocks territory.
+  std::string layout(int depth) {
+    static char const* const texts[] = {"", " ", "  ", "\n", "\n\n", "\t", " x ", "a\n  ", "\n  ", "  \n", "y", " \t\n z"};
+    static char const* const left[] = {"", "", "-", "+"};
+    static char const* const right[] = {"", "", "-", "+"};
+    auto blk = [&](std::string const& body) { return std::string(texts[pick(12)]) + "{%" + one(left) + " " + body + " " + one(right) + "%}"; };
+    std::string out;
+    int const n = 1 + pick(4);
+    for (int i = 0; i < n; ++i) {
+      switch (depth > 0 ? pick(6) : pick(3)) {
+        case 0: out += std::string(texts[pick(12)]) + "{{" + (pick(3) ? "" : "-") + " n " + (pick(3) ? "" : "-") + "}}"; break;
+        case 1: out += std::string(texts[pick(12)]) + "{#" + (pick(3) ? "" : "-") + " note " + (pick(3) ? "" : "-") + "#}"; break;
+        case 2: out += texts[pick(12)]; break;
+        case 3: out += blk("if n > 3") + layout(depth - 1) + blk("else") + layout(depth - 1) + blk("endif"); break;
+        case 4: out += blk("for i in range(2)") + layout(depth - 1) + blk("endfor"); break;
+        default: out += blk("set q = 1") + layout(depth - 1);
+      }
+      out += texts[pick(12)];
+    }
+    return out;
+  }
   std::string statement() {
     switch (pick(4)) {
       case 0: return "{% for x in " + expr(2) + " %}{{ x }},{{ loop.index }};{% else %}empty{% endfor %}";
@@ -425,6 +447,15 @@ TEST_CASE("Random Jinja expressions render as Jinja2 renders them or fail where 
   int const rendered = compare_all(cases);
   // most random expressions are well-typed: the comparison covered rendering, not only errors
   CHECK((rendered == -1 || rendered > 800));
+}
+
+TEST_CASE("Random whitespace control and layout render as Jinja2 renders them", "[hf][jinja]") {
+  std::mt19937_64 g(4242);
+  ExprGen gen{g};
+  std::vector<Case> cases;
+  for (int i = 0; i < 1500; ++i) cases.push_back({gen.layout(3), ojson{{"n", 5}}});
+  int const rendered = compare_all(cases);
+  CHECK((rendered == -1 || rendered == static_cast<int>(cases.size())));
 }
 
 TEST_CASE("Jinja runtime errors fail where Jinja2 fails, naming the line", "[hf][jinja]") {
