@@ -545,6 +545,13 @@ TEST_CASE("Jinja limits bound loops, recursion and output", "[hf][jinja]") {
   std::string nested;
   for (int k = 0; k < 50; ++k) nested += "{% if true %}";
   CHECK_THROWS_WITH(jinja::Template(nested, lim), Catch::Contains("max_depth"));
+  // the text a render builds counts against max_steps even where no single string is too long
+  CHECK_THROWS_WITH(jinja::Template("{% set ns = namespace(l=[]) %}{% for i in range(3000) %}{% set ns.l = ns.l + [('x' * 60000) ~ i] %}{% endfor %}", lim)
+                        .render(jinja::Value()),
+                    Catch::Contains("max_steps"));
+  CHECK_THROWS_WITH(jinja::Template("{% set ns = namespace(l=[1]) %}{% for i in range(40) %}{% set ns.l = ns.l + ns.l %}{% endfor %}", lim)
+                        .render(jinja::Value()),
+                    Catch::Contains("max_range"));
   CHECK_THROWS_WITH(jinja::Template("{{ 9223372036854775807 + 1 }}").render(jinja::Value()), Catch::Contains("overflow"));
   // within the limits the same shapes render
   CHECK(jinja::Template("{% for i in range(30) %}{{ i % 10 }}{% endfor %}", lim).render(jinja::Value()).size() == 30);

@@ -15,8 +15,10 @@
 // construct and the template line, before rendering.
 #pragma once
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <cstdint>
 #include <ctime>
 #include <functional>
@@ -70,7 +72,9 @@ class Value {
   struct None {};
   struct Namespace { std::shared_ptr<Dict> attrs; };
   struct Builtin { std::string name; };
-  using Data = std::variant<Undefined, None, bool, std::int64_t, double, std::string, std::shared_ptr<ListBox const>,
+  //! Strings are shared: copying a value never copies its text.
+  using Str = std::shared_ptr<std::string const>;
+  using Data = std::variant<Undefined, None, bool, std::int64_t, double, Str, std::shared_ptr<ListBox const>,
                             std::shared_ptr<Dict const>, Namespace, std::shared_ptr<Macro const>, Builtin>;
   Data v;
 
@@ -81,8 +85,8 @@ class Value {
   Value(int i) : v(std::int64_t{i}) {}
   Value(std::int64_t i) : v(i) {}
   Value(double d) : v(d) {}
-  Value(std::string s) : v(std::move(s)) {}
-  Value(char const* s) : v(std::string(s)) {}
+  Value(std::string s) : v(std::make_shared<std::string const>(std::move(s))) {}
+  Value(char const* s) : v(std::make_shared<std::string const>(s)) {}
   Value(List l) {
     int const d = nested_depth(l.begin(), l.end(), [](Value const& x) -> Value const& { return x; });
     v = std::make_shared<ListBox const>(ListBox{std::move(l), d});
@@ -139,14 +143,14 @@ class Value {
   bool is_int() const { return std::holds_alternative<std::int64_t>(v); }
   bool is_float() const { return std::holds_alternative<double>(v); }
   bool is_number() const { return is_int() || is_float() || is_bool(); }
-  bool is_string() const { return std::holds_alternative<std::string>(v); }
+  bool is_string() const { return std::holds_alternative<Str>(v); }
   bool is_list() const { return std::holds_alternative<std::shared_ptr<ListBox const>>(v); }
   bool is_dict() const { return std::holds_alternative<std::shared_ptr<Dict const>>(v); }
   bool is_namespace() const { return std::holds_alternative<Namespace>(v); }
   bool is_callable() const {
     return std::holds_alternative<std::shared_ptr<Macro const>>(v) || std::holds_alternative<Builtin>(v);
   }
-  std::string const& str() const { return std::get<std::string>(v); }
+  std::string const& str() const { return *std::get<Str>(v); }
   List const& list() const { return std::get<std::shared_ptr<ListBox const>>(v)->items; }
   Dict const& dict() const { return *std::get<std::shared_ptr<Dict const>>(v); }
   //! Python's name of the type (for errors).
@@ -327,9 +331,9 @@ inline void append_str(std::string& out, Value const& x, bool repr) {
         else if constexpr (std::is_same_v<T, bool>) out += a ? "True" : "False";
         else if constexpr (std::is_same_v<T, std::int64_t>) out += std::to_string(a);
         else if constexpr (std::is_same_v<T, double>) out += detail::py_float(a);
-        else if constexpr (std::is_same_v<T, std::string>) {
-          if (repr) detail::py_repr_string(out, a);
-          else out += a;
+        else if constexpr (std::is_same_v<T, Value::Str>) {
+          if (repr) detail::py_repr_string(out, *a);
+          else out += *a;
         } else if constexpr (std::is_same_v<T, std::shared_ptr<ListBox const>>) {
           out += '[';
           for (std::size_t i = 0; i < a->items.size(); ++i) {
@@ -1293,7 +1297,7 @@ class Renderer {
  private:
   Limits const& lim_;
   std::string& out_;
-  std::uint64_t steps_ = 0;
+  mutable std::uint64_t steps_ = 0;
   int call_depth_ = 0;
 
   [[noreturn]] void fail(int line, std::string const& what) const {
@@ -1308,8 +1312,13 @@ class Renderer {
       fail(line, msg("the output would exceed ", lim_.max_output_bytes, " bytes (Limits::max_output_bytes)"));
     out_ += s;
   }
-  void check_size(std::size_t n, int line) const {
+  //! A new string of n bytes: bounded by max_output_bytes, and charged to the step budget (one
+  //! step per 64 bytes), so the text a render builds in all is bounded too.
+  void check_size(std::size_t n, int line, bool charge = true) const {
     if (n > lim_.max_output_bytes) fail(line, msg("a string of ", n, " bytes exceeds Limits::max_output_bytes (", lim_.max_output_bytes, ")"));
+    if (charge) steps_ += n / 64;
+    if (steps_ > lim_.max_steps)
+      fail(line, msg("the render took more than ", lim_.max_steps, " steps (Limits::max_steps, one per expression, loop iteration or 64 bytes of built text)"));
   }
 
   Value lookup(std::string const& name) const {
@@ -1469,7 +1478,7 @@ class Renderer {
           if constexpr (std::is_same_v<T, Value::Undefined> || std::is_same_v<T, Value::None>) return false;
           else if constexpr (std::is_same_v<T, bool>) return a;
           else if constexpr (std::is_same_v<T, std::int64_t> || std::is_same_v<T, double>) return a != 0;
-          else if constexpr (std::is_same_v<T, std::string>) return !a.empty();
+          else if constexpr (std::is_same_v<T, Value::Str>) return !a->empty();
           else if constexpr (std::is_same_v<T, std::shared_ptr<ListBox const>>) return !a->items.empty();
           else if constexpr (std::is_same_v<T, std::shared_ptr<Dict const>>) return !a->items.empty();
           else return true;
@@ -1578,9 +1587,10 @@ class Renderer {
         return Value(a.str() + b.str());
       }
       if (a.is_list() && b.is_list()) {
+        if (a.list().size() + b.list().size() > static_cast<std::size_t>(lim_.max_range))
+          fail(line, msg("a list of more than ", lim_.max_range, " elements (Limits::max_range)"));
         List l = a.list();
         l.insert(l.end(), b.list().begin(), b.list().end());
-        check_size(l.size(), line);
         return Value(std::move(l));
       }
     }
@@ -1588,6 +1598,7 @@ class Renderer {
       std::string const& s = a.is_string() ? a.str() : b.str();
       std::int64_t const k = std::max<std::int64_t>(0, as_int(a.is_string() ? b : a));
       if (k > 0 && s.size() > lim_.max_output_bytes / static_cast<std::size_t>(k)) check_size(lim_.max_output_bytes + 1, line);
+      check_size(s.size() * static_cast<std::size_t>(k), line);
       std::string r;
       for (std::int64_t j = 0; j < k; ++j) r += s;
       return Value(std::move(r));
@@ -1830,9 +1841,10 @@ class Renderer {
           ++done;
         }
         r.append(s, at[j], at[j + 1] - at[j]);
-        check_size(r.size(), line);
+        check_size(r.size(), line, false);
       }
       if (count < 0 || done < count) r += b;
+      check_size(r.size(), line);
       return r;
     }
     for (;;) {
@@ -1840,11 +1852,12 @@ class Renderer {
       if (p == std::string::npos) break;
       r.append(s, k, p - k);
       r += b;
-      check_size(r.size(), line);
+      check_size(r.size(), line, false);
       k = p + a.size();
       ++done;
     }
     r.append(s, k);
+    check_size(r.size(), line);
     return r;
   }
   static std::string case_map(std::string s, int mode) {  // 0 lower, 1 upper, 2 capitalize, 3 title
@@ -1945,8 +1958,9 @@ class Renderer {
           if (!first) r += s;
           r += e.str();
           first = false;
-          check_size(r.size(), line);
+          check_size(r.size(), line, false);
         }
+        check_size(r.size(), line);
         return Value(std::move(r));
       }
       if (name == "isdigit" || name == "isspace" || name == "isalpha" || name == "isalnum") {
@@ -2174,8 +2188,9 @@ class Renderer {
         if (!first) r += d;
         append_str(r, attr ? getitem(el, *attr, line) : el);
         first = false;
-        check_size(r.size(), line);
+        check_size(r.size(), line, false);
       }
+      check_size(r.size(), line);
       return Value(std::move(r));
     }
     if (f == "first" || f == "last") {
