@@ -11,8 +11,9 @@
 //   std::string p = c.render(messages, tools, true, {{"enable_thinking", false}}, bos, eos);
 //   HfChatTemplate::named("chatml");                  // folders without a template
 //
-// What the engine supports is listed in docs/data.md; anything else is a format_error naming the
-// construct and the template line, before rendering.
+// What the engine supports is listed in docs/data.md. An unsupported tag or bad syntax is a
+// format_error naming the construct and the template line when the template is parsed; an
+// unsupported filter, test or method is a value_error naming the line when it runs.
 #pragma once
 #include <algorithm>
 #include <cctype>
@@ -40,7 +41,7 @@ namespace rlflow::jinja {
 //! Bounds on one render: a hostile template cannot loop, recurse or grow without end.
 struct Limits {
   std::size_t max_output_bytes = std::size_t{64} << 20;  //!< rendered text and any one string value
-  std::uint64_t max_steps = 20'000'000;                   //!< evaluated expressions + loop iterations
+  std::uint64_t max_steps = 20'000'000;                   //!< expressions + loop iterations + 64-byte units of built text
   int max_depth = 100;                                    //!< nesting of blocks and expressions (parse) and macro calls (render)
   std::int64_t max_range = 1'000'000;                     //!< elements of one range() or list
 };
