@@ -14,7 +14,7 @@ JOBS ?= $(shell nproc)
 APT := apt-get -o DPkg::Lock::Timeout=600
 # Debian packages the build needs (never libthrust-dev / libcub-dev: they shadow the CUDA toolkit's CCCL).
 PACKAGES := cmake g++ make pkg-config ccache time catch2 libbenchmark-dev libopenblas-dev nlohmann-json3-dev libyaml-cpp-dev libboost-dev \
-  libopenmpi-dev openmpi-bin
+  libpcre2-dev libopenmpi-dev openmpi-bin
 # The planner page (emscripten) and the browser tests (chromium; they run in 'make test'). Large
 # (Chromium is about 100 MB), so kept apart: installed once by every target that configures. A
 # failed install is reported, not fatal: the page is then not built and the browser tests skip.
@@ -46,13 +46,15 @@ RUN_ENV := OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 # libFuzzer runs (make fuzz): clang with compiler-rt's libFuzzer, ASan, UBSan and float-cast-overflow.
 FUZZ_BUILD ?= build-fuzz
 FUZZ_TIME ?= 60
-FUZZ_TARGETS ?= data_proto safetensors checkpoint config command_line data_files tokenizer hf_config chat_template
+FUZZ_TARGETS ?= data_proto safetensors checkpoint config command_line data_files tokenizer hf_config hf_tokenizer chat_template
 FUZZ_PACKAGES := clang libclang-rt-14-dev
 # compare-verl: Debian's PyTorch (1.13, CPU) to time verl's vectorized GRPO advantage in Python
 COMPARE_PACKAGES := python3-torch python3-numpy
 FUZZ_CXX ?= clang++
 FUZZ_FLAGS := -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined,float-cast-overflow \
   -fno-sanitize-recover=undefined,float-cast-overflow -Iinclude -Itests
+# PCRE2 runs the tokenizer.json regexes (fuzz_hf_tokenizer and every target that reaches the trainer's files)
+FUZZ_LIBS := $(shell pkg-config --libs libpcre2-8 2>/dev/null || echo -lpcre2-8)
 
 .PHONY: all deps deps-browser configure build test test-sanitize test-sanitize-ci test-long demo bench plan plan-page report gpu-check clean fuzz compare-verl
 
@@ -99,7 +101,7 @@ SANITIZE_CTEST = cd $(ASAN_BUILD) && $(RUN_ENV) ASAN_OPTIONS=detect_leaks=1:abor
 # test executables that do not compile the Trainer. Sized in docs/development.md ('Sanitizers in
 # CI'): the whole sanitizer build does not fit next to make test in CI's 90 minutes.
 SANITIZE_CI_TARGETS := test_foundation test_data_proto test_dispatch test_kernels test_config test_hardening \
-  test_bpe test_data_files test_hf_gpt2 test_tools test_chat_template $(addprefix fuzz_,$(FUZZ_TARGETS))
+  test_bpe test_hf_tokenizer test_chat_template test_data_files test_hf_gpt2 test_tools $(addprefix fuzz_,$(FUZZ_TARGETS))
 empty :=
 space := $(empty) $(empty)
 SANITIZE_CI_TESTS := ^($(subst $(space),|,$(patsubst fuzz_%,fuzz[.]%,$(SANITIZE_CI_TARGETS))))([.]|$$)
@@ -148,7 +150,7 @@ fuzz: deps
 	mkdir -p $(FUZZ_BUILD)
 	@set -e; for t in $(FUZZ_TARGETS); do \
 	  echo "== fuzz_$$t: building"; \
-	  $(FUZZ_CXX) $(FUZZ_FLAGS) tests/fuzz/fuzz_$$t.cpp -o $(FUZZ_BUILD)/fuzz_$$t; \
+	  $(FUZZ_CXX) $(FUZZ_FLAGS) tests/fuzz/fuzz_$$t.cpp -o $(FUZZ_BUILD)/fuzz_$$t $(FUZZ_LIBS); \
 	  mkdir -p $(FUZZ_BUILD)/corpus/$$t; \
 	  RLFLOW_FUZZ_WRITE_SEEDS=$(FUZZ_BUILD)/corpus/$$t ./$(FUZZ_BUILD)/fuzz_$$t; \
 	  echo "== fuzz_$$t: $(FUZZ_TIME) s"; \

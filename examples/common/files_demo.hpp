@@ -2,8 +2,8 @@
 // locally because real weights cannot be downloaded here: a GSM8K-style JSON-lines dataset in
 // verl's schema (arithmetic word problems whose answers end in "#### n", data_source
 // openai/gsm8k) and a small GPT-2-shaped Hugging Face folder (config.json, model.safetensors with
-// GPT-2's seeded initialisation, and a byte-level BPE vocab.json / merges.txt trained on the
-// problems). Used by examples/05_grpo_from_files.cpp and tests/hf/test_from_files.cpp.
+// GPT-2's seeded initialisation, or a Llama-family one, and a byte-level BPE vocab.json /
+// merges.txt trained on the problems). Used by examples/05_grpo_from_files.cpp and tests/hf/test_from_files.cpp.
 #pragma once
 #include <cstdint>
 #include <filesystem>
@@ -18,7 +18,7 @@
 #include <rlflow/core/error.hpp>
 #include <rlflow/model/bpe_tokenizer.hpp>  // gpt2_pretokenize, bpe_detail
 #include <rlflow/model/gpt.hpp>            // GPTConfig, init_params
-#include <rlflow/model/hf_gpt2.hpp>        // export_gpt2
+#include <rlflow/model/hf_folder.hpp>      // export_model
 
 namespace rlflow::examples {
 
@@ -138,9 +138,11 @@ struct DemoFiles {
 //! A complete "bring your model and data" setup under 'root': model/ (a GPT-2-shaped folder of
 //! n_layer x n_embd with a BPE vocabulary of 256 + n_merges + 1 tokens), data/train.jsonl and
 //! data/val.jsonl (GSM8K-style rows).
+//! arch: the model family of the folder (GPT-2, or a Llama-family model of the same width with
+//! one key/value head per two query heads and an MLP of 3 n_embd, as transformers writes it).
 inline DemoFiles write_demo_files(std::filesystem::path const& root, std::uint64_t seed = 1, std::int64_t train_rows = 256,
                                   std::int64_t val_rows = 8, int n_layer = 2, int n_head = 2, int n_embd = 32,
-                                  int n_positions = 160, int n_merges = 160) {
+                                  int n_positions = 160, int n_merges = 160, model::Arch arch = model::Arch::gpt2) {
   namespace fs = std::filesystem;
   DemoFiles f{root / "model", root / "data" / "train.jsonl", root / "data" / "val.jsonl"};
   fs::create_directories(f.model_dir);
@@ -153,11 +155,19 @@ inline DemoFiles write_demo_files(std::filesystem::path const& root, std::uint64
                      std::to_string(p.answer) + ".\n#### " + std::to_string(p.answer));
   write_bpe_files(f.model_dir, corpus, n_merges);
   auto const tok = model::BPETokenizer::from_folder(f.model_dir);
-  model::GPTConfig const c{
+  model::GPTConfig c{
       .vocab_size = tok.vocab_size(), .max_seq_len = n_positions, .n_layer = n_layer, .n_head = n_head, .n_embd = n_embd, .seed = seed};
+  if (arch != model::Arch::gpt2) {
+    c.arch = arch;
+    c.n_kv_head = n_head % 2 == 0 ? n_head / 2 : n_head;
+    c.intermediate_size = 3 * n_embd;
+    c.qkv_bias = arch == model::Arch::qwen2;
+    c.qk_norm = arch == model::Arch::qwen3;
+    c.tie_word_embeddings = arch != model::Arch::llama;
+  }
   std::vector<float> w(model::param_count(c));
   model::init_params(c, w);
-  model::hf::export_gpt2(f.model_dir, c, w, DType::float32, tok.bos_id(), tok.eos_id());
+  model::hf::export_model(f.model_dir, c, w, DType::float32, tok.bos_id(), tok.eos_id());
   return f;
 }
 

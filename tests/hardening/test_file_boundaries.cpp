@@ -10,7 +10,7 @@
 #include <rlflow/engine/checkpoint.hpp>
 #include <rlflow/engine/hf_export.hpp>
 #include <rlflow/model/bpe_tokenizer.hpp>
-#include <rlflow/model/hf_gpt2.hpp>
+#include <rlflow/model/hf_folder.hpp>
 
 #include <fstream>
 #include <random>

@@ -1,4 +1,4 @@
-// tests/hf/test_hf_gpt2.cpp <-> include/rlflow/model/hf_gpt2.hpp: a GPT-2 folder written here
+// tests/hf/test_hf_gpt2.cpp <-> include/rlflow/model/hf_folder.hpp: a GPT-2 folder written here
 // with Hugging Face's names and layouts (Conv1D (in, out) weights, c_attn columns [q | k | v])
 // loads into the built-in GPT and gives the logits of an independent double-precision forward
 // written from GPT-2's definition over the HF tensors; shards, prefixes, F16 / BF16; export then
@@ -18,7 +18,7 @@
 
 #include <nlohmann/json.hpp>
 #include <rlflow/engine/hf_export.hpp>
-#include <rlflow/model/hf_gpt2.hpp>
+#include <rlflow/model/hf_folder.hpp>
 
 #include "fixtures.hpp"
 

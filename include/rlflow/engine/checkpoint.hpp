@@ -12,6 +12,7 @@
 #include <span>
 #include <string>
 #include <utility>      // std::move
+#include <cmath>
 #include <vector>
 
 #include <nlohmann/json.hpp>                 // the config in the metadata
@@ -24,9 +25,29 @@
 namespace rlflow::engine {
 
 namespace detail {
+//! The config as the metadata records it: GPT-2's seven fields, and for the Llama family the
+//! architecture's fields after them.
 inline std::string config_json(model::GPTConfig const& c) {
   nlohmann::ordered_json j = {{"vocab_size", c.vocab_size}, {"max_seq_len", c.max_seq_len}, {"n_layer", c.n_layer},
                               {"n_head", c.n_head}, {"n_embd", c.n_embd}, {"seed", c.seed}, {"value_head", c.value_head}};
+  if (c.llama_family()) {
+    j["arch"] = model::arch_name(c.arch);
+    j["n_kv_head"] = c.n_kv_head;
+    j["head_size"] = c.head_size;
+    j["intermediate_size"] = c.intermediate_size;
+    j["rms_norm_eps"] = double(c.rms_norm_eps);
+    j["rope_theta"] = c.rope_theta;
+    j["rope_type"] = int(c.rope_type);
+    j["rope_factor"] = c.rope_factor;
+    j["rope_low_freq_factor"] = c.rope_low_freq_factor;
+    j["rope_high_freq_factor"] = c.rope_high_freq_factor;
+    j["rope_original_max_position"] = c.rope_original_max_position;
+    j["qkv_bias"] = c.qkv_bias;
+    j["o_bias"] = c.o_bias;
+    j["mlp_bias"] = c.mlp_bias;
+    j["qk_norm"] = c.qk_norm;
+    j["tie_word_embeddings"] = c.tie_word_embeddings;
+  }
   return j.dump();
 }
 //! The architecture recorded in a file's 'rlflow.gpt_config' metadata, every field validated
@@ -67,6 +88,43 @@ inline model::GPTConfig read_config(safetensors::File const& f) {
     throw format_error(msg("rlflow::engine: ", f.path(), ": 'rlflow.gpt_config' field 'value_head' is ",
                            vh == j.end() ? std::string("missing") : rlflow::detail::json_preview(*vh), "; expected true or false"));
   got.value_head = vh->get<bool>();
+  if (auto ar = j.find("arch"); ar != j.end()) {
+    if (!ar->is_string() || !model::arch_from_name(ar->get<std::string>(), got.arch))
+      throw format_error(msg("rlflow::engine: ", f.path(), ": 'rlflow.gpt_config' field 'arch' is ", rlflow::detail::json_preview(*ar),
+                             "; expected gpt2, llama, qwen2 or qwen3"));
+    auto const flag = [&](char const* name) {
+      auto b = j.find(name);
+      if (b == j.end() || !b->is_boolean())
+        throw format_error(msg("rlflow::engine: ", f.path(), ": 'rlflow.gpt_config' field '", name, "' is ",
+                               b == j.end() ? std::string("missing") : rlflow::detail::json_preview(*b), "; expected true or false"));
+      return b->get<bool>();
+    };
+    auto const real = [&](char const* name) {
+      auto d = j.find(name);
+      if (d == j.end() || !d->is_number() || !std::isfinite(d->get<double>()))
+        throw format_error(msg("rlflow::engine: ", f.path(), ": 'rlflow.gpt_config' field '", name, "' is ",
+                               d == j.end() ? std::string("missing") : rlflow::detail::json_preview(*d), "; expected a finite number"));
+      return d->get<double>();
+    };
+    got.n_kv_head = int_field("n_kv_head", 0);
+    got.head_size = int_field("head_size", 0);
+    got.intermediate_size = int_field("intermediate_size", 1);
+    got.rms_norm_eps = float(real("rms_norm_eps"));
+    got.rope_theta = real("rope_theta");
+    int const rt = int_field("rope_type", 0);
+    if (rt > int(model::RopeType::llama3))
+      throw format_error(msg("rlflow::engine: ", f.path(), ": 'rlflow.gpt_config' field 'rope_type' = ", rt, " is not 0, 1 or 2"));
+    got.rope_type = model::RopeType(rt);
+    got.rope_factor = real("rope_factor");
+    got.rope_low_freq_factor = real("rope_low_freq_factor");
+    got.rope_high_freq_factor = real("rope_high_freq_factor");
+    got.rope_original_max_position = int_field("rope_original_max_position", 1);
+    got.qkv_bias = flag("qkv_bias");
+    got.o_bias = flag("o_bias");
+    got.mlp_bias = flag("mlp_bias");
+    got.qk_norm = flag("qk_norm");
+    got.tie_word_embeddings = flag("tie_word_embeddings");
+  }
   if (auto sd = j.find("seed"); sd != j.end()) {
     if (!sd->is_number_unsigned() && !(sd->is_number_integer() && sd->get<std::int64_t>() >= 0))
       throw format_error(msg("rlflow::engine: ", f.path(), ": 'rlflow.gpt_config' field 'seed' is ", rlflow::detail::json_preview(*sd),

@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <rlflow/engine/checkpoint.hpp>  // load_weights, detail::check_config
 #include <rlflow/model/safetensors.hpp>
-#include <rlflow/model/hf_gpt2.hpp>      // export_gpt2
+#include <rlflow/model/hf_folder.hpp>      // export_model
 
 namespace rlflow::engine {
 
@@ -36,7 +36,7 @@ inline void export_hf(std::filesystem::path checkpoint, std::filesystem::path co
   auto f = safetensors::File::load(checkpoint);
   model::GPTConfig const cfg = checkpoint_config(f);
   auto const flat = load_weights(checkpoint, cfg);
-  model::hf::export_gpt2(out_dir, cfg, flat, dtype, bos_id, eos_id);
+  model::hf::export_model(out_dir, cfg, flat, dtype, bos_id, eos_id);
   if (!tokenizer_dir.empty()) {
     int copied = 0;
     for (char const* name : {"vocab.json", "merges.txt", "tokenizer_config.json", "special_tokens_map.json"}) {

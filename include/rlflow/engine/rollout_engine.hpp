@@ -455,7 +455,12 @@ class RolloutEngine {
     book_.reset(prompt_ids, prompt_mask, max_new_tokens);
     int const B = book_.B, P = static_cast<int>(prompt_ids.dim(1));
     std::size_t const hs = std::size_t(cfg_.head_dim());
-    kv_.ensure(std::size_t(cfg_.n_layer) * 2 * B * std::size_t(shard_.local_heads()) * book_.S * hs);
+    int const kv_heads = shard_.local_kv_heads();
+    kv_.ensure(std::size_t(cfg_.n_layer) * 2 * B * std::size_t(kv_heads) * book_.S * hs);
+    if (cfg_.llama_family()) {
+      if (inv_freq_.empty()) inv_freq_ = model::rope_inv_freq(cfg_);
+      model::layers::rope_tables(rope_cos_, rope_sin_, inv_freq_, book_.S);
+    }
     run(0, P);
     book_.filled = P;
     return {logits_.t.data<float>(), std::size_t(B) * std::size_t(vocab_end() - vocab_begin())};
@@ -471,7 +476,7 @@ class RolloutEngine {
 
  private:
   std::vector<model::detail::grow_buffer*> buffers() {
-    return {&kv_, &x_, &ln_, &qkv_, &atty_, &fch_, &probs_, &lnf_, &logits_, &part_};
+    return {&kv_, &x_, &ln_, &qkv_, &atty_, &fch_, &probs_, &lnf_, &logits_, &part_, &act_};
   }
 
   // appends tokens[i] for rows book_.active[i] at slot book_.filled, then computes their next logits
@@ -489,10 +494,18 @@ class RolloutEngine {
   // and values into the cache; logits_ (|active|, V) get the last slot's next-token logits.
   // Tensor parallel: this rank's NH / tp heads (Cl = their width) and 4C / tp MLP columns; the
   // residual stream x is replicated, the two row-parallel products are summed over the TP group.
+  // The Llama family: RMSNorm, q/k norm and RoPE at the rows' positions before the keys enter the
+  // cache (so a cached key keeps its rotation), grouped KV heads (B, NKV, S, hd), SwiGLU; at TP the
+  // rank's NKV / tp key/value heads (one replicated head when tp > NKV, as vLLM does).
   void run(int s0, int n) {
     if (shared_) cur_rep_ = ready_replicated();  // every rank's part of this version written
+    bool const llama = cfg_.llama_family();
     int const C = cfg_.n_embd, NH = shard_.local_heads(), hs = cfg_.head_dim(), L = cfg_.n_layer;
     int const Cl = shard_.local_embd(), F = shard_.local_ff();
+    int const NKV = shard_.local_kv_heads(), G = NH / NKV;
+    int const QKV = (NH + 2 * NKV) * hs;  // floats of a token's q|k|v row (3 Cl for GPT-2)
+    float const eps = cfg_.rms_norm_eps;
+    model::layers::QKVLayout const ql = llama ? model::layers::QKVLayout::grouped(NH, NKV, hs) : model::layers::QKVLayout::gpt2(Cl, NH);
     bool const tp = shard_.shard().size > 1;
     auto const& active = book_.active;
     int const nr = static_cast<int>(active.size()), S = book_.S, B = book_.B;
@@ -503,13 +516,14 @@ class RolloutEngine {
     book_.gather(s0, n, tok_.data(), pos_.data());
     float* x = x_.ensure(N * C);
     float* ln = ln_.ensure(N * C);
-    float* qkv = qkv_.ensure(N * 3 * Cl);
+    float* qkv = qkv_.ensure(N * std::size_t(QKV));
     float* atty = atty_.ensure(N * Cl);
-    float* fch = fch_.ensure(N * F);
+    float* fch = fch_.ensure(N * F * (llama ? 2 : 1));
+    float* act = llama ? act_.ensure(N * F) : fch;  // silu(gate) * up; GPT-2's GELU runs in place
     float* probs = probs_.ensure(N * std::size_t(NH) * S);
     float* part = tp ? part_.ensure(N * C) : nullptr;
     float* kv = kv_.t.data<float>();
-    std::size_t const head_stride = std::size_t(S) * hs, row_stride = std::size_t(NH) * head_stride;
+    std::size_t const head_stride = std::size_t(S) * hs, row_stride = std::size_t(NKV) * head_stride;
     std::size_t const layer_stride = 2 * std::size_t(B) * row_stride;
     float const scale = 1.0f / std::sqrt(static_cast<float>(hs));
     // x (N, C) += bias + (the sum over the TP group of) inp (N, K) w (K, C): a row-parallel product
@@ -521,9 +535,19 @@ class RolloutEngine {
       model::layers::linear_nn_forward(part, inp, w, nullptr, int(N), K, C, false);
       comm_->allreduce_sum(std::span<float>(part, N * C));
       for (std::size_t i = 0; i < N; ++i)
-        for (int c = 0; c < C; ++c) x[i * C + c] = (x[i * C + c] + b[c]) + part[i * C + c];
+        for (int c = 0; c < C; ++c) x[i * C + c] = (x[i * C + c] + (b ? b[c] : 0.0f)) + part[i * C + c];
     };
-    if (shard_.split_vocab()) {  // vocabulary-parallel embedding: my rows or zeros, summed over the group
+    // input norm: RMSNorm (Llama family) or LayerNorm (GPT-2); b is null for RMSNorm
+    auto norm = [&](float* out, float const* in, std::size_t w, std::size_t b, int M) {
+      if (llama) model::layers::rmsnorm_forward(out, nullptr, in, at(w), model::layers::RowSet{M, C, 1, std::size_t(C)}, eps);
+      else model::layers::layernorm_forward(out, nullptr, nullptr, in, at(w), at(b), M, C);
+    };
+    if (llama && !shard_.split_embedding()) {
+      model::layers::embedding_forward(x, tok_.data(), at(lay.wte), int(N), C);
+    } else if (llama) {  // vocabulary-parallel embedding of a tied model
+      model::layers::embedding_slice_forward(x, tok_.data(), at(lay.wte), vocab_begin(), vocab_end(), int(N), C);
+      comm_->allreduce_sum(std::span<float>(x, N * C));
+    } else if (shard_.split_vocab()) {  // vocabulary-parallel embedding: my rows or zeros, summed over the group
       model::layers::embedding_slice_forward(x, tok_.data(), at(lay.wte), vocab_begin(), vocab_end(), int(N), C);
       comm_->allreduce_sum(std::span<float>(x, N * C));
       model::layers::add_positions(x, pos_.data(), at(lay.wpe), int(N), C);
@@ -532,17 +556,28 @@ class RolloutEngine {
     }
     for (int l = 0; l < L; ++l) {
       auto const& P = lay.layers[std::size_t(l)];
-      float* kc = kv + std::size_t(l) * layer_stride;  // (B, NH, S, hs), this rank's heads
+      float* kc = kv + std::size_t(l) * layer_stride;  // (B, NKV, S, hs), this rank's key/value heads
       float* vc = kc + std::size_t(B) * row_stride;
-      model::layers::layernorm_forward(ln, nullptr, nullptr, x, at(P.ln1_w), at(P.ln1_b), int(N), C);
-      model::layers::linear_nt_forward(qkv, ln, at(P.qkv_w), at(P.qkv_b), int(N), C, 3 * Cl);
+      norm(ln, x, P.ln1_w, P.ln1_b, int(N));
+      model::layers::linear_nt_forward(qkv, ln, at(P.qkv_w), opt(P.qkv_b), int(N), C, QKV);
+      if (llama) {
+        int const Q = NH * hs;
+        if (cfg_.qk_norm) {
+          model::layers::rmsnorm_forward(qkv, nullptr, qkv, at(P.q_norm), model::layers::RowSet{std::int64_t(N) * NH, hs, NH, std::size_t(QKV)}, eps);
+          model::layers::rmsnorm_forward(qkv + Q, nullptr, qkv + Q, at(P.k_norm),
+                                         model::layers::RowSet{std::int64_t(N) * NKV, hs, NKV, std::size_t(QKV)}, eps);
+        }
+        model::layers::rope_apply(qkv, pos_.data(), std::int64_t(N), NH, hs, std::size_t(QKV), rope_cos_.data(), rope_sin_.data(), false);
+        model::layers::rope_apply(qkv + Q, pos_.data(), std::int64_t(N), NKV, hs, std::size_t(QKV), rope_cos_.data(), rope_sin_.data(),
+                                  false);
+      }
       for (int i = 0; i < nr; ++i)  // scatter the new keys and values into the cache
         for (int k = 0; k < n; ++k)
-          for (int h = 0; h < NH; ++h) {
-            float const* src = qkv + (std::size_t(i) * n + k) * 3 * Cl + std::size_t(h) * 3 * hs;
-            std::size_t const dst = std::size_t(active[std::size_t(i)]) * row_stride + h * head_stride + std::size_t(s0 + k) * hs;
-            std::memcpy(kc + dst, src + hs, sizeof(float) * hs);
-            std::memcpy(vc + dst, src + 2 * hs, sizeof(float) * hs);
+          for (int g = 0; g < NKV; ++g) {
+            float const* src = qkv + (std::size_t(i) * n + k) * QKV;
+            std::size_t const dst = std::size_t(active[std::size_t(i)]) * row_stride + g * head_stride + std::size_t(s0 + k) * hs;
+            std::memcpy(kc + dst, src + ql.k(g * G), sizeof(float) * hs);
+            std::memcpy(vc + dst, src + ql.v(g * G), sizeof(float) * hs);
           }
       RLFLOW_MODEL_OMP_FOR_IF(std::int64_t(N) * NH * (s0 + n) * hs > model::layers::parallel_threshold)
       for (std::int64_t q = 0; q < std::int64_t(N) * NH; ++q) {
@@ -550,24 +585,31 @@ class RolloutEngine {
         std::size_t const tokn = std::size_t(q / NH);
         int const i = int(tokn / std::size_t(n)), k = int(tokn % std::size_t(n));
         int const r = active[std::size_t(i)];
-        std::size_t const base = std::size_t(r) * row_stride + h * head_stride;
-        model::layers::attend_one(atty + tokn * Cl + std::size_t(h) * hs, probs + std::size_t(q) * S,
-                                  qkv + tokn * 3 * Cl + std::size_t(h) * 3 * hs, kc + base, hs, vc + base, hs,
-                                  book_.seq_valid.data() + std::size_t(r) * S, s0 + k + 1, hs, scale);
+        std::size_t const base = std::size_t(r) * row_stride + std::size_t(h / G) * head_stride;
+        model::layers::attend_one(atty + tokn * Cl + std::size_t(h) * hs, probs + std::size_t(q) * S, qkv + tokn * QKV + ql.q(h),
+                                  kc + base, hs, vc + base, hs, book_.seq_valid.data() + std::size_t(r) * S, s0 + k + 1, hs, scale);
       }
-      row_parallel(atty, at(P.proj_w), at(P.proj_b), Cl);
-      model::layers::layernorm_forward(ln, nullptr, nullptr, x, at(P.ln2_w), at(P.ln2_b), int(N), C);
-      model::layers::linear_nt_forward(fch, ln, at(P.fc_w), at(P.fc_b), int(N), C, F);
-      model::layers::gelu_forward(fch, fch, std::int64_t(N) * F);
-      row_parallel(fch, at(P.fcproj_w), at(P.fcproj_b), F);
+      row_parallel(atty, at(P.proj_w), opt(P.proj_b), Cl);
+      norm(ln, x, P.ln2_w, P.ln2_b, int(N));
+      if (llama) {
+        model::layers::linear_nt_forward(fch, ln, at(P.fc_w), opt(P.fc_b), int(N), C, 2 * F);
+        model::layers::swiglu_forward(act, fch, std::int64_t(N), F);
+      } else {
+        model::layers::linear_nt_forward(fch, ln, at(P.fc_w), at(P.fc_b), int(N), C, F);
+        model::layers::gelu_forward(fch, fch, std::int64_t(N) * F);
+      }
+      row_parallel(act, at(P.fcproj_w), opt(P.fcproj_b), F);
     }
-    // final LayerNorm and the tied LM head (replicated) on the last slot of each row only
+    // final norm and the LM head (replicated; tied to wte unless the model has lm_head) on the
+    // last slot of each row only
     float* last = lnf_.ensure(std::size_t(nr) * C);
     for (int i = 0; i < nr; ++i) std::memcpy(ln + std::size_t(i) * C, x + (std::size_t(i) * n + n - 1) * C, sizeof(float) * C);
-    model::layers::layernorm_forward(last, nullptr, nullptr, ln, at(lay.lnf_w), at(lay.lnf_b), nr, C);
+    norm(last, ln, lay.lnf_w, lay.lnf_b, nr);
     int const Vl = vocab_end() - vocab_begin();  // vocabulary-parallel: this rank's rows of wte (the ones it holds)
-    model::layers::linear_nt_forward(logits_.ensure(std::size_t(nr) * Vl), last, at(lay.wte), nullptr, nr, C, Vl);
+    model::layers::linear_nt_forward(logits_.ensure(std::size_t(nr) * Vl), last, at(lay.lm_head), nullptr, nr, C, Vl);
   }
+  // at(off), or null for a tensor the model lacks (model::ParamLayout::none)
+  float const* opt(std::size_t off) const { return off == model::ParamLayout::none ? nullptr : at(off); }
 
   //! The vocabulary-parallel head at TP > 1 (set_lm_head keeps the cut in step with the head).
   bool vocab_parallel() const { return shard_.split_vocab(); }
@@ -824,7 +866,9 @@ class RolloutEngine {
   comm::Communicator* comm_ = nullptr;  //!< the TP group (tensor-parallel only)
   Tensor weights_;
   caching_host_resource mr_;
-  model::detail::grow_buffer kv_, x_, ln_, qkv_, atty_, fch_, probs_, lnf_, logits_, part_;
+  model::detail::grow_buffer kv_, x_, ln_, qkv_, atty_, fch_, probs_, lnf_, logits_, part_, act_;
+  std::vector<double> inv_freq_;            //!< the Llama family's RoPE inverse frequencies
+  std::vector<float> rope_cos_, rope_sin_;  //!< (positions, hd / 2), grown to the cache's slots
   static constexpr char const* who = "rlflow::engine::RolloutEngine";
   detail::DecodeBook book_;
   bool sleeping_ = false, use_cache_ = true;

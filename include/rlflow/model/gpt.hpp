@@ -78,19 +78,30 @@ inline void positions_from_mask(std::int32_t* pos, std::uint8_t* valid, std::int
 //! output res0, then per layer ln1, its mean and rstd, qkv, the attention probabilities, the
 //! attention output, res2, ln2 (+ mean, rstd), fc, gelu(fc) and res3. The CPU GPT and the CUDA
 //! training engine keep the same activations for their backward passes and share this layout.
+//! The Llama family: RMSNorms keep no mean (size 0), qkv is (N, (NH + 2 NKV) hd) after q/k norm
+//! and RoPE, atty (N, NH hd), fch the (N, 2F) gate|up product and fch_gelu silu(gate) * up
+//! (N, F); with q/k norm, qkv_raw keeps the projection and qk_rstd the per-head rstd (N (NH + NKV)).
 class ActivationLayout {
  public:
   //! Offsets (in floats) of one layer's activations.
   struct Layer {
-    std::size_t ln1, ln1_mean, ln1_rstd, qkv, att, atty, res2, ln2, ln2_mean, ln2_rstd, fch, fch_gelu, res3;
+    std::size_t ln1, ln1_mean, ln1_rstd, qkv, att, atty, res2, ln2, ln2_mean, ln2_rstd, fch, fch_gelu, res3, qkv_raw, qk_rstd;
   };
 
   ActivationLayout() = default;
   ActivationLayout(GPTConfig const& cfg, int B, int T)
       : n_(std::size_t(B) * T), c_(std::size_t(cfg.n_embd)), att_(std::size_t(B) * std::size_t(cfg.n_head) * T * T) {
+    bool const llama = cfg.llama_family();
+    qkv_ = llama ? std::size_t(cfg.qkv_dim()) : 3 * c_;
+    atty_ = std::size_t(cfg.attn_dim());
+    ff_ = std::size_t(cfg.ff_dim());
+    fc_ = llama ? 2 * ff_ : ff_;
+    mean_ = llama ? 0 : n_;
+    raw_ = cfg.qk_norm ? n_ * qkv_ : 0;
+    qkr_ = cfg.qk_norm ? n_ * std::size_t(cfg.n_head + cfg.kv_heads()) : 0;
     layers0_ = n_ * c_;
-    per_layer_ = n_ * c_ /*ln1*/ + 2 * n_ + n_ * 3 * c_ + att_ + n_ * c_ /*atty*/ + n_ * c_ /*res2*/ + n_ * c_ /*ln2*/ +
-                 2 * n_ + 2 * n_ * 4 * c_ + n_ * c_ /*res3*/;
+    per_layer_ = n_ * c_ /*ln1*/ + mean_ + n_ + n_ * qkv_ + att_ + n_ * atty_ + n_ * c_ /*res2*/ + n_ * c_ /*ln2*/ + mean_ + n_ +
+                 n_ * fc_ + n_ * ff_ + n_ * c_ /*res3*/ + raw_ + qkr_;
     size_ = layers0_ + std::size_t(cfg.n_layer) * per_layer_;
   }
 
@@ -105,23 +116,26 @@ class ActivationLayout {
     auto take = [&](std::size_t n) { std::size_t const r = o; o += n; return r; };
     Layer A{};
     A.ln1 = take(n_ * c_);
-    A.ln1_mean = take(n_);
+    A.ln1_mean = take(mean_);
     A.ln1_rstd = take(n_);
-    A.qkv = take(n_ * 3 * c_);
+    A.qkv = take(n_ * qkv_);
     A.att = take(att_);
-    A.atty = take(n_ * c_);
+    A.atty = take(n_ * atty_);
     A.res2 = take(n_ * c_);
     A.ln2 = take(n_ * c_);
-    A.ln2_mean = take(n_);
+    A.ln2_mean = take(mean_);
     A.ln2_rstd = take(n_);
-    A.fch = take(n_ * 4 * c_);
-    A.fch_gelu = take(n_ * 4 * c_);
+    A.fch = take(n_ * fc_);
+    A.fch_gelu = take(n_ * ff_);
     A.res3 = take(n_ * c_);
+    A.qkv_raw = take(raw_);
+    A.qk_rstd = take(qkr_);
     return A;
   }
 
  private:
   std::size_t n_ = 0, c_ = 0, att_ = 0, layers0_ = 0, per_layer_ = 0, size_ = 0;
+  std::size_t qkv_ = 0, atty_ = 0, ff_ = 0, fc_ = 0, mean_ = 0, raw_ = 0, qkr_ = 0;
 };
 
 //! The CPU GPT: parameters plus the activations of the last forward. Trunk code is shared by the
@@ -141,6 +155,10 @@ class GPT {
   //! verl: Megatron-LM's ColumnParallelLinear / RowParallelLinear (tensor_model_parallel_size).
   GPT(GPTConfig const& cfg, TPRank tp, comm::Communicator* tp_comm)
       : cfg_(cfg), lay_(cfg), sl_(cfg, tp, tp.size > 1 && cfg.vocab_size >= training_vocab_parallel_min_vocab), comm_(tp_comm) {
+    if (cfg.llama_family() && tp.size > cfg.kv_heads())
+      throw config_error(msg("rlflow::model::GPT: training tensor parallelism of size ", tp.size, " exceeds num_key_value_heads = ",
+                             cfg.kv_heads(), "; a key/value head would be replicated across ranks, which only the rollout does "
+                             "(Megatron splits query groups too); use a training TP that divides ", cfg.kv_heads()));
     if (tp.size > 1 && (!tp_comm || tp_comm->size() != tp.size || tp_comm->rank() != tp.rank))
       throw config_error(msg("rlflow::model::GPT: TP rank ", tp.rank, " of ", tp.size, " needs its TP group's communicator (size ",
                              tp.size, ", rank ", tp.rank, "); got ",
@@ -248,6 +266,11 @@ class GPT {
     detail::positions_from_mask(pos_.data(), valid_.data(), mask, B, T);
     std::size_t const N = std::size_t(B) * T;
     float const* P = params_.data<float>();
+    if (cfg_.llama_family()) {
+      forward_llama();
+      head_rows_ = 0;
+      return;
+    }
     if (sl_.split_vocab()) {  // vocabulary-parallel embedding: my rows or zeros, summed over the group
       layers::embedding_slice_forward(a + al_.res0(), ids_.data(), P + sl_.wte, vocab_begin(), vocab_end(), int(N), C);
       comm_->allreduce_sum(std::span<float>(a + al_.res0(), N * C));
@@ -286,18 +309,22 @@ class GPT {
     for (int b = 0; b < B_; ++b)
       std::memcpy(hin + std::size_t(b) * R * C, last + (std::size_t(b) * T_ + h0) * C, sizeof(float) * R * C);
     float const* P = params_.data<float>();
-    layers::layernorm_forward(lnf_.ensure(head_rows_ * C), lnf_mean_.ensure(head_rows_), lnf_rstd_.ensure(head_rows_),
-                              hin, P + sl_.lnf_w, P + sl_.lnf_b, int(head_rows_), C);
+    if (cfg_.llama_family())
+      layers::rmsnorm_forward(lnf_.ensure(head_rows_ * C), lnf_rstd_.ensure(head_rows_), hin, P + sl_.lnf_w,
+                              layers::RowSet{std::int64_t(head_rows_), C, 1, std::size_t(C)}, cfg_.rms_norm_eps);
+    else
+      layers::layernorm_forward(lnf_.ensure(head_rows_ * C), lnf_mean_.ensure(head_rows_), lnf_rstd_.ensure(head_rows_),
+                                hin, P + sl_.lnf_w, P + sl_.lnf_b, int(head_rows_), C);
   }
 
-  //! Logits (B*R, V) of the head rows (tied LM head: lnf wte^T). Returns a view valid until the
+  //! Logits (B*R, V) of the head rows (lnf lm_head^T; the tied head is wte). Returns a view valid until the
   //! next call. Vocabulary-parallel: a collective of the TP group (each rank's slice, all-gathered).
   std::span<float const> logits_forward() {
     need_head("logits_forward");
     int const C = cfg_.n_embd, V = cfg_.vocab_size;
     if (vocab_parallel()) return gathered_logits();
     float* lg = logits_.ensure(head_rows_ * V);
-    layers::linear_nt_forward(lg, lnf_.t.data<float>(), params_.data<float>() + sl_.wte, nullptr, int(head_rows_), C, V);
+    layers::linear_nt_forward(lg, lnf_.t.data<float>(), params_.data<float>() + sl_.lm_head, nullptr, int(head_rows_), C, V);
     return {lg, head_rows_ * std::size_t(V)};
   }
 
@@ -371,8 +398,8 @@ class GPT {
       layers::logprob_backward_row(dlg + std::size_t(r) * V, lg + std::size_t(r) * V, V, targets_[std::size_t(r)],
                                    inv_temp_, rows_[std::size_t(r)], dlogp[r], dentropy ? dentropy[r] : 0.0f);
     float* dlnf = dlnf_.ensure(head_rows_ * C);
-    layers::linear_nt_backward(dlnf, grads.data() + sl_.wte, nullptr, dlg, lnf_.t.data<float>(),
-                               params_.data<float>() + sl_.wte, int(head_rows_), C, V);
+    layers::linear_nt_backward(dlnf, grads.data() + sl_.lm_head, nullptr, dlg, lnf_.t.data<float>(),
+                               params_.data<float>() + sl_.lm_head, int(head_rows_), C, V);
     backward_from_head(grads);
   }
 
@@ -447,7 +474,7 @@ class GPT {
     layers::linear_nn_forward(part, inp, w, nullptr, M, K, C, false);
     comm_->allreduce_sum(std::span<float>(part, std::size_t(M) * C));
     for (std::size_t i = 0; i < std::size_t(M); ++i)
-      for (int c = 0; c < C; ++c) out[i * C + c] = (res[i * C + c] + b[c]) + part[i * C + c];
+      for (int c = 0; c < C; ++c) out[i * C + c] = (res[i * C + c] + (b ? b[c] : 0.0f)) + part[i * C + c];
   }
   //! The vocabulary-parallel head at tp.size > 1 (set_lm_head keeps the cut in step with the head).
   bool vocab_parallel() const { return sl_.split_vocab(); }
@@ -458,7 +485,7 @@ class GPT {
     int const C = cfg_.n_embd, V = cfg_.vocab_size, N = sl_.shard().size, Vw = sl_.vocab_rows();
     std::size_t const rows = head_rows_, slot = rows * std::size_t(Vw);
     float* g = gather_.ensure(slot * std::size_t(N + 1));  // [0, slot): mine; then the group's
-    layers::linear_nt_forward(g, lnf_.t.data<float>(), params_.data<float>() + sl_.wte, nullptr, int(rows), C,
+    layers::linear_nt_forward(g, lnf_.t.data<float>(), params_.data<float>() + sl_.lm_head, nullptr, int(rows), C,
                               vocab_end() - vocab_begin());
     comm_->allgather(std::span<float const>(g, slot), std::span<float>(g + slot, slot * std::size_t(N)));
     float* out = full_logits_.ensure(rows * std::size_t(V));
@@ -481,7 +508,7 @@ class GPT {
     int const C = cfg_.n_embd, N = sl_.shard().size, v0 = vocab_begin(), Vl = vocab_end() - v0;
     std::size_t const rows = head_rows_;
     float* lg = logits_.ensure(rows * std::size_t(Vl));
-    layers::linear_nt_forward(lg, lnf_.t.data<float>(), params_.data<float>() + sl_.wte, nullptr, int(rows), C, Vl);  // my rows
+    layers::linear_nt_forward(lg, lnf_.t.data<float>(), params_.data<float>() + sl_.lm_head, nullptr, int(rows), C, Vl);  // my rows
     float* mx = maxima_.ensure(rows * std::size_t(N + 1));  // [0, rows): mine; then the group's (N, rows)
     for (std::size_t r = 0; r < rows; ++r) mx[r] = *std::max_element(lg + r * Vl, lg + (r + 1) * Vl);
     comm_->allgather(std::span<float const>(mx, rows), std::span<float>(mx + rows, rows * std::size_t(N)));
@@ -531,8 +558,8 @@ class GPT {
       layers::logprob_backward_row(dlg + std::size_t(r) * Vl, lg + std::size_t(r) * Vl, Vl, targets_[std::size_t(r)] - v0, inv_temp_,
                                    rows_[std::size_t(r)], dlogp[r], dentropy ? dentropy[r] : 0.0f);
     float* dlnf = dlnf_.ensure(rows * C);
-    layers::linear_nt_backward(dlnf, grads.data() + sl_.wte, nullptr, dlg, lnf_.t.data<float>(), params_.data<float>() + sl_.wte,
-                               int(rows), C, Vl);
+    layers::linear_nt_backward(dlnf, grads.data() + sl_.lm_head, nullptr, dlg, lnf_.t.data<float>(),
+                               params_.data<float>() + sl_.lm_head, int(rows), C, Vl);
     comm_->allreduce_sum(std::span<float>(dlnf, rows * C));
     backward_from_head(grads);
   }
@@ -544,6 +571,10 @@ class GPT {
 
   //! dlnf_ (B*R, C) holds d(loss)/d(ln_f output) of the head rows; backprop to every parameter.
   void backward_from_head(std::span<float> grads) {
+    if (cfg_.llama_family()) {
+      backward_llama(grads);
+      return;
+    }
     int const C = cfg_.n_embd, NH = sl_.local_heads(), B = B_, T = T_, Cl = sl_.local_embd(), F = sl_.local_ff();
     std::size_t const N = std::size_t(B) * T;
     float const* P = params_.data<float>();
@@ -586,11 +617,135 @@ class GPT {
     layers::encoder_backward(G + sl_.wte, G + sl_.wpe, g, ids_.data(), pos_.data(), int(N), C, vocab_begin(), vocab_end());
   }
 
+  //! A parameter the model may lack (ParamLayout::none): null then.
+  static float* opt(float* base, std::size_t off) { return off == ParamLayout::none ? nullptr : base + off; }
+  static float const* opt(float const* base, std::size_t off) { return off == ParamLayout::none ? nullptr : base + off; }
+  //! This rank's heads: NH / tp query heads and their NKV / tp key/value heads.
+  layers::QKVLayout qkv_layout() const {
+    return layers::QKVLayout::grouped(sl_.local_heads(), sl_.local_kv_heads(), cfg_.head_dim());
+  }
+  //! The rotary tables up to the largest position of the batch.
+  void ensure_rope() {
+    std::int32_t mx = 0;
+    for (auto p : pos_) mx = std::max(mx, p);
+    if (inv_freq_.empty()) inv_freq_ = rope_inv_freq(cfg_);
+    layers::rope_tables(rope_cos_, rope_sin_, inv_freq_, int(mx) + 1);
+  }
+
+  //! The Llama family's trunk (transformers' LlamaDecoderLayer): x += o_proj(attn(rope(qk_norm(
+  //! qkv(rms1(x)))))); x += down(silu(gate(rms2(x))) * up(rms2(x))). ids_, pos_, valid_, al_ set.
+  //! Tensor parallel: this rank's heads and MLP columns (shard_layout()), the row-parallel o_proj
+  //! and down_proj summed over the group as for GPT-2.
+  void forward_llama() {
+    int const C = cfg_.n_embd, L = cfg_.n_layer, NH = sl_.local_heads(), NKV = sl_.local_kv_heads(), hd = cfg_.head_dim();
+    int const QKV = (NH + 2 * NKV) * hd, Q = NH * hd, F = sl_.local_ff();
+    std::size_t const N = std::size_t(B_) * T_;
+    float const* P = params_.data<float>();
+    float* a = acts_.t.data<float>();
+    float const eps = cfg_.rms_norm_eps;
+    layers::RowSet const rows{std::int64_t(N), C, 1, std::size_t(C)};
+    ensure_rope();
+    if (sl_.split_embedding()) {  // vocabulary-parallel embedding (tied): my rows or zeros, summed over the group
+      layers::embedding_slice_forward(a + al_.res0(), ids_.data(), P + sl_.wte, vocab_begin(), vocab_end(), int(N), C);
+      comm_->allreduce_sum(std::span<float>(a + al_.res0(), N * C));
+    } else {
+      layers::embedding_forward(a + al_.res0(), ids_.data(), P + sl_.wte, int(N), C);
+    }
+    for (int l = 0; l < L; ++l) {
+      auto const& W = sl_.layers[std::size_t(l)];
+      ActivationLayout::Layer const A = al_.layer(l);
+      float const* res = a + al_.residual_in(l);
+      float* qkv = a + A.qkv;
+      layers::rmsnorm_forward(a + A.ln1, a + A.ln1_rstd, res, P + W.ln1_w, rows, eps);
+      layers::linear_nt_forward(qkv, a + A.ln1, P + W.qkv_w, opt(P, W.qkv_b), int(N), C, QKV);
+      if (cfg_.qk_norm) {
+        std::memcpy(a + A.qkv_raw, qkv, sizeof(float) * N * std::size_t(QKV));
+        layers::rmsnorm_forward(qkv, a + A.qk_rstd, qkv, P + W.q_norm, layers::RowSet{std::int64_t(N) * NH, hd, NH, std::size_t(QKV)}, eps);
+        layers::rmsnorm_forward(qkv + Q, a + A.qk_rstd + N * NH, qkv + Q, P + W.k_norm,
+                                layers::RowSet{std::int64_t(N) * NKV, hd, NKV, std::size_t(QKV)}, eps);
+      }
+      layers::rope_apply(qkv, pos_.data(), std::int64_t(N), NH, hd, std::size_t(QKV), rope_cos_.data(), rope_sin_.data(), false);
+      layers::rope_apply(qkv + Q, pos_.data(), std::int64_t(N), NKV, hd, std::size_t(QKV), rope_cos_.data(), rope_sin_.data(), false);
+      layers::attention_forward(a + A.atty, a + A.att, qkv, valid_.data(), B_, T_, qkv_layout());
+      row_parallel_forward(a + A.res2, res, a + A.atty, P + W.proj_w, opt(P, W.proj_b), int(N), Q);
+      layers::rmsnorm_forward(a + A.ln2, a + A.ln2_rstd, a + A.res2, P + W.ln2_w, rows, eps);
+      layers::linear_nt_forward(a + A.fch, a + A.ln2, P + W.fc_w, opt(P, W.fc_b), int(N), C, 2 * F);
+      layers::swiglu_forward(a + A.fch_gelu, a + A.fch, std::int64_t(N), F);
+      row_parallel_forward(a + A.res3, a + A.res2, a + A.fch_gelu, P + W.fcproj_w, opt(P, W.fcproj_b), int(N), F);
+    }
+  }
+
+  //! backward_from_head for the Llama family (dlnf_ holds d(loss)/d(final norm output)).
+  void backward_llama(std::span<float> grads) {
+    int const C = cfg_.n_embd, NH = sl_.local_heads(), NKV = sl_.local_kv_heads(), hd = cfg_.head_dim(), B = B_, T = T_;
+    int const QKV = (NH + 2 * NKV) * hd, Q = NH * hd, F = sl_.local_ff();
+    std::size_t const N = std::size_t(B) * T;
+    float const* P = params_.data<float>();
+    float* G = grads.data();
+    float* a = acts_.t.data<float>();
+    layers::RowSet const rows{std::int64_t(N), C, 1, std::size_t(C)};
+    // scratch: g (N, C) residual gradient, dln (N, C), dqkv (N, QKV), datty (N, Q), dfch (N, 2F), dh (N, F)
+    std::size_t const need = N * (2 * std::size_t(C) + std::size_t(QKV) + std::size_t(Q) + 3 * std::size_t(F));
+    float* g = grads_ws_.ensure(need);
+    float* dln = g + N * C;
+    float* dqkv = dln + N * C;
+    float* datty = dqkv + N * QKV;
+    float* dfch = datty + N * Q;
+    float* dh = dfch + N * 2 * F;
+    std::memset(g, 0, sizeof(float) * N * C);
+    float* dhin = dln;  // (B*R, C) fits in (N, C)
+    std::memset(dhin, 0, sizeof(float) * head_rows_ * C);
+    layers::rmsnorm_backward(dhin, G + sl_.lnf_w, dlnf_.t.data<float>(), head_in_.t.data<float>(), P + sl_.lnf_w,
+                             lnf_rstd_.t.data<float>(), layers::RowSet{std::int64_t(head_rows_), C, 1, std::size_t(C)});
+    for (int b = 0; b < B; ++b)
+      std::memcpy(g + (std::size_t(b) * T + h0_) * C, dhin + std::size_t(b) * R_ * C, sizeof(float) * R_ * C);
+    for (int l = cfg_.n_layer - 1; l >= 0; --l) {
+      auto const& W = sl_.layers[std::size_t(l)];
+      ActivationLayout::Layer const A = al_.layer(l);
+      float const* res = a + al_.residual_in(l);
+      // res3 = res2 + (silu(gate) * up) Wd + bd : g is d res3
+      layers::linear_nn_backward(dh, G + W.fcproj_w, opt(G, W.fcproj_b), g, a + A.fch_gelu, P + W.fcproj_w, int(N), F, C);
+      layers::swiglu_backward(dfch, a + A.fch, dh, std::int64_t(N), F);
+      layers::linear_nt_backward(dln, G + W.fc_w, opt(G, W.fc_b), dfch, a + A.ln2, P + W.fc_w, int(N), C, 2 * F);
+      tp_allreduce(dln, N * C);  // column-parallel input gradient: sum of the ranks' partials
+      layers::rmsnorm_backward(g, G + W.ln2_w, dln, a + A.res2, P + W.ln2_w, a + A.ln2_rstd, rows);  // g is now d res2
+      layers::linear_nn_backward(datty, G + W.proj_w, opt(G, W.proj_b), g, a + A.atty, P + W.proj_w, int(N), Q, C);
+      layers::attention_backward(dqkv, datty, a + A.qkv, a + A.att, B, T, qkv_layout());
+      layers::rope_apply(dqkv, pos_.data(), std::int64_t(N), NH, hd, std::size_t(QKV), rope_cos_.data(), rope_sin_.data(), true);
+      layers::rope_apply(dqkv + Q, pos_.data(), std::int64_t(N), NKV, hd, std::size_t(QKV), rope_cos_.data(), rope_sin_.data(), true);
+      if (cfg_.qk_norm) {
+        // the norms' weights are shared by every head: at TP each rank has its heads' part of the
+        // gradient, summed over the group before it joins the accumulated one
+        bool const tp = sl_.shard().size > 1;
+        float* qk = tp ? qk_grad_.ensure(2 * std::size_t(hd)) : nullptr;
+        if (tp) std::memset(qk, 0, sizeof(float) * 2 * std::size_t(hd));
+        layers::rmsnorm_backward(dqkv, tp ? qk : G + W.q_norm, dqkv, a + A.qkv_raw, P + W.q_norm, a + A.qk_rstd,
+                                 layers::RowSet{std::int64_t(N) * NH, hd, NH, std::size_t(QKV)}, false);
+        layers::rmsnorm_backward(dqkv + Q, tp ? qk + hd : G + W.k_norm, dqkv + Q, a + A.qkv_raw + Q, P + W.k_norm,
+                                 a + A.qk_rstd + N * NH, layers::RowSet{std::int64_t(N) * NKV, hd, NKV, std::size_t(QKV)}, false);
+        if (tp) {
+          comm_->allreduce_sum(std::span<float>(qk, 2 * std::size_t(hd)));
+          for (int i = 0; i < hd; ++i) G[W.q_norm + std::size_t(i)] += qk[i], G[W.k_norm + std::size_t(i)] += qk[hd + i];
+        }
+      }
+      layers::linear_nt_backward(dln, G + W.qkv_w, opt(G, W.qkv_b), dqkv, a + A.ln1, P + W.qkv_w, int(N), C, QKV);
+      tp_allreduce(dln, N * C);
+      layers::rmsnorm_backward(g, G + W.ln1_w, dln, res, P + W.ln1_w, a + A.ln1_rstd, rows);  // g is now d res
+    }
+    if (sl_.split_embedding())
+      layers::embedding_backward(G + sl_.wte, g, ids_.data(), int(N), C, vocab_begin(), vocab_end());
+    else
+      layers::embedding_backward(G + sl_.wte, g, ids_.data(), int(N), C);
+  }
+
   GPTConfig cfg_;
   ParamLayout lay_;
   ShardLayout sl_;
+  std::vector<double> inv_freq_;             //!< the Llama family's RoPE inverse frequencies
+  std::vector<float> rope_cos_, rope_sin_;   //!< (positions, hd / 2) tables, grown on demand
   comm::Communicator* comm_ = nullptr;  //!< the TP group (tensor-parallel only)
   detail::grow_buffer part_;            //!< (N, C) partial sums of a row-parallel product
+  detail::grow_buffer qk_grad_;         //!< one backward's q/k norm weight gradients (TP: summed over the group)
   Tensor params_;
   int B_ = 0, T_ = 0, h0_ = 0, R_ = 0;
   std::size_t head_rows_ = 0;

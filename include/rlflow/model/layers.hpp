@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <cstdlib>      // std::getenv, std::atoi, getloadavg
 #include <cstring>      // std::memcpy, std::memset
+#include <span>
 #include <thread>       // std::thread::hardware_concurrency
 #include <vector>       // per-thread scratch
 
@@ -597,20 +598,39 @@ RLFLOW_SIMD_CLONES inline void attend_one(float* y, float* probs, float const* q
   }
 }
 
-//! Masked causal self-attention over (B, T): y (B*T, C) with heads at [h hs, (h+1) hs);
+//! Where a token's query, key and value of each head sit in its qkv row. GPT-2 (head-major):
+//! head h holds [q_h | k_h | v_h] at 3 hd h. Grouped (the Llama family, transformers' q_proj |
+//! k_proj | v_proj): all query heads, then the NKV key heads, then the value heads; query head h
+//! reads key/value head h / (NH / NKV) (grouped-query attention; NKV = NH is plain multi-head).
+struct QKVLayout {
+  int NH = 1, NKV = 1, hd = 1;
+  bool head_major = true;
+  static QKVLayout gpt2(int C, int NH) { return {NH, NH, C / NH, true}; }
+  static QKVLayout grouped(int NH, int NKV, int hd) { return {NH, NKV, hd, false}; }
+  std::size_t row() const { return std::size_t(NH + 2 * NKV) * std::size_t(hd); }
+  int group() const { return NH / NKV; }
+  std::size_t q(int h) const { return head_major ? 3 * std::size_t(hd) * h : std::size_t(hd) * h; }
+  std::size_t k(int h) const {
+    return head_major ? 3 * std::size_t(hd) * h + hd : std::size_t(NH + h / group()) * std::size_t(hd);
+  }
+  std::size_t v(int h) const {
+    return head_major ? 3 * std::size_t(hd) * h + 2 * std::size_t(hd) : std::size_t(NH + NKV + h / group()) * std::size_t(hd);
+  }
+};
+
+//! Masked causal self-attention over (B, T): y (B*T, NH hd) with heads at [h hd, (h+1) hd);
 //! probs (B, NH, T, T) kept for the backward; valid (B, T) marks real (non-pad) tokens.
 //! Per (b, h): S = scale Q K^T and Y = P V are sgemm calls (the causal upper triangle is
 //! computed and then zeroed: BLAS on the full square beats scalar loops on the triangle);
 //! the masked softmax runs a row at a time on vector lanes.
-inline void attention_forward(float* y, float* probs, float const* qkv, std::uint8_t const* valid, int B, int T, int C,
-                              int NH) {
-  int const hs = C / NH;
+inline void attention_forward(float* y, float* probs, float const* qkv, std::uint8_t const* valid, int B, int T, QKVLayout L) {
+  int const hs = L.hd, NH = L.NH;
   float const scale = 1.0f / std::sqrt(static_cast<float>(hs));
-  std::size_t const row3 = 3 * std::size_t(C);
+  std::size_t const row3 = L.row(), C = std::size_t(NH) * hs;
   RLFLOW_MODEL_OMP_FOR_IF(std::int64_t{B} * NH * T * T * hs > parallel_threshold)
   for (int bh = 0; bh < B * NH; ++bh) {
     int const b = bh / NH, h = bh % NH;
-    float const* base = qkv + std::size_t(b) * T * row3 + std::size_t(h) * 3 * hs;
+    float const* base = qkv + std::size_t(b) * T * row3;
     float* S = probs + std::size_t(bh) * T * T;
     float* fv = detail::thread_scratch(2 * std::size_t(T));
     float* bias = fv + T;
@@ -619,40 +639,188 @@ inline void attention_forward(float* y, float* probs, float const* qkv, std::uin
       fv[j] = vb[j] ? 1.0f : 0.0f;
       bias[j] = vb[j] ? 0.0f : -INFINITY;
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, scale, base, int(row3), base + hs, int(row3), 0.0f, S, T);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, scale, base + L.q(h), int(row3), base + L.k(h), int(row3), 0.0f,
+                S, T);
     for (int t = 0; t < T; ++t) {
       float* p = S + std::size_t(t) * T;
       detail::masked_softmax(p, fv, bias, t + 1);
       std::memset(p + t + 1, 0, sizeof(float) * std::size_t(T - t - 1));
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hs, T, 1.0f, S, T, base + 2 * hs, int(row3), 0.0f,
-                y + std::size_t(b) * T * C + std::size_t(h) * hs, C);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hs, T, 1.0f, S, T, base + L.v(h), int(row3), 0.0f,
+                y + std::size_t(b) * T * C + std::size_t(h) * hs, int(C));
+  }
+}
+//! GPT-2's head-major attention over qkv (B*T, 3C).
+inline void attention_forward(float* y, float* probs, float const* qkv, std::uint8_t const* valid, int B, int T, int C, int NH) {
+  attention_forward(y, probs, qkv, valid, B, T, QKVLayout::gpt2(C, NH));
+}
+
+//! dqkv (B*T, row) = gradient of attention_forward given dy (B*T, NH hd). Parallel over (b, key/value
+//! head) only: each pair owns its slice of dqkv (the query heads of a group add into their shared
+//! dK, dV in head order), so no two threads add into the same float. Per (b, h), with sgemm:
+//! dP = dY V^T, dV (+)= P^T dY, dS = P (dP - rowsum(P dP)) scale, dQ = dS K, dK (+)= dS^T Q.
+inline void attention_backward(float* dqkv, float const* dy, float const* qkv, float const* probs, int B, int T, QKVLayout L) {
+  int const hs = L.hd, NH = L.NH, NKV = L.NKV, G = L.group();
+  float const scale = 1.0f / std::sqrt(static_cast<float>(hs));
+  std::size_t const row3 = L.row(), C = std::size_t(NH) * hs;
+  int const ld3 = int(row3);
+  RLFLOW_MODEL_OMP_FOR_IF(std::int64_t{B} * NH * T * T * hs > parallel_threshold)
+  for (int bg = 0; bg < B * NKV; ++bg) {
+    int const b = bg / NKV, g = bg % NKV;
+    float const* base = qkv + std::size_t(b) * T * row3;
+    float* dbase = dqkv + std::size_t(b) * T * row3;
+    float* dP = detail::thread_scratch(std::size_t(T) * T);
+    for (int h = g * G; h < (g + 1) * G; ++h) {
+      float const beta = h == g * G ? 0.0f : 1.0f;  // the group's first head writes dK, dV; the others add
+      float const* P = probs + (std::size_t(b) * NH + h) * T * T;
+      float const* dY = dy + std::size_t(b) * T * C + std::size_t(h) * hs;
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, 1.0f, dY, int(C), base + L.v(h), ld3, 0.0f, dP, T);
+      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hs, T, 1.0f, P, T, dY, int(C), beta, dbase + L.v(h), ld3);
+      detail::softmax_backward_rows(dP, P, T, scale);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hs, T, 1.0f, dP, T, base + L.k(h), ld3, 0.0f, dbase + L.q(h), ld3);
+      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hs, T, 1.0f, dP, T, base + L.q(h), ld3, beta, dbase + L.k(h), ld3);
+    }
+  }
+}
+//! GPT-2's head-major attention backward; 'scratch' is unused (kept for the callers).
+inline void attention_backward(float* dqkv, float const* dy, float const* qkv, float const* probs, int B, int T, int C, int NH,
+                               [[maybe_unused]] float* scratch /* (B*NH, T) */) {
+  attention_backward(dqkv, dy, qkv, probs, B, T, QKVLayout::gpt2(C, NH));
+}
+
+// ---------------------------------------------------------------------------------------------
+// the Llama family's layers: RMSNorm, rotary position embedding, SwiGLU.
+// transformers: LlamaRMSNorm, apply_rotary_pos_emb (rotate_half), LlamaMLP with act_fn = silu.
+
+//! RMSNorm over 'rows' rows of n floats: row r at inp + (r / per) stride + (r % per) n (per rows
+//! share a stride: per = 1 for the residual stream, the heads of a token for q/k norms).
+//! out = w * x * rstd, rstd = 1 / sqrt(mean(x^2) + eps) stored per row; in float32, as
+//! transformers computes it (hidden_states.to(float32)).
+struct RowSet {
+  std::int64_t rows = 0;
+  int n = 0, per = 1;
+  std::size_t stride = 0;
+  std::size_t at(std::int64_t r) const { return std::size_t(r / per) * stride + std::size_t(r % per) * std::size_t(n); }
+};
+inline void rmsnorm_forward(float* out, float* rstd, float const* inp, float const* w, RowSet rs, float eps) {
+  RLFLOW_MODEL_OMP_FOR_IF(rs.rows * rs.n > parallel_threshold)
+  for (std::int64_t r = 0; r < rs.rows; ++r) {
+    float const* x = inp + rs.at(r);
+    float* o = out + rs.at(r);
+    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    int i = 0;
+    for (; i + 8 <= rs.n; i += 8)
+      for (int k = 0; k < 8; ++k) acc[k] += x[i + k] * x[i + k];
+    for (; i < rs.n; ++i) acc[0] += x[i] * x[i];
+    float const ss = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+    float const s = 1.0f / std::sqrt(ss / float(rs.n) + eps);
+    if (rstd) rstd[r] = s;
+    for (int j = 0; j < rs.n; ++j) o[j] = w[j] * (x[j] * s);
+  }
+}
+//! Backward of rmsnorm_forward: dinp += (accumulate) or = d(out)/d(inp) dout, dw += sum over rows
+//! of dout x rstd (rows in order: the same bits on any thread count). Without accumulate dinp
+//! may be dout itself (each row is read whole before it is written).
+inline void rmsnorm_backward(float* dinp, float* dw, float const* dout, float const* inp, float const* w, float const* rstd, RowSet rs,
+                             bool accumulate = true) {
+  for (std::int64_t r = 0; r < rs.rows; ++r) {  // dw first: dout may be overwritten below
+    float const* x = inp + rs.at(r);
+    float const* d = dout + rs.at(r);
+    float const s = rstd[r];
+    for (int j = 0; j < rs.n; ++j) dw[j] += d[j] * x[j] * s;
+  }
+  RLFLOW_MODEL_OMP_FOR_IF(rs.rows * rs.n > parallel_threshold)
+  for (std::int64_t r = 0; r < rs.rows; ++r) {
+    float const* x = inp + rs.at(r);
+    float const* d = dout + rs.at(r);
+    float* dx = dinp + rs.at(r);
+    float const s = rstd[r];
+    float dot_ = 0.0f;
+    for (int j = 0; j < rs.n; ++j) dot_ += d[j] * w[j] * x[j];
+    float const k = s * s * s * dot_ / float(rs.n);
+    if (accumulate)
+      for (int j = 0; j < rs.n; ++j) dx[j] += d[j] * w[j] * s - x[j] * k;
+    else
+      for (int j = 0; j < rs.n; ++j) dx[j] = d[j] * w[j] * s - x[j] * k;
   }
 }
 
-//! dqkv (B*T, 3C) = gradient of attention_forward given dy (B*T, C). Parallel over (b, h) only:
-//! each pair owns its slice of dqkv, so no two threads add into the same float. Per (b, h), with
-//! sgemm: dP = dY V^T, dV = P^T dY, dS = P (dP - rowsum(P dP)) scale, dQ = dS K, dK = dS^T Q.
-//! 'scratch' is unused (kept for the callers); the (T, T) dP lives in a per-thread buffer.
-inline void attention_backward(float* dqkv, float const* dy, float const* qkv, float const* probs, int B, int T, int C,
-                               int NH, [[maybe_unused]] float* scratch /* (B*NH, T) */) {
-  int const hs = C / NH;
-  float const scale = 1.0f / std::sqrt(static_cast<float>(hs));
-  std::size_t const row3 = 3 * std::size_t(C);
-  int const ld3 = int(row3);
-  RLFLOW_MODEL_OMP_FOR_IF(std::int64_t{B} * NH * T * T * hs > parallel_threshold)
-  for (int bh = 0; bh < B * NH; ++bh) {
-    int const b = bh / NH, h = bh % NH;
-    float const* base = qkv + std::size_t(b) * T * row3 + std::size_t(h) * 3 * hs;
-    float* dbase = dqkv + std::size_t(b) * T * row3 + std::size_t(h) * 3 * hs;
-    float const* P = probs + std::size_t(bh) * T * T;
-    float const* dY = dy + std::size_t(b) * T * C + std::size_t(h) * hs;
-    float* dP = detail::thread_scratch(std::size_t(T) * T);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, 1.0f, dY, C, base + 2 * hs, ld3, 0.0f, dP, T);
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hs, T, 1.0f, P, T, dY, C, 0.0f, dbase + 2 * hs, ld3);
-    detail::softmax_backward_rows(dP, P, T, scale);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hs, T, 1.0f, dP, T, base + hs, ld3, 0.0f, dbase, ld3);
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hs, T, 1.0f, dP, T, base, ld3, 0.0f, dbase + hs, ld3);
+//! cos / sin of position p's angles p f_i (i < hd / 2), from the inverse frequencies in double,
+//! rounded to float: rows [0, P) of two (P, hd / 2) tables.
+inline void rope_tables(std::vector<float>& cosv, std::vector<float>& sinv, std::span<double const> inv_freq, int P) {
+  std::size_t const h = inv_freq.size();
+  std::size_t const have = h ? cosv.size() / h : 0;
+  if (have >= std::size_t(P)) return;
+  cosv.resize(std::size_t(P) * h);
+  sinv.resize(std::size_t(P) * h);
+  for (std::size_t p = have; p < std::size_t(P); ++p)
+    for (std::size_t i = 0; i < h; ++i) {
+      double const a = double(p) * inv_freq[i];
+      cosv[p * h + i] = float(std::cos(a));
+      sinv[p * h + i] = float(std::sin(a));
+    }
+}
+
+//! Rotary embedding in place on 'heads' heads of hd floats per token, token n's heads at x + n
+//! stride (contiguous), at position pos[n]: the half-split convention (rotate_half): for i < hd/2,
+//! (a, b) = (x_i, x_{i + hd/2}) -> (a c - b s, b c + a s). inverse: the transpose (rotation by
+//! the negative angle), which is the backward of the forward rotation.
+inline void rope_apply(float* x, std::int32_t const* pos, std::int64_t N, int heads, int hd, std::size_t stride, float const* cosv,
+                       float const* sinv, bool inverse) {
+  int const h2 = hd / 2;
+  RLFLOW_MODEL_OMP_FOR_IF(N * heads * hd > parallel_threshold)
+  for (std::int64_t n = 0; n < N; ++n) {
+    float const* c = cosv + std::size_t(pos[n]) * h2;
+    float const* s = sinv + std::size_t(pos[n]) * h2;
+    for (int h = 0; h < heads; ++h) {
+      float* v = x + std::size_t(n) * stride + std::size_t(h) * hd;
+      for (int i = 0; i < h2; ++i) {
+        float const a = v[i], b = v[i + h2], sn = inverse ? -s[i] : s[i];
+        v[i] = a * c[i] - b * sn;
+        v[i + h2] = b * c[i] + a * sn;
+      }
+    }
+  }
+}
+
+//! SwiGLU: h (N, F) = silu(gate) * up, gu rows [gate (F) | up (F)]; silu(x) = x / (1 + e^-x).
+inline void swiglu_forward(float* h, float const* gu, std::int64_t N, int F) {
+  RLFLOW_MODEL_OMP_FOR_IF(N * F * 4 > parallel_threshold)
+  for (std::int64_t n = 0; n < N; ++n) {
+    float const* g = gu + std::size_t(n) * 2 * F;
+    float* o = h + std::size_t(n) * F;
+    for (int f = 0; f < F; ++f) o[f] = g[f] / (1.0f + std::exp(-g[f])) * g[F + f];
+  }
+}
+//! dgu (N, 2F) from dh (N, F): d gate = dh up silu'(gate), d up = dh silu(gate), with
+//! silu'(x) = s (1 + x (1 - s)), s = sigmoid(x).
+inline void swiglu_backward(float* dgu, float const* gu, float const* dh, std::int64_t N, int F) {
+  RLFLOW_MODEL_OMP_FOR_IF(N * F * 4 > parallel_threshold)
+  for (std::int64_t n = 0; n < N; ++n) {
+    float const* g = gu + std::size_t(n) * 2 * F;
+    float const* d = dh + std::size_t(n) * F;
+    float* o = dgu + std::size_t(n) * 2 * F;
+    for (int f = 0; f < F; ++f) {
+      float const x = g[f], u = g[F + f], sg = 1.0f / (1.0f + std::exp(-x));
+      o[f] = d[f] * u * sg * (1.0f + x * (1.0f - sg));
+      o[F + f] = d[f] * x * sg;
+    }
+  }
+}
+
+//! out (N, C) = wte[ids[n]] (no position table: the Llama family's positions are rotary).
+inline void embedding_forward(float* out, std::int32_t const* ids, float const* wte, int N, int C) {
+  for (int n = 0; n < N; ++n) std::memcpy(out + std::size_t(n) * C, wte + std::size_t(ids[n]) * C, sizeof(float) * std::size_t(C));
+}
+//! dwte[ids[n]] += dout[n]; serial, so the summation order is fixed. Vocabulary-parallel
+//! ([v0, v1) given): 'dwte' holds rows [v0, v1) only and other tokens add nothing to it.
+inline void embedding_backward(float* dwte, float const* dout, std::int32_t const* ids, int N, int C, int v0 = 0,
+                               int v1 = 0x7fffffff) {
+  for (int n = 0; n < N; ++n) {
+    if (ids[n] < v0 || ids[n] >= v1) continue;
+    float* d = dwte + std::size_t(ids[n] - v0) * C;
+    float const* g = dout + std::size_t(n) * C;
+    for (int c = 0; c < C; ++c) d[c] += g[c];
   }
 }
 

@@ -56,6 +56,20 @@ struct TPRank {
 //! tp divides n_head. 'who' names the caller (e.g. "rlflow::Trainer<..., TP<2>>").
 inline void check_tensor_parallel(GPTConfig const& cfg, int tp, char const* who) {
   if (tp < 1) throw config_error(msg(who, ": tensor-parallel size ", tp, " must be >= 1"));
+  if (cfg.llama_family()) {
+    int const nkv = cfg.kv_heads(), ff = cfg.ff_dim();
+    if (cfg.n_head % tp != 0)
+      throw config_error(msg(who, ": tensor-parallel size ", tp, " does not divide num_attention_heads = ", cfg.n_head,
+                             " (attention is split by heads); use a TP that divides ", cfg.n_head));
+    if (tp <= nkv ? nkv % tp != 0 : tp % nkv != 0)
+      throw config_error(msg(who, ": tensor-parallel size ", tp, " and num_key_value_heads = ", nkv,
+                             ": one must divide the other (each rank holds num_key_value_heads / TP key/value heads, or one "
+                             "replicated head when TP is larger); use a TP that divides or is a multiple of ", nkv));
+    if (ff % tp != 0)
+      throw config_error(msg(who, ": tensor-parallel size ", tp, " does not divide intermediate_size = ", ff,
+                             " (the MLP is split by columns); use a TP that divides ", ff));
+    return;
+  }
   if (tp > cfg.n_head)
     throw config_error(msg(who, ": tensor-parallel size ", tp, " is more ranks than the model's n_head = ", cfg.n_head,
                            " heads (attention is split by heads); use TP <= ", cfg.n_head, " or raise n_head to a multiple of ",
@@ -88,9 +102,15 @@ class ShardLayout {
                              ") >= the TP size (", r.size, "); use the replicated LM head"));
     ParamLayout const full(cfg);
     full_size_ = full.size();
+    if (cfg.llama_family()) {
+      build_llama(cfg, full, r);
+      return;
+    }
     std::size_t const C = std::size_t(cfg.n_embd), hs = std::size_t(cfg.head_dim());
     c_ = C;
     nh_ = cfg.n_head / r.size;
+    nkv_ = nh_;
+    kv0_ = r.rank * nh_;
     cl_ = std::size_t(nh_) * hs;
     fl_ = 4 * C / std::size_t(r.size);
     std::size_t const q = std::size_t(r.rank);
@@ -127,9 +147,17 @@ class ShardLayout {
       value_w = whole(full.value_w, C);
       value_b = whole(full.value_b, 1);
     }
+    lm_head = wte;
   }
 
   TPRank shard() const { return shard_; }
+  //! The rank's key/value heads (NKV / tp, or one replicated head when tp > NKV; GPT-2: its heads)
+  //! and the first of them.
+  int local_kv_heads() const { return nkv_; }
+  int kv_head_begin() const { return kv0_; }
+  //! Whether the embedding rows are cut with the LM head's (split_vocab of a tied model); an
+  //! untied model keeps its embedding whole and splits lm_head only.
+  bool split_embedding() const { return split_vocab_ && wte == lm_head; }
   //! Whether wte is split by vocabulary rows (see the class comment).
   bool split_vocab() const { return split_vocab_; }
   //! The vocabulary rows [vocab_begin(), vocab_end()) of wte this rank holds (all unless split_vocab).
@@ -198,12 +226,13 @@ class ShardLayout {
   }
 
   std::size_t wte = 0, wpe = 0, lnf_w = 0, lnf_b = 0, value_w = 0, value_b = 0;
+  std::size_t lm_head = 0;  //!< the LM head's rows: wte when tied (GPT-2 always)
   std::vector<Layer> layers;
 
  private:
   void zero_padding(std::span<float> shard) const {
     if (vrows_ > v1_ - v0_)
-      std::memset(shard.data() + wte + std::size_t(v1_ - v0_) * c_, 0, sizeof(float) * std::size_t(vrows_ - (v1_ - v0_)) * c_);
+      std::memset(shard.data() + lm_head + std::size_t(v1_ - v0_) * c_, 0, sizeof(float) * std::size_t(vrows_ - (v1_ - v0_)) * c_);
   }
   static void append(std::vector<Segment>& v, std::size_t src, std::size_t dst, std::size_t n) {
     if (!v.empty() && v.back().src + v.back().count == src && v.back().dst + v.back().count == dst)
@@ -219,10 +248,75 @@ class ShardLayout {
     return dst;
   }
 
+  //! The Llama family's cut: q heads [nh r, nh (r + 1)) and their key/value heads, one fused
+  //! [q | k | v] block per layer; gate and up columns [F r, F (r + 1)) as one [gate | up] block;
+  //! o_proj and down_proj rows likewise; norms (q/k norms included), o/down biases, the
+  //! embedding of an untied model and the value head replicated; the LM head by vocabulary rows
+  //! under split_vocab (with the embedding when tied).
+  void build_llama(GPTConfig const& cfg, ParamLayout const& full, TPRank r) {
+    std::size_t const C = std::size_t(cfg.n_embd), hd = std::size_t(cfg.head_dim()), NH = std::size_t(cfg.n_head),
+                      NKV = std::size_t(cfg.kv_heads()), F = std::size_t(cfg.ff_dim()), N = std::size_t(r.size), q = std::size_t(r.rank);
+    c_ = C;
+    nh_ = int(NH / N);
+    nkv_ = N <= NKV ? int(NKV / N) : 1;
+    kv0_ = N <= NKV ? int(q) * nkv_ : int(q / (N / NKV));
+    cl_ = std::size_t(nh_) * hd;
+    fl_ = F / N;
+    std::size_t const Q = NH * hd, KV = NKV * hd, kl = std::size_t(nkv_) * hd, k0 = std::size_t(kv0_) * hd;
+    auto whole = [&](std::size_t src, std::size_t n) { return take(src, n, true); };
+    v0_ = split_vocab_ ? vocab_slice_begin(cfg.vocab_size, r.rank, r.size) : 0;
+    v1_ = split_vocab_ ? vocab_slice_begin(cfg.vocab_size, r.rank + 1, r.size) : cfg.vocab_size;
+    vrows_ = split_vocab_ ? (cfg.vocab_size + r.size - 1) / r.size : cfg.vocab_size;
+    auto head_rows = [&](std::size_t src) {  // the LM head's rows: my vocabulary slice, padded, or all
+      if (!split_vocab_) return whole(src, std::size_t(cfg.vocab_size) * C);
+      std::size_t const at = take(src + std::size_t(v0_) * C, std::size_t(v1_ - v0_) * C);
+      size_ += std::size_t(vrows_ - (v1_ - v0_)) * C;
+      return at;
+    };
+    bool const tied = cfg.tie_word_embeddings;
+    wte = tied ? head_rows(full.wte) : whole(full.wte, std::size_t(cfg.vocab_size) * C);
+    wpe = ParamLayout::none;
+    for (auto const& L : full.layers) {
+      Layer S{};
+      S.ln1_w = whole(L.ln1_w, C);
+      S.ln1_b = S.ln2_b = ParamLayout::none;
+      auto qkv_cut = [&](std::size_t src, std::size_t width) {  // rows of the fused [q | k | v] (width floats a row)
+        std::size_t const at = take(src + q * cl_ * width, cl_ * width);
+        take(src + (Q + k0) * width, kl * width);
+        take(src + (Q + KV + k0) * width, kl * width);
+        return at;
+      };
+      S.qkv_w = qkv_cut(L.qkv_w, C);
+      S.qkv_b = L.qkv_b == ParamLayout::none ? ParamLayout::none : qkv_cut(L.qkv_b, 1);
+      S.q_norm = L.q_norm == ParamLayout::none ? ParamLayout::none : whole(L.q_norm, hd);
+      S.k_norm = L.k_norm == ParamLayout::none ? ParamLayout::none : whole(L.k_norm, hd);
+      S.proj_w = take(L.proj_w + q * cl_ * C, cl_ * C);
+      S.proj_b = L.proj_b == ParamLayout::none ? ParamLayout::none : whole(L.proj_b, C);
+      S.ln2_w = whole(L.ln2_w, C);
+      auto gate_up = [&](std::size_t src, std::size_t width) {
+        std::size_t const at = take(src + q * fl_ * width, fl_ * width);
+        take(src + (F + q * fl_) * width, fl_ * width);
+        return at;
+      };
+      S.fc_w = gate_up(L.fc_w, C);
+      S.fc_b = L.fc_b == ParamLayout::none ? ParamLayout::none : gate_up(L.fc_b, 1);
+      S.fcproj_w = take(L.fcproj_w + q * fl_ * C, fl_ * C);
+      S.fcproj_b = L.fcproj_b == ParamLayout::none ? ParamLayout::none : whole(L.fcproj_b, C);
+      layers.push_back(S);
+    }
+    lnf_w = whole(full.lnf_w, C);
+    lnf_b = ParamLayout::none;
+    lm_head = tied ? wte : head_rows(full.lm_head);
+    if (cfg.value_head) {
+      value_w = whole(full.value_w, C);
+      value_b = whole(full.value_b, 1);
+    }
+  }
+
   TPRank shard_;
   bool split_vocab_ = false;
   int v0_ = 0, v1_ = 0, vrows_ = 0;
-  int nh_ = 0;
+  int nh_ = 0, nkv_ = 0, kv0_ = 0;
   std::size_t c_ = 0, cl_ = 0, fl_ = 0, size_ = 0, full_size_ = 0;
   std::vector<Segment> segs_, rep_, split_;
 };

@@ -15,8 +15,8 @@
 #include <rlflow/data/data.hpp>                 // PromptDataset
 #include <rlflow/data/data_files.hpp>           // load_prompt_files, parse_file_list, ChatTemplate
 #include <rlflow/core/error.hpp>                // config_error, msg
-#include <rlflow/model/bpe_tokenizer.hpp>  // BPETokenizer
-#include <rlflow/model/hf_gpt2.hpp>        // read_gpt2_config, load_gpt2_weights
+#include <rlflow/model/hf_tokenizer.hpp>   // load_tokenizer (tokenizer.json or vocab.json + merges.txt)
+#include <rlflow/model/hf_folder.hpp>      // read_model_config, load_model_weights
 #include <rlflow/model/tokenizer.hpp>      // model::Tokenizer
 #include <rlflow/roles/setup.hpp>          // roles::RoleSetup
 #include <rlflow/config/trainer_config.hpp>       // TrainerConfig
@@ -49,10 +49,10 @@ inline TrainerFiles load_trainer_files(TrainerConfig& cfg, ChatTemplate const& c
                        "(docs/quickstart.md, 'Bring your model and data')");
   fs::path const model_dir(std::string(mc.path.view()));
   fs::path const tok_dir = mc.tokenizer_path.empty() ? model_dir : fs::path(std::string(mc.tokenizer_path.view()));
-  auto tok = std::make_shared<model::BPETokenizer const>(model::BPETokenizer::from_folder(tok_dir));
+  auto tok = model::load_tokenizer(tok_dir);
   out.tok = tok;
   roles::RoleSetup setup;
-  setup.policy_model = model::hf::read_gpt2_config(model_dir);
+  setup.policy_model = model::hf::read_model_config(model_dir);
   // the folder decides the shape: the config (size checks, checkpoints' saved config) records it
   cfg.actor_rollout_ref.model.n_layer = setup.policy_model.n_layer;
   cfg.actor_rollout_ref.model.n_head = setup.policy_model.n_head;
@@ -67,17 +67,17 @@ inline TrainerFiles load_trainer_files(TrainerConfig& cfg, ChatTemplate const& c
     throw config_error(msg("rlflow::Trainer: the tokenizer in ", tok_dir.string(), " has ", tok->vocab_size(),
                            " tokens but the model's vocab_size is ", setup.policy_model.vocab_size,
                            "; use the tokenizer that belongs to the model"));
-  setup.policy_init = std::make_shared<std::vector<float> const>(model::hf::load_gpt2_weights(model_dir, setup.policy_model));
+  setup.policy_init = std::make_shared<std::vector<float> const>(model::hf::load_model_weights(model_dir, setup.policy_model));
   if (has_critic) {
     fs::path const critic_dir = cfg.critic.model.path.empty() ? model_dir : fs::path(std::string(cfg.critic.model.path.view()));
-    setup.critic_model = model::hf::read_gpt2_config(critic_dir);
+    setup.critic_model = model::hf::read_model_config(critic_dir);
     setup.critic_model.value_head = true;
     setup.critic_model.seed = static_cast<std::uint64_t>(cfg.seed) + 1;
     if (PR > setup.critic_model.max_seq_len || tok->vocab_size() > setup.critic_model.vocab_size)
       throw config_error(msg("rlflow::Trainer: the critic model in ", critic_dir.string(), " (", setup.critic_model.max_seq_len,
                              " positions, ", setup.critic_model.vocab_size, " tokens) does not fit the prompts + responses (",
                              PR, ") or the tokenizer (", tok->vocab_size(), " tokens)"));
-    setup.critic_init = std::make_shared<std::vector<float> const>(model::hf::load_gpt2_weights(critic_dir, setup.critic_model));
+    setup.critic_init = std::make_shared<std::vector<float> const>(model::hf::load_model_weights(critic_dir, setup.critic_model));
   } else {
     setup.critic_model = setup.policy_model;
     setup.critic_model.value_head = true;

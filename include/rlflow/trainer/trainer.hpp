@@ -249,7 +249,7 @@ class Trainer {
 
  public:
   TrainerConfig const& config() const { return cfg_; }
-  //! The tokenizer (CharTokenizer of the alphabet, or the model folder's BPETokenizer).
+  //! The tokenizer (CharTokenizer of the alphabet, or the model folder's load_tokenizer: HFTokenizer or BPETokenizer).
   model::Tokenizer const& tokenizer() const { return *tok_; }
   //! The validation prompts (data.val_files), if any.
   std::optional<PromptDataset> const& val_dataset() const { return val_; }

@@ -27,7 +27,7 @@ namespace rlflow {
   X(data.seed, "", "seed of the training prompts' per-epoch shuffle")                                              \
   X(actor_rollout_ref.hybrid_engine, "", "actor and rollout share processes (required true)")                     \
   X(actor_rollout_ref.model.path, "", "Hugging Face GPT-2 folder (config.json, model.safetensors, vocab.json, merges.txt); empty: random init") \
-  X(actor_rollout_ref.model.tokenizer_path, "", "folder with vocab.json and merges.txt; empty: model.path")       \
+  X(actor_rollout_ref.model.tokenizer_path, "", "folder with tokenizer.json, or vocab.json and merges.txt; empty: model.path")       \
   X(actor_rollout_ref.model.vocab_size, "", "rlflow: vocabulary size of the built-in GPT; 0: the task tokenizer's") \
   X(actor_rollout_ref.model.n_layer, "", "rlflow: transformer blocks of the built-in GPT")                          \
   X(actor_rollout_ref.model.n_head, "", "rlflow: attention heads of the built-in GPT")                             \

@@ -34,6 +34,9 @@ namespace rlflow::engine::cuda {
 class RolloutEngine {
  public:
   explicit RolloutEngine(model::GPTConfig const& cfg) : cfg_(cfg), lay_(cfg) {
+    if (cfg.llama_family())
+      throw config_error(msg("rlflow::engine::cuda: the CUDA engines compute GPT-2 only; arch = ", model::arch_name(cfg.arch),
+                             " runs on the CPU engines (trainer.device=cpu)"));
     RLFLOW_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     RLFLOW_CUDA_CHECK(cublasCreate(&blas_));
     RLFLOW_CUDA_CHECK(cublasSetStream(blas_, stream_));

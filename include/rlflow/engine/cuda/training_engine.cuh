@@ -33,6 +33,9 @@ namespace rlflow::engine::cuda {
 class TrainingEngine {
  public:
   explicit TrainingEngine(model::GPTConfig const& cfg, OptimizerConfig const& opt = {}) : cfg_(cfg), lay_(cfg), opt_(opt) {
+    if (cfg.llama_family())
+      throw config_error(msg("rlflow::engine::cuda: the CUDA engines compute GPT-2 only; arch = ", model::arch_name(cfg.arch),
+                             " runs on the CPU engines (trainer.device=cpu)"));
     opt_.validate();
     RLFLOW_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     RLFLOW_CUDA_CHECK(cublasCreate(&blas_));
