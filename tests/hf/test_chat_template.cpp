@@ -356,6 +356,7 @@ TEST_CASE("Jinja statements match Jinja2", "[hf][jinja]") {
       "{% for k, v in d.items() %}{{ k }}={{ v }},{% endfor %}{% for k, v in d|items %}{{ k }}{% endfor %}",
       "{% for a, b in [[1, 2], [3, 4]] %}{{ a + b }}{% endfor %}{% for c in 'héllo' %}[{{ c }}]{% endfor %}",
       "{% for i in range(3) %}{% for j in range(i) %}{{ i }}{{ j }}{{ loop.index }} {% endfor %}{{ loop.index }}|{% endfor %}",
+      "{% for m in messages %}{{ loop.cycle('odd', 'even') }}{{ loop.cycle(1, 2, 3) }} {% endfor %}",
       "{% for i in range(10) %}{% if i == 2 %}{% continue %}{% endif %}{% if i > 5 %}{% break %}{% endif %}{{ i }}{% endfor %}",
       "{% for i in range(1, 10, 3) %}{{ i }}{% endfor %}{% for i in range(5, 0, -2) %}{{ i }}{% endfor %}{% for k in d %}{{ k }}{% endfor %}",
       // if / elif / else, set, scoping, namespace

@@ -1994,6 +1994,11 @@ class Renderer {
         }
         return Value(std::move(l));
       }
+      if (name == "cycle" && d.find("index0") && d.find("revindex0")) {  // loop.cycle(a, b, ...)
+        if (a.pos.empty() || !a.kw.empty()) fail(line, "loop.cycle() takes one or more positional arguments");
+        auto const k = std::get<std::int64_t>(d.find("index0")->v);
+        return a.pos[static_cast<std::size_t>(k) % a.pos.size()];
+      }
       if (auto const* v = d.find(name))
         if (v->is_callable()) return call_value(*v, a, line, name);
     } else if (obj.is_list()) {
