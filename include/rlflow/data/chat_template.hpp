@@ -1366,22 +1366,16 @@ class Renderer {
         return Flow::normal;
       }
       case Node::Kind::set_block: {
-        std::string captured;
-        {
-          std::string saved;
-          std::swap(saved, out_);
-          Flow f;
-          try {
-            f = exec(n.body);
-          } catch (...) {
-            std::swap(saved, out_);
-            throw;
-          }
-          std::swap(saved, out_);
-          captured = std::move(saved);
-          (void)f;
+        std::string text;
+        std::swap(text, out_);  // the body renders into an empty buffer
+        try {
+          exec(n.body);
+        } catch (...) {
+          std::swap(text, out_);
+          throw;
         }
-        frames.back().set(n.targets[0], Value(std::move(captured)));
+        std::swap(text, out_);  // 'text' now holds what the body wrote
+        frames.back().set(n.targets[0], Value(std::move(text)));
         return Flow::normal;
       }
       case Node::Kind::macro: {
