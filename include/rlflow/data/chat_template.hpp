@@ -291,11 +291,39 @@ inline void json_string(std::string& out, std::string_view s, bool ensure_ascii 
   out += '"';
 }
 
+//! Whether Python's repr escapes the code point (str.isprintable() is false): the common
+//! non-printable ones above ASCII (C1 controls, Unicode spaces and format characters).
+inline bool py_unprintable(std::uint32_t cp) {
+  return (cp >= 0x80 && cp <= 0xA0) || cp == 0xAD || cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200F) ||
+         (cp >= 0x2028 && cp <= 0x202F) || (cp >= 0x205F && cp <= 0x2064) || cp == 0x3000 || cp == 0xFEFF;
+}
+
 inline void py_repr_string(std::string& out, std::string_view s) {
   char const q = (s.find('\'') != std::string_view::npos && s.find('"') == std::string_view::npos) ? '"' : '\'';
   out += q;
-  for (char c : s) {
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    char const c = s[i];
     auto const u = static_cast<unsigned char>(c);
+    if (u >= 0xC2 && u <= 0xEF) {  // a 2- or 3-byte code point: escaped when not printable
+      std::size_t const n = u >= 0xE0 ? 3 : 2;
+      if (i + n <= s.size()) {
+        std::uint32_t cp = n == 2 ? (u & 0x1Fu) : (u & 0x0Fu);
+        bool ok = true;
+        for (std::size_t j = 1; j < n; ++j) {
+          auto const cj = static_cast<unsigned char>(s[i + j]);
+          ok = ok && (cj & 0xC0) == 0x80;
+          cp = (cp << 6) | (cj & 0x3Fu);
+        }
+        if (ok && py_unprintable(cp)) {
+          char b[12];
+          if (cp <= 0xFF) std::snprintf(b, sizeof b, "\\x%02x", static_cast<unsigned>(cp));
+          else std::snprintf(b, sizeof b, "\\u%04x", static_cast<unsigned>(cp));
+          out += b;
+          i += n - 1;
+          continue;
+        }
+      }
+    }
     if (c == q || c == '\\') {
       out += '\\';
       out += c;
@@ -312,6 +340,37 @@ inline void py_repr_string(std::string& out, std::string_view s) {
 }
 
 inline bool py_space(char c) { return c == ' ' || (c >= '\t' && c <= '\r') || (c >= '\x1c' && c <= '\x1f'); }
+
+//! Byte length of the whitespace code point (Python's str.isspace(), Unicode) that starts at
+//! s[i]; 0 when there is none.
+inline std::size_t space_at(std::string_view s, std::size_t i) {
+  if (i >= s.size()) return 0;
+  auto b = [&](std::size_t k) { return i + k < s.size() ? static_cast<unsigned char>(s[i + k]) : 0u; };
+  if (py_space(s[i])) return 1;
+  if (b(0) == 0xC2 && (b(1) == 0x85 || b(1) == 0xA0)) return 2;                       // U+0085, U+00A0
+  if (b(0) == 0xE1 && b(1) == 0x9A && b(2) == 0x80) return 3;                          // U+1680
+  if (b(0) == 0xE2 && b(1) == 0x80 && (b(2) <= 0x8A || b(2) == 0xA8 || b(2) == 0xA9 || b(2) == 0xAF) && b(2) >= 0x80)
+    return 3;                                                                          // U+2000-200A, 2028, 2029, 202F
+  if (b(0) == 0xE2 && b(1) == 0x81 && b(2) == 0x9F) return 3;                          // U+205F
+  if (b(0) == 0xE3 && b(1) == 0x80 && b(2) == 0x80) return 3;                          // U+3000
+  return 0;
+}
+//! Byte length of the whitespace code point that ends at s[end - 1]; 0 when there is none.
+inline std::size_t space_before(std::string_view s, std::size_t end) {
+  for (std::size_t n : {std::size_t{1}, std::size_t{2}, std::size_t{3}})
+    if (end >= n && space_at(s, end - n) == n) return n;
+  return 0;
+}
+inline std::size_t lstrip_len(std::string_view s) {
+  std::size_t k = 0;
+  for (std::size_t n; (n = space_at(s, k)) != 0;) k += n;
+  return k;
+}
+inline std::size_t rstrip_end(std::string_view s) {
+  std::size_t e = s.size();
+  for (std::size_t n; (n = space_before(s, e)) != 0;) e -= n;
+  return e;
+}
 
 }  // namespace detail
 
@@ -536,9 +595,7 @@ inline std::vector<Token> lex(std::string const& src) {
     int const text_line = line;
     count_lines(pos, text_end);
     if (strip_next) {
-      std::size_t k = 0;
-      while (k < text.size() && detail::py_space(text[k])) ++k;
-      text.erase(0, k);
+      text.erase(0, lstrip_len(text));
       strip_next = false;
     }
     if (p == std::string::npos) {
@@ -548,7 +605,7 @@ inline std::vector<Token> lex(std::string const& src) {
     char const kind = src[p + 1];
     char const mod = p + 2 < n ? src[p + 2] : '\0';
     if (mod == '-') {
-      while (!text.empty() && detail::py_space(text.back())) text.pop_back();
+      text.erase(rstrip_end(text));
     } else if (mod != '+' && kind != '{') {
       // lstrip_blocks: spaces and tabs from the start of the line to a block or comment tag.
       auto const nl = text.rfind('\n');
@@ -577,10 +634,7 @@ inline std::vector<Token> lex(std::string const& src) {
     toks.push_back({is_var ? Token::Kind::var_begin : Token::Kind::block_begin, "", tag_line});
     int depth = 0;
     for (;;) {
-      while (q < n && detail::py_space(src[q])) {
-        line += src[q] == '\n';
-        ++q;
-      }
+      for (std::size_t w; (w = space_at(src, q)) != 0; q += w) line += src[q] == '\n';
       if (q >= n)
         syntax(tag_line, is_var ? "the expression '{{' is not closed; end it with '}}'" : "the tag '{%' is not closed; end it with '%}'");
       char const c = src[q];
@@ -1783,13 +1837,31 @@ class Renderer {
   }
 
   // Python string helpers (whitespace: ASCII).
+  //! Python's strip: code points in 'chars', or Unicode whitespace when chars is null.
   static std::string strip(std::string const& s, Value const* chars, bool left, bool right) {
-    auto in = [&](char c) { return chars && chars->is_string() ? chars->str().find(c) != std::string::npos : py_space(c); };
+    std::vector<std::string> set;
+    bool const custom = chars && chars->is_string();
+    if (custom) {
+      auto const at = code_points(chars->str());
+      for (std::size_t k = 0; k + 1 < at.size(); ++k) set.push_back(chars->str().substr(at[k], at[k + 1] - at[k]));
+    }
+    auto len_at = [&](std::size_t i) -> std::size_t {
+      if (!custom) return space_at(s, i);
+      for (auto const& c : set)
+        if (s.compare(i, c.size(), c) == 0) return c.size();
+      return 0;
+    };
+    auto len_before = [&](std::size_t e) -> std::size_t {
+      if (!custom) return space_before(s, e);
+      for (auto const& c : set)
+        if (c.size() <= e && s.compare(e - c.size(), c.size(), c) == 0) return c.size();
+      return 0;
+    };
     std::size_t a = 0, b = s.size();
     if (left)
-      while (a < b && in(s[a])) ++a;
+      for (std::size_t n; a < b && (n = len_at(a)) != 0;) a += n;
     if (right)
-      while (b > a && in(s[b - 1])) --b;
+      for (std::size_t n; b > a && (n = len_before(b)) != 0 && b - n >= a;) b -= n;
     return s.substr(a, b - a);
   }
   List split(std::string const& s, Value const* sep, std::int64_t maxsplit, int line) const {
@@ -1797,14 +1869,14 @@ class Renderer {
     if (!sep || sep->is_none()) {
       std::size_t k = 0;
       while (k < s.size()) {
-        while (k < s.size() && py_space(s[k])) ++k;
+        k += lstrip_len(std::string_view(s).substr(k));
         if (k >= s.size()) break;
         if (maxsplit >= 0 && static_cast<std::int64_t>(out.size()) == maxsplit) {
           out.emplace_back(s.substr(k));  // the rest, trailing whitespace kept (Python)
           break;
         }
         std::size_t e = k;
-        while (e < s.size() && !py_space(s[e])) ++e;
+        while (e < s.size() && space_at(s, e) == 0) ++e;
         out.emplace_back(s.substr(k, e - k));
         k = e;
       }
@@ -1961,9 +2033,10 @@ class Renderer {
       if (name == "isdigit" || name == "isspace" || name == "isalpha" || name == "isalnum") {
         arity(a, 0, what, line);
         if (s.empty()) return Value(false);
+        if (name == "isspace") return Value(lstrip_len(s) == s.size());
         auto pred = [&](char c) {
           auto const u = static_cast<unsigned char>(c);
-          return name == "isdigit" ? std::isdigit(u) != 0 : name == "isspace" ? py_space(c) : name == "isalpha" ? std::isalpha(u) != 0 : std::isalnum(u) != 0;
+          return name == "isdigit" ? std::isdigit(u) != 0 : name == "isalpha" ? std::isalpha(u) != 0 : std::isalnum(u) != 0;
         };
         return Value(std::all_of(s.begin(), s.end(), pred));
       }
