@@ -1,4 +1,4 @@
-// rlflow_export: an rlflow checkpoint as a Hugging Face GPT-2 folder.
+// rlflow_export: an rlflow checkpoint as a Hugging Face folder of its family (GPT-2, Llama, Qwen2, Qwen3).
 //   rlflow_export CHECKPOINT OUT_DIR [--dtype float32|bfloat16|float16] [--tokenizer DIR]
 // CHECKPOINT: <trainer.default_local_dir>/global_step_N (its actor.safetensors) or a .safetensors
 // file written by rlflow. OUT_DIR gets config.json + model.safetensors (+ the tokenizer files).

