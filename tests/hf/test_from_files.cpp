@@ -239,6 +239,14 @@ TEST_CASE("GRPO on GSM8K rows from a Qwen2 folder with the real Qwen3 tokenizer 
     REQUIRE(m.count(k));
     CHECK(std::isfinite(m.at(k)));
   }
+  // data.chat_template names a built-in template instead of the folder's
+  auto c2 = cfg;
+  c2.data.chat_template = "llama3";
+  c2.trainer.default_local_dir = (d.p / "run2").string();
+  Trainer t2(c2, opts);
+  std::string const& p2 = t2.val_dataset()->operator[](0).prompt;
+  CHECK(p2.find("<|start_header_id|>user<|end_header_id|>\n\n") != std::string::npos);
+  CHECK(p2.find("<|im_start|>") == std::string::npos);
 }
 
 TEST_CASE("the files path reports bad set-ups before any work", "[hf][trainer][files]") {

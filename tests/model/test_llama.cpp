@@ -234,7 +234,7 @@ TEST_CASE("the Llama family's rollout engine agrees with the training forward", 
   CHECK(std::equal(again.responses.data<std::int32_t>(), again.responses.data<std::int32_t>() + B * R, res.responses.data<std::int32_t>()));
 }
 
-TEST_CASE("Llama-family folders: save, load, save is byte-stable; BF16 and sharded folders load the same weights", "[model][llama][hf]") {
+TEST_CASE("Llama-family folders: save, load, save is byte-stable, and BF16 and sharded folders load the same weights", "[model][llama][hf]") {
   auto const arch = GENERATE(Arch::llama, Arch::qwen2, Arch::qwen3);
   GPTConfig const c = tiny_config(arch, 3, 2);
   auto const w = tiny_weights(c, 4);
@@ -501,4 +501,45 @@ TEST_CASE("host memory is checked before a Qwen2.5-0.5B-shaped folder's weights 
   CHECK(e.total() < std::int64_t{20} << 30);  // about 19 GiB: the engines' weights and AdamW state dominate
   CHECK_NOTHROW(check_host_memory(cfg, m, std::int64_t{64} << 30, "model/config.json"));
   CHECK_NOTHROW(check_host_memory(cfg, m, -1, "model/config.json"));  // unknown: not checked
+}
+
+TEST_CASE("SamplingParams::vocab_limit: the rollout never samples a padding row of the embedding", "[model][llama][sampling]") {
+  GPTConfig c = tiny_config(Arch::qwen2, 1, 3);
+  c.vocab_size = 64;
+  int const limit = 40;  // ids 40..63 are padding rows no tokenizer decodes
+  auto w = tiny_weights(c, 8);
+  model::ParamLayout const lay(c);
+  for (int v = limit; v < c.vocab_size; ++v)  // make the padding rows the likeliest ids
+    for (int k = 0; k < c.n_embd; ++k) w[lay.lm_head + std::size_t(v) * c.n_embd + std::size_t(k)] *= 40.0f;
+  std::vector<std::int32_t> ids(2 * 6), mask(ids.size(), 1);
+  for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = std::int32_t(i % 30);
+  std::vector<std::uint64_t> seeds = {1, 2};
+  for (int N : {1, 2}) {
+    auto const run = [&](int r, comm::LocalCommunicator* comm, engine::SamplingParams const& sp) {
+      engine::RolloutEngine e(c, model::TPRank{r, N}, comm);
+      if (N > 1) e.set_lm_head(model::LMHead::vocab_parallel);
+      e.load_weights(w);
+      return e.generate(int_tensor(ids, 2, 6), int_tensor(mask, 2, 6), sp, seeds);
+    };
+    for (float temp : {0.0f, 1.0f}) {
+      engine::SamplingParams sp;
+      sp.temperature = temp;
+      sp.max_new_tokens = 16;
+      INFO("TP " << N << " temperature " << temp);
+      auto results = fixtures::on_ranks(N, [&](int r, comm::LocalCommunicator& comm) {
+        engine::SamplingParams unlimited = sp;
+        engine::SamplingParams limited = sp;
+        limited.vocab_limit = limit;
+        return std::pair{run(r, &comm, unlimited), run(r, &comm, limited)};
+      });
+      auto const& [unlimited, limited] = results[0];
+      bool padded = false;  // without the limit the padding rows are drawn (the test can fail)
+      for (std::int64_t i = 0; i < unlimited.responses.numel(); ++i) padded |= unlimited.responses.data<std::int32_t>()[i] >= limit;
+      CHECK(padded);
+      for (std::int64_t i = 0; i < limited.responses.numel(); ++i) REQUIRE(limited.responses.data<std::int32_t>()[i] < limit);
+    }
+  }
+  engine::SamplingParams bad;
+  bad.vocab_limit = 65;
+  CHECK_THROWS_WITH(bad.validate(64), Catch::Contains("vocab_limit"));
 }

@@ -387,6 +387,7 @@ class RolloutEngine {
     int const R = sp.max_new_tokens;
     prefill(prompt_ids, prompt_mask, R);
     int const B = book_.B, V = cfg_.vocab_size;
+    int const Vs = sp.vocab_limit > 0 ? sp.vocab_limit : V;  // the ids sampled and scored: the row's first Vs logits
     if (seeds.size() != std::size_t(B))
       throw shape_error(msg("rlflow::engine::RolloutEngine::generate: ", seeds.size(), " seeds for ", B,
                             " prompts; pass one seed per row"));
@@ -405,6 +406,7 @@ class RolloutEngine {
       int const n = static_cast<int>(active.size());
       float const* lg = logits_.t.data<float>();
       if (vocab_parallel()) {
+        if (Vs < V) mask_beyond(n, Vs);
         sample_vocab_parallel(n, sp, seeds, std::uint64_t(j) + ctl.first_token);
         for (int i = 0; i < n; ++i) {
           int const r = active[std::size_t(i)];
@@ -422,11 +424,11 @@ class RolloutEngine {
       for (int i = 0; i < n; ++i) {
         int const r = active[std::size_t(i)];
         float const* row = lg + std::size_t(i) * V;
-        std::int32_t const tok = sample_token(row, V, sp, seeds[std::size_t(r)], std::uint64_t(j) + ctl.first_token,
+        std::int32_t const tok = sample_token(row, Vs, sp, seeds[std::size_t(r)], std::uint64_t(j) + ctl.first_token,
                                               idx_.data() + std::size_t(i) * V, w_.data() + std::size_t(i) * V);
         resp[std::size_t(r) * R + j] = tok;
         rmask[std::size_t(r) * R + j] = 1;
-        lp[std::size_t(r) * R + j] = model::layers::logprob_forward_row(row, V, tok, inv_t).log_prob;
+        lp[std::size_t(r) * R + j] = model::layers::logprob_forward_row(row, Vs, tok, inv_t).log_prob;
         next[std::size_t(i)] = tok;
       }
       out.generated = j + 1;
@@ -613,6 +615,15 @@ class RolloutEngine {
 
   //! The vocabulary-parallel head at TP > 1 (set_lm_head keeps the cut in step with the head).
   bool vocab_parallel() const { return shard_.split_vocab(); }
+
+  //! Sets this rank's logits of ids >= limit to -inf (n rows of its vocabulary slice): they get no
+  //! probability in the sampling and the log-probs (SamplingParams::vocab_limit).
+  void mask_beyond(int n, int limit) {
+    int const v0 = vocab_begin(), Vl = vocab_end() - v0;
+    float* lg = logits_.t.data<float>();
+    for (int i = 0; i < n; ++i)
+      for (int v = std::max(limit - v0, 0); v < Vl; ++v) lg[std::size_t(i) * Vl + v] = -INFINITY;
+  }
 
   // set_lm_head's new cut of the weights (model::recut_for_head): wte split by vocabulary rows
   // (the rank keeps its rows) or whole (the seeded weights cut again: nothing loaded yet).

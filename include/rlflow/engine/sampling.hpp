@@ -21,6 +21,10 @@ struct SamplingParams {
   int max_new_tokens = 16;     //!< R, the response width
   std::int32_t eos_id = -1;    //!< stop a sequence after this token (-1: never)
   std::int32_t pad_id = 0;     //!< fills a response after its EOS
+  //! Sample (and score) only ids [0, vocab_limit): the tokenizer's vocabulary when the model's
+  //! embedding has padding rows beyond it (Qwen: 151,936 rows for 151,665 tokens), which no
+  //! tokenizer can decode. 0: the whole vocabulary. The CPU rollout engine applies it.
+  int vocab_limit = 0;
 
   void validate(int vocab_size) const {
     auto bad = [](char const* what, double v, char const* fix) {
@@ -32,6 +36,8 @@ struct SamplingParams {
     if (max_new_tokens < 1) bad("max_new_tokens", max_new_tokens, "generate at least one token");
     if (eos_id < -1 || eos_id >= vocab_size) bad("eos_id", eos_id, "use a token id of the vocabulary or -1");
     if (pad_id < 0 || pad_id >= vocab_size) bad("pad_id", pad_id, "use a token id of the vocabulary");
+    if (vocab_limit < 0 || vocab_limit > vocab_size) bad("vocab_limit", vocab_limit, "use 0 (all) or at most the model's vocabulary size");
+    if (vocab_limit > 0 && eos_id >= vocab_limit) bad("eos_id", eos_id, "use an EOS below vocab_limit (the tokenizer's vocabulary)");
   }
 };
 

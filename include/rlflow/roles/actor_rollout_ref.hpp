@@ -115,6 +115,7 @@ inline engine::SamplingParams rollout_sampling(model::Tokenizer const& tok, Trai
   }
   sp.eos_id = tok.eos_id();
   sp.pad_id = tok.pad_id();
+  sp.vocab_limit = tok.vocab_size();  // never an id the tokenizer cannot decode (a model's padding rows)
   return sp;
 }
 

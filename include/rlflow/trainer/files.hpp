@@ -91,11 +91,20 @@ inline TrainerFiles load_trainer_files(TrainerConfig& cfg, ChatTemplate const& c
   o.prompt_key = std::string(cfg.data.prompt_key.view());
   o.chat_template = chat_template;
   // a folder whose tokenizer_config.json has a Jinja chat_template renders chat prompts with it,
-  // as verl does (apply_chat_template with add_generation_prompt)
-  if (auto const* hf = dynamic_cast<model::HFTokenizer const*>(tok.get()); hf && !hf->chat_template().empty()) {
-    auto const t = std::make_shared<HfChatTemplate const>(hf->chat_template());
-    std::string const bos = hf->config().bos_token, eos = hf->config().eos_token;
-    o.render_messages = [t, bos, eos](nlohmann::json const& m) { return t->render(m, nlohmann::json(), true, nlohmann::json(), bos, eos); };
+  // as verl does (apply_chat_template with add_generation_prompt); data.chat_template names a
+  // built-in one instead
+  {
+    auto const* hf = dynamic_cast<model::HFTokenizer const*>(tok.get());
+    std::string const which(cfg.data.chat_template.view());
+    std::shared_ptr<HfChatTemplate const> t;
+    if (which != "model") t = std::make_shared<HfChatTemplate const>(HfChatTemplate::named(which));
+    else if (hf && !hf->chat_template().empty()) t = std::make_shared<HfChatTemplate const>(hf->chat_template());
+    if (t) {
+      std::string const bos = hf ? hf->config().bos_token : std::string(), eos = hf ? hf->config().eos_token : std::string();
+      o.render_messages = [t, bos, eos](nlohmann::json const& m) {
+        return t->render(m, nlohmann::json(), true, nlohmann::json(), bos, eos);
+      };
+    }
   }
   o.max_prompt_length = cfg.data.max_prompt_length;
   o.filter_overlong_prompts = cfg.data.filter_overlong_prompts;

@@ -16,6 +16,7 @@ namespace rlflow {
   X(data.train_files, "", "prompt file of the training set (rlflow: JSONL/text; verl: parquet)")                   \
   X(data.val_files, "", "prompt file of the validation set")                                                      \
   X(data.prompt_key, "", "field holding the prompt in each record")                                               \
+  X(data.chat_template, "model|chatml|llama3|plain", "rlflow: how chat-message prompts become text: model (the folder's Jinja chat_template, else the plain User:/Assistant: rendering) or a built-in template") \
   X(data.max_prompt_length, "", "prompt tokens kept per sample")                                                   \
   X(data.max_response_length, "", "response tokens generated at most per sample")                                  \
   X(data.train_batch_size, "", "prompts per training step (B)")                                                    \

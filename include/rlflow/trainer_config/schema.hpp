@@ -31,6 +31,9 @@ struct DataConfig {
   config_string train_files = "";
   config_string val_files = "";
   config_string prompt_key = "prompt";
+  //! "model": the folder's Jinja chat_template (else TrainerOptions::chat_template); "chatml",
+  //! "llama3", "plain": the built-in template of that name (HfChatTemplate::named).
+  config_string chat_template = "model";
   std::int64_t max_prompt_length = 512;
   std::int64_t max_response_length = 512;
   std::int64_t train_batch_size = 1024;
