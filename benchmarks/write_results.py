@@ -34,6 +34,9 @@ RUNS = [
      {"OPENBLAS_NUM_THREADS": "1"}),
     ("data_proto", "benchmarks/data_proto/bench_data_proto", "", [], ONE),
     ("tokenizer", "benchmarks/tokenizer/bench_tokenizer", "", [], ONE),
+    ("hf_tokenizer", "benchmarks/tokenizer/bench_hf_tokenizer", "", [], ONE),
+    ("chat_template", "benchmarks/tokenizer/bench_chat_template", "", [], ONE),
+    ("llama_family", "benchmarks/engine/bench_llama", "", ["--benchmark_repetitions=3"], ONE),
     ("trainer_modes", "benchmarks/trainer/bench_trainer_modes", "", ["--benchmark_min_time=3"], ONE),
 ]
 
