@@ -1,5 +1,6 @@
 # rlflow: every target installs what it needs (Debian packages), configures, builds and runs.
 #   make demo   run the main example        make test       build everything, run all CPU tests
+#   make demo-mpi  the demo under mpirun (NP=3 processes: the driver and two workers; runs as root)
 #   make bench  run the benchmarks           make test-sanitize  the tests under ASan + UBSan
 #   make test-sanitize-ci  the sanitized subset CI runs (fuzz targets, boundaries, core; no Trainer)
 #   make plan ARGS="key=value ..."  print the resource plan of a configuration
@@ -63,7 +64,7 @@ FUZZ_FLAGS := -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined,float-cast-o
 # PCRE2 runs the tokenizer.json regexes (fuzz_hf_tokenizer and every target that reaches the trainer's files)
 FUZZ_LIBS := $(shell pkg-config --libs libpcre2-8 2>/dev/null || echo -lpcre2-8)
 
-.PHONY: all deps deps-browser configure build test test-sanitize test-sanitize-ci test-long demo bench plan plan-page report gpu-check clean fuzz compare-verl
+.PHONY: all deps deps-browser configure build test test-sanitize test-sanitize-ci test-long demo demo-mpi bench plan plan-page report gpu-check clean fuzz compare-verl
 
 all: build
 
@@ -127,6 +128,13 @@ demo: configure
 	cmake --build $(BUILD) -j$(JOBS) --target $(DEMO)
 	@if [ "$(DEMO)" = 09_grpo_gsm8k ]; then cmake -DDIR=$(abspath $(DEMO_TOKENIZERS)) -P tests/hf/fetch_hf_tokenizers.cmake; fi
 	$(RUN_ENV) ./$(BUILD)/examples/$(DEMO) $(DEMO_ARGS)
+
+# Open MPI refuses to start as root unless both variables are set; containers often run as root.
+NP ?= 3
+MPI_RUN_ENV := OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+demo-mpi: configure
+	cmake --build $(BUILD) -j$(JOBS) --target $(DEMO)
+	$(RUN_ENV) $(MPI_RUN_ENV) mpirun -np $(NP) --oversubscribe ./$(BUILD)/examples/$(DEMO) $(DEMO_ARGS)
 
 bench: build
 	cmake --build $(BUILD) -j$(JOBS) --target rlflow_benchmarks

@@ -11,7 +11,9 @@
 using Trainer = rlflow::Trainer<rlflow::Colocate<3>, rlflow::GRPO, rlflow::TP<2>>;
 
 int main(int argc, char** argv) {
+  rlflow::TrainerConfig cfg = rlflow::examples::grpo_reverse_config();
+  cfg.trainer.experiment_name = "grpo_tp2";
+  cfg.trainer.default_local_dir = "runs/grpo_tp2";  // its own run folder beside the demo's
   return rlflow::examples::run_reverse_example<Trainer>(
-      argc, argv, "01_grpo_tp2: GRPO on string reversal, rollout replicas of TP=2 ranks (the headline type)",
-      rlflow::examples::grpo_reverse_config());
+      argc, argv, "01_grpo_tp2: GRPO on string reversal, rollout replicas of TP=2 ranks (the headline type)", cfg);
 }
