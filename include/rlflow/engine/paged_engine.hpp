@@ -544,7 +544,7 @@ class PagedEngine {
       cache_full_blocks(w.s);
     }
     int const V = cfg_.vocab_size;
-    float const* lg = logits_.t.data<float>();
+    float const* lg = rows.empty() ? nullptr : logits_.t.data<float>();
     std::vector<Seq*> finished;
     for (std::size_t i = 0; i < rows.size(); ++i) {
       Seq* s = rows[i];
