@@ -47,7 +47,7 @@ GPTConfig model_of(Arch arch) {
     c.n_kv_head = 2;
     c.n_embd = 24;
     c.head_size = arch == Arch::qwen3 ? 10 : 0;
-    c.intermediate_size = 29;
+    c.intermediate_size = 30;
     c.qk_norm = arch == Arch::qwen3;
     c.tie_word_embeddings = arch != Arch::llama;
   }
@@ -125,7 +125,7 @@ SamplingParams sampled(int R) {
 
 }  // namespace
 
-TEST_CASE("paged outputs equal the static engine's, greedy and sampled", "[engine][paged]") {
+TEST_CASE("outputs equal the static engine's, greedy and sampled", "[engine][paged]") {
   auto const arch = GENERATE(Arch::gpt2, Arch::llama, Arch::qwen3);
   auto const greedy = GENERATE(true, false);
   GPTConfig const cfg = model_of(arch);
@@ -160,7 +160,7 @@ TEST_CASE("paged outputs equal the static engine's, greedy and sampled", "[engin
   }());
 }
 
-TEST_CASE("paged outputs do not depend on the schedule", "[engine][paged]") {
+TEST_CASE("outputs do not depend on the schedule", "[engine][paged]") {
   auto const arch = GENERATE(Arch::gpt2, Arch::qwen3);
   GPTConfig const cfg = model_of(arch);
   auto const w = fixtures::perturbed_weights(cfg, 5, 0.3f);
@@ -454,7 +454,7 @@ TEST_CASE("a resumed request continues the same tokens", "[engine][paged]") {
   }
 }
 
-TEST_CASE("paged engine input errors name the problem", "[engine][paged]") {
+TEST_CASE("input errors name the problem", "[engine][paged]") {
   GPTConfig const cfg = model_of(Arch::gpt2);
   PagedEngineConfig pc;
   pc.max_num_seqs = 4;
@@ -502,4 +502,28 @@ TEST_CASE("paged engine input errors name the problem", "[engine][paged]") {
   bad.max_num_batched_tokens = 8;
   PagedEngine nochunk(cfg, bad);
   REQUIRE_THROWS_WITH(nochunk.add_request("b", {3, 4, 5, 6, 7}, p), Catch::Contains("9 positions exceed max_num_batched_tokens = 8"));
+}
+
+TEST_CASE("tensor-parallel ranks hold their heads' share of the blocks and agree with one rank", "[engine][paged][tp]") {
+  auto const arch = GENERATE(Arch::gpt2, Arch::qwen3);
+  GPTConfig const cfg = model_of(arch);
+  auto const w = fixtures::perturbed_weights(cfg, 16, 0.3f);
+  auto const gs = random_groups(4, 2, cfg.vocab_size, 91);
+  SamplingParams const sp = sampled(12);
+  PagedEngineConfig pc;
+  pc.block_size = 4;
+  pc.max_num_batched_tokens = 9;  // chunked prefills mixed with decodes
+  PagedEngine one(cfg, pc);
+  one.load_weights(w);
+  auto const ref = one.generate(prompts_of(gs), params_of(gs, sp));
+  auto const outs = fixtures::on_ranks(2, [&](int r, rlflow::comm::LocalCommunicator& comm) {
+    PagedEngine eng(cfg, pc, rlflow::model::TPRank{r, 2}, &comm);
+    eng.load_weights(w);
+    REQUIRE(eng.pool().shape().kv_heads == cfg.kv_heads() / 2);
+    auto o = eng.generate(prompts_of(gs), params_of(gs, sp));
+    REQUIRE(eng.pool().num_used() == 0);
+    return o;
+  });
+  for (int r = 0; r < 2; ++r)
+    for (std::size_t i = 0; i < gs.size(); ++i) require_same(outs[std::size_t(r)][i], ref[i]);
 }
