@@ -527,3 +527,50 @@ TEST_CASE("tensor-parallel ranks hold their heads' share of the blocks and agree
   for (int r = 0; r < 2; ++r)
     for (std::size_t i = 0; i < gs.size(); ++i) require_same(outs[std::size_t(r)][i], ref[i]);
 }
+
+TEST_CASE("the static engine's batch contract: left-padded rows, groups of repeated prompts", "[engine][paged]") {
+  auto const arch = GENERATE(Arch::gpt2, Arch::llama);
+  GPTConfig const cfg = model_of(arch);
+  auto const w = fixtures::perturbed_weights(cfg, 17, 0.3f);
+  // 4 prompts x n = 3, repeated interleaved, of different lengths (left padding), plus a lone row
+  auto const gs = random_groups(4, 3, cfg.vocab_size, 101, 2, 20);
+  std::vector<std::vector<std::int32_t>> rows;
+  std::vector<std::uint64_t> seeds;
+  for (auto const& g : gs)
+    for (auto s : g.seeds) {
+      rows.push_back(g.prompt);
+      seeds.push_back(s);
+    }
+  rows.push_back(gs[0].prompt);  // the same prompt again, not adjacent: its own request
+  seeds.push_back(5);
+  int P = 0;
+  for (auto const& r : rows) P = std::max(P, int(r.size()));
+  int const B = int(rows.size());
+  std::vector<std::int32_t> ids, mask;
+  for (auto const& r : rows) {
+    for (int t = int(r.size()); t < P; ++t) { ids.push_back(0); mask.push_back(0); }
+    for (auto x : r) { ids.push_back(x); mask.push_back(1); }
+  }
+  Tensor const ti = Tensor::from(ids, Shape{B, P}), tm = Tensor::from(mask, Shape{B, P});
+  SamplingParams const sp = sampled(16);
+  RolloutEngine ro(cfg);
+  ro.load_weights(w);
+  auto const ref = ro.generate(ti, tm, sp, seeds);
+  for (int max_seqs : {256, 2}) {  // 2: the groups of 3 split into requests of at most 2
+    PagedEngineConfig pc;
+    pc.max_num_seqs = max_seqs;
+    PagedEngine pe(cfg, pc);
+    pe.load_weights(w);
+    auto const got = pe.generate(ti, tm, sp, seeds);
+    REQUIRE(bit_equal(got.responses, ref.responses));
+    REQUIRE(bit_equal(got.response_mask, ref.response_mask));
+    for (int b = 0; b < B; ++b)
+      for (int j = 0; j < sp.max_new_tokens; ++j) REQUIRE(got.log_probs.at<float>(b, j) == Approx(ref.log_probs.at<float>(b, j)).margin(2e-5));
+    if (max_seqs == 256) REQUIRE(pe.metrics().prompt_tokens_prefilled == [&] {
+      std::uint64_t s = gs[0].prompt.size();
+      for (auto const& g : gs) s += g.prompt.size();
+      return s;
+    }());
+    REQUIRE_THROWS_WITH(pe.generate(ti, tm, sp, std::vector<std::uint64_t>(3, 1)), Catch::Contains("3 seeds for 13 prompts"));
+  }
+}

@@ -30,6 +30,7 @@
 #include <rlflow/core/error.hpp>             // config_error, shape_error, value_error
 #include <rlflow/core/tensor.hpp>
 #include <rlflow/engine/block_pool.hpp>      // BlockPool, BlockTable
+#include <rlflow/engine/rollout_engine.hpp>  // RolloutResult, detail::DecodeBook::check_prompts
 #include <rlflow/engine/sampling.hpp>        // SamplingParams, sample_token
 #include <rlflow/model/gpt.hpp>              // GPTConfig, init_params, detail::grow_buffer
 #include <rlflow/model/layers.hpp>           // the CPU layer functions
@@ -307,6 +308,74 @@ class PagedEngine {
         out[i] = std::move(o);
       }
     return out;
+  }
+
+  //! RolloutEngine::generate's contract on the paged engine (an idle one): left-padded prompts
+  //! (B, P) int32 with their mask, one seed per row; returns (B, R) responses (pad_id after EOS),
+  //! response mask and log-probs, row b's tokens those RolloutEngine gives it. Consecutive rows
+  //! with the same prompt (verl's n samples, repeated interleaved) become one request of n
+  //! samples, so their prompt is prefilled once. verl: generate_sequences.
+  RolloutResult generate(Tensor const& prompt_ids, Tensor const& prompt_mask, SamplingParams const& sp,
+                         std::span<std::uint64_t const> seeds) {
+    sp.validate(cfg_.vocab_size);
+    detail::DecodeBook::check_prompts(who, prompt_ids, prompt_mask, sp.max_new_tokens, cfg_);
+    int const B = static_cast<int>(prompt_ids.dim(0)), P = static_cast<int>(prompt_ids.dim(1)), R = sp.max_new_tokens;
+    if (seeds.size() != std::size_t(B))
+      throw shape_error(msg(who, "::generate: ", seeds.size(), " seeds for ", B, " prompts; pass one seed per row"));
+    auto const* ids = prompt_ids.data<std::int32_t>();
+    auto const* mask = prompt_mask.data<std::int32_t>();
+    std::vector<std::vector<std::int32_t>> prompts;
+    std::vector<RequestParams> params;
+    std::vector<int> first_row;
+    for (int b = 0; b < B; ++b) {
+      std::vector<std::int32_t> row;
+      for (int t = 0; t < P; ++t)
+        if (mask[std::size_t(b) * P + t]) row.push_back(ids[std::size_t(b) * P + t]);
+      if (!prompts.empty() && prompts.back() == row) {
+        ++params.back().n;
+        params.back().seeds.push_back(seeds[std::size_t(b)]);
+        continue;
+      }
+      prompts.push_back(std::move(row));
+      params.push_back(RequestParams::from_static(sp, seeds.subspan(std::size_t(b), 1)));
+      first_row.push_back(b);
+    }
+    // a group wider than max_num_seqs: split into requests of at most max_num_seqs samples
+    std::vector<std::vector<std::int32_t>> rq_prompts;
+    std::vector<RequestParams> rq_params;
+    std::vector<int> rq_row;
+    for (std::size_t g = 0; g < prompts.size(); ++g) {
+      RequestParams const& all = params[g];
+      for (std::size_t k0 = 0; k0 < all.seeds.size(); k0 += std::size_t(pc_.max_num_seqs)) {
+        RequestParams p = all;
+        std::size_t const k1 = std::min(all.seeds.size(), k0 + std::size_t(pc_.max_num_seqs));
+        p.seeds.assign(all.seeds.begin() + std::ptrdiff_t(k0), all.seeds.begin() + std::ptrdiff_t(k1));
+        p.n = int(k1 - k0);
+        rq_prompts.push_back(prompts[g]);
+        rq_params.push_back(std::move(p));
+        rq_row.push_back(first_row[g] + int(k0));
+      }
+    }
+    auto const outs = generate(rq_prompts, rq_params);
+    RolloutResult res;
+    res.responses = Tensor::full(Shape{B, R}, sp.pad_id);
+    res.response_mask = Tensor::zeros(DType::int32, Shape{B, R});
+    res.log_probs = Tensor::zeros(DType::float32, Shape{B, R});
+    auto* resp = res.responses.data<std::int32_t>();
+    auto* rmask = res.response_mask.data<std::int32_t>();
+    auto* lp = res.log_probs.data<float>();
+    for (std::size_t q = 0; q < outs.size(); ++q)
+      for (std::size_t k = 0; k < outs[q].samples.size(); ++k) {
+        std::size_t const b = std::size_t(rq_row[q]) + k;
+        auto const& s = outs[q].samples[k];
+        for (std::size_t j = 0; j < s.tokens.size(); ++j) {
+          resp[b * std::size_t(R) + j] = s.tokens[j];
+          rmask[b * std::size_t(R) + j] = 1;
+          lp[b * std::size_t(R) + j] = s.logprobs[j];
+        }
+        res.generated = std::max(res.generated, int(s.tokens.size()));
+      }
+    return res;
   }
 
   PagedMetrics metrics() const {
