@@ -343,7 +343,7 @@ TEST_CASE("prefix caching reuses full blocks across requests", "[engine][paged]"
   }
 }
 
-TEST_CASE("the pool never leaks: aborts and an exception free every block", "[engine][paged]") {
+TEST_CASE("the pool never leaks: aborts, sleep and an exception free every block", "[engine][paged]") {
   GPTConfig const cfg = model_of(Arch::gpt2);
   auto const w = fixtures::perturbed_weights(cfg, 13, 0.3f);
   auto const gs = random_groups(6, 3, cfg.vocab_size, 61);
@@ -381,6 +381,17 @@ TEST_CASE("the pool never leaks: aborts and an exception free every block", "[en
     pe.step();
     pe.abort_all();
     REQUIRE(pe.pool().num_used() == 0);
+  }
+  SECTION("sleep frees the pool's storage; the next run takes it again") {
+    pe.add_request("x", gs[0].prompt, params[0]);
+    REQUIRE_THROWS_WITH(pe.sleep(), Catch::Contains("1 requests are in flight"));
+    pe.abort("x");
+    REQUIRE(pe.pool().has_storage());
+    pe.sleep();
+    REQUIRE_FALSE(pe.pool().has_storage());
+    auto const again = pe.generate(prompts_of(gs), params);
+    REQUIRE(pe.pool().has_storage());
+    for (std::size_t i = 0; i < gs.size(); ++i) require_same(again[i], ref[i]);
   }
   SECTION("an exception from sampling") {
     int calls = 0;
