@@ -328,6 +328,12 @@ TEST_CASE("prefix caching reuses full blocks across requests", "[engine][paged]"
     REQUIRE(m2.prefix_cache_hits == hits);
     REQUIRE(m2.prompt_tokens_prefilled - m1.prompt_tokens_prefilled == 23 - hits);
     REQUIRE(m2.prefix_cache_hit_rate() == Approx(double(hits) / (2 * 23)));
+    auto const nv = m2.named();
+    std::map<std::string, double> const named(nv.begin(), nv.end());
+    REQUIRE(named.at("prefix_cache_hits") == double(hits));
+    REQUIRE(named.at("prefix_cache_queries") == 2 * 23);
+    REQUIRE(named.at("generation_tokens") == double(m2.generation_tokens));
+    REQUIRE(named.at("kv_cache_usage_perc") == 0.0);  // idle: every block free
     // a longer prompt sharing the first blocks hits them too
     auto longer = prompts_of(gs);
     std::int32_t fresh = 3;  // a next token no sample generated first, so only the prompt's full blocks match

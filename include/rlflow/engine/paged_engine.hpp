@@ -24,6 +24,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include <rlflow/comm/communicator.hpp>      // comm::Communicator (the TP group's all-reduce)
@@ -128,6 +129,21 @@ struct PagedMetrics {
   double block_usage() const { return num_blocks ? double(blocks_used) / num_blocks : 0.0; }
   double prefix_cache_hit_rate() const { return prefix_cache_queries ? double(prefix_cache_hits) / double(prefix_cache_queries) : 0.0; }
   std::size_t peak_kv_bytes() const { return std::size_t(peak_blocks_used) * block_bytes; }
+  //! The values under vLLM's metric names (without the 'vllm:' prefix) where vLLM has one, plus
+  //! the pool's own: for a metrics logger.
+  std::vector<std::pair<std::string, double>> named() const {
+    return {{"num_requests_running", running},
+            {"num_requests_waiting", waiting},
+            {"kv_cache_usage_perc", block_usage()},
+            {"num_preemptions", double(preemptions)},
+            {"prefix_cache_queries", double(prefix_cache_queries)},
+            {"prefix_cache_hits", double(prefix_cache_hits)},
+            {"prefix_cache_hit_rate", prefix_cache_hit_rate()},
+            {"prompt_tokens", double(prompt_tokens_prefilled)},
+            {"generation_tokens", double(generation_tokens)},
+            {"kv_cache_blocks", num_blocks},
+            {"kv_cache_peak_bytes", double(peak_kv_bytes())}};
+  }
 };
 
 namespace detail {
