@@ -630,12 +630,13 @@ class PagedEngine {
     }
     int const V = cfg_.vocab_size;
     float const* lg = rows.empty() ? nullptr : logits_.t.data<float>();
-    std::vector<Seq*> finished;
+    // the draws of this step: each sampling row, and for a request whose prompt just finished
+    // prefilling, all n samples from its one row (the siblings take the prompt's blocks)
+    draws_.clear();
     for (std::size_t i = 0; i < rows.size(); ++i) {
       Seq* s = rows[i];
       Request* r = s->req;
-      std::span<float const> row(lg + i * std::size_t(V), std::size_t(V));
-      if (s->k == 0 && r->p.n > 1 && !r->forked) {  // the prompt is prefilled: the siblings share its blocks
+      if (s->k == 0 && r->p.n > 1 && !r->forked) {
         r->forked = true;
         for (int k = 1; k < r->p.n; ++k) {
           auto c = make_seq(r, k);
@@ -645,12 +646,20 @@ class PagedEngine {
           running_.push_back(c.get());
           r->seqs[std::size_t(k)] = std::move(c);
         }
-        for (int k = 0; k < r->p.n; ++k)
-          if (sample(r->seqs[std::size_t(k)].get(), row)) finished.push_back(r->seqs[std::size_t(k)].get());
-      } else if (sample(s, row)) {
-        finished.push_back(s);
+        for (int k = 0; k < r->p.n; ++k) draws_.push_back({r->seqs[std::size_t(k)].get(), lg + i * std::size_t(V)});
+      } else {
+        draws_.push_back({s, lg + i * std::size_t(V)});
       }
     }
+    if (observer_)
+      for (auto const& d : draws_) observer_(d.s->req->id, d.s->k, d.s->generated(), std::span<float const>(d.row, std::size_t(V)));
+    int const nd = int(draws_.size());
+    // per draw: a sample (an exp per candidate) and its log-prob (two passes, an exp each): weighed as RolloutEngine does
+    RLFLOW_MODEL_OMP_FOR_IF(std::int64_t{nd} * V * model::layers::exp_weight > model::layers::parallel_threshold)
+    for (int i = 0; i < nd; ++i) draw(draws_[std::size_t(i)]);
+    std::vector<Seq*> finished;
+    for (auto const& d : draws_)
+      if (record(d)) finished.push_back(d.s);
     for (Seq* s : finished) {
       s->done = true;
       s->table.clear();
@@ -677,32 +686,44 @@ class PagedEngine {
     }
   }
 
-  // samples s's next token from its logits row; true when s finished
-  bool sample(Seq* s, std::span<float const> row) {
-    RequestParams const& p = s->req->p;
-    int const V = cfg_.vocab_size, Vs = p.vocab_limit > 0 ? p.vocab_limit : V;
-    int const idx_in_response = s->generated();
-    if (observer_) observer_(s->req->id, s->k, idx_in_response, row);
-    SamplingParams const sp = p.sampling();
-    idx_.resize(std::size_t(V));
-    w_.resize(std::size_t(V));
-    float const* src = row.data();
+  struct Draw {
+    Seq* s;
+    float const* row;  // its logits (V)
+    std::int32_t tok = 0;
+    float logprob = 0;
+  };
+  // samples d.s's next token from d.row (thread-safe: reads the engine and the sequence, writes d)
+  void draw(Draw& d) const {
+    RequestParams const& p = d.s->req->p;
+    int const Vs = p.vocab_limit > 0 ? p.vocab_limit : cfg_.vocab_size;
+    thread_local std::vector<std::int32_t> idx;
+    thread_local std::vector<double> w;
+    thread_local std::vector<float> filt;
+    idx.resize(std::size_t(Vs));
+    w.resize(std::size_t(Vs));
+    float const* src = d.row;
     if (p.min_p > 0.0f && p.temperature > 0.0f) {  // min-p: drop ids with p < min_p * p_max
-      filt_.assign(row.begin(), row.begin() + Vs);
+      filt.assign(d.row, d.row + Vs);
       float m = -INFINITY;
-      for (int v = 0; v < Vs; ++v) m = std::max(m, filt_[std::size_t(v)]);
+      for (int v = 0; v < Vs; ++v) m = std::max(m, filt[std::size_t(v)]);
       double const cut = double(m) + double(p.temperature) * std::log(double(p.min_p));
       for (int v = 0; v < Vs; ++v)
-        if (double(filt_[std::size_t(v)]) < cut) filt_[std::size_t(v)] = -INFINITY;
-      src = filt_.data();
+        if (double(filt[std::size_t(v)]) < cut) filt[std::size_t(v)] = -INFINITY;
+      src = filt.data();
     }
-    std::uint64_t const counter = p.first_token + std::uint64_t(idx_in_response);
-    std::int32_t const tok = sample_token(src, Vs, sp, p.seed_of(s->k), counter, idx_.data(), w_.data());
+    std::uint64_t const counter = p.first_token + std::uint64_t(d.s->generated());
+    d.tok = sample_token(src, Vs, p.sampling(), p.seed_of(d.s->k), counter, idx.data(), w.data());
     float const inv_t = p.temperature > 0.0f ? 1.0f / p.temperature : 1.0f;
-    s->tokens.push_back(tok);
-    s->logprobs.push_back(model::layers::logprob_forward_row(row.data(), Vs, tok, inv_t).log_prob);
+    d.logprob = model::layers::logprob_forward_row(d.row, Vs, d.tok, inv_t).log_prob;
+  }
+  // appends a drawn token; true when its sequence finished
+  bool record(Draw const& d) {
+    Seq* s = d.s;
+    RequestParams const& p = s->req->p;
+    s->tokens.push_back(d.tok);
+    s->logprobs.push_back(d.logprob);
     ++metrics_.generation_tokens;
-    if (std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(), tok) != p.stop_token_ids.end()) {
+    if (std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(), d.tok) != p.stop_token_ids.end()) {
       s->finish = FinishReason::stop;
       return true;
     }
@@ -848,11 +869,10 @@ class PagedEngine {
   LogitsObserver observer_;
   std::vector<float> rope_cos_, rope_sin_;
   model::detail::grow_buffer x_, ln_, qkv_, atty_, fch_, act_, part_, lnf_, logits_;
-  std::vector<std::int32_t> tok_, pos_, idx_;
+  std::vector<std::int32_t> tok_, pos_;
   std::vector<int> seq_of_;
   std::vector<std::vector<int> const*> tables_;
-  std::vector<double> w_;
-  std::vector<float> filt_;
+  std::vector<Draw> draws_;
 };
 
 }  // namespace rlflow::engine
