@@ -54,7 +54,7 @@ RUN_ENV := OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 # libFuzzer runs (make fuzz): clang with compiler-rt's libFuzzer, ASan, UBSan and float-cast-overflow.
 FUZZ_BUILD ?= build-fuzz
 FUZZ_TIME ?= 60
-FUZZ_TARGETS ?= data_proto safetensors checkpoint config command_line data_files tokenizer hf_config hf_tokenizer chat_template gsm8k
+FUZZ_TARGETS ?= data_proto safetensors checkpoint config command_line data_files tokenizer hf_config hf_tokenizer chat_template gsm8k paged_engine
 FUZZ_PACKAGES := clang libclang-rt-14-dev
 # compare-verl: Debian's PyTorch (1.13, CPU) to time verl's vectorized GRPO advantage in Python
 COMPARE_PACKAGES := python3-torch python3-numpy
@@ -63,6 +63,8 @@ FUZZ_FLAGS := -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined,float-cast-o
   -fno-sanitize-recover=undefined,float-cast-overflow -Iinclude -Itests
 # PCRE2 runs the tokenizer.json regexes (fuzz_hf_tokenizer and every target that reaches the trainer's files)
 FUZZ_LIBS := $(shell pkg-config --libs libpcre2-8 2>/dev/null || echo -lpcre2-8)
+# OpenBLAS: the model's layers (fuzz_paged_engine runs a tiny model)
+FUZZ_LIBS += -lopenblas
 
 .PHONY: all deps deps-browser configure build test test-sanitize test-sanitize-ci test-long demo demo-mpi bench plan plan-page report gpu-check clean fuzz compare-verl
 

@@ -22,6 +22,7 @@
 #include <rlflow/model/tokenizer.hpp>
 #include <rlflow/engine/training_engine.hpp>
 #include <rlflow/engine/rollout_engine.hpp>
+#include <rlflow/engine/paged_engine.hpp>
 #include <rlflow/engine/checkpoint.hpp>
 #include <rlflow/config/trainer_config.hpp>
 #include <rlflow/config/presets.hpp>
