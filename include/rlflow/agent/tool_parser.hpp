@@ -18,6 +18,10 @@ namespace rlflow::agent {
 //! Key order kept, so tool schemas render through chat templates' 'tojson' as Python's json.dumps.
 using json = nlohmann::ordered_json;
 
+//! JSON text for messages: invalid UTF-8 (YAML and tools pass bytes through) shown as U+FFFD
+//! instead of throwing.
+inline std::string show_json(json const& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
 //! One call the model wrote. A malformed call (bad JSON, no name, arguments that are not an
 //! object) has 'error' set and is answered with that text instead of running a tool.
 struct ToolCall {

@@ -692,14 +692,14 @@ class ToolRegistry {
       std::string const at = where + "." + k;
       auto number = [&](double lo, double hi) {
         if (!v.is_number() || v.is_boolean() || !(v.get<double>() >= lo && v.get<double>() <= hi))
-          throw config_error(msg(at, ": expected a number in [", lo, ", ", hi, "], got ", v.dump()));
+          throw config_error(msg(at, ": expected a number in [", lo, ", ", hi, "], got ", show_json(v)));
         return v.get<double>();
       };
       if (k == "command") {
-        if (!v.is_array() || v.empty()) throw config_error(msg(at, ": expected a list [program, args...], got ", v.dump()));
+        if (!v.is_array() || v.empty()) throw config_error(msg(at, ": expected a list [program, args...], got ", show_json(v)));
         for (auto const& a : v) {
-          if (!a.is_string() && !a.is_number()) throw config_error(msg(at, ": every item is text; got ", a.dump()));
-          out.command.push_back(a.is_string() ? a.get<std::string>() : a.dump());
+          if (!a.is_string() && !a.is_number()) throw config_error(msg(at, ": every item is text; got ", show_json(a)));
+          out.command.push_back(a.is_string() ? a.get<std::string>() : show_json(a));
         }
         if (out.command[0].empty()) throw config_error(msg(at, "[0]: the program is empty; name it"));
       } else if (k == "stdin_argument") {
@@ -712,7 +712,7 @@ class ToolRegistry {
       } else if (k == "max_output_bytes") {
         out.limits.max_output_bytes = std::size_t(number(1, double(std::int64_t{1} << 30)));
       } else if (k == "network") {
-        if (!v.is_boolean()) throw config_error(msg(at, ": expected true or false, got ", v.dump()));
+        if (!v.is_boolean()) throw config_error(msg(at, ": expected true or false, got ", show_json(v)));
         out.limits.network = v.get<bool>();
       } else if (k != "type") {  // verl's 'type: native' is accepted and means nothing here
         throw config_error(msg(at, ": unknown key; the subprocess tool takes command, stdin_argument, timeout_s, memory_mb, network, "
