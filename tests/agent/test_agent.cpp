@@ -561,7 +561,8 @@ TEST_CASE("single_turn_agent: one generation, mask all ones", "[agent][single]")
   gen.eos = eos;
   gen.script = {call_text("calculator", "{\"expression\": \"1+1\"}")};
   agent::AgentContext ctx;
-  ctx.chat = {.chat_template = &tmpl, .tokenizer = &tok};
+  ctx.chat.chat_template = &tmpl;
+  ctx.chat.tokenizer = &tok;
   ctx.generate = agent::generator_ref(gen);
   ctx.config.response_length = 30;
   agent::AgentRow row;
@@ -599,7 +600,8 @@ TEST_CASE("A user's loop registers by name", "[agent][registry]") {
   gen.eos = tok.encode("|")[0];
   gen.script = {"first", "second"};
   agent::AgentContext ctx;
-  ctx.chat = {.chat_template = &tmpl, .tokenizer = &tok};
+  ctx.chat.chat_template = &tmpl;
+  ctx.chat.tokenizer = &tok;
   ctx.generate = agent::generator_ref(gen);
   auto reg = agent::AgentLoopRegistry::builtin();
   reg.add<TwiceLoop>("twice");
@@ -624,7 +626,8 @@ TEST_CASE("A sleeping subprocess tool and a throwing tool in the loop: error tex
   gen.script = {call_text("sh", "{\"code\": \"sleep 30\"}") + call_text("boom", "{}") + call_text("sh", "{\"code\": \"echo ok\"}"),
                 call_text("sh", "{\"code\": \"sleep 30\"}")};
   agent::AgentContext ctx;
-  ctx.chat = {.chat_template = &tmpl, .tokenizer = &tok};
+  ctx.chat.chat_template = &tmpl;
+  ctx.chat.tokenizer = &tok;
   ctx.tools = &tools;
   ctx.generate = agent::generator_ref(gen);
   ctx.config.response_length = 2000;
@@ -724,7 +727,8 @@ TEST_CASE("tool_agent on a tiny random Qwen3-shaped RolloutEngine through the ad
   agent::RolloutEngineGenerator gen(eng, 42);
   agent::ToolSet const tools = task_tools();
   agent::AgentContext ctx;
-  ctx.chat = {.chat_template = &tmpl, .tokenizer = &tok};
+  ctx.chat.chat_template = &tmpl;
+  ctx.chat.tokenizer = &tok;
   ctx.tools = &tools;
   ctx.generate = agent::generator_ref(gen);
   ctx.config.response_length = 48;

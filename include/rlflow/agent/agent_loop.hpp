@@ -60,9 +60,12 @@ Generator generator_ref(G& g) {
   static_assert(token_generator<G>,
                 "rlflow::agent::generator_ref: the type needs generate(std::string const& request_id, std::vector<std::int32_t> const& "
                 "prompt_ids, engine::SamplingParams const&) returning rlflow::agent::GenerateOutput");
-  return [&g](std::string const& id, std::vector<std::int32_t> const& p, engine::SamplingParams const& sp) -> GenerateOutput {
-    return g.generate(id, p, sp);
-  };
+  if constexpr (token_generator<G>)
+    return [&g](std::string const& id, std::vector<std::int32_t> const& p, engine::SamplingParams const& sp) -> GenerateOutput {
+      return g.generate(id, p, sp);
+    };
+  else
+    return {};
 }
 
 // ---- configuration ----------------------------------------------------------------------------
@@ -430,10 +433,11 @@ class AgentLoopRegistry {
     static_assert(agent_loop<L>,
                   "rlflow::agent::AgentLoopRegistry::add: the loop type needs a default constructor and "
                   "'AgentLoopOutput run(AgentContext const&, AgentRow const&, engine::SamplingParams const&)'");
-    add(std::move(name), Fn([](AgentContext const& c, AgentRow const& r, engine::SamplingParams const& sp) {
-          L loop;
-          return loop.run(c, r, sp);
-        }));
+    if constexpr (agent_loop<L>)  // one message for a type that is not a loop
+      add(std::move(name), Fn([](AgentContext const& c, AgentRow const& r, engine::SamplingParams const& sp) {
+            L loop;
+            return loop.run(c, r, sp);
+          }));
   }
   void add(std::string name, Fn fn) {
     if (name.empty() || !fn) throw config_error("rlflow::agent::AgentLoopRegistry::add: give a name and a loop");
