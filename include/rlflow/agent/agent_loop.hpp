@@ -371,10 +371,7 @@ struct ToolAgentLoop {
         delta = after.substr(stream.size());
       } else {  // the template re-renders earlier turns (or the model's text is not its own rendering)
         m["agent/template_mismatch"] += 1;
-        std::string const before = ctx.chat.render(messages, tools, false);
-        std::size_t k = 0;
-        while (k < before.size() && k < after.size() && before[k] == after[k]) ++k;
-        delta = after.substr(k);
+        delta = new_messages_text(ctx, messages, next, tools, content, generated);
       }
       std::vector<std::int32_t> const add = ctx.chat.encode(delta);
       if (out.response_ids.size() + add.size() >= R) {
@@ -399,6 +396,29 @@ struct ToolAgentLoop {
   }
 
  private:
+  //! The text of the messages after 'messages' in 'next' when the template does not render the
+  //! conversation as a prefix of its continuation: what the template writes after the last
+  //! assistant content (its end-of-turn, when the model did not sample it, and what follows it,
+  //! e.g. Qwen's newline) and the new messages rendered alone with the generation prompt (verl's
+  //! way). A template that cannot render them alone: the text after the longest common prefix.
+  static std::string new_messages_text(AgentContext const& ctx, json const& messages, json const& next, json const& tools,
+                                       std::string const& content, std::string const& generated) {
+    std::string const before = ctx.chat.render(messages, tools, false);
+    std::string tail;
+    if (std::size_t const at = before.rfind(content); at != std::string::npos) tail = before.substr(at + content.size());
+    std::string const eos_text = generated.size() >= content.size() ? generated.substr(content.size()) : std::string();
+    if (!eos_text.empty() && tail.compare(0, eos_text.size(), eos_text) == 0) tail.erase(0, eos_text.size());
+    json const added(next.begin() + std::ptrdiff_t(messages.size()), next.end());
+    try {
+      return tail + ctx.chat.render(added, nullptr, true);
+    } catch (rlflow::error const&) {
+      std::string const after = ctx.chat.render(next, tools, true);
+      std::size_t k = 0;
+      while (k < before.size() && k < after.size() && before[k] == after[k]) ++k;
+      return after.substr(k);
+    }
+  }
+
   //! multi_turn.tokenization_sanity_check_mode: the ids so far against the tokenizer's ids of the
   //! template applied to the messages so far. strict: the ids must be equal; ignore_strippable: the
   //! texts may differ in whitespace; disable: no check. A mismatch is counted
