@@ -617,6 +617,16 @@ TEST_CASE("A user's loop registers by name", "[agent][registry]") {
   row.messages = json::array({json{{"role", "user"}, {"content", "hi"}}});
   auto const o = reg.run("twice", ctx, row, engine::SamplingParams{.eos_id = gen.eos});
   CHECK(o.messages.back()["content"] == "second");
+  // the row's agent_name picks the loop; without one, the default
+  gen.turn = 0;
+  auto const d = reg.run_row(ctx, row, engine::SamplingParams{.eos_id = gen.eos}, "single_turn_agent");
+  CHECK(d.messages.back()["content"] == "first");
+  gen.turn = 0;
+  row.agent_name = "twice";
+  auto const t = reg.run_row(ctx, row, engine::SamplingParams{.eos_id = gen.eos}, "single_turn_agent");
+  CHECK(t.messages.back()["content"] == "second");
+  row.agent_name = "thrice";
+  CHECK_THROWS_WITH(reg.run_row(ctx, row, {}), Catch::Contains("no agent loop named 'thrice'") && Catch::Contains("twice"));
 }
 
 TEST_CASE("A sleeping subprocess tool and a throwing tool in the loop: error texts, counted, no hang", "[agent][errors]") {

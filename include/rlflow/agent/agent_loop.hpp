@@ -141,6 +141,7 @@ struct AgentRow {
   json messages = json::array();   //!< [{"role": ..., "content": ...}, ...]
   json tools_kwargs = nullptr;     //!< {tool name: its per-row arguments}
   json extra_info = json::object();
+  std::string agent_name;          //!< the loop for this row (the dataset's agent_name column); empty: the default
 };
 
 //! verl: AgentLoopOutput.
@@ -481,6 +482,12 @@ class AgentLoopRegistry {
       throw config_error(msg("rlflow::agent: no agent loop named '", name, "' (the row's agent_name or ",
                              "actor_rollout_ref.rollout.agent.default_agent_loop); registered: ", names()));
     return (*f)(ctx, row, sp);
+  }
+  //! Runs the row's own loop (AgentRow::agent_name) or, when it names none, 'default_agent_loop'
+  //! (actor_rollout_ref.rollout.agent.default_agent_loop).
+  AgentLoopOutput run_row(AgentContext const& ctx, AgentRow const& row, engine::SamplingParams const& sp,
+                          std::string_view default_agent_loop = "single_turn_agent") const {
+    return run(row.agent_name.empty() ? default_agent_loop : std::string_view(row.agent_name), ctx, row, sp);
   }
   //! single_turn_agent and tool_agent.
   static AgentLoopRegistry builtin() {
