@@ -503,7 +503,8 @@ TEST_CASE("The mask law on random scripted conversations with a task template", 
     agent::AgentRow row;
     row.request_id = "conv-" + std::to_string(it);
     row.messages = json::array({json{{"role", "system"}, {"content", "be brief"}}, json{{"role", "user"}, {"content", "compute"}}});
-    row.tools_kwargs = json{{"echo", json{{"suffix", "!"}}}};
+    if (it % 2) row.tools_kwargs = json{{"echo", json{{"suffix", "!"}}}};
+    else row.extra_info["tools_kwargs"] = json{{"echo", json{{"suffix", "!"}}}};  // verl's place for them
     auto const o = agent::AgentLoopRegistry::builtin().run("tool_agent", ctx, row, engine::SamplingParams{.eos_id = eos});
     INFO("conversation " << it << ", stop " << o.stop_reason);
     check_mask_law(o, gen, ctx.chat, tools.schemas(), std::size_t(cfg.response_length));

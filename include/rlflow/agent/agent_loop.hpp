@@ -139,7 +139,7 @@ struct AgentContext {
 struct AgentRow {
   std::string request_id;          //!< sticky over the conversation's turns; empty: one is made
   json messages = json::array();   //!< [{"role": ..., "content": ...}, ...]
-  json tools_kwargs = nullptr;     //!< {tool name: its per-row arguments}
+  json tools_kwargs = nullptr;     //!< {tool name: its per-row arguments}; null: extra_info.tools_kwargs
   json extra_info = json::object();
   std::string agent_name;          //!< the loop for this row (the dataset's agent_name column); empty: the default
 };
@@ -280,6 +280,9 @@ struct ToolAgentLoop {
     json const tools = ctx.tools ? ctx.tools->schemas() : json(nullptr);
     static ToolSet const no_tools;
     ToolSet const& toolset = ctx.tools ? *ctx.tools : no_tools;
+    json const& tools_kwargs = row.tools_kwargs.is_null() && row.extra_info.is_object() && row.extra_info.contains("tools_kwargs")
+                                   ? row.extra_info["tools_kwargs"]
+                                   : row.tools_kwargs;
 
     AgentLoopOutput out;
     json messages = row.messages;
@@ -335,7 +338,7 @@ struct ToolAgentLoop {
       std::vector<ToolResult> results(n);
       auto call = [&](std::size_t i) {
         try {
-          results[i] = toolset.call(parsed.calls[i], row.tools_kwargs);
+          results[i] = toolset.call(parsed.calls[i], tools_kwargs);
         } catch (std::exception const& e) {  // ToolSet::call catches the tool's own; this is allocation and such
           results[i].text = std::string("Error: ") + e.what();
           results[i].error = true;
