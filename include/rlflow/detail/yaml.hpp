@@ -22,6 +22,7 @@
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>  // nlohmann::ordered_json (parse_yaml_json)
 #include <rlflow/core/config.hpp>  // RLFLOW_DECL, RLFLOW_DEFINE_BODIES
 
 #if !defined(__EMSCRIPTEN__)
@@ -29,6 +30,10 @@
 #include <unordered_map>  // anchors
 
 #if RLFLOW_DEFINE_BODIES  // only the bodies (impl/yaml.ipp) use yaml-cpp
+#include <algorithm>           // std::all_of
+#include <charconv>            // std::from_chars
+#include <cstdlib>             // std::strtod
+#include <limits>              // infinity, NaN
 #include <yaml-cpp/eventhandler.h>  // YAML::EventHandler
 #include <yaml-cpp/exceptions.h>    // YAML::Exception
 #include <yaml-cpp/mark.h>          // YAML::Mark
@@ -36,6 +41,9 @@
 #endif
 #endif
 
+#if RLFLOW_DEFINE_BODIES
+#include <nlohmann/json.hpp>  // parse_yaml_json's result
+#endif
 #include <rlflow/core/error.hpp>  // format_error, config_error, msg
 
 namespace rlflow::detail {
@@ -77,6 +85,13 @@ RLFLOW_DECL std::vector<flat_entry> parse_yaml_flat(std::string_view text, std::
 RLFLOW_DECL std::vector<flat_entry> parse_yaml_flat(std::string_view text, std::string_view source = "<yaml>");
 
 #endif  // __EMSCRIPTEN__
+
+//! Parses one YAML document into JSON, for files whose shape a dotted-key config cannot hold
+//! (lists of maps, e.g. a tool configuration): maps keep their key order, aliases are expanded,
+//! '<<' merge keys applied, and plain scalars typed by YAML 1.2's core schema (null, bool,
+//! 64-bit integer, float, else string; quoted scalars are strings). The same guards and errors as
+//! parse_yaml_flat; an empty document is null.
+RLFLOW_DECL nlohmann::ordered_json parse_yaml_json(std::string_view text, std::string_view source = "<yaml>");
 
 }  // namespace rlflow::detail
 

@@ -54,6 +54,10 @@ RLFLOW_DECL std::vector<flat_entry> parse_yaml_flat(std::string_view text, std::
   yaml_precheck(text, source);
   throw format_error(msg(source, ": YAML config files are not read in the WebAssembly planner; use key=value lines"));
 }
+RLFLOW_DECL nlohmann::ordered_json parse_yaml_json(std::string_view text, std::string_view source) {
+  yaml_precheck(text, source);
+  throw format_error(msg(source, ": YAML files are not read in the WebAssembly planner"));
+}
 #else
 
 //! The nodes of a YAML stream as yaml-cpp's parser reports them. An alias is the index of the
@@ -250,12 +254,10 @@ inline std::string yaml_line_text(std::string_view text, int line) {
   return out;
 }
 
-//! Parses a YAML config document (or several, separated by '---', applied in order) into dotted
-//! entries with their 1-based lines. Throws format_error "<source>:<line>: <what>" on bad input
-//! and config_error "<source>:<line>: ... limit ..." past one of the bounds above.
-RLFLOW_DECL std::vector<flat_entry> parse_yaml_flat(std::string_view text, std::string_view source) {
+//! Reads 'text' into 'tree' with the guards above (precheck, the stalled-parser stop, unterminated
+//! quotes); format_error "<source>:<line>: ..." on bad input.
+inline void yaml_read_tree(std::string_view text, std::string_view source, yaml_tree& tree) {
   yaml_precheck(text, source);
-  yaml_tree tree;
   std::istringstream in{std::string(text)};
   try {
     YAML::Parser parser(in);
@@ -274,6 +276,14 @@ RLFLOW_DECL std::vector<flat_entry> parse_yaml_flat(std::string_view text, std::
     throw format_error(msg(source, ":", e.mark.line >= 0 ? e.mark.line + 1 : 0, ": invalid YAML: ", e.msg));
   }
   yaml_check_quotes(tree, text, source);
+}
+
+//! Parses a YAML config document (or several, separated by '---', applied in order) into dotted
+//! entries with their 1-based lines. Throws format_error "<source>:<line>: <what>" on bad input
+//! and config_error "<source>:<line>: ... limit ..." past one of the bounds above.
+RLFLOW_DECL std::vector<flat_entry> parse_yaml_flat(std::string_view text, std::string_view source) {
+  yaml_tree tree;
+  yaml_read_tree(text, source, tree);
   std::vector<flat_entry> out;
   std::size_t visited = 0;
   for (std::size_t const r : tree.roots) {
@@ -283,6 +293,110 @@ RLFLOW_DECL std::vector<flat_entry> parse_yaml_flat(std::string_view text, std::
       throw format_error(msg(source, ":", d.line, ": expected 'key: value' lines (a YAML map), got ",
                              d.k == yaml_tree::kind::seq ? std::string("a list") : "'" + d.text + "'"));
     yaml_flatten(tree, r, "", out, source, 1, visited);
+  }
+  return out;
+}
+
+//! A plain scalar's value under YAML 1.2's core schema: null, bool, integer, float, else string.
+inline nlohmann::ordered_json yaml_scalar_json(yaml_tree::node const& n) {
+  if (n.k == yaml_tree::kind::null) return nullptr;
+  std::string const& s = n.text;
+  if (n.quoted) return s;
+  if (yaml_null_text(s)) return nullptr;
+  if (s == "true" || s == "True" || s == "TRUE") return true;
+  if (s == "false" || s == "False" || s == "FALSE") return false;
+  std::size_t i = (s[0] == '-' || s[0] == '+') ? 1 : 0;
+  bool const digits = i < s.size() && std::all_of(s.begin() + static_cast<std::ptrdiff_t>(i), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+  if (digits) {
+    std::int64_t v = 0;
+    auto const r = std::from_chars(s.data() + (s[0] == '+'), s.data() + s.size(), v);
+    if (r.ec == std::errc() && r.ptr == s.data() + s.size()) return v;
+    return s;  // an integer too large for 64 bits stays text
+  }
+  if (s == ".inf" || s == ".Inf" || s == ".INF" || s == "+.inf") return std::numeric_limits<double>::infinity();
+  if (s == "-.inf" || s == "-.Inf" || s == "-.INF") return -std::numeric_limits<double>::infinity();
+  if (s == ".nan" || s == ".NaN" || s == ".NAN") return std::numeric_limits<double>::quiet_NaN();
+  bool num = i < s.size(), dot = false, exp = false, any = false;
+  for (std::size_t j = i; j < s.size() && num; ++j) {
+    char const c = s[j];
+    if (c >= '0' && c <= '9') any = true;
+    else if (c == '.' && !dot && !exp) dot = true;
+    else if ((c == 'e' || c == 'E') && any && !exp && j + 1 < s.size()) {
+      exp = true;
+      if (s[j + 1] == '-' || s[j + 1] == '+') ++j;
+      any = false;
+    } else num = false;
+  }
+  if (num && any && (dot || exp)) {
+    char* end = nullptr;
+    double const d = std::strtod(s.c_str(), &end);
+    if (end == s.c_str() + s.size()) return d;
+  }
+  return s;
+}
+
+//! Node 'i' as JSON, aliases expanded ('path' names it in messages; merge keys applied).
+inline nlohmann::ordered_json yaml_node_json(yaml_tree const& t, std::size_t i, std::string const& path, std::string_view source,
+                                             int depth, std::size_t& visited) {
+  auto const& n = t.nodes[i];
+  if (++visited > yaml_max_nodes)
+    throw config_error(msg(source, ":", n.line, ": the document expands to more than the limit of ", yaml_max_nodes,
+                           " values (aliases of aliases?); write the values out or alias each section once"));
+  if (depth > yaml_max_depth)
+    throw config_error(msg(source, ":", n.line, ": values nested deeper than the limit of ", yaml_max_depth, " levels at '", path,
+                           "' (an alias inside its own anchor?); remove the alias that refers to a node it is in"));
+  if (n.k == yaml_tree::kind::null || n.k == yaml_tree::kind::scalar) return yaml_scalar_json(n);
+  if (n.k == yaml_tree::kind::seq) {
+    nlohmann::ordered_json out = nlohmann::ordered_json::array();
+    for (std::size_t c = 0; c < n.kids.size(); ++c)
+      out.push_back(yaml_node_json(t, n.kids[c], path + "[" + std::to_string(c) + "]", source, depth + 1, visited));
+    return out;
+  }
+  nlohmann::ordered_json out = nlohmann::ordered_json::object();
+  // '<<' merge keys: the map's own keys win, and of several merged maps the first listed wins
+  for (std::size_t c = 0; c + 1 < n.kids.size(); c += 2) {
+    auto const& k = t.nodes[n.kids[c]];
+    if (k.k == yaml_tree::kind::scalar && !k.quoted && k.text == "<<") continue;
+    if (k.k != yaml_tree::kind::scalar)
+      throw format_error(msg(source, ":", k.line, ": a key must be a plain name, not a list, map or null (under '",
+                             path.empty() ? "<root>" : path, "')"));
+    std::string const child = path.empty() ? k.text : path + "." + k.text;
+    out[k.text] = yaml_node_json(t, n.kids[c + 1], child, source, depth + 1, visited);
+  }
+  for (std::size_t c = 0; c + 1 < n.kids.size(); c += 2) {
+    auto const& k = t.nodes[n.kids[c]];
+    if (!(k.k == yaml_tree::kind::scalar && !k.quoted && k.text == "<<")) continue;
+    auto const merged = yaml_node_json(t, n.kids[c + 1], path, source, depth + 1, visited);
+    std::vector<nlohmann::ordered_json const*> maps;
+    if (merged.is_object()) maps.push_back(&merged);
+    else if (merged.is_array())
+      for (auto const& m : merged) maps.push_back(&m);
+    for (auto const* m : maps) {
+      if (!m->is_object())
+        throw format_error(msg(source, ":", k.line, ": the merge key '<<' under '", path.empty() ? "<root>" : path,
+                               "' needs a map or a list of maps (e.g. '<<: *defaults')"));
+      for (auto it = m->begin(); it != m->end(); ++it)
+        if (!out.contains(it.key())) out[it.key()] = it.value();
+    }
+    if (maps.empty())
+      throw format_error(msg(source, ":", k.line, ": the merge key '<<' under '", path.empty() ? "<root>" : path,
+                             "' needs a map or a list of maps (e.g. '<<: *defaults')"));
+  }
+  return out;
+}
+
+RLFLOW_DECL nlohmann::ordered_json parse_yaml_json(std::string_view text, std::string_view source) {
+  yaml_tree tree;
+  yaml_read_tree(text, source, tree);
+  nlohmann::ordered_json out;
+  bool seen = false;
+  std::size_t visited = 0;
+  for (std::size_t const r : tree.roots) {
+    if (tree.nodes[r].k == yaml_tree::kind::null) continue;  // an empty document
+    if (seen)
+      throw format_error(msg(source, ":", tree.nodes[r].line, ": a second YAML document; this file holds one (remove the '---')"));
+    seen = true;
+    out = yaml_node_json(tree, r, "", source, 1, visited);
   }
   return out;
 }
