@@ -18,6 +18,7 @@
 #include <rlflow/engine/rollout_engine.hpp>
 #include <rlflow/engine/sampling.hpp>
 #include <rlflow/model/gpt.hpp>
+#include <rlflow/model/published_models.hpp>
 
 using rlflow::DType;
 using rlflow::Shape;
@@ -28,17 +29,10 @@ namespace {
 
 //! Qwen2.5-0.5B's layer shapes, two layers; vocabulary 'V'.
 GPTConfig qwen2_half_b(int V, int positions) {
-  GPTConfig c;
-  c.arch = rlflow::model::Arch::qwen2;
+  GPTConfig c = rlflow::model::published_model("qwen2.5-0.5b").config;
   c.vocab_size = V;
   c.max_seq_len = positions;
   c.n_layer = 2;
-  c.n_head = 14;
-  c.n_kv_head = 2;
-  c.n_embd = 896;
-  c.intermediate_size = 4864;
-  c.qkv_bias = true;
-  c.rope_theta = 1000000.0;
   c.validate();
   return c;
 }

@@ -5,7 +5,10 @@
 //    page's own "copy as command line" text;
 //  - data.train_batch_size=1000 in group B shows the violations rlflow_plan lists, with fixes;
 //  - the pool picture has the devices, replicas and weight-sync arrow of the plan;
-//  - the URL fragment restores the configuration in a fresh page; sliders drive the inputs.
+//  - the URL fragment restores the configuration in a fresh page; sliders drive the inputs;
+//  - a fresh page opens valid on verl's defaults (micro-batch sizes of verl's quickstart filled)
+//    and shows the memory per device of the chosen model; in a 1280 x 800 window the document is
+//    never wider than the window (fresh, groups A and B, a violation, a long command line).
 // Screenshots: <out>/planner_group_a.png, planner_group_b.png, planner_violation.png.
 // Usage: node planner_page.test.mjs --page build/planner/index.html --plan build/examples/rlflow_plan --out DIR
 import { spawnSync } from 'node:child_process';
@@ -38,11 +41,38 @@ const lookup = (obj, dotted) => dotted.split('.').reduce((o, k) => (o == null ? 
 
 await withChromium(NAME, 90000, async (browser) => {
   const t = checker(NAME);
-  const page = await browser.newPage();
+  const W = 1280, H = 800;
+  const page = await browser.newPage({ width: W, height: H });
   const url = pathToFileURL(path.resolve(args.page)).href;
   await page.goto(url);
   await page.waitFor("document.body.dataset.ready === 'true' || document.body.dataset.ready === 'error'", 15000, 'the planner to load');
   t.equal(await page.eval('document.body.dataset.ready'), 'true', 'the WebAssembly planner loaded');
+
+  // the document fits the window: no horizontal scroll, nothing cut off on the right
+  async function fits(label) {
+    const [doc, win] = await page.eval('[Math.max(document.documentElement.scrollWidth, document.body.scrollWidth), window.innerWidth]');
+    t.check(doc <= win, `${label}: the page is ${doc} px wide in a ${win} px window`);
+  }
+  t.equal(await page.eval('window.innerWidth'), W, `the window is ${W} px wide`);
+  t.equal(await page.eval('document.body.dataset.state'), 'valid', "a fresh page opens valid on verl's defaults");
+  t.equal(await page.eval(`document.getElementById('critic.ppo_micro_batch_size_per_gpu').value`), '4',
+    "the critic's micro-batch is verl's quickstart value (4)");
+  const mem = await page.eval(`Object.fromEntries([...document.querySelectorAll('[data-memory]')].map(e => [e.dataset.memory, Number(e.dataset.value)]))`);
+  const parts = ['actor_state', 'ref_state', 'rollout_weights', 'kv_cache', 'rollout_activations', 'train_activations'];
+  t.check(parts.every((k) => mem[k] > 0), `the memory table has every part (${JSON.stringify(mem)})`);
+  t.equal(mem.total, parts.reduce((a, k) => a + mem[k], 0), 'the total is the sum of the parts');
+  // Qwen2.5-0.5B (the first model): 494,032,768 parameters; the actor keeps weights, gradients and
+  // both AdamW moments in fp32 plus a byte of decay mask each
+  t.equal(await page.eval(`document.getElementById('model').value`), 'qwen2.5-0.5b', 'the memory is for Qwen2.5-0.5B first');
+  t.equal(mem.actor_state, 494032768 * 17, "the actor's state is 17 bytes per parameter");
+  // KV cache: L x 2 x rows x (prompt + response) x NKV x head_dim x 4 bytes, rows = B n / devices
+  t.equal(mem.kv_cache, 24 * 2 * (1024 / 8) * 1024 * 2 * 64 * 4, 'the KV cache is L 2 rows S NKV hd 4 bytes');
+  await page.eval(`(() => { const e = document.getElementById('model'); e.value = 'llama-3.1-8b'; e.dispatchEvent(new Event('change', {bubbles: true})); })()`);
+  t.equal(Number(await page.eval(`document.querySelector('[data-memory=actor_state]').dataset.value`)), 8030261248 * 17,
+    'choosing Llama-3.1-8B recomputes the estimate (8,030,261,248 parameters)');
+  t.check((await page.eval(`document.getElementById('memory-model').textContent`)).includes('meta-llama/Llama-3.1-8B-Instruct'),
+    'and names the repository');
+  await fits('fresh page');
 
   // inputs: ids are config keys, all accepted by rlflow_plan
   const ids = await page.eval(`[...document.querySelectorAll('#inputs input:not([type=range]), #inputs select')].map(e => e.id)`);
@@ -101,7 +131,8 @@ await withChromium(NAME, 90000, async (browser) => {
   t.equal(await page.eval(`document.querySelectorAll('#pools .pool[data-pool=trainer] rect.device').length`), 8, 'group A picture: 8 devices');
   t.equal(await page.eval(`document.querySelectorAll('#pools .replica').length`), 4, 'group A picture: 4 replicas');
   t.equal(await page.eval(`document.getElementById('weight-sync').dataset.scope`), 'in-pool', 'group A picture: in-pool weight sync');
-  await page.screenshot(path.join(args.out, 'planner_group_a.png'));
+  await page.screenshot(path.join(args.out, 'planner_group_a.png'), W);
+  await fits('group A');
 
   // group B: separate_async, n = 8, 8 train + 4 rollout devices
   await type('trainer.v1.trainer_mode', 'separate_async');
@@ -118,7 +149,8 @@ await withChromium(NAME, 90000, async (browser) => {
   t.equal(await page.eval(`document.querySelectorAll('#pools .pool[data-pool=rollout] rect.device').length`), 4, 'group B picture: 4 rollout devices');
   t.equal(await page.eval(`document.querySelectorAll('#pools .pool[data-pool=rollout] .replica').length`), 2, 'group B picture: 2 rollout replicas');
   t.equal(await page.eval(`document.getElementById('weight-sync').dataset.scope`), 'cross-pool', 'group B picture: cross-pool arrow');
-  await page.screenshot(path.join(args.out, 'planner_group_b.png'));
+  await page.screenshot(path.join(args.out, 'planner_group_b.png'), W);
+  await fits('group B');
 
   // the URL fragment records the configuration: a fresh page at that URL shows the same plan
   const shared = await page.eval('location.href');
@@ -147,7 +179,8 @@ await withChromium(NAME, 90000, async (browser) => {
   t.check(sync && sync.problem.includes('1000') && sync.fix.startsWith('set '), `it names 1000 and gives a fix (${sync && sync.fix})`);
   t.check(json.violations.length === viol.length && viol.length >= 1, 'as many violations as rlflow_plan lists');
   t.equal(await page.eval(`document.body.dataset.state`), 'violations', 'the status says the configuration would not start');
-  await page.screenshot(path.join(args.out, 'planner_violation.png'));
+  await page.screenshot(path.join(args.out, 'planner_violation.png'), W);
+  await fits('a violation');
 
   // a slider drives its input: 2^11 = 2048 prompts -> 2048 x 8 samples
   await page.eval(`(() => { const r = document.querySelector('input[type=range][data-for="data.train_batch_size"]'); r.value = '11'; r.dispatchEvent(new Event('input', {bubbles: true})); })()`);
@@ -160,6 +193,7 @@ await withChromium(NAME, 90000, async (browser) => {
     e.value = 'reward.reward_model.enable=true\\nreward.reward_model.enable_resource_pool=true\\nreward.reward_model.nnodes=1\\nreward.reward_model.n_gpus_per_node=2';
     e.dispatchEvent(new Event('input', {bubbles: true})); })()`);
   const withReward = await matchesCli('with a reward pool');
+  await fits('a long command line');
   t.equal([withReward.reward_devices, (await readouts()).total_devices], [2, before + 2], 'the other keys reach the planner (2 reward devices)');
   t.equal(await page.eval(`document.querySelectorAll('#pools .pool[data-pool=reward] rect.device').length`), 2, 'the picture has the reward pool');
   t.check((await page.eval('location.hash')).includes('reward.reward_model.enable=true'), 'the URL records the other keys too');

@@ -14,6 +14,7 @@
 #include <fstream>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -23,6 +24,7 @@
 #include <rlflow/engine/training_engine.hpp>
 #include <rlflow/model/gpt.hpp>
 #include <rlflow/model/hf_folder.hpp>
+#include <rlflow/model/published_models.hpp>
 
 #include "fixtures.hpp"
 
@@ -469,18 +471,30 @@ TEST_CASE("the Llama family at TP = 2 and 4: training (logits, log-probs, gradie
   CHECK_THROWS_WITH(engine::TrainingEngine(c, opt, model::TPRank{0, 8}, comms[0].get()), Catch::Contains("num_key_value_heads"));
 }
 
+TEST_CASE("published shapes have their models' published parameter counts", "[model][llama][published]") {
+  // the totals of the models' safetensors files (tied heads counted once)
+  std::pair<char const*, std::int64_t> const published[] = {
+      {"qwen2.5-0.5b", 494032768},   {"qwen2.5-1.5b", 1543714304}, {"qwen2.5-3b", 3085938688},
+      {"qwen2.5-7b", 7615616512},    {"qwen3-8b", 8190735360},     {"llama-3.2-1b", 1235814400},
+      {"llama-3.1-8b", 8030261248}};
+  for (auto const& [name, count] : published) {
+    INFO(name);
+    auto const& m = model::published_model(name).config;
+    m.validate();
+    CHECK(model::ParamLayout(m).count() == count);
+    CHECK(static_cast<std::int64_t>(model::ParamLayout(m).size()) == count);
+  }
+  // Qwen3-0.6B's card gives 0.44 B parameters besides the (tied) embedding
+  auto const& q3 = model::published_model("qwen3-0.6b").config;
+  std::int64_t const body = model::ParamLayout(q3).count() - std::int64_t{q3.vocab_size} * q3.n_embd;
+  CHECK(body > 435'000'000);
+  CHECK(body < 445'000'000);
+  CHECK(model::published_models().size() == 8);
+  CHECK_THROWS_WITH(model::published_model("qwen9"), Catch::Contains("'qwen9' is not in the table") && Catch::Contains("qwen2.5-0.5b"));
+}
+
 TEST_CASE("host memory is checked before a Qwen2.5-0.5B-shaped folder's weights are read", "[model][llama][memory]") {
-  GPTConfig m;
-  m.arch = Arch::qwen2;
-  m.vocab_size = 151936;
-  m.max_seq_len = 32768;
-  m.n_layer = 24;
-  m.n_head = 14;
-  m.n_kv_head = 2;
-  m.n_embd = 896;
-  m.intermediate_size = 4864;
-  m.qkv_bias = true;
-  m.validate();
+  GPTConfig const m = model::published_model("qwen2.5-0.5b").config;
   CHECK(model::ParamLayout(m).size() == 494032768);  // Qwen2.5-0.5B's parameter count (tied head)
   TrainerConfig cfg;  // a small GRPO step per worker: 4 prompts x 2 samples, 64 + 64 tokens, micro-batches of 2
   cfg.trainer.n_gpus_per_node = 2;

@@ -3,13 +3,17 @@
 // natively for its tests (tests/tools), so the page runs the very code 'rlflow_plan' runs:
 // parse_command_line, plan(cfg), Plan::as_json / rows, validate and warnings.
 #pragma once
+#include <algorithm>
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
-#include <rlflow/config/planner.hpp>  // plan, Plan, parse_command_line, detail::find_key
+#include <rlflow/config/device_memory_estimate.hpp>  // estimate_device_memory
+#include <rlflow/config/planner.hpp>                 // plan, Plan, parse_command_line, detail::find_key
+#include <rlflow/model/published_models.hpp>         // published_models, published_model
 
 namespace rlflow::plan_page {
 
@@ -36,12 +40,39 @@ inline nlohmann::json split_violation(std::string const& text) {
   return {{"text", text}, {"problem", text.substr(0, cut)}, {"fix", text.substr(cut + 2)}};
 }
 
+//! The device memory one worker of the colocated trainer holds at its peak for the configuration
+//! and a published model's shape (estimate_device_memory: rlflow's fp32 engines), in bytes:
+//!   {"model", "repo", "params", "actor_state", "ref_state", "rollout_weights", "kv_cache",
+//!    "rollout_activations", "train_activations", "total", "rows_per_worker", "slots"}
+inline nlohmann::json memory_json(TrainerConfig const& cfg, model::PublishedModel const& m) {
+  model::GPTConfig shape = m.config;
+  shape.max_seq_len = static_cast<int>(std::max<std::int64_t>(shape.max_seq_len, cfg.data.max_prompt_length + cfg.data.max_response_length));
+  auto const e = estimate_device_memory(cfg, shape);
+  return {{"model", std::string(m.name)}, {"repo", std::string(m.repo)},
+          {"params", model::ParamLayout(shape).count()},
+          {"actor_state", e.actor_state}, {"ref_state", e.ref_state}, {"rollout_weights", e.rollout_weights},
+          {"kv_cache", e.kv_cache}, {"rollout_activations", e.rollout_activations},
+          {"train_activations", e.train_activations}, {"total", e.total()},
+          {"rows_per_worker", e.rows_per_worker}, {"slots", e.slots}};
+}
+
+//! The published models the page offers: [{"name", "repo", "params"}].
+inline nlohmann::json models() {
+  nlohmann::json out = nlohmann::json::array();
+  for (auto const& m : model::published_models())
+    out.push_back({{"name", std::string(m.name)}, {"repo", std::string(m.repo)},
+                   {"params", model::ParamLayout(m.config).count()}});
+  return out;
+}
+
 //! The plan of the configuration given as 'key=value' lines, exactly as 'rlflow_plan --json
 //! key=value ...' computes it, plus what the page shows next to it:
 //!   {"ok": true, "plan": <Plan::as_json()>, "rows": [{quantity, formula, value, key}],
-//!    "violations": [{text, problem, fix}], "values": {<key>: <value as text>} for 'keys'}
+//!    "violations": [{text, problem, fix}], "values": {<key>: <value as text>} for 'keys',
+//!    "memory": memory_json(...) when 'model' names a published model}
 //! or {"ok": false, "error": "<the message rlflow_plan prints>"} for a bad argument.
-inline nlohmann::json evaluate(std::string_view args_text, std::vector<std::string> const& keys = {}) {
+inline nlohmann::json evaluate(std::string_view args_text, std::vector<std::string> const& keys = {},
+                               std::string_view model = {}) {
   try {
     auto args = split_lines(args_text);
     args.insert(args.begin(), "rlflow_plan");
@@ -80,6 +111,7 @@ inline nlohmann::json evaluate(std::string_view args_text, std::vector<std::stri
     for (auto const& v : p.violations) viol.push_back(split_violation(v));
     auto& values = out["values"] = nlohmann::json::object();
     for (auto const& k : keys) values[k] = cl.config.get(k);
+    if (!model.empty()) out["memory"] = memory_json(cl.config, model::published_model(model));
     return out;
   } catch (error const& e) {
     return {{"ok", false}, {"error", std::string("rlflow_plan: ") + e.what()}};

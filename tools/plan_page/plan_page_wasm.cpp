@@ -23,9 +23,16 @@ std::vector<std::string> keys_of(char const* keys_json) {
 
 extern "C" {
 
-//! rlflow_page_plan("key=value\nkey=value...", "[\"key\", ...]") -> rlflow::plan_page::evaluate as JSON text.
-EMSCRIPTEN_KEEPALIVE char const* rlflow_page_plan(char const* args, char const* keys_json) {
-  result = rlflow::plan_page::evaluate(args ? args : "", keys_of(keys_json)).dump();
+//! rlflow_page_plan("key=value\nkey=value...", "[\"key\", ...]", "qwen2.5-0.5b") ->
+//! rlflow::plan_page::evaluate as JSON text (the memory estimate for the named published model).
+EMSCRIPTEN_KEEPALIVE char const* rlflow_page_plan(char const* args, char const* keys_json, char const* model) {
+  result = rlflow::plan_page::evaluate(args ? args : "", keys_of(keys_json), model ? model : "").dump();
+  return result.c_str();
+}
+
+//! rlflow_page_models() -> rlflow::plan_page::models as JSON text.
+EMSCRIPTEN_KEEPALIVE char const* rlflow_page_models() {
+  result = rlflow::plan_page::models().dump();
   return result.c_str();
 }
 

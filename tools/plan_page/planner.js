@@ -43,12 +43,18 @@
   const KEYS = GROUPS.flatMap((g) => g.keys.map((k) => k[0]));
   const SLIDER = Object.fromEntries(GROUPS.flatMap((g) => g.keys));
 
+  // verl's defaults leave the micro-batch sizes unset (null), which no trainer accepts; verl's
+  // quickstart (docs/start/quickstart.rst) sets them to these, and so does the page's first view.
+  const VERL_MICRO = { 'actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu': '4',
+                       'actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu': '8',
+                       'actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu': '4',
+                       'critic.ppo_micro_batch_size_per_gpu': '4' };
   // The two worked groups of mission.md (with micro-batch sizes and grpo, so that they are valid).
   const MICRO = { 'algorithm.adv_estimator': 'grpo',
                   'actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu': '8',
                   'actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu': '8' };
   const PRESETS = {
-    defaults: {},
+    defaults: { ...VERL_MICRO },
     group_a: { ...MICRO },
     group_b: { ...MICRO, 'trainer.v1.trainer_mode': 'separate_async', 'actor_rollout_ref.rollout.n': '8',
                'actor_rollout_ref.rollout.nnodes': '1', 'actor_rollout_ref.rollout.n_gpus_per_node': '4',
@@ -94,6 +100,10 @@
   const esc = (s) => String(s).replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' }[c]));
   const lookup = (obj, dotted) => dotted.split('.').reduce((o, k) => (o == null ? undefined : o[k]), obj);
   const call = (name, args) => planner.ccall(name, 'string', args.map(() => 'string'), args);
+  // a key (or text holding keys) as HTML that may wrap after '.' and '_' only, never mid-word
+  const keyHtml = (s) => esc(s).replace(/([._])/g, '$1<wbr>');
+  const GIB = 1024 ** 3;
+  const gib = (b) => (b / GIB >= 10 ? (b / GIB).toFixed(1) : (b / GIB).toFixed(2)) + ' GiB';
 
   function format(v) {
     if (v === null || v === undefined) return '\u2014';
@@ -124,7 +134,7 @@
           const nullable = ki.kind.includes('null');
           control = `<input type="number" id="${esc(key)}" step="1" ${nullable ? 'placeholder="null"' : ''}>`;
         }
-        div.innerHTML = `<label for="${esc(key)}" title="${esc(key)}: ${esc(ki.help)}">${esc(short)}` +
+        div.innerHTML = `<label for="${esc(key)}" title="${esc(key)}: ${esc(ki.help)}">${keyHtml(short)}` +
           `<small>${esc(ki.help)} (default ${esc(ki.default)})</small></label>${control}`;
         if (opt.slider) {
           const r = document.createElement('input');
@@ -219,7 +229,7 @@
     const list = overrides();
     toHash(list);
     $('#command-line').textContent = ['rlflow_plan'].concat(list).map(shellWord).join(' ');
-    const res = JSON.parse(call('rlflow_page_plan', [list.join('\n'), JSON.stringify(KEYS)]));
+    const res = JSON.parse(call('rlflow_page_plan', [list.join('\n'), JSON.stringify(KEYS), $('#model').value]));
     last = res;
     const status = $('#status');
     $('#results').classList.toggle('stale', !res.ok);  // the drawings below are of the last valid input
@@ -239,6 +249,27 @@
     drawWorkers(res);
     drawRows(res);
     drawPools(res);
+    drawMemory(res);
+  }
+
+  // ---- memory per device: the C++ estimate (estimate_device_memory) for the chosen model ----
+  const MEMORY_ROWS = [
+    ['actor_state', 'actor: weights, gradients, AdamW moments'],
+    ['ref_state', 'reference engine'],
+    ['rollout_weights', 'rollout weights'],
+    ['kv_cache', 'KV cache'],
+    ['rollout_activations', 'rollout activations'],
+    ['train_activations', 'training activations'],
+    ['total', 'total per device'],
+  ];
+  function drawMemory(res) {
+    const m = res.memory;
+    if (!m) { $('#memory').innerHTML = ''; return; }
+    $('#memory-model').textContent = `${m.repo}: ${(m.params / 1e9).toFixed(2)} B parameters; ` +
+      `${m.rows_per_worker} rows x ${m.slots} slots per worker`;
+    $('#memory').innerHTML = '<tr><th>part</th><th>bytes</th></tr>' + MEMORY_ROWS.map(([k, label]) =>
+      `<tr${k === 'total' ? ' class="total"' : ''}><td>${esc(label)}</td>` +
+      `<td class="num" data-memory="${k}" data-value="${m[k]}">${gib(m[k])}</td></tr>`).join('');
   }
 
   function rowFor(res, key) { return res.rows.concat(res.page_rows).find((r) => r.key === key); }
@@ -260,8 +291,8 @@
   function drawViolations(res) {
     const v = res.violations;
     $('#violations').innerHTML = v.length
-      ? v.map((x) => `<div class="violation"><div class="problem">${esc(x.problem)}</div>` +
-          (x.fix ? `<div class="fix">${esc(x.fix)}</div>` : '') + `</div>`).join('')
+      ? v.map((x) => `<div class="violation"><div class="problem">${keyHtml(x.problem)}</div>` +
+          (x.fix ? `<div class="fix">${keyHtml(x.fix)}</div>` : '') + `</div>`).join('')
       : '<div class="none">none: every start-up check passes</div>';
     $('#warnings').innerHTML = res.plan.warnings.map((w) => `<div class="warning">warning: ${esc(w)}</div>`).join('');
   }
@@ -395,8 +426,15 @@
     if (keys.error) throw new Error(keys.error);
     for (const k of keys) info[k.key] = k;
     $('#version').textContent = call('rlflow_page_version', []);
+    const models = JSON.parse(call('rlflow_page_models', []));
+    $('#model').innerHTML = models.map((m) =>
+      `<option value="${esc(m.name)}">${esc(m.repo)} (${(m.params / 1e9).toFixed(2)} B)</option>`).join('');
+    $('#model').addEventListener('change', update);
     buildInputs();
-    applyOverrides(fromHash());
+    // a shared link restores its configuration; a fresh page opens on verl's defaults with the
+    // micro-batch sizes of verl's quickstart
+    const h = fromHash();
+    applyOverrides(h.length ? h : Object.entries(PRESETS.defaults).map(([k, v]) => `${k}=${v}`));
     for (const b of document.querySelectorAll('#presets button')) {
       b.addEventListener('click', () => {
         applyOverrides(Object.entries(PRESETS[b.dataset.preset]).map(([k, v]) => `${k}=${v}`));

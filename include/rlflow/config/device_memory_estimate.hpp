@@ -12,7 +12,7 @@
 
 #include <rlflow/core/device_memory.hpp>   // gib, device_memory_fix
 #include <rlflow/core/error.hpp>           // config_error, msg
-#include <rlflow/model/gpt.hpp>       // GPTConfig, ParamLayout, ActivationLayout
+#include <rlflow/model/param_layout.hpp>  // GPTConfig, ParamLayout, ActivationLayout
 #include <rlflow/config/trainer_config.hpp>  // TrainerConfig
 
 namespace rlflow {
@@ -67,7 +67,7 @@ inline DeviceMemoryEstimate estimate_device_memory(TrainerConfig const& cfg, mod
   std::int64_t const n = cfg.actor_rollout_ref.rollout.n;
   std::int64_t const rows = (cfg.data.train_batch_size * n + workers - 1) / workers;
   std::int64_t const Pn = cfg.data.max_prompt_length, R = cfg.data.max_response_length, S = Pn + R;
-  std::int64_t const P = static_cast<std::int64_t>(model::ParamLayout(m).size());
+  std::int64_t const P = model::ParamLayout(m).count();
   std::int64_t const C = m.n_embd, V = m.vocab_size, L = m.n_layer;
   constexpr std::int64_t f = sizeof(float);
   e.rows_per_worker = rows;
@@ -135,7 +135,7 @@ inline void check_host_memory(TrainerConfig const& cfg, model::GPTConfig const& 
   std::int64_t const workers = std::max<std::int64_t>(1, cfg.trainer.n_gpus_per_node);
   std::int64_t const need = workers * e.total();
   if (need <= available) return;
-  throw config_error(msg("rlflow::Trainer: ", what, " (", model::ParamLayout(m).size(), " parameters) needs an estimated ",
+  throw config_error(msg("rlflow::Trainer: ", what, " (", model::ParamLayout(m).count(), " parameters) needs an estimated ",
                          static_cast<double>(need) / gib, " GiB of host memory for ", workers, " worker", workers == 1 ? "" : "s",
                          " (each: ", e.breakdown(), ") but ", static_cast<double>(available) / gib,
                          " GiB are available; lower trainer.n_gpus_per_node, data.train_batch_size, the micro-batch sizes or "

@@ -1,6 +1,7 @@
 // rlflow/model/param_layout.hpp: the built-in GPT's hyper-parameters and flat parameter layout.
 // Defines GPTConfig, ParamTensor, ParamLayout (named views into one flat float buffer),
-// param_count and init_params (seeded, deterministic). Split out of gpt.hpp so that the
+// param_count and init_params (seeded, deterministic), and ActivationLayout (where a trunk
+// forward keeps its activations). Split out of gpt.hpp so that the
 // tensor-parallel shard layout (tensor_parallel.hpp) and the GPT (gpt.hpp, which holds a shard)
 // can both use it. Does not compute anything.
 // Letters: C width, NH heads, V vocabulary, L layers.
@@ -186,6 +187,72 @@ inline GPTConfig builtin_model(GPTConfig shape, Arch arch) {
   return shape;
 }
 
+//! Offsets are 64-bit everywhere (also where size_t is 32-bit, as in the planner page's
+//! WebAssembly), so estimates of large models do not wrap.
+//! Where each activation of a (B, T) trunk forward sits in one flat float buffer: the embedding
+//! output res0, then per layer ln1, its mean and rstd, qkv, the attention probabilities, the
+//! attention output, res2, ln2 (+ mean, rstd), fc, gelu(fc) and res3. The CPU GPT and the CUDA
+//! training engine keep the same activations for their backward passes and share this layout.
+//! The Llama family: RMSNorms keep no mean (size 0), qkv is (N, (NH + 2 NKV) hd) after q/k norm
+//! and RoPE, atty (N, NH hd), fch the (N, 2F) gate|up product and fch_gelu silu(gate) * up
+//! (N, F); with q/k norm, qkv_raw keeps the projection and qk_rstd the per-head rstd (N (NH + NKV)).
+class ActivationLayout {
+ public:
+  //! Offsets (in floats) of one layer's activations.
+  struct Layer {
+    std::uint64_t ln1, ln1_mean, ln1_rstd, qkv, att, atty, res2, ln2, ln2_mean, ln2_rstd, fch, fch_gelu, res3, qkv_raw, qk_rstd;
+  };
+
+  ActivationLayout() = default;
+  ActivationLayout(GPTConfig const& cfg, int B, int T)
+      : n_(std::uint64_t(B) * T), c_(std::uint64_t(cfg.n_embd)), att_(std::uint64_t(B) * std::uint64_t(cfg.n_head) * T * T) {
+    bool const llama = cfg.llama_family();
+    qkv_ = llama ? std::uint64_t(cfg.qkv_dim()) : 3 * c_;
+    atty_ = std::uint64_t(cfg.attn_dim());
+    ff_ = std::uint64_t(cfg.ff_dim());
+    fc_ = llama ? 2 * ff_ : ff_;
+    mean_ = llama ? 0 : n_;
+    raw_ = cfg.qk_norm ? n_ * qkv_ : 0;
+    qkr_ = cfg.qk_norm ? n_ * std::uint64_t(cfg.n_head + cfg.kv_heads()) : 0;
+    layers0_ = n_ * c_;
+    per_layer_ = n_ * c_ /*ln1*/ + mean_ + n_ + n_ * qkv_ + att_ + n_ * atty_ + n_ * c_ /*res2*/ + n_ * c_ /*ln2*/ + mean_ + n_ +
+                 n_ * fc_ + n_ * ff_ + n_ * c_ /*res3*/ + raw_ + qkr_;
+    size_ = layers0_ + std::uint64_t(cfg.n_layer) * per_layer_;
+  }
+
+  //! Floats the whole buffer needs.
+  std::uint64_t size() const { return size_; }
+  //! The embedding output (the residual stream entering layer 0).
+  std::uint64_t res0() const { return 0; }
+  //! The residual stream entering layer l (res0, or layer l-1's res3).
+  std::uint64_t residual_in(int l) const { return l == 0 ? res0() : layer(l - 1).res3; }
+  Layer layer(int l) const {
+    std::uint64_t o = layers0_ + std::uint64_t(l) * per_layer_;
+    auto take = [&](std::uint64_t n) { std::uint64_t const r = o; o += n; return r; };
+    Layer A{};
+    A.ln1 = take(n_ * c_);
+    A.ln1_mean = take(mean_);
+    A.ln1_rstd = take(n_);
+    A.qkv = take(n_ * qkv_);
+    A.att = take(att_);
+    A.atty = take(n_ * atty_);
+    A.res2 = take(n_ * c_);
+    A.ln2 = take(n_ * c_);
+    A.ln2_mean = take(mean_);
+    A.ln2_rstd = take(n_);
+    A.fch = take(n_ * fc_);
+    A.fch_gelu = take(n_ * ff_);
+    A.res3 = take(n_ * c_);
+    A.qkv_raw = take(raw_);
+    A.qk_rstd = take(qkr_);
+    return A;
+  }
+
+ private:
+  std::uint64_t n_ = 0, c_ = 0, att_ = 0, layers0_ = 0, per_layer_ = 0, size_ = 0;
+  std::uint64_t qkv_ = 0, atty_ = 0, ff_ = 0, fc_ = 0, mean_ = 0, raw_ = 0, qkr_ = 0;
+};
+
 //! RoPE inverse frequencies (hd / 2) of a Llama-family config, computed in double: theta^(-2i/hd),
 //! then the rope_scaling of the config (linear: / factor; llama3: transformers'
 //! _compute_llama3_parameters: wavelengths above original/low_freq_factor divided by factor,
@@ -288,6 +355,17 @@ class ParamLayout {
 
   //! Total floats in the flat buffer.
   std::size_t size() const { return size_; }
+  //! The same count summed in 64 bits from the tensors' shapes: right also where size_t is
+  //! 32-bit (the planner page's WebAssembly estimates models of billions of parameters).
+  std::int64_t count() const {
+    std::int64_t n = 0;
+    for (auto const& t : tensors_) {
+      std::int64_t e = 1;
+      for (auto d : t.shape) e *= d;
+      n += e;
+    }
+    return n;
+  }
   std::span<ParamTensor const> tensors() const { return tensors_; }
   //! The tensor called 'name'; throws key_error listing a few valid names.
   ParamTensor const& find(std::string_view name) const {
