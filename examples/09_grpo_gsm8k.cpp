@@ -2,11 +2,13 @@
 // schema with a Hugging Face model folder (Qwen2 / Qwen2.5 / Qwen3 / Llama-3 / GPT-2) as
 // actor_rollout_ref.model.path, its tokenizer.json and Jinja chat template rendering the prompts,
 // rewards by data_source (openai/gsm8k), validation metrics named as verl names them.
-//   09_grpo_gsm8k [--write-demo DIR --tokenizer TOKDIR] [--config FILE] [key=value ...]
+//   09_grpo_gsm8k [--write-demo DIR --tokenizer TOKDIR [--demo-shape NAME]] [--config FILE] [key=value ...]
 // examples/09_grpo_gsm8k.yaml holds the quickstart's keys. --write-demo DIR writes a stand-in
 // (no real weights can be downloaded here): a tiny random Qwen2 folder with the tokenizer files of
 // TOKDIR (e.g. Qwen3's, whose vocabulary and template family Qwen2.5 shares) and GSM8K-format rows
 // converted to verl's schema as rlflow_prepare_gsm8k does; the keys then point at them.
+// --demo-shape NAME gives the stand-in a published model's full shape (random weights), e.g.
+// qwen2.5-0.5b (model/published_models.hpp), to time and size a step at real size.
 #include <cstdio>
 #include <exception>
 #include <filesystem>
@@ -15,6 +17,7 @@
 #include <vector>
 
 #include <rlflow/data/gsm8k.hpp>
+#include <rlflow/model/published_models.hpp>
 #include <rlflow/rewards/gsm8k.hpp>
 #include <rlflow/rlflow.hpp>
 
@@ -38,9 +41,9 @@ void write_rows(fs::path const& path, std::int64_t count, std::uint64_t seed, st
   }
 }
 
-//! The stand-in: DIR/model (a tiny random Qwen2 with Qwen's 151,936-row embedding) and
-//! DIR/data/{train,test}.jsonl.
-void write_demo(fs::path const& dir, fs::path const& tokenizer, rlflow::TrainerConfig& cfg) {
+//! The stand-in: DIR/model (a tiny random Qwen2 with Qwen's 151,936-row embedding, or the published
+//! model 'shape' with random weights) and DIR/data/{train,test}.jsonl.
+void write_demo(fs::path const& dir, fs::path const& tokenizer, std::string const& shape, rlflow::TrainerConfig& cfg) {
   fs::create_directories(dir / "model");
   fs::create_directories(dir / "data");
   for (char const* f : {"tokenizer.json", "tokenizer_config.json"}) {
@@ -59,6 +62,7 @@ void write_demo(fs::path const& dir, fs::path const& tokenizer, rlflow::TrainerC
   c.n_embd = 64;
   c.intermediate_size = 192;
   c.qkv_bias = true;
+  if (!shape.empty()) c = rlflow::model::published_model(shape).config;
   c.seed = 1;
   std::vector<float> w(rlflow::model::param_count(c));
   rlflow::model::init_params(c, w);
@@ -68,25 +72,26 @@ void write_demo(fs::path const& dir, fs::path const& tokenizer, rlflow::TrainerC
   cfg.actor_rollout_ref.model.path = (dir / "model").string();
   cfg.data.train_files = (dir / "data" / "train.jsonl").string();
   cfg.data.val_files = (dir / "data" / "test.jsonl").string();
-  std::printf("wrote %s (a tiny random Qwen2 with the tokenizer of %s) and %s/data/{train,test}.jsonl\n",
-              (dir / "model").c_str(), tokenizer.c_str(), dir.c_str());
+  std::printf("wrote %s (a random %s with the tokenizer of %s) and %s/data/{train,test}.jsonl\n",
+              (dir / "model").c_str(), shape.empty() ? "tiny Qwen2" : shape.c_str(), tokenizer.c_str(), dir.c_str());
 }
 }  // namespace
 
 int main(int argc, char** argv) {
   try {
     std::vector<char const*> args{argv[0]};
-    std::string demo_dir, tokenizer;
+    std::string demo_dir, tokenizer, shape;
     for (int i = 1; i < argc; ++i) {
       std::string const a = argv[i];
       if (a == "--write-demo" && i + 1 < argc) demo_dir = argv[++i];
       else if (a == "--tokenizer" && i + 1 < argc) tokenizer = argv[++i];
+      else if (a == "--demo-shape" && i + 1 < argc) shape = argv[++i];
       else args.push_back(argv[i]);
     }
     auto cl = rlflow::parse_command_line(static_cast<int>(args.size()), args.data());
     if (cl.help) {
       std::printf("09_grpo_gsm8k: verl's GSM8K quickstart (GRPO) with a Hugging Face model folder\n\n"
-                  "usage: %s [--write-demo DIR --tokenizer TOKDIR] [--config FILE] [key=value ...]\n\n%s",
+                  "usage: %s [--write-demo DIR --tokenizer TOKDIR [--demo-shape NAME]] [--config FILE] [key=value ...]\n\n%s",
                   argv[0], rlflow::config_help().c_str());
       return 0;
     }
@@ -99,7 +104,7 @@ int main(int argc, char** argv) {
     cfg.trainer.default_local_dir = "runs/grpo_gsm8k";
     for (auto const& f : cl.config_files) cfg.apply_file(f);
     if (!demo_dir.empty()) {
-      write_demo(demo_dir, tokenizer, cfg);
+      write_demo(demo_dir, tokenizer, shape, cfg);
       cfg.trainer.total_epochs = 1;  // the stand-in: 64 rows, 8 steps, validated after the last
       cfg.trainer.test_freq = 4;
       cfg.trainer.save_freq = -1;
