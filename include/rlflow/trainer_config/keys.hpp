@@ -163,7 +163,8 @@ namespace rlflow {
   X(algorithm.rollout_correction.loss_type, "ppo_clip|reinforce", "bypass-mode loss")                               \
   X(trainer.project_name, "", "project name (logs, checkpoint path)")                                               \
   X(trainer.experiment_name, "", "experiment name (logs, checkpoint path)")                                         \
-  X(trainer.logger, "console|jsonl", "metric sinks, e.g. [console,jsonl]")                                          \
+  X(trainer.logger, "console|file|jsonl|tensorboard|wandb|swanlab|mlflow|vemlp_wandb|clearml|trackio",             \
+    "metric sinks, e.g. [console,tensorboard]: console prints, file / jsonl write metrics.jsonl, tensorboard writes event files; hosted ones only print a notice") \
   X(trainer.nnodes, "", "nodes of the trainer pool")                                                                \
   X(trainer.n_gpus_per_node, "", "devices per node of the trainer pool")                                            \
   X(trainer.total_epochs, "", "passes over the training prompts")                                                   \
@@ -177,6 +178,8 @@ namespace rlflow {
   X(trainer.balance_batch, "", "balance sequence lengths across DP ranks")                                          \
   X(trainer.val_before_train, "", "validate before the first step")                                                 \
   X(trainer.log_val_generations, "", "validation generations logged per validation")                               \
+  X(trainer.rollout_data_dir, "", "write each step's generations to <dir>/<step>.jsonl (input, output, score, step); empty: none") \
+  X(trainer.val_only, "", "run the validation once and stop (needs data.val_files)")                               \
   X(trainer.log_freq, "", "rlflow: print a progress line every this many steps (the first and last always)")     \
   X(trainer.log_train_generations, "", "rlflow: (prompt, response, score) samples printed with each progress line")  \
   X(trainer.max_actor_ckpt_to_keep, "", "actor checkpoints kept; null: all")                                        \

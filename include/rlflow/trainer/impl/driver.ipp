@@ -201,7 +201,7 @@ RLFLOW_DECL std::string check_resume_config(nlohmann::json const& saved, std::st
       "trainer.total_epochs", "trainer.total_training_steps", "trainer.resume_mode", "trainer.resume_from_path",
       "trainer.default_local_dir", "trainer.save_freq", "trainer.project_name", "trainer.experiment_name",
       "trainer.logger", "trainer.max_actor_ckpt_to_keep", "trainer.max_critic_ckpt_to_keep", "trainer.test_freq",
-      "trainer.val_before_train", "trainer.log_val_generations"};
+      "trainer.val_before_train", "trainer.log_val_generations", "trainer.rollout_data_dir", "trainer.val_only"};
   auto const in = [](std::string_view k, auto const& list) {
     for (auto x : list)
       if (x == k) return true;
