@@ -291,7 +291,7 @@ struct TrainerSection {
   config_string project_name = "verl_examples";
   config_string experiment_name = "gsm8k";
   //! Metric sinks (verl's names): console, file / jsonl, tensorboard; hosted ones are accepted with a notice.
-  string_list logger = "console";
+  string_list logger = "console,file";
   std::int64_t nnodes = 1;
   std::int64_t n_gpus_per_node = 8;
   std::int64_t total_epochs = 30;
