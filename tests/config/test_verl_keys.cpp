@@ -10,6 +10,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <random>
 #include <set>
@@ -130,6 +131,11 @@ TEST_CASE("every key of verl's trainer config is honoured, an alias, without eff
     CHECK(r->use == verl_key_use::no_effect);
   }
   CHECK_NOTHROW(c.apply_overrides({"trainer.logger=[console,wandb]", "trainer.val_only=false", "trainer.rollout_data_dir=null"}));
+  // docs/configuration.md carries the classification table as the code prints it
+  std::ifstream in(std::string(RLFLOW_SOURCE_DIR) + "/docs/configuration.md");
+  REQUIRE(in.good());
+  std::string const doc((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  CHECK_THAT(doc, Catch::Contains(rlflow::detail::verl_keys_markdown()));
 }
 
 TEST_CASE("each verl key behaves as its class says", "[config][verl]") {
