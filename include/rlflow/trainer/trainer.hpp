@@ -295,7 +295,7 @@ class Trainer {
   //! The notices printed while the Trainer was built: verl keys and loggers that have no effect here.
   std::vector<std::string> const& startup_notices() const { return startup_notices_; }
   //! 'cfg' with the values this Trainer type fixes (rollout TP, colocation count, the algorithm's
-  //! estimator, critic.enable, the async mode): pass it to TrainerConfig::from_args as the
+  //! estimator, critic.enable, the async mode, trainer.device of the backend): pass it to TrainerConfig::from_args as the
   //! defaults, so --help shows what the program runs with.
   static TrainerConfig program_defaults(TrainerConfig cfg = {}) {
     if constexpr (algorithm::adv_estimator != nullptr) cfg.algorithm.adv_estimator = config_string(algorithm::adv_estimator);
@@ -314,6 +314,7 @@ class Trainer {
     cfg.max_colocate_count = placement::max_colocate_count;
     cfg.actor_rollout_ref.rollout.tensor_model_parallel_size = parallel::size;
     if constexpr (placement::is_async) cfg.trainer.v1.trainer_mode = config_string("separate_async");
+    cfg.trainer.device = config_string(on_cuda ? "cuda" : "cpu");
     return cfg;
   }
   group_type& workers() { return *group_; }

@@ -13,7 +13,7 @@ namespace rlflow {
 // X(path, choices, help). choices: "a|b|c" ("null|..." allows an empty/null value), or "". A leading
 // '|' is ignored (algorithm.adv_estimator's choices come from the estimator table that way).
 #define RLFLOW_TRAINER_CONFIG_KEYS(X)                                                                              \
-  X(data.train_files, "", "prompt file of the training set (rlflow: JSONL/text; verl: parquet)")                   \
+  X(data.train_files, "", "prompt file(s) of the training set: JSON lines in verl's schema (verl: parquet)")         \
   X(data.val_files, "", "prompt file of the validation set")                                                      \
   X(data.prompt_key, "", "field holding the prompt in each record")                                               \
   X(data.chat_template, "model|chatml|llama3|plain", "rlflow: how chat-message prompts become text: model (the folder's Jinja chat_template, else the plain User:/Assistant: rendering) or a built-in template") \
