@@ -329,7 +329,7 @@ TEST_CASE("verl's GRPO GSM8K quickstart command line starts, with notices only f
     auto const* r = rlflow::detail::find_verl_key(a.substr(0, a.find('=')));
     if (r && r->use == verl_key_use::no_effect) no_effect_given.insert(std::string(r->key));
   }
-  REQUIRE(no_effect_given.size() == 6);
+  REQUIRE(no_effect_given.size() == 7);
   rlflow::TrainerOptions opts;
   opts.console = false;
   Trainer t(cl.config, opts);
@@ -412,7 +412,7 @@ std::vector<nlohmann::json> json_lines(fs::path const& p) {
 
 TEST_CASE("trainer.logger, trainer.rollout_data_dir and trainer.val_only", "[config][verl][trainer]") {
   fixtures::TempDir d;
-  auto const f = rlflow::examples::write_demo_files(d.p / "in", 6, 12, 3, 1, 4, 16, 128, 40, rlflow::model::Arch::qwen2);
+  auto const f = rlflow::examples::write_demo_files(d.p / "in", 6, 12, 3, 1, 4, 16, 128, 120, rlflow::model::Arch::qwen2);
   rlflow::TrainerOptions opts;
   opts.console = false;
   {  // console only: no metrics file; rollout_data_dir: one file per step, every row, scores as the step's metric
