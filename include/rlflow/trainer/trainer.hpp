@@ -300,17 +300,6 @@ class Trainer {
   static TrainerConfig program_defaults(TrainerConfig cfg = {}) {
     if constexpr (algorithm::adv_estimator != nullptr) cfg.algorithm.adv_estimator = config_string(algorithm::adv_estimator);
     cfg.critic.enable = has_critic;
-    // A value other than the type's and verl's default contradicts the type (verl's default cannot be told
-    // from an explicit one; program_defaults() makes the type's value the default instead).
-    if (auto const tp = cfg.actor_rollout_ref.rollout.tensor_model_parallel_size;
-        tp != parallel::size && tp != TrainerConfig{}.actor_rollout_ref.rollout.tensor_model_parallel_size)
-      throw config_error(msg("rlflow::Trainer<..., TP<", parallel::size, ">>: actor_rollout_ref.rollout.tensor_model_parallel_size=",
-                             tp, " contradicts the program's TP<", parallel::size, "> option, which fixes the rollout's TP degree; ",
-                             "drop the key, or build the program with rlflow::TP<", tp, ">"));
-    if (auto const c = cfg.max_colocate_count; c != placement::max_colocate_count && c != TrainerConfig{}.max_colocate_count)
-      throw config_error(msg("rlflow::Trainer<Colocate<", placement::max_colocate_count, ">, ...>: max_colocate_count=", c,
-                             " contradicts the program's placement option, which fixes it; drop the key, or build the ",
-                             "program with rlflow::Colocate<", c, ">"));
     cfg.max_colocate_count = placement::max_colocate_count;
     cfg.actor_rollout_ref.rollout.tensor_model_parallel_size = parallel::size;
     if constexpr (placement::is_async) cfg.trainer.v1.trainer_mode = config_string("separate_async");
@@ -617,6 +606,17 @@ class Trainer {
       throw config_error(msg("rlflow::Trainer: critic.enable=", cfg.critic.enable.stored ? "true" : "false",
                              " but the Trainer was ", has_critic ? "given" : "not given",
                              " a critic role; make them agree"));
+    // A value other than the type's and verl's default contradicts the type (verl's default cannot be told
+    // from an explicit one; program_defaults() makes the type's value the default instead).
+    if (auto const tp = cfg.actor_rollout_ref.rollout.tensor_model_parallel_size;
+        tp != parallel::size && tp != TrainerConfig{}.actor_rollout_ref.rollout.tensor_model_parallel_size)
+      throw config_error(msg("rlflow::Trainer<..., TP<", parallel::size, ">>: actor_rollout_ref.rollout.tensor_model_parallel_size=",
+                             tp, " contradicts the program's TP<", parallel::size, "> option, which fixes the rollout's TP degree; ",
+                             "drop the key, or build the program with rlflow::TP<", tp, ">"));
+    if (auto const c = cfg.max_colocate_count; c != placement::max_colocate_count && c != TrainerConfig{}.max_colocate_count)
+      throw config_error(msg("rlflow::Trainer<Colocate<", placement::max_colocate_count, ">, ...>: max_colocate_count=", c,
+                             " contradicts the program's placement option, which fixes it; drop the key, or build the ",
+                             "program with rlflow::Colocate<", c, ">"));
     cfg.max_colocate_count = placement::max_colocate_count;
     cfg.actor_rollout_ref.rollout.tensor_model_parallel_size = parallel::size;
     // The placement decides the road: SeparateAsync is trainer_mode=separate_async; Colocate<N>

@@ -39,8 +39,8 @@ RLFLOW_DECL std::vector<std::string_view> split_choices(std::string_view choices
 
 RLFLOW_DECL key_info const* find_key(std::string_view name);
 
-//! The key or a config_error; it suggests a key only when one is close: the key whose last parts
-//! are 'name' (a bare 'train_batch_size'), or a key of the same section within a small edit distance.
+//! The key or a config_error; it suggests a key only when one is close: a key whose last parts are
+//! 'name' (a bare 'train_batch_size'), or a key of the same section within a small edit distance.
 RLFLOW_DECL key_info const& require_key(std::string_view name, std::string_view where = "");
 
 //! The suggestion require_key makes for an unknown 'name' among the rlflow and verl keys; empty: none close.

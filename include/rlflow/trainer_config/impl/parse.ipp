@@ -68,15 +68,11 @@ RLFLOW_DECL std::string key_suggestion(std::string_view name) {
   auto const leaf = [](std::string_view s) { auto p = s.rfind('.'); return p == s.npos ? s : s.substr(p + 1); };
   std::vector<std::string_view> candidates = key_names();
   for (auto const& r : verl_key_rules) candidates.push_back(r.key);
-  // a bare or partial key ('train_batch_size', 'actor.optim.lr'): the one key that ends with it
-  std::string_view suffix_hit;
-  int suffix_hits = 0;
+  // a bare or partial key ('train_batch_size', 'rollout.n'): the first key that ends with it (rlflow's
+  // table before verl's other keys; the actor's before the critic's)
   for (auto c : candidates)
-    if (c.size() > name.size() && c.substr(c.size() - name.size()) == name && c[c.size() - name.size() - 1] == '.') {
-      suffix_hit = c;
-      ++suffix_hits;
-    }
-  if (suffix_hits == 1) return std::string(suffix_hit);
+    if (c.size() > name.size() && c.substr(c.size() - name.size()) == name && c[c.size() - name.size() - 1] == '.')
+      return std::string(c);
   // a typo in the last part: the same section, at most a quarter of the letters changed (1 to 3)
   std::size_t const limit = std::clamp<std::size_t>(leaf(name).size() / 4, 1, 3);
   std::string_view best;
