@@ -268,13 +268,14 @@ constexpr bool one_of(std::string_view v, std::string_view choices) {
 }
 constexpr bool choice_ok(config_string const& v, std::string_view choices) { return one_of(v.view(), choices); }
 constexpr bool choice_ok(string_list const& v, std::string_view choices) {
-  std::string_view s = v.joined.view();
-  while (!s.empty()) {
-    auto const comma = s.find(',');
-    if (!one_of(s.substr(0, comma), choices)) return false;
-    if (comma == std::string_view::npos) break;
-    s.remove_prefix(comma + 1);
-  }
+  // an index loop: g++ 12 cannot evaluate string_view::find's pointer test on a member array at compile time
+  std::string_view const s = v.joined.view();
+  std::size_t start = 0;
+  for (std::size_t i = 0; i <= s.size(); ++i)
+    if (i == s.size() || s[i] == ',') {
+      if (i > start && !one_of(s.substr(start, i - start), choices)) return false;
+      start = i + 1;
+    }
   return true;
 }
 template <class T>
