@@ -15,7 +15,7 @@ JOBS ?= $(shell nproc)
 APT := apt-get -o DPkg::Lock::Timeout=600
 # Debian packages the build needs (never libthrust-dev / libcub-dev: they shadow the CUDA toolkit's CCCL).
 PACKAGES := cmake g++ make pkg-config ccache time catch2 libbenchmark-dev libopenblas-dev nlohmann-json3-dev libyaml-cpp-dev libboost-dev \
-  libpcre2-dev libopenmpi-dev openmpi-bin
+  libpcre2-dev libopenmpi-dev openmpi-bin libprotobuf-dev protobuf-compiler
 # The planner page (emscripten) and the browser tests (chromium; they run in 'make test'). Large
 # (Chromium is about 100 MB), so kept apart: installed once by every target that configures. A
 # failed install is reported, not fatal: the page is then not built and the browser tests skip.

@@ -21,7 +21,7 @@ using Trainer = rlflow::Trainer<rlflow::GRPO, rlflow::Colocate<3>, rlflow::roles
 
 //! Defaults sized for the demo files on 2 CPU cores; every key can be overridden.
 rlflow::TrainerConfig files_demo_config() {
-  rlflow::TrainerConfig c;
+  rlflow::TrainerConfig c = Trainer::program_defaults();  // the values the Trainer type fixes (TP, estimator, device)
   c.data.max_prompt_length = 96;
   c.data.max_response_length = 32;
   c.data.train_batch_size = 8;
@@ -59,7 +59,7 @@ int main(int argc, char** argv) {
     if (cl.help) {
       std::printf("05_grpo_from_files: GRPO from a Hugging Face GPT-2 folder and verl-schema JSON-lines files\n\n"
                   "usage: %s [--write-demo DIR] [--config FILE] [key=value ...]\n\n%s",
-                  argv[0], rlflow::config_help().c_str());
+                  argv[0], rlflow::config_help(files_demo_config()).c_str());
       return 0;
     }
     rlflow::TrainerConfig cfg = files_demo_config();

@@ -26,7 +26,7 @@ int main(int argc, char** argv) {
   return rlflow::run_main([&] {  // prints errors and --help instead of 'terminate called ...'
     // verl's defaults describe 8 GPUs and a pretrained model: start from the preset for a tiny GPT
     // on the CPU (prompts up to 5 tokens: BOS, 3 letters, '='; responses up to 3 letters + EOS)
-    rlflow::TrainerConfig defaults = rlflow::presets::grpo_tiny_cpu(5, 4);
+    rlflow::TrainerConfig defaults = Trainer::program_defaults(rlflow::presets::grpo_tiny_cpu(5, 4));
     defaults.trainer.default_local_dir = "runs/quickstart";  // metrics.jsonl and checkpoints
     rlflow::TrainerConfig cfg = rlflow::TrainerConfig::from_args(argc, argv, defaults);
     std::vector<rlflow::PromptItem> items;  // every word of 2 or 3 letters over "abcd", reversed

@@ -67,7 +67,7 @@ using Trainer = rlflow::Trainer<rlflow::GRPO, rlflow::Colocate<3>, ReverseReward
 
 int main(int argc, char** argv) {
   return rlflow::run_main([&] {
-    rlflow::TrainerConfig defaults = rlflow::presets::grpo_tiny_cpu(5, 4);
+    rlflow::TrainerConfig defaults = Trainer::program_defaults(rlflow::presets::grpo_tiny_cpu(5, 4));
     defaults.trainer.default_local_dir = "runs/custom_reward_role";
     rlflow::TrainerConfig cfg = rlflow::TrainerConfig::from_args(argc, argv, defaults);
     rlflow::tasks::StringTask task;  // reverse 2 or 3 letters over "abcd"

@@ -111,7 +111,7 @@ struct TaskScoreMonitor {
 
 template <class TrainerType>
 void train(int argc, char** argv, rlflow::tasks::AdditionTask const& task, rlflow::TrainerConfig defaults) {
-  rlflow::TrainerConfig cfg = rlflow::TrainerConfig::from_args(argc, argv, defaults);
+  rlflow::TrainerConfig cfg = rlflow::TrainerConfig::from_args(argc, argv, TrainerType::program_defaults(defaults));
   std::printf("%s\n", rlflow::describe<TrainerType>().c_str());
   auto monitor = std::make_shared<TaskScoreMonitor>(task, std::max<std::int64_t>(cfg.trainer.log_freq, 1));
   rlflow::TrainerOptions opts;

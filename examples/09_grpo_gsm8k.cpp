@@ -92,13 +92,13 @@ int main(int argc, char** argv) {
     if (cl.help) {
       std::printf("09_grpo_gsm8k: verl's GSM8K quickstart (GRPO) with a Hugging Face model folder\n\n"
                   "usage: %s [--write-demo DIR --tokenizer TOKDIR [--demo-shape NAME]] [--config FILE] [key=value ...]\n\n%s",
-                  argv[0], rlflow::config_help().c_str());
+                  argv[0], rlflow::config_help(Trainer::program_defaults()).c_str());
       return 0;
     }
     if (!demo_dir.empty() && tokenizer.empty())
       throw rlflow::config_error("09_grpo_gsm8k: --write-demo needs --tokenizer TOKDIR (a folder with tokenizer.json and "
                                  "tokenizer_config.json; make demo DEMO=09_grpo_gsm8k fetches Qwen3's)");
-    rlflow::TrainerConfig cfg;
+    rlflow::TrainerConfig cfg = Trainer::program_defaults();  // the values the Trainer type fixes
     cfg.trainer.project_name = "rlflow";
     cfg.trainer.experiment_name = "grpo_gsm8k";
     cfg.trainer.default_local_dir = "runs/grpo_gsm8k";

@@ -2,6 +2,7 @@
 // unknown-key suggestions, the §11 start-up checks against an independent reference over random
 // configs, the compile-time check, and that docs/configuration.md lists every key.
 #include <catch2/catch.hpp>
+#include <numeric>
 #include <algorithm>
 
 #include <cstdio>
@@ -223,7 +224,7 @@ TEST_CASE("set parses each kind and rejects bad values with the key and a fix", 
                     Catch::Contains("did you mean 'token-mean'"));
   CHECK_THROWS_WITH(c.set("algorithm.adv_estimator", "grp"), Catch::Contains("did you mean 'grpo'"));
   CHECK_THROWS_WITH(c.set("algorithm.kl_penalty", "full"), Catch::Contains("is not one of"));
-  CHECK_THROWS_WITH(c.set("trainer.logger", "[console,wandb]"), Catch::Contains("wandb"));
+  CHECK_THROWS_WITH(c.set("trainer.logger", "[console,wandbb]"), Catch::Contains("wandbb") && Catch::Contains("did you mean 'wandb'"));
   CHECK_THROWS_WITH(c.set("actor_rollout_ref.actor.optim.betas", "[0.9]"), Catch::Contains("two numbers"));
   CHECK_THROWS_WITH(c.set("trainer.project_name", std::string(300, 'x')), Catch::Contains("255"));
   // values are unchanged by failed sets
@@ -626,7 +627,30 @@ TEST_CASE("worked message: train batch not divisible by the device count", "[con
   auto const text = joined(v);
   CHECK_THAT(text, Catch::Contains("data.train_batch_size=1020 * actor_rollout_ref.rollout.n=1 = 1020 rows must be "
                                    "divisible by trainer.nnodes=1 * trainer.n_gpus_per_node=8 = 8 devices"));
-  CHECK_THAT(text, Catch::Contains("e.g. B * n = 1016 or 1024"));
+  CHECK_THAT(text, Catch::Contains("set data.train_batch_size to a multiple of 8 (e.g. 1016 or 1024)"));
+  // the suggested batch sizes are reachable: B' * n divides by the devices, for random B, n, devices
+  std::mt19937 rng(3);
+  for (int trial = 0; trial < 200; ++trial) {
+    auto d = valid_config();
+    std::int64_t const W = std::uniform_int_distribution<std::int64_t>(2, 12)(rng);
+    std::int64_t const n = std::uniform_int_distribution<std::int64_t>(1, 16)(rng);
+    std::int64_t const B = std::uniform_int_distribution<std::int64_t>(1, 400)(rng);
+    if (B * n % W == 0) continue;
+    d.trainer.n_gpus_per_node = W;
+    d.actor_rollout_ref.rollout.n = n;
+    d.data.train_batch_size = B;
+    auto const t = joined(rlflow::validate(d));
+    auto const at = t.find("set data.train_batch_size to a multiple of ");
+    REQUIRE(at != std::string::npos);
+    std::int64_t step = 0, a = 0, b = 0;
+    REQUIRE(std::sscanf(t.c_str() + at, "set data.train_batch_size to a multiple of %ld (e.g. %ld or %ld)", &step, &a, &b) == 3);
+    INFO("B " << B << " n " << n << " W " << W);
+    CHECK(a > 0);
+    CHECK(b > a);
+    CHECK(a * n % W == 0);
+    CHECK(b * n % W == 0);
+    CHECK(step == W / std::gcd(W, n));
+  }
 }
 
 TEST_CASE("each start-up check fires alone with the keys, values and a fix", "[config][validate]") {

@@ -15,7 +15,11 @@ std::vector<std::string> fuzz_seeds() {
           "+trainer.logger=[console,jsonl]\0++seed=3\0trainer.total_training_steps=null"s,
           "actor_rollout_ref.actor.optim.betas=[0.9,0.95]\0algorithm.kl_ctrl.kl_coef=1e-3\0data.truncation=left"s,
           "--config=/nonexistent.yaml"s,
-          "-c\0/nonexistent.json\0trainer.default_local_dir=runs/${trainer.project_name}"s};
+          "-c\0/nonexistent.json\0trainer.default_local_dir=runs/${trainer.project_name}"s,
+          // verl's keys outside the table: no effect, alias, rejected at and off verl's default, the logger list
+          "trainer.logger=['console','tensorboard','wandb']\0actor_rollout_ref.rollout.name=vllm\0reward_model.enable=False"s,
+          "actor_rollout_ref.actor.optim.warmup_style=cosine\0actor_rollout_ref.model.lora_rank=0\0data.tokenizer=x"s,
+          "actor_rollout_ref.actor.fsdp_config.param_ofload=true\0trainer.val_only=true\0trainer.rollout_data_dir=d"s};
 }
 
 fuzz::outcome fuzz_one(std::string_view in) {

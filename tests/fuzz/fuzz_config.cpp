@@ -21,6 +21,10 @@ std::vector<std::string> fuzz_seeds() {
       "  rollout:\n    n: 4\n    log_prob_micro_batch_size_per_gpu: 16\ntrainer:\n  logger:\n    - console\n    - jsonl\n"
       "  total_training_steps: ~\n  default_local_dir: 'runs/x'\nseed: 1\n",
       "y---\nalgorithm:\n  adv_estimator: grpo\n  kl_ctrl:\n    type: adaptive\n    kl_coef: 0.001\n...\n",
+      // verl's keys outside the table (no effect, alias, rejected) and the logger list
+      "yactor_rollout_ref:\n  model:\n    use_remove_padding: true\n  actor:\n    fsdp_config:\n      param_offload: false\n"
+      "  rollout:\n    name: vllm\nreward_model:\n  enable: false\ntrainer:\n  logger: [console, tensorboard, wandb]\n"
+      "  val_only: false\n  rollout_data_dir: null\n",
   };
 }
 

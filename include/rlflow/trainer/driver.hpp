@@ -77,6 +77,12 @@ RLFLOW_DECL void data_metrics(DataProto const& batch, Metrics& m, bool has_criti
 RLFLOW_DECL void print_samples(DataProto const& batch, std::int64_t log_train_generations, model::Tokenizer const& tok);
 RLFLOW_DECL std::string quoted(std::string const& s);
 
+//! Writes every row of this step's batch to '<dir>/<step>.jsonl', one JSON object per line:
+//! input (the decoded prompt), output (the decoded response), score (the row's summed
+//! token_level_scores), step. verl: RayPPOTrainer._dump_generations (trainer.rollout_data_dir).
+RLFLOW_DECL void dump_generations(DataProto const& batch, model::Tokenizer const& tok, std::int64_t step,
+                                  std::filesystem::path const& dir);
+
 //! Prompts longer than data.max_prompt_length: an error before any work (truncation=error), or
 //! counted (returned) and cut (left / right).
 RLFLOW_DECL std::int64_t check_prompts(PromptDataset const& train, model::Tokenizer const& tok, TrainerConfig const& cfg,

@@ -50,6 +50,19 @@ inline TrainerFiles load_trainer_files(TrainerConfig& cfg, ChatTemplate const& c
     throw config_error("rlflow::Trainer(cfg): data.train_files is empty; set it to a JSON-lines file in verl's schema "
                        "(docs/quickstart.md, 'Bring your model and data')");
   fs::path const model_dir(std::string(mc.path.view()));
+  {
+    std::error_code ec;
+    if (!fs::is_directory(model_dir, ec))
+      throw config_error(msg("rlflow::Trainer(cfg): actor_rollout_ref.model.path=", model_dir.string(),
+                             fs::exists(model_dir, ec) ? " is not a folder" : " does not exist",
+                             "; set it to a local Hugging Face model folder (config.json, model.safetensors and the "
+                             "tokenizer files); rlflow does not download models, so fetch it first (e.g. huggingface-cli "
+                             "download Qwen/Qwen2.5-0.5B-Instruct --local-dir DIR)"));
+    if (!fs::exists(model_dir / "config.json", ec))
+      throw config_error(msg("rlflow::Trainer(cfg): actor_rollout_ref.model.path=", model_dir.string(),
+                             " holds no config.json, so it is not a Hugging Face model folder; point it to the folder "
+                             "that holds config.json and model.safetensors"));
+  }
   fs::path const tok_dir = mc.tokenizer_path.empty() ? model_dir : fs::path(std::string(mc.tokenizer_path.view()));
   auto tok = model::load_tokenizer(tok_dir);
   out.tok = tok;

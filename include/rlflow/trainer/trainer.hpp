@@ -47,6 +47,8 @@
 #include <rlflow/trainer/files.hpp>      // load_trainer_files
 #include <rlflow/kernels/kernels.hpp>           // advantages, apply_kl_penalty, agg_loss
 #include <rlflow/core/metrics.hpp>                   // Metrics, MetricsLogger
+#include <rlflow/core/tensorboard.hpp>               // TensorBoardWriter (trainer.logger=tensorboard)
+#include <cstdlib>                                   // std::getenv (TENSORBOARD_DIR)
 #include <rlflow/config/policy.hpp>                    // Colocate, TP, Backend
 #include <rlflow/dispatch/resource_pool.hpp>             // ResourcePool
 #include <rlflow/roles/actor_rollout_ref.hpp>   // roles::ActorRolloutRef
@@ -197,6 +199,22 @@ class Trainer {
     detail::check_custom_reward<Trainer>(cfg_);
     check(cfg_);
     for (auto const& w : warnings(cfg_)) warn(w);
+    for (auto const& n : detail::verl_key_notices(cfg_)) notice(n);
+    for (auto const& l : cfg_.trainer.logger.items()) {
+      if (l != "console" && l != "file" && l != "jsonl" && l != "tensorboard")
+        notice(msg("trainer.logger=", l, " has no effect here: rlflow sends no metrics to hosted services; use "
+                   "trainer.logger=tensorboard (event files) or file (metrics.jsonl, which rlflow_report turns into an "
+                   "HTML report)"));
+#if !defined(RLFLOW_HAS_TENSORBOARD)
+      if (l == "tensorboard")
+        notice("trainer.logger=tensorboard has no effect here: this program was built without protobuf (install "
+               "libprotobuf-dev protobuf-compiler, reconfigure and link rlflow::rlflow_compiled); metrics.jsonl and "
+               "rlflow_report still work with trainer.logger=file");
+#endif
+    }
+    if (cfg_.trainer.val_only && !val_)
+      throw config_error(msg("rlflow::Trainer: trainer.val_only=true runs the validation only, but there is no validation "
+                             "set; set data.val_files (read by the Trainer(cfg) constructor) or trainer.val_only=false"));
 #if !defined(__OPTIMIZE__)
     warn("this program was compiled without optimisation (-O0), so every step runs several times slower; build it "
          "with -O2 or CMAKE_BUILD_TYPE=Release");
@@ -274,6 +292,20 @@ class Trainer {
   DataPosition data_position() const { return pos_; }
   //! The warnings raised while the Trainer was built (config advisories, resume differences).
   std::vector<std::string> const& startup_warnings() const { return startup_warnings_; }
+  //! The notices printed while the Trainer was built: verl keys and loggers that have no effect here.
+  std::vector<std::string> const& startup_notices() const { return startup_notices_; }
+  //! 'cfg' with the values this Trainer type fixes (rollout TP, colocation count, the algorithm's
+  //! estimator, critic.enable, the async mode, trainer.device of the backend): pass it to TrainerConfig::from_args as the
+  //! defaults, so --help shows what the program runs with.
+  static TrainerConfig program_defaults(TrainerConfig cfg = {}) {
+    if constexpr (algorithm::adv_estimator != nullptr) cfg.algorithm.adv_estimator = config_string(algorithm::adv_estimator);
+    cfg.critic.enable = has_critic;
+    cfg.max_colocate_count = placement::max_colocate_count;
+    cfg.actor_rollout_ref.rollout.tensor_model_parallel_size = parallel::size;
+    if constexpr (placement::is_async) cfg.trainer.v1.trainer_mode = config_string("separate_async");
+    cfg.trainer.device = config_string(on_cuda ? "cuda" : "cpu");
+    return cfg;
+  }
   group_type& workers() { return *group_; }
   //! False on the worker ranks of an MPI job (their trainer only served the driver's calls).
   bool is_driver() const {
@@ -297,10 +329,16 @@ class Trainer {
   Metrics fit() {
     Metrics last;
     if (!is_driver()) return last;  // an MPI worker rank served its calls already
+    if (cfg_.trainer.val_only) {
+      // verl: trainer.val_only validates once (after a resume: the checkpoint's weights) and returns
+      last = validate();
+      log_metrics(global_step_, last);
+      return last;
+    }
     if (val_ && cfg_.trainer.val_before_train && global_step_ < total_steps_) {
       // verl: validate before the first step (also after a resume) and log it at the current step
       Metrics vm = validate();
-      logger().log(global_step_, vm);
+      log_metrics(global_step_, vm);
     }
     while (global_step_ < total_steps_) last = step();
     return last;
@@ -445,8 +483,10 @@ class Trainer {
 
     // The step's line is written before its checkpoint, so a checkpoint never exists without the
     // metrics of the steps it contains. The save time is in the returned metrics only.
-    logger().log(global_step_, m);
+    log_metrics(global_step_, m);
     if (cfg_.trainer.log_train_generations > 0 && logger().prints(global_step_)) print_samples(batch);
+    if (!cfg_.trainer.rollout_data_dir.empty())
+      detail::dump_generations(batch, *tok_, global_step_, std::string(cfg_.trainer.rollout_data_dir.view()));
     if (cfg_.trainer.save_freq > 0 && (last || global_step_ % cfg_.trainer.save_freq == 0))
       timed("save_checkpoint", [&] { save_checkpoint(); });
     return m;
@@ -566,6 +606,17 @@ class Trainer {
       throw config_error(msg("rlflow::Trainer: critic.enable=", cfg.critic.enable.stored ? "true" : "false",
                              " but the Trainer was ", has_critic ? "given" : "not given",
                              " a critic role; make them agree"));
+    // A value other than the type's and verl's default contradicts the type (verl's default cannot be told
+    // from an explicit one; program_defaults() makes the type's value the default instead).
+    if (auto const tp = cfg.actor_rollout_ref.rollout.tensor_model_parallel_size;
+        tp != parallel::size && tp != TrainerConfig{}.actor_rollout_ref.rollout.tensor_model_parallel_size)
+      throw config_error(msg("rlflow::Trainer<..., TP<", parallel::size, ">>: actor_rollout_ref.rollout.tensor_model_parallel_size=",
+                             tp, " contradicts the program's TP<", parallel::size, "> option, which fixes the rollout's TP degree; ",
+                             "drop the key, or build the program with rlflow::TP<", tp, ">"));
+    if (auto const c = cfg.max_colocate_count; c != placement::max_colocate_count && c != TrainerConfig{}.max_colocate_count)
+      throw config_error(msg("rlflow::Trainer<Colocate<", placement::max_colocate_count, ">, ...>: max_colocate_count=", c,
+                             " contradicts the program's placement option, which fixes it; drop the key, or build the ",
+                             "program with rlflow::Colocate<", c, ">"));
     cfg.max_colocate_count = placement::max_colocate_count;
     cfg.actor_rollout_ref.rollout.tensor_model_parallel_size = parallel::size;
     // The placement decides the road: SeparateAsync is trainer_mode=separate_async; Colocate<N>
@@ -658,14 +709,27 @@ class Trainer {
   //! after the checkpoint, which are about to be redone), truncates otherwise.
   MetricsLogger& logger() {
     if (!logger_) {
-      auto const path = metrics_path();
-      if (global_step_ > 0 && std::filesystem::exists(path)) detail::trim_metrics_file(path, global_step_);
+      // trainer.logger: console prints, file / jsonl write metrics.jsonl, tensorboard writes event files
+      auto const& sinks = cfg_.trainer.logger;
+      bool const to_file = sinks.contains("file") || sinks.contains("jsonl");
+      auto const path = to_file ? metrics_path() : std::filesystem::path{};
+      if (to_file && global_step_ > 0 && std::filesystem::exists(path)) detail::trim_metrics_file(path, global_step_);
       ConsoleOptions co;
       co.log_freq = cfg_.trainer.log_freq;
-      logger_.emplace(path, total_steps_, opts_.console, /*append=*/global_step_ > 0, co);
+      logger_.emplace(path, total_steps_, opts_.console && sinks.contains("console"), /*append=*/global_step_ > 0, co);
       // the run's config beside its metrics, for rlflow_report's config table
-      rlflow::detail::write_file_atomic(path.has_parent_path() ? path.parent_path() / "config.json" : "config.json",
-                                        cfg_.to_json().dump(2));
+      if (to_file)
+        rlflow::detail::write_file_atomic(path.has_parent_path() ? path.parent_path() / "config.json" : "config.json",
+                                          cfg_.to_json().dump(2));
+#if defined(RLFLOW_HAS_TENSORBOARD)
+      if (sinks.contains("tensorboard")) {
+        // verl's folder: $TENSORBOARD_DIR, else tensorboard_log/<project>/<experiment>
+        char const* env = std::getenv("TENSORBOARD_DIR");
+        tensorboard_.emplace(env && *env ? std::filesystem::path(env)
+                                         : std::filesystem::path("tensorboard_log") / std::string(cfg_.trainer.project_name.view()) /
+                                               std::string(cfg_.trainer.experiment_name.view()));
+      }
+#endif
     }
     return *logger_;
   }
@@ -673,6 +737,19 @@ class Trainer {
   std::filesystem::path checkpoint_root() const { return std::filesystem::path(std::string(cfg_.trainer.default_local_dir.view())); }
   std::filesystem::path metrics_path() const {
     return opts_.metrics_file.empty() ? checkpoint_root() / "metrics.jsonl" : std::filesystem::path(opts_.metrics_file);
+  }
+
+  //! Every sink of trainer.logger.
+  void log_metrics(std::int64_t step, Metrics const& m) {
+    logger().log(step, m);
+#if defined(RLFLOW_HAS_TENSORBOARD)
+    if (tensorboard_) tensorboard_->add_scalars(step, m);
+#endif
+  }
+
+  void notice(std::string const& n) {
+    startup_notices_.push_back(n);
+    if (opts_.console) std::fprintf(stderr, "rlflow: notice: %s\n", n.c_str());
   }
 
   void warn(std::string const& w) {
@@ -721,6 +798,10 @@ class Trainer {
   std::optional<group_type> group_;
   std::optional<MetricsLogger> logger_;
   std::vector<std::string> startup_warnings_;
+  std::vector<std::string> startup_notices_;
+#if defined(RLFLOW_HAS_TENSORBOARD)
+  std::optional<TensorBoardWriter> tensorboard_;
+#endif
   bool from_files_ = false;  // built by Trainer(cfg): model and data from files
 #if defined(RLFLOW_HAS_MPI)
   mpi::DriverScope driver_;  // released (workers stop serving) before the group goes

@@ -13,7 +13,7 @@ namespace rlflow {
 // X(path, choices, help). choices: "a|b|c" ("null|..." allows an empty/null value), or "". A leading
 // '|' is ignored (algorithm.adv_estimator's choices come from the estimator table that way).
 #define RLFLOW_TRAINER_CONFIG_KEYS(X)                                                                              \
-  X(data.train_files, "", "prompt file of the training set (rlflow: JSONL/text; verl: parquet)")                   \
+  X(data.train_files, "", "prompt file(s) of the training set: JSON lines in verl's schema (verl: parquet)")         \
   X(data.val_files, "", "prompt file of the validation set")                                                      \
   X(data.prompt_key, "", "field holding the prompt in each record")                                               \
   X(data.chat_template, "model|chatml|llama3|plain", "rlflow: how chat-message prompts become text: model (the folder's Jinja chat_template, else the plain User:/Assistant: rendering) or a built-in template") \
@@ -163,7 +163,8 @@ namespace rlflow {
   X(algorithm.rollout_correction.loss_type, "ppo_clip|reinforce", "bypass-mode loss")                               \
   X(trainer.project_name, "", "project name (logs, checkpoint path)")                                               \
   X(trainer.experiment_name, "", "experiment name (logs, checkpoint path)")                                         \
-  X(trainer.logger, "console|jsonl", "metric sinks, e.g. [console,jsonl]")                                          \
+  X(trainer.logger, "console|file|jsonl|tensorboard|wandb|swanlab|mlflow|vemlp_wandb|clearml|trackio",             \
+    "metric sinks, e.g. [console,tensorboard]: console prints, file / jsonl write metrics.jsonl, tensorboard writes event files; hosted ones only print a notice") \
   X(trainer.nnodes, "", "nodes of the trainer pool")                                                                \
   X(trainer.n_gpus_per_node, "", "devices per node of the trainer pool")                                            \
   X(trainer.total_epochs, "", "passes over the training prompts")                                                   \
@@ -177,6 +178,8 @@ namespace rlflow {
   X(trainer.balance_batch, "", "balance sequence lengths across DP ranks")                                          \
   X(trainer.val_before_train, "", "validate before the first step")                                                 \
   X(trainer.log_val_generations, "", "validation generations logged per validation")                               \
+  X(trainer.rollout_data_dir, "", "write each step's generations to <dir>/<step>.jsonl (input, output, score, step); empty: none") \
+  X(trainer.val_only, "", "run the validation once and stop (needs data.val_files)")                               \
   X(trainer.log_freq, "", "rlflow: print a progress line every this many steps (the first and last always)")     \
   X(trainer.log_train_generations, "", "rlflow: (prompt, response, score) samples printed with each progress line")  \
   X(trainer.max_actor_ckpt_to_keep, "", "actor checkpoints kept; null: all")                                        \
@@ -265,13 +268,14 @@ constexpr bool one_of(std::string_view v, std::string_view choices) {
 }
 constexpr bool choice_ok(config_string const& v, std::string_view choices) { return one_of(v.view(), choices); }
 constexpr bool choice_ok(string_list const& v, std::string_view choices) {
-  std::string_view s = v.joined.view();
-  while (!s.empty()) {
-    auto const comma = s.find(',');
-    if (!one_of(s.substr(0, comma), choices)) return false;
-    if (comma == std::string_view::npos) break;
-    s.remove_prefix(comma + 1);
-  }
+  // an index loop: g++ 12 cannot evaluate string_view::find's pointer test on a member array at compile time
+  std::string_view const s = v.joined.view();
+  std::size_t start = 0;
+  for (std::size_t i = 0; i <= s.size(); ++i)
+    if (i == s.size() || s[i] == ',') {
+      if (i > start && !one_of(s.substr(start, i - start), choices)) return false;
+      start = i + 1;
+    }
   return true;
 }
 template <class T>

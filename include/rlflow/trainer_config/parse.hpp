@@ -4,6 +4,7 @@
 // Part of rlflow/config/trainer_config.hpp (include that one).
 #pragma once
 #include <rlflow/trainer_config/keys.hpp>
+#include <algorithm>     // std::clamp
 #include <charconv>      // std::from_chars
 #include <cmath>         // std::isfinite
 #include <cstdlib>       // std::strtod
@@ -38,8 +39,29 @@ RLFLOW_DECL std::vector<std::string_view> split_choices(std::string_view choices
 
 RLFLOW_DECL key_info const* find_key(std::string_view name);
 
-//! The key or a config_error naming the closest known key.
+//! The key or a config_error; it suggests a key only when one is close: a key whose last parts are
+//! 'name' (a bare 'train_batch_size'), or a key of the same section within a small edit distance.
 RLFLOW_DECL key_info const& require_key(std::string_view name, std::string_view where = "");
+
+//! The suggestion require_key makes for an unknown 'name' among the rlflow and verl keys; empty: none close.
+RLFLOW_DECL std::string key_suggestion(std::string_view name);
+
+//! Sets 'name' to a value: a key of the table (store), or a verl key of verl_key_rules (an alias
+//! stores into its rlflow key; a no-effect key is remembered for the start-up notice; a rejected
+//! key is an error naming why and the rlflow equivalent, unless the value is verl's default).
+//! 'where' is the message prefix store takes ("" or "file:line: ").
+RLFLOW_DECL void apply_key(TrainerConfig& cfg, std::string_view name, std::string_view text, bool quoted, bool is_null,
+                           std::vector<std::string> const* list_items, std::string_view where);
+
+//! A value as verl writes it, for the comparison with verl's default: lower case, unquoted, null /
+//! None / ~ as "null", numbers in shortest form, lists as [a, b].
+RLFLOW_DECL std::string verl_value_text(std::string_view text, bool quoted, bool is_null, std::vector<std::string> const* items);
+
+//! One line per verl key of 'cfg' that has no effect here: "KEY has no effect here: WHY".
+RLFLOW_DECL std::vector<std::string> verl_key_notices(TrainerConfig const& cfg);
+
+//! verl's keys outside the key table as Markdown rows: | `key` | what rlflow does | (docs/configuration.md).
+RLFLOW_DECL std::string verl_keys_markdown();
 
 //! Formats a double the way the docs and messages show it (shortest round-trip form).
 RLFLOW_DECL std::string format_number(double v);

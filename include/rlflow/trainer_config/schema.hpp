@@ -4,6 +4,7 @@
 #pragma once
 #include <rlflow/config/estimators.hpp>  // estimator_of (uses_critic)
 #include <rlflow/trainer_config/values.hpp>
+#include <rlflow/trainer_config/verl_keys.hpp>  // verl_key_rule_words
 #include <array>         // std::array (optim.betas)
 #include <cstdint>
 #include <string>
@@ -289,7 +290,8 @@ struct CustomRewardFunctionConfig {
 struct TrainerSection {
   config_string project_name = "verl_examples";
   config_string experiment_name = "gsm8k";
-  string_list logger = "console";
+  //! Metric sinks (verl's names): console, file / jsonl, tensorboard; hosted ones are accepted with a notice.
+  string_list logger = "console,file";
   std::int64_t nnodes = 1;
   std::int64_t n_gpus_per_node = 8;
   std::int64_t total_epochs = 30;
@@ -303,6 +305,8 @@ struct TrainerSection {
   bool balance_batch = true;
   bool val_before_train = true;
   std::int64_t log_val_generations = 0;
+  config_string rollout_data_dir = "";  //!< verl: one <step>.jsonl of generations per step here; empty: none
+  bool val_only = false;                //!< verl: validate once and stop (no training)
   std::int64_t log_freq = 1;               // rlflow: a console line every this many steps
   std::int64_t log_train_generations = 0;  // rlflow: samples printed with each console line
   nullable<std::int64_t> max_actor_ckpt_to_keep{};
@@ -330,6 +334,9 @@ struct TrainerConfig {
   AsyncTrainingConfig async_training{};
   std::int64_t seed = 42;               //!< rlflow: master seed (model init, sampling, shuffling)
   std::int64_t max_colocate_count = 3;  //!< verl: ResourcePoolManager.max_colocate_count
+  //! verl keys given that have no effect here (one bit per row of detail::verl_key_rules); the
+  //! Trainer prints a notice for each at start-up. Not a key: never dumped or loaded.
+  std::array<std::uint64_t, detail::verl_key_rule_words> verl_keys_without_effect{};
 
   // ---- derived values (verl's interpolations and rules) ----
   //! Devices of the trainer pool: trainer.nnodes × trainer.n_gpus_per_node.

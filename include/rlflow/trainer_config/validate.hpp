@@ -6,6 +6,7 @@
 #include <rlflow/trainer_config/parse.hpp>
 #include <cmath>
 #include <cstdint>
+#include <numeric>  // std::gcd
 #include <string>
 #include <string_view>
 #include <vector>

@@ -160,6 +160,31 @@ RLFLOW_DECL void print_samples(DataProto const& batch, std::int64_t log_train_ge
   std::fflush(stdout);
 }
 
+RLFLOW_DECL void dump_generations(DataProto const& batch, model::Tokenizer const& tok, std::int64_t step,
+                                  std::filesystem::path const& dir) {
+  Tensor const& p = batch.tensor("prompts");
+  Tensor const& r = batch.tensor("responses");
+  auto const scores = detail::row_sums(batch.tensor("token_level_scores"));
+  auto const P = p.dim(1), R = r.dim(1);
+  std::string text;
+  for (std::int64_t row = 0; row < batch.size(); ++row) {
+    auto const pr = p.span<std::int32_t>().subspan(static_cast<std::size_t>(row * P), static_cast<std::size_t>(P));
+    auto const re = r.span<std::int32_t>().subspan(static_cast<std::size_t>(row * R), static_cast<std::size_t>(R));
+    nlohmann::json j;
+    j["input"] = tok.decode(pr);
+    j["output"] = tok.decode(re);
+    j["score"] = scores[static_cast<std::size_t>(row)];
+    j["step"] = step;
+    text += j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec)
+    throw io_error(msg("rlflow::Trainer: trainer.rollout_data_dir=", dir.string(), " cannot be created (", ec.message(),
+                       "); give a writable folder or clear the key"));
+  rlflow::detail::write_file_atomic(dir / (std::to_string(step) + ".jsonl"), text);
+}
+
 RLFLOW_DECL std::string quoted(std::string const& s) {
   std::string out = "'";
   for (char c : s) out += c == '\n' ? std::string("\\n") : std::string(1, c);
@@ -201,7 +226,7 @@ RLFLOW_DECL std::string check_resume_config(nlohmann::json const& saved, std::st
       "trainer.total_epochs", "trainer.total_training_steps", "trainer.resume_mode", "trainer.resume_from_path",
       "trainer.default_local_dir", "trainer.save_freq", "trainer.project_name", "trainer.experiment_name",
       "trainer.logger", "trainer.max_actor_ckpt_to_keep", "trainer.max_critic_ckpt_to_keep", "trainer.test_freq",
-      "trainer.val_before_train", "trainer.log_val_generations"};
+      "trainer.val_before_train", "trainer.log_val_generations", "trainer.rollout_data_dir", "trainer.val_only"};
   auto const in = [](std::string_view k, auto const& list) {
     for (auto x : list)
       if (x == k) return true;

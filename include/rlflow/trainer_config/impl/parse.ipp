@@ -63,15 +63,51 @@ RLFLOW_DECL key_info const* find_key(std::string_view name) {
   return nullptr;
 }
 
+RLFLOW_DECL std::string key_suggestion(std::string_view name) {
+  auto const section = [](std::string_view s) { auto p = s.rfind('.'); return p == s.npos ? std::string_view{} : s.substr(0, p); };
+  auto const leaf = [](std::string_view s) { auto p = s.rfind('.'); return p == s.npos ? s : s.substr(p + 1); };
+  std::vector<std::string_view> candidates = key_names();
+  for (auto const& r : verl_key_rules) candidates.push_back(r.key);
+  // a bare or partial key ('train_batch_size', 'rollout.n'): the first key that ends with it (rlflow's
+  // table before verl's other keys; the actor's before the critic's)
+  for (auto c : candidates)
+    if (c.size() > name.size() && c.substr(c.size() - name.size()) == name && c[c.size() - name.size() - 1] == '.')
+      return std::string(c);
+  // a typo in the last part: the same section, at most a quarter of the letters changed (1 to 3)
+  std::size_t const limit = std::clamp<std::size_t>(leaf(name).size() / 4, 1, 3);
+  std::string_view best;
+  std::size_t best_d = limit + 1;
+  for (auto c : candidates) {
+    if (section(c) != section(name)) continue;
+    std::size_t const d = edit_distance(leaf(name), leaf(c));
+    if (d < best_d) {
+      best_d = d;
+      best = c;
+    }
+  }
+  return std::string(best);
+}
+
 RLFLOW_DECL key_info const& require_key(std::string_view name, std::string_view where) {
   if (auto const* k = find_key(name)) return *k;
+  std::string const pre = where.empty() ? "" : std::string(where) + ": ";
   if (name.size() > 200)  // no key is that long; the edit distance would cost O(length) per key
-    throw config_error(msg(where.empty() ? "" : std::string(where) + ": ", "unknown config key '",
-                           std::string(name.substr(0, 80)), "...' (", name.size(),
+    throw config_error(msg(pre, "unknown config key '", std::string(name.substr(0, 80)), "...' (", name.size(),
                            " characters; no key is longer than 200); run with --help to list every key"));
-  std::string const hint = closest(name, key_names());
-  throw config_error(msg(where.empty() ? "" : std::string(where) + ": ", "unknown config key '", std::string(name),
-                         "'; did you mean '", hint, "'? (run with --help to list every key)"));
+  if (find_verl_key(name) != nullptr)
+    throw config_error(msg(pre, "'", std::string(name), "' is one of verl's keys that rlflow accepts on the command line "
+                           "and in files but does not store; it has no value to read (docs/configuration.md lists them)"));
+  std::string const hint = key_suggestion(name);
+  if (hint.empty()) {
+    auto const dot = name.rfind('.');
+    throw config_error(msg(pre, "unknown config key '", std::string(name), "'",
+                           dot == std::string_view::npos ? std::string()
+                                                         : msg(" (no key of section '", std::string(name.substr(0, dot)),
+                                                               "' is close)"),
+                           "; run with --help to list every key"));
+  }
+  throw config_error(msg(pre, "unknown config key '", std::string(name), "'; did you mean '", hint,
+                         "'? (run with --help to list every key)"));
 }
 
 RLFLOW_DECL std::string format_number(double v) {
@@ -336,8 +372,7 @@ RLFLOW_DECL void flatten_json(nlohmann::json const& j, std::string const& prefix
 RLFLOW_DECL void apply_entries(TrainerConfig& cfg, std::vector<flat_entry> const& entries, std::string_view source) {
   for (auto const& e : entries) {
     std::string const where = e.line > 0 ? msg(source, ":", e.line, ": ") : msg(source, ": ");
-    auto const& k = require_key(e.key, where.substr(0, where.size() - 2));
-    store(cfg, k, e.text, e.quoted, e.is_null, e.is_list ? &e.items : nullptr, where);
+    apply_key(cfg, e.key, e.text, e.quoted, e.is_null, e.is_list ? &e.items : nullptr, where);
   }
 }
 
@@ -355,11 +390,79 @@ RLFLOW_DECL std::string read_text_file(std::string const& path) {
   return ss.str();
 }
 
+RLFLOW_DECL std::string verl_value_text(std::string_view text, bool quoted, bool is_null, std::vector<std::string> const* items) {
+  auto const one = [](std::string_view v, bool q) {
+    v = trim(v);
+    if (!q && v.size() >= 2 && (v.front() == '\'' || v.front() == '"') && v.back() == v.front()) v = v.substr(1, v.size() - 2);
+    if (!q && is_null_text(v)) return std::string("null");
+    std::string s(v);
+    char* end = nullptr;
+    double const x = s.empty() ? 0.0 : std::strtod(s.c_str(), &end);
+    if (!s.empty() && end == s.c_str() + s.size() && std::isfinite(x)) return format_number(x);
+    return lower(s);
+  };
+  if (is_null) return "null";
+  std::vector<std::string> list;
+  if (items != nullptr) list = *items;
+  else if (!quoted && trim(text).substr(0, 1) == "[") list = parse_list_text(text);
+  else return one(text, quoted);
+  std::string out = "[";
+  for (auto const& it : list) out += (out.size() > 1 ? ", " : "") + one(it, false);
+  return out + "]";
+}
+
+RLFLOW_DECL void apply_key(TrainerConfig& cfg, std::string_view name, std::string_view text, bool quoted, bool is_null,
+                           std::vector<std::string> const* list_items, std::string_view where) {
+  if (auto const* k = find_key(name)) return store(cfg, *k, text, quoted, is_null, list_items, where);
+  auto const* r = find_verl_key(name);
+  if (r == nullptr) {
+    require_key(name, where.size() >= 2 ? where.substr(0, where.size() - 2) : where);  // throws, with a suggestion
+    return;
+  }
+  switch (r->use) {
+    case verl_key_use::alias:
+      return store(cfg, require_key(r->why), text, quoted, is_null, list_items, where);
+    case verl_key_use::no_effect: {
+      auto const row = static_cast<std::size_t>(r - verl_key_rules);
+      cfg.verl_keys_without_effect[row / 64] |= std::uint64_t{1} << (row % 64);
+      return;
+    }
+    case verl_key_use::rejected: {
+      // verl's default means the feature is off: nothing to do
+      if (verl_value_text(text, quoted, is_null, list_items) == verl_value_text(r->verl_default, false, false, nullptr)) return;
+      throw config_error(msg(where, "verl key '", r->key, "' is not supported here: ", r->why, "; ", r->instead,
+                             " (verl's default '", r->verl_default, "' is accepted)"));
+    }
+  }
+}
+
+RLFLOW_DECL std::vector<std::string> verl_key_notices(TrainerConfig const& cfg) {
+  std::vector<std::string> out;
+  for (std::size_t row = 0; row < verl_key_rule_count; ++row)
+    if ((cfg.verl_keys_without_effect[row / 64] >> (row % 64)) & 1u)
+      out.push_back(msg(verl_key_rules[row].key, " has no effect here: ", verl_key_rules[row].why));
+  return out;
+}
+
+RLFLOW_DECL std::string verl_keys_markdown() {
+  std::ostringstream os;
+  os << "| verl key | rlflow |\n| --- | --- |\n";
+  for (auto const& r : verl_key_rules) {
+    os << "| `" << r.key << "` | ";
+    switch (r.use) {
+      case verl_key_use::alias: os << "same as `" << r.why << "`"; break;
+      case verl_key_use::no_effect: os << "no effect (notice): " << r.why; break;
+      case verl_key_use::rejected: os << "rejected unless `" << r.verl_default << "`: " << r.why << "; " << r.instead; break;
+    }
+    os << " |\n";
+  }
+  return os.str();
+}
+
 }  // namespace detail
 
 RLFLOW_DECL void TrainerConfig::set(std::string_view key, std::string_view value) {
-  auto const& k = detail::require_key(detail::trim(key));
-  detail::store(*this, k, value, false, false, nullptr, "");
+  detail::apply_key(*this, detail::trim(key), value, false, false, nullptr, "");
 }
 
 RLFLOW_DECL std::string TrainerConfig::get(std::string_view key) const {
@@ -516,7 +619,9 @@ RLFLOW_DECL std::string config_help(TrainerConfig const& defaults) {
   std::ostringstream os;
   os << "rlflow configuration keys (override with key=value; load files with --config FILE.{yaml,json}).\n"
         "Keys marked [not honoured] are accepted for verl compatibility but the Trainer does not act on them:\n"
-        "it rejects a non-default value (or warns where ignoring it is harmless). Every other key is honoured.\n";
+        "it rejects a non-default value (or warns where ignoring it is harmless). Every other key is honoured.\n"
+        "verl's other keys (FSDP, vLLM, profiler, ...) are accepted with a start-up notice or rejected with the\n"
+        "rlflow equivalent; docs/configuration.md lists each.\n";
   for (auto const& k : detail::config_keys) {
     os << "  " << k.name << " = " << detail::value_text(defaults, k) << "  (" << detail::kind_name(k.kind);
     if (!k.choices.empty()) os << ": " << k.choices;

@@ -43,10 +43,12 @@ RLFLOW_DECL std::string explain(config_check_id id, TrainerConfig const& c) {
                  c.uses_critic() ? msg(" and critic.ulysses_sequence_parallel_size=", c.critic.ulysses_sequence_parallel_size) : "",
                  " (each at least 1); set ulysses_sequence_parallel_size to a divisor of ", W);
     case config_check_id::real_batch_divisible_by_world: {
-      auto const lo = (B * n) / W * W, hi = lo + W;
+      // B * n is a multiple of W exactly when B is a multiple of W / gcd(W, n): suggest reachable B
+      std::int64_t const step = n > 0 ? W / std::gcd(W, n) : W;
+      auto const lo = B / step * step, hi = lo + step;
       return msg("data.train_batch_size=", B, " * actor_rollout_ref.rollout.n=", n, " = ", B * n,
-                 " rows must be divisible by ", world_txt, "; set data.train_batch_size so that B * n is a multiple of ",
-                 W, " (e.g. B * n = ", lo > 0 ? lo : hi, " or ", lo > 0 ? hi : hi + W, ") or change the device count");
+                 " rows must be divisible by ", world_txt, "; set data.train_batch_size to a multiple of ", step,
+                 " (e.g. ", lo > 0 ? lo : hi, " or ", lo > 0 ? hi : hi + step, ") or change the device count");
     }
     case config_check_id::actor_micro_exclusive:
       return msg("actor_rollout_ref.actor.ppo_micro_batch_size=", opt_text(a.ppo_micro_batch_size),
