@@ -519,8 +519,8 @@ class BasicActorRolloutRef {
     }
   }
   //! This rank's actor gradient buffer as the last mini-batch of update_actor left it (averaged
-  //! across the DP ranks and clipped by the optimizer step; this rank's shard under training TP),
-  //! for tests and tools.
+  //! across the DP ranks, before the optimizer's clip factor; this rank's shard under training TP),
+  //! for tests and tools (CPU engines).
   std::vector<float> actor_grads() const { return {actor_.grads().begin(), actor_.grads().end()}; }
   //! This rank's rollout weights (its TP shard, in ShardLayout order), for tests and tools (CPU engines).
   std::vector<float> rollout_weights() const {
