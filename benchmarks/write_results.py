@@ -37,6 +37,7 @@ RUNS = [
     ("hf_tokenizer", "benchmarks/tokenizer/bench_hf_tokenizer", "", [], ONE),
     ("chat_template", "benchmarks/tokenizer/bench_chat_template", "", [], ONE),
     ("llama_family", "benchmarks/engine/bench_llama", "", ["--benchmark_repetitions=3"], ONE),
+    ("packing", "benchmarks/engine/bench_packing", "", ["--benchmark_repetitions=3"], ONE),
     ("trainer_modes", "benchmarks/trainer/bench_trainer_modes", "", ["--benchmark_min_time=3"], ONE),
 ]
 
