@@ -1,5 +1,6 @@
 // rlflow/model/gpt.hpp: the built-in policy model, a GPT-2 (llm.c's train_gpt2.c as the anchor).
-// Defines GPT: the CPU trunk forward/backward over padded (B, T) batches with an LM head (tied to
+// Defines GPT: the CPU trunk forward/backward over padded (B, T) batches, or over packed rows
+// (forward_packed: sequences end to end, attention bounded per sequence), with an LM head (tied to
 // wte; fused log-softmax, log-prob, entropy) or a value head (critic); GPTConfig, ParamLayout and
 // init_params live in param_layout.hpp (included). Training tensor parallelism (Megatron-style):
 // a GPT built with a TPRank of size N > 1 and its TP group's communicator holds one rank's shard
@@ -142,7 +143,8 @@ class ActivationLayout {
 
 //! The CPU GPT: parameters plus the activations of the last forward. Trunk code is shared by the
 //! LM head (policy) and the value head (critic). Call order for training:
-//!   forward(ids, mask) -> select_rows(h0, R) -> {logprob_forward | value_forward}
+//!   {forward(ids, mask) -> select_rows(h0, R) | forward_packed(ids, cu_seqlens, n) -> select_tokens(rows)}
+//!   -> {logprob_forward | value_forward}
 //!   -> {logprob_backward | value_backward}(grads).
 //! Gradients accumulate (+=) into a caller-owned flat buffer laid out like params().
 class GPT {
