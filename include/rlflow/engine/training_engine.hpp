@@ -1,7 +1,9 @@
 // rlflow/engine/training_engine.hpp: the training engine of the built-in GPT (policy or critic).
 // Defines LogProbResult and TrainingEngine: per-token log-probs and entropy of padded (B, T)
 // batches (verl's alignment: column j is response token j), backward from per-token loss
-// gradients, gradient accumulation, and the AdamW step. Buffers are allocated once and reused.
+// gradients, gradient accumulation, and the AdamW step; optionally over the rows' real tokens
+// only (set_remove_padding: packed sequences, same shapes in and out). Buffers are allocated once
+// and reused.
 // Does not compute losses (kernels/) or communicate across data-parallel ranks (the trainer
 // averages grads() across them). Training tensor parallelism (Megatron-style, an engine built with
 // a TPRank of size N > 1 and its TP group's communicator): the engine holds one rank's shard of
