@@ -154,8 +154,8 @@ class TrainingEngine {
   void set_remove_padding(bool on) {
     if (tp().size > 1 && on)
       throw config_error(msg("rlflow::engine::TrainingEngine::set_remove_padding: packed sequences are not available with training "
-                             "tensor parallelism (TP ", tp().size, "); set actor_rollout_ref.model.use_remove_padding=false or "
-                             "actor_rollout_ref.actor.megatron.tensor_model_parallel_size=1"));
+                             "tensor parallelism (TP ", tp().size, "); set actor_rollout_ref.model.use_remove_padding=false (and "
+                             "critic.model.use_remove_padding=false) or actor_rollout_ref.actor.megatron.tensor_model_parallel_size=1"));
     packed_ = on;
     last_ = Last::none;
   }
