@@ -690,6 +690,7 @@ TEST_CASE("each start-up check fires alone with the keys, values and a fix", "[c
       {"ref_log_prob_micro", {"actor_rollout_ref.actor.use_kl_loss=true", "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=null"}, {"use_kl_loss=true", "set actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu"}},
       {"rollout_log_prob_micro", {"actor_rollout_ref.rollout.log_prob_micro_batch_size=64"}, {"log_prob_micro_batch_size=64"}},
       {"dynamic_bsz_consistent", {"actor_rollout_ref.rollout.log_prob_use_dynamic_bsz=true"}, {"use_dynamic_bsz=false", "log_prob_use_dynamic_bsz=true"}},
+      {"dynamic_bsz_budget_fits", {"actor_rollout_ref.actor.use_dynamic_bsz=true", "actor_rollout_ref.rollout.log_prob_use_dynamic_bsz=true", "actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu=100"}, {"actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu=100", "data.max_prompt_length=", "set actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu="}},
       {"val_sampling_temperature", {"actor_rollout_ref.rollout.val_kwargs.do_sample=true"}, {"val_kwargs.temperature > 0, got 0"}},
       {"sampling_ranges", {"actor_rollout_ref.rollout.top_p=0"}, {"top_p=0"}},
       {"otb_sum_pi_squared", {"algorithm.adv_estimator=optimal_token_baseline"}, {"calculate_sum_pi_squared=true"}},

@@ -124,7 +124,7 @@ TEST_CASE("every key of verl's trainer config is honoured, an alias, without eff
   }
   // the keys of a typical verl GRPO script are accepted
   TrainerConfig c;
-  for (auto const* k : {"actor_rollout_ref.model.use_remove_padding", "actor_rollout_ref.actor.fsdp_config.param_offload",
+  for (auto const* k : {"actor_rollout_ref.actor.fsdp_config.optimizer_offload", "actor_rollout_ref.actor.fsdp_config.param_offload",
                         "actor_rollout_ref.rollout.name", "actor_rollout_ref.rollout.mode"}) {
     auto const* r = rlflow::detail::find_verl_key(k);
     REQUIRE(r != nullptr);
@@ -194,7 +194,7 @@ TEST_CASE("each verl key behaves as its class says", "[config][verl]") {
   }
   // two no-effect keys give two notices, in the table's order
   TrainerConfig c;
-  c.apply_overrides({"actor_rollout_ref.rollout.name=vllm", "actor_rollout_ref.model.use_remove_padding=True"});
+  c.apply_overrides({"actor_rollout_ref.rollout.name=vllm", "actor_rollout_ref.actor.fsdp_config.param_offload=True"});
   CHECK(notice_keys(c).size() == 2);
 }
 
@@ -282,7 +282,7 @@ std::vector<std::string> quickstart_args(rlflow::examples::DemoFiles const& f, f
           "data.truncation='error'",
           "actor_rollout_ref.model.path=" + f.model_dir.string(),
           "actor_rollout_ref.actor.optim.lr=5e-7",
-          "actor_rollout_ref.model.use_remove_padding=False",
+          "actor_rollout_ref.model.use_remove_padding=True",
           "actor_rollout_ref.actor.entropy_coeff=0.001",
           "actor_rollout_ref.actor.ppo_mini_batch_size=64",
           "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=20",
@@ -332,7 +332,7 @@ TEST_CASE("verl's GRPO GSM8K quickstart command line starts, with notices only f
     auto const* r = rlflow::detail::find_verl_key(a.substr(0, a.find('=')));
     if (r && r->use == verl_key_use::no_effect) no_effect_given.insert(std::string(r->key));
   }
-  REQUIRE(no_effect_given.size() == 7);
+  REQUIRE(no_effect_given.size() == 6);
   rlflow::TrainerOptions opts;
   opts.console = false;
   Trainer t(cl.config, opts);

@@ -1,7 +1,9 @@
 // rlflow/engine/training_engine.hpp: the training engine of the built-in GPT (policy or critic).
 // Defines LogProbResult and TrainingEngine: per-token log-probs and entropy of padded (B, T)
 // batches (verl's alignment: column j is response token j), backward from per-token loss
-// gradients, gradient accumulation, and the AdamW step. Buffers are allocated once and reused.
+// gradients, gradient accumulation, and the AdamW step; optionally over the rows' real tokens
+// only (set_remove_padding: packed sequences, same shapes in and out). Buffers are allocated once
+// and reused.
 // Does not compute losses (kernels/) or communicate across data-parallel ranks (the trainer
 // averages grads() across them). Training tensor parallelism (Megatron-style, an engine built with
 // a TPRank of size N > 1 and its TP group's communicator): the engine holds one rank's shard of
@@ -42,6 +44,38 @@ inline void check_batch(char const* fn, Tensor const& ids, Tensor const& mask, i
     throw shape_error(msg("rlflow::engine::TrainingEngine::", fn, ": response_length = ", R, " must be in [1, T - 1 = ",
                           ids.dim(1) - 1, "]; the first position has no predecessor to predict it"));
 }
+//! The rows of a padded (B, T) batch packed end to end without their padding (attention_mask 0),
+//! and the positions that score response column j of row b: the token before padded position
+//! T - R + j, when both that token and the scored one are real (a column whose token or
+//! predecessor is padding has no score: 0 in the outputs, as verl's pad_input leaves it).
+//! verl: dp_actor's use_remove_padding (unpad_input / index_first_axis, pad_input).
+struct PackedBatch {
+  std::vector<std::int32_t> ids;      //!< (N) the real tokens, row after row
+  std::vector<std::int32_t> cu;       //!< (B + 1) token offsets of the rows
+  std::vector<std::int32_t> head;     //!< packed index of each scored position's predecessor
+  std::vector<std::int32_t> slot;     //!< b R + j of each scored position
+  std::vector<std::int32_t> targets;  //!< the scored tokens
+  void pack(std::int32_t const* in_ids, std::int32_t const* mask, int B, int T, int R) {
+    ids.clear(), head.clear(), slot.clear(), targets.clear();
+    cu.assign(std::size_t(B) + 1, 0);
+    for (int b = 0; b < B; ++b) {
+      std::int32_t const* m = mask + std::size_t(b) * T;
+      std::int32_t const* x = in_ids + std::size_t(b) * T;
+      for (int t = 0; t < T; ++t) {
+        if (m[t] == 0) continue;
+        int const p = t + 1;  // the position this token predicts
+        if (p >= T - R && p < T && m[p] != 0) {
+          head.push_back(std::int32_t(ids.size()));
+          slot.push_back(b * R + (p - (T - R)));
+          targets.push_back(x[p]);
+        }
+        ids.push_back(x[t]);
+      }
+      cu[std::size_t(b) + 1] = std::int32_t(ids.size());
+    }
+  }
+};
+
 inline void check_grad(char const* fn, char const* name, Tensor const& g, std::int64_t B, int R) {
   if (g.dtype() != DType::float32 || g.rank() != 2 || g.dim(0) != B || g.dim(1) != R)
     throw shape_error(msg("rlflow::engine::TrainingEngine::", fn, ": ", name, " is ", g.describe(), " but the last forward was (",
@@ -112,6 +146,21 @@ class TrainingEngine {
   std::span<float> grads() { return grads_.span<float>(); }
   std::span<float const> grads() const { return grads_.span<float const>(); }
 
+  //! Packed sequences (verl: actor_rollout_ref.model.use_remove_padding): forward / backward /
+  //! forward_values run over the rows' real tokens only, end to end, attention bounded per row
+  //! and positions restarting per row (model::GPT::forward_packed). Inputs and outputs keep their
+  //! padded (B, T) / (B, R) shapes; an output column whose token or predecessor is padding is 0
+  //! (its gradient input is ignored). The scored values equal the padded path's to rounding.
+  void set_remove_padding(bool on) {
+    if (tp().size > 1 && on)
+      throw config_error(msg("rlflow::engine::TrainingEngine::set_remove_padding: packed sequences are not available with training "
+                             "tensor parallelism (TP ", tp().size, "); set actor_rollout_ref.model.use_remove_padding=false (and "
+                             "critic.model.use_remove_padding=false) or actor_rollout_ref.actor.megatron.tensor_model_parallel_size=1"));
+    packed_ = on;
+    last_ = Last::none;
+  }
+  bool remove_padding() const { return packed_; }
+
   //! Log-probs (and entropy) of the last R tokens: log_probs[b, j] = log softmax(logits[b, T-R-1+j] / temperature)
   //! [ids[b, T-R+j]]. input_ids, attention_mask (B, T) int32. verl: actor.compute_log_prob.
   LogProbResult compute_log_prob(Tensor const& input_ids, Tensor const& attention_mask, int response_length,
@@ -124,6 +173,7 @@ class TrainingEngine {
                         float temperature = 1.0f, bool calculate_entropy = true) {
     detail::check_batch("forward", input_ids, attention_mask, response_length);
     int const B = static_cast<int>(input_ids.dim(0)), T = static_cast<int>(input_ids.dim(1)), R = response_length;
+    if (packed_) return forward_packed(input_ids, attention_mask, B, T, R, temperature, calculate_entropy);
     model_.forward(input_ids.data<std::int32_t>(), attention_mask.data<std::int32_t>(), B, T);
     model_.select_rows(T - R - 1, R);
     targets_.resize(std::size_t(B) * R);
@@ -136,6 +186,7 @@ class TrainingEngine {
     model_.logprob_forward(targets_.data(), temperature, out.log_probs.data<float>(),
                            calculate_entropy ? out.entropy.data<float>() : nullptr);
     last_ = Last::logprob;
+    last_packed_ = false;
     lastB_ = B;
     lastR_ = R;
     return out;
@@ -147,6 +198,14 @@ class TrainingEngine {
   Tensor sum_pi_squared() const {
     if (last_ != Last::logprob)
       throw value_error("rlflow::engine::TrainingEngine::sum_pi_squared: no scored batch; call compute_log_prob() or forward() first");
+    if (last_packed_) {
+      Tensor out = Tensor::zeros(DType::float32, Shape{lastB_, lastR_});
+      if (pk_.slot.empty()) return out;
+      std::vector<float> q(pk_.slot.size());
+      model_.sum_pi_squared(q.data());
+      scatter(q.data(), out);
+      return out;
+    }
     Tensor out = Tensor::empty(DType::float32, Shape{lastB_, lastR_});
     model_.sum_pi_squared(out.data<float>());
     return out;
@@ -159,6 +218,17 @@ class TrainingEngine {
       throw value_error("rlflow::engine::TrainingEngine::backward: no pending forward(); call forward() (not compute_values) first");
     detail::check_grad("backward", "dlogp", dlogp, lastB_, lastR_);
     if (dentropy.defined()) detail::check_grad("backward", "dentropy", dentropy, lastB_, lastR_);
+    if (last_packed_) {
+      if (!pk_.slot.empty()) {
+        std::size_t const n = pk_.slot.size();
+        buf_.resize(2 * n);
+        gather(dlogp, buf_.data());
+        if (dentropy.defined()) gather(dentropy, buf_.data() + n);
+        model_.logprob_backward(buf_.data(), dentropy.defined() ? buf_.data() + n : nullptr, grads());
+      }
+      last_ = Last::none;
+      return;
+    }
     model_.logprob_backward(dlogp.data<float>(), dentropy.defined() ? dentropy.data<float>() : nullptr, grads());
     last_ = Last::none;
   }
@@ -181,6 +251,17 @@ class TrainingEngine {
     int const B = static_cast<int>(input_ids.dim(0)), T = static_cast<int>(input_ids.dim(1)), R = response_length;
     if (!config().value_head)
       throw config_error("rlflow::engine::TrainingEngine::forward_values: the model has no value head; build the critic with GPTConfig::value_head = true");
+    if (packed_) {
+      Tensor v = Tensor::zeros(DType::float32, Shape{B, R});
+      if (pack(input_ids, attention_mask, B, T, R)) {
+        buf_.resize(pk_.slot.size());
+        model_.value_forward(buf_.data());
+        scatter(buf_.data(), v);
+      }
+      last_ = Last::value;
+      return v;
+    }
+    last_packed_ = false;
     model_.forward(input_ids.data<std::int32_t>(), attention_mask.data<std::int32_t>(), B, T);
     model_.select_rows(T - R - 1, R);
     Tensor v = Tensor::empty(DType::float32, Shape{B, R});
@@ -195,6 +276,15 @@ class TrainingEngine {
     if (last_ != Last::value)
       throw value_error("rlflow::engine::TrainingEngine::backward_values: no pending forward_values(); call it first");
     detail::check_grad("backward_values", "dvalues", dvalues, lastB_, lastR_);
+    if (last_packed_) {
+      if (!pk_.slot.empty()) {
+        buf_.resize(pk_.slot.size());
+        gather(dvalues, buf_.data());
+        model_.value_backward(buf_.data(), grads());
+      }
+      last_ = Last::none;
+      return;
+    }
     model_.value_backward(dvalues.data<float>(), grads());
     last_ = Last::none;
   }
@@ -294,6 +384,44 @@ class TrainingEngine {
 
  private:
   enum class Last { none, logprob, value };
+  //! Packs the batch and runs the packed trunk and the head rows; false when no column is scored
+  //! (nothing ran). Sets lastB_, lastR_ and last_packed_.
+  bool pack(Tensor const& input_ids, Tensor const& attention_mask, int B, int T, int R) {
+    pk_.pack(input_ids.data<std::int32_t>(), attention_mask.data<std::int32_t>(), B, T, R);
+    lastB_ = B;
+    lastR_ = R;
+    last_packed_ = true;
+    if (pk_.slot.empty()) return false;
+    model_.forward_packed(pk_.ids.data(), pk_.cu.data(), B);
+    model_.select_tokens(pk_.head);
+    return true;
+  }
+  LogProbResult forward_packed(Tensor const& input_ids, Tensor const& attention_mask, int B, int T, int R, float temperature,
+                               bool calculate_entropy) {
+    LogProbResult out;
+    out.log_probs = Tensor::zeros(DType::float32, Shape{B, R});
+    if (calculate_entropy) out.entropy = Tensor::zeros(DType::float32, Shape{B, R});
+    if (pack(input_ids, attention_mask, B, T, R)) {
+      std::size_t const n = pk_.slot.size();
+      buf_.resize(2 * n);
+      model_.logprob_forward(pk_.targets.data(), temperature, buf_.data(), calculate_entropy ? buf_.data() + n : nullptr);
+      scatter(buf_.data(), out.log_probs);
+      if (calculate_entropy) scatter(buf_.data() + n, out.entropy);
+    }
+    last_ = Last::logprob;
+    return out;
+  }
+  //! out (B, R) at the scored slots := v (one per scored position).
+  void scatter(float const* v, Tensor& out) const {
+    float* o = out.data<float>();
+    for (std::size_t i = 0; i < pk_.slot.size(); ++i) o[pk_.slot[i]] = v[i];
+  }
+  //! v (one per scored position) := g (B, R) at the scored slots.
+  void gather(Tensor const& g, float* v) const {
+    float const* x = g.data<float>();
+    for (std::size_t i = 0; i < pk_.slot.size(); ++i) v[i] = x[pk_.slot[i]];
+  }
+
   static std::vector<std::uint8_t> decay_mask(model::ShardLayout const& sl, model::ParamLayout const& lay) {
     std::vector<std::uint8_t> m(lay.size(), 0);
     for (auto const& t : lay.tensors())
@@ -322,6 +450,10 @@ class TrainingEngine {
   Tensor grads_;
   std::vector<std::int32_t> targets_;
   Last last_ = Last::none;
+  bool packed_ = false;       //!< set_remove_padding
+  bool last_packed_ = false;  //!< the pending forward was packed
+  detail::PackedBatch pk_;    //!< the packed batch of the last packed forward
+  std::vector<float> buf_;    //!< per scored position outputs / gradients
   std::int64_t lastB_ = 0;
   int lastR_ = 0;
 };

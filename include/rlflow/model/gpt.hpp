@@ -1,5 +1,6 @@
 // rlflow/model/gpt.hpp: the built-in policy model, a GPT-2 (llm.c's train_gpt2.c as the anchor).
-// Defines GPT: the CPU trunk forward/backward over padded (B, T) batches with an LM head (tied to
+// Defines GPT: the CPU trunk forward/backward over padded (B, T) batches, or over packed rows
+// (forward_packed: sequences end to end, attention bounded per sequence), with an LM head (tied to
 // wte; fused log-softmax, log-prob, entropy) or a value head (critic); GPTConfig, ParamLayout and
 // init_params live in param_layout.hpp (included). Training tensor parallelism (Megatron-style):
 // a GPT built with a TPRank of size N > 1 and its TP group's communicator holds one rank's shard
@@ -76,7 +77,8 @@ inline void positions_from_mask(std::int32_t* pos, std::uint8_t* valid, std::int
 
 //! The CPU GPT: parameters plus the activations of the last forward. Trunk code is shared by the
 //! LM head (policy) and the value head (critic). Call order for training:
-//!   forward(ids, mask) -> select_rows(h0, R) -> {logprob_forward | value_forward}
+//!   {forward(ids, mask) -> select_rows(h0, R) | forward_packed(ids, cu_seqlens, n) -> select_tokens(rows)}
+//!   -> {logprob_forward | value_forward}
 //!   -> {logprob_backward | value_backward}(grads).
 //! Gradients accumulate (+=) into a caller-owned flat buffer laid out like params().
 class GPT {
@@ -186,21 +188,77 @@ class GPT {
     if (T > cfg_.max_seq_len)
       throw shape_error(msg("rlflow::model::GPT::forward: T = ", T, " positions exceed max_seq_len = ", cfg_.max_seq_len,
                             "; shorten the sequences or raise GPTConfig::max_seq_len"));
-    int const V = cfg_.vocab_size, C = cfg_.n_embd, NH = sl_.local_heads(), L = cfg_.n_layer;
-    int const Cl = sl_.local_embd(), F = sl_.local_ff();
+    int const V = cfg_.vocab_size;
     for (std::int64_t i = 0; i < std::int64_t{B} * T; ++i)
       if (ids[i] < 0 || ids[i] >= V)
         throw value_error(msg("rlflow::model::GPT::forward: token ", ids[i], " at (", i / T, ", ", i % T,
                               ") is outside the vocabulary [0, ", V, "); check the tokenizer and GPTConfig::vocab_size"));
     B_ = B;
     T_ = T;
+    packed_ = false;
     al_ = ActivationLayout(cfg_, B, T);
-    float* a = acts_.ensure(al_.size());
     ids_.assign(ids, ids + std::size_t(B) * T);
     pos_.resize(std::size_t(B) * T);
     valid_.resize(std::size_t(B) * T);
     detail::positions_from_mask(pos_.data(), valid_.data(), mask, B, T);
-    std::size_t const N = std::size_t(B) * T;
+    trunk_forward();
+  }
+
+  //! Packed trunk forward (no padding): ids (N) holds nseq sequences end to end, sequence s at
+  //! [cu_seqlens[s], cu_seqlens[s + 1]) (cu_seqlens: nseq + 1 offsets from 0 to N, non-decreasing).
+  //! Attention stays inside each sequence and positions restart at 0 per sequence, so every token
+  //! gets the activations it has in forward() over the padded rows. Head rows: select_tokens().
+  //! verl: use_remove_padding (unpad_input and flash-attn's varlen kernels).
+  void forward_packed(std::int32_t const* ids, std::int32_t const* cu_seqlens, int nseq) {
+    if (nseq < 1) throw shape_error(msg("rlflow::model::GPT::forward_packed: nseq = ", nseq, " must be >= 1"));
+    if (cu_seqlens[0] != 0)
+      throw shape_error(msg("rlflow::model::GPT::forward_packed: cu_seqlens[0] = ", cu_seqlens[0], " must be 0"));
+    int longest = 0;
+    for (int s = 0; s < nseq; ++s) {
+      int const n = cu_seqlens[s + 1] - cu_seqlens[s];
+      if (n < 0)
+        throw shape_error(msg("rlflow::model::GPT::forward_packed: cu_seqlens decreases at sequence ", s, " (", cu_seqlens[s],
+                              " then ", cu_seqlens[s + 1], "); offsets must be non-decreasing"));
+      longest = std::max(longest, n);
+    }
+    int const N = cu_seqlens[nseq];
+    if (N < 1) throw shape_error("rlflow::model::GPT::forward_packed: no tokens (cu_seqlens[nseq] = 0)");
+    if (longest > cfg_.max_seq_len)
+      throw shape_error(msg("rlflow::model::GPT::forward_packed: a sequence of ", longest, " tokens exceeds max_seq_len = ",
+                            cfg_.max_seq_len, "; shorten the sequences or raise GPTConfig::max_seq_len"));
+    int const V = cfg_.vocab_size;
+    for (int i = 0; i < N; ++i)
+      if (ids[i] < 0 || ids[i] >= V)
+        throw value_error(msg("rlflow::model::GPT::forward_packed: token ", ids[i], " at packed index ", i,
+                              " is outside the vocabulary [0, ", V, "); check the tokenizer and GPTConfig::vocab_size"));
+    B_ = 1;
+    T_ = N;
+    packed_ = true;
+    nseq_ = nseq;
+    cu_.assign(cu_seqlens, cu_seqlens + nseq + 1);
+    off_.resize(std::size_t(nseq) + 1);
+    off_[0] = 0;
+    int const NH = sl_.local_heads();
+    for (int s = 0; s < nseq; ++s) {
+      std::size_t const n = std::size_t(cu_[std::size_t(s) + 1] - cu_[std::size_t(s)]);
+      off_[std::size_t(s) + 1] = off_[std::size_t(s)] + std::size_t(NH) * n * n;
+    }
+    al_ = ActivationLayout(cfg_, std::size_t(N), off_.back());
+    ids_.assign(ids, ids + N);
+    pos_.resize(std::size_t(N));
+    valid_.assign(std::size_t(N), 1);
+    for (int s = 0; s < nseq; ++s)
+      for (int i = cu_[std::size_t(s)]; i < cu_[std::size_t(s) + 1]; ++i) pos_[std::size_t(i)] = i - cu_[std::size_t(s)];
+    trunk_forward();
+  }
+
+ private:
+  //! The trunk over ids_, pos_, valid_ (and the packed offsets) with al_ set.
+  void trunk_forward() {
+    float* a = acts_.ensure(al_.size());
+    int const C = cfg_.n_embd, NH = sl_.local_heads(), L = cfg_.n_layer;
+    int const Cl = sl_.local_embd(), F = sl_.local_ff();
+    std::size_t const N = std::size_t(B_) * T_;
     float const* P = params_.data<float>();
     if (cfg_.llama_family()) {
       forward_llama();
@@ -220,7 +278,7 @@ class GPT {
       float const* res = a + al_.residual_in(l);
       layers::layernorm_forward(a + A.ln1, a + A.ln1_mean, a + A.ln1_rstd, res, P + W.ln1_w, P + W.ln1_b, int(N), C);
       layers::linear_nt_forward(a + A.qkv, a + A.ln1, P + W.qkv_w, P + W.qkv_b, int(N), C, 3 * Cl);
-      layers::attention_forward(a + A.atty, a + A.att, a + A.qkv, valid_.data(), B, T, Cl, NH);
+      attention(a + A.atty, a + A.att, a + A.qkv, layers::QKVLayout::gpt2(Cl, NH));
       row_parallel_forward(a + A.res2, res, a + A.atty, P + W.proj_w, P + W.proj_b, int(N), Cl);
       layers::layernorm_forward(a + A.ln2, a + A.ln2_mean, a + A.ln2_rstd, a + A.res2, P + W.ln2_w, P + W.ln2_b,
                                 int(N), C);
@@ -230,20 +288,53 @@ class GPT {
     }
     head_rows_ = 0;
   }
+  //! Attention over this forward's rows: padded (B_, T_) with valid_, or per packed sequence.
+  void attention(float* y, float* probs, float const* qkv, layers::QKVLayout L) const {
+    if (packed_) layers::attention_forward_varlen(y, probs, qkv, cu_.data(), off_.data(), nseq_, L);
+    else layers::attention_forward(y, probs, qkv, valid_.data(), B_, T_, L);
+  }
+  void attention_grad(float* dqkv, float const* dy, float const* qkv, float const* probs, layers::QKVLayout L) const {
+    if (packed_) layers::attention_backward_varlen(dqkv, dy, qkv, probs, cu_.data(), off_.data(), nseq_, L);
+    else layers::attention_backward(dqkv, dy, qkv, probs, B_, T_, L);
+  }
+
+ public:
 
   //! Applies the final LayerNorm to positions [h0, h0 + R) of every sequence (the head rows).
   void select_rows(int h0, int R) {
     if (B_ == 0) throw value_error("rlflow::model::GPT::select_rows: call forward first");
     if (h0 < 0 || R < 1 || h0 + R > T_)
       throw shape_error(msg("rlflow::model::GPT::select_rows: rows [", h0, ", ", h0 + R, ") are outside [0, ", T_, ")"));
+    if (packed_) throw value_error("rlflow::model::GPT::select_rows: the last forward was packed; use select_tokens");
+    head_idx_.resize(std::size_t(B_) * R);
+    for (int b = 0; b < B_; ++b)
+      for (int j = 0; j < R; ++j) head_idx_[std::size_t(b) * R + j] = b * T_ + h0 + j;
+    head_forward();
+  }
+
+  //! Applies the final norm to the given token rows of the last forward (indices into its B*T, or
+  //! N packed, rows, in the order the head's outputs take): the head rows of a packed forward.
+  void select_tokens(std::span<std::int32_t const> rows) {
+    if (B_ == 0) throw value_error("rlflow::model::GPT::select_tokens: call forward first");
+    if (rows.empty() || rows.size() > std::size_t(B_) * T_)
+      throw shape_error(msg("rlflow::model::GPT::select_tokens: ", rows.size(), " rows selected; select 1 to ", B_ * T_,
+                            " (the last forward's rows)"));
+    for (std::size_t r = 0; r < rows.size(); ++r)
+      if (rows[r] < 0 || rows[r] >= B_ * T_)
+        throw shape_error(msg("rlflow::model::GPT::select_tokens: row ", rows[r], " (entry ", r, ") is outside [0, ", B_ * T_, ")"));
+    head_idx_.assign(rows.begin(), rows.end());
+    head_forward();
+  }
+
+ private:
+  //! The final norm over the rows head_idx_ names.
+  void head_forward() {
     int const C = cfg_.n_embd;
-    h0_ = h0;
-    R_ = R;
-    head_rows_ = std::size_t(B_) * R;
+    head_rows_ = head_idx_.size();
     float* hin = head_in_.ensure(head_rows_ * C);
     float const* last = acts_.t.data<float>() + al_.layer(cfg_.n_layer - 1).res3;
-    for (int b = 0; b < B_; ++b)
-      std::memcpy(hin + std::size_t(b) * R * C, last + (std::size_t(b) * T_ + h0) * C, sizeof(float) * R * C);
+    for (std::size_t r = 0; r < head_rows_; ++r)
+      std::memcpy(hin + r * C, last + std::size_t(head_idx_[r]) * C, sizeof(float) * C);
     float const* P = params_.data<float>();
     if (cfg_.llama_family())
       layers::rmsnorm_forward(lnf_.ensure(head_rows_ * C), lnf_rstd_.ensure(head_rows_), hin, P + sl_.lnf_w,
@@ -252,6 +343,8 @@ class GPT {
       layers::layernorm_forward(lnf_.ensure(head_rows_ * C), lnf_mean_.ensure(head_rows_), lnf_rstd_.ensure(head_rows_),
                                 hin, P + sl_.lnf_w, P + sl_.lnf_b, int(head_rows_), C);
   }
+
+ public:
 
   //! Logits (B*R, V) of the head rows (lnf lm_head^T; the tied head is wte). Returns a view valid until the
   //! next call. Vocabulary-parallel: a collective of the TP group (each rank's slice, all-gathered).
@@ -500,6 +593,16 @@ class GPT {
     backward_from_head(grads);
   }
 
+  //! g (N, C) += the head rows' input gradient dhin (head_rows_, C) at their token rows (+=: a
+  //! row may be selected twice).
+  void scatter_head_grad(float* g, float const* dhin) const {
+    int const C = cfg_.n_embd;
+    for (std::size_t r = 0; r < head_rows_; ++r) {
+      float* dst = g + std::size_t(head_idx_[r]) * C;
+      for (int c = 0; c < C; ++c) dst[c] += dhin[r * C + c];
+    }
+  }
+
   //! Sums a replicated activation's gradient over the TP group (no-op at TP = 1).
   void tp_allreduce(float* x, std::size_t n) {
     if (sl_.shard().size > 1) comm_->allreduce_sum(std::span<float>(x, n));
@@ -516,22 +619,20 @@ class GPT {
     float const* P = params_.data<float>();
     float* G = grads.data();
     float* a = acts_.t.data<float>();
-    // scratch: g (N, C) residual gradient, dln (N, C), dqkv (N, 3C), datty (N, C), dfch (N, 4C), dp (B*NH, T)
-    float* ws = grads_ws_.ensure(N * C * 10 + std::size_t(B) * NH * T);
+    // scratch: g (N, C) residual gradient, dln (N, C), dqkv (N, 3C), datty (N, C), dfch (N, 4C)
+    float* ws = grads_ws_.ensure(N * C * 10);
     float* g = ws;
     float* dln = g + N * C;
     float* dqkv = dln + N * C;
     float* datty = dqkv + N * 3 * C;
     float* dfch = datty + N * C;
-    float* dp = dfch + N * 4 * C;
     // final LayerNorm on the head rows, scattered into the residual gradient
     std::memset(g, 0, sizeof(float) * N * C);
     float* dhin = dln;  // (B*R, C) fits in (N, C)
     std::memset(dhin, 0, sizeof(float) * head_rows_ * C);
     layers::layernorm_backward(dhin, G + sl_.lnf_w, G + sl_.lnf_b, dlnf_.t.data<float>(), head_in_.t.data<float>(),
                                P + sl_.lnf_w, lnf_mean_.t.data<float>(), lnf_rstd_.t.data<float>(), int(head_rows_), C);
-    for (int b = 0; b < B; ++b)
-      std::memcpy(g + (std::size_t(b) * T + h0_) * C, dhin + std::size_t(b) * R_ * C, sizeof(float) * R_ * C);
+    scatter_head_grad(g, dhin);
     for (int l = cfg_.n_layer - 1; l >= 0; --l) {
       auto const& W = sl_.layers[std::size_t(l)];
       ActivationLayout::Layer const A = al_.layer(l);
@@ -544,7 +645,7 @@ class GPT {
       layers::layernorm_backward(g, G + W.ln2_w, G + W.ln2_b, dln, a + A.res2, P + W.ln2_w, a + A.ln2_mean,
                                  a + A.ln2_rstd, int(N), C);  // g is now d res2
       layers::linear_nn_backward(datty, G + W.proj_w, G + W.proj_b, g, a + A.atty, P + W.proj_w, int(N), Cl, C);
-      layers::attention_backward(dqkv, datty, a + A.qkv, a + A.att, B, T, Cl, NH, dp);
+      attention_grad(dqkv, datty, a + A.qkv, a + A.att, layers::QKVLayout::gpt2(Cl, NH));
       layers::linear_nt_backward(dln, G + W.qkv_w, G + W.qkv_b, dqkv, a + A.ln1, P + W.qkv_w, int(N), C, 3 * Cl);
       tp_allreduce(dln, N * C);
       layers::layernorm_backward(g, G + W.ln1_w, G + W.ln1_b, dln, res, P + W.ln1_w, a + A.ln1_mean, a + A.ln1_rstd,
@@ -602,7 +703,7 @@ class GPT {
       }
       layers::rope_apply(qkv, pos_.data(), std::int64_t(N), NH, hd, std::size_t(QKV), rope_cos_.data(), rope_sin_.data(), false);
       layers::rope_apply(qkv + Q, pos_.data(), std::int64_t(N), NKV, hd, std::size_t(QKV), rope_cos_.data(), rope_sin_.data(), false);
-      layers::attention_forward(a + A.atty, a + A.att, qkv, valid_.data(), B_, T_, qkv_layout());
+      attention(a + A.atty, a + A.att, qkv, qkv_layout());
       row_parallel_forward(a + A.res2, res, a + A.atty, P + W.proj_w, opt(P, W.proj_b), int(N), Q);
       layers::rmsnorm_forward(a + A.ln2, a + A.ln2_rstd, a + A.res2, P + W.ln2_w, rows, eps);
       layers::linear_nt_forward(a + A.fch, a + A.ln2, P + W.fc_w, opt(P, W.fc_b), int(N), C, 2 * F);
@@ -633,8 +734,7 @@ class GPT {
     std::memset(dhin, 0, sizeof(float) * head_rows_ * C);
     layers::rmsnorm_backward(dhin, G + sl_.lnf_w, dlnf_.t.data<float>(), head_in_.t.data<float>(), P + sl_.lnf_w,
                              lnf_rstd_.t.data<float>(), layers::RowSet{std::int64_t(head_rows_), C, 1, std::size_t(C)});
-    for (int b = 0; b < B; ++b)
-      std::memcpy(g + (std::size_t(b) * T + h0_) * C, dhin + std::size_t(b) * R_ * C, sizeof(float) * R_ * C);
+    scatter_head_grad(g, dhin);
     for (int l = cfg_.n_layer - 1; l >= 0; --l) {
       auto const& W = sl_.layers[std::size_t(l)];
       ActivationLayout::Layer const A = al_.layer(l);
@@ -646,7 +746,7 @@ class GPT {
       tp_allreduce(dln, N * C);  // column-parallel input gradient: sum of the ranks' partials
       layers::rmsnorm_backward(g, G + W.ln2_w, dln, a + A.res2, P + W.ln2_w, a + A.ln2_rstd, rows);  // g is now d res2
       layers::linear_nn_backward(datty, G + W.proj_w, opt(G, W.proj_b), g, a + A.atty, P + W.proj_w, int(N), Q, C);
-      layers::attention_backward(dqkv, datty, a + A.qkv, a + A.att, B, T, qkv_layout());
+      attention_grad(dqkv, datty, a + A.qkv, a + A.att, qkv_layout());
       layers::rope_apply(dqkv, pos_.data(), std::int64_t(N), NH, hd, std::size_t(QKV), rope_cos_.data(), rope_sin_.data(), true);
       layers::rope_apply(dqkv + Q, pos_.data(), std::int64_t(N), NKV, hd, std::size_t(QKV), rope_cos_.data(), rope_sin_.data(), true);
       if (cfg_.qk_norm) {
@@ -683,7 +783,12 @@ class GPT {
   detail::grow_buffer part_;            //!< (N, C) partial sums of a row-parallel product
   detail::grow_buffer qk_grad_;         //!< one backward's q/k norm weight gradients (TP: summed over the group)
   Tensor params_;
-  int B_ = 0, T_ = 0, h0_ = 0, R_ = 0;
+  int B_ = 0, T_ = 0;
+  bool packed_ = false;              //!< the last forward was forward_packed
+  int nseq_ = 0;                     //!< packed: sequences
+  std::vector<std::int32_t> cu_;     //!< packed: nseq + 1 token offsets
+  std::vector<std::size_t> off_;     //!< packed: nseq + 1 attention-probability offsets (floats)
+  std::vector<std::int32_t> head_idx_;  //!< the head rows' token rows
   std::size_t head_rows_ = 0;
   float inv_temp_ = 1.0f;
   ActivationLayout al_;

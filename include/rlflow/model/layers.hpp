@@ -691,6 +691,76 @@ inline void attention_backward(float* dqkv, float const* dy, float const* qkv, f
   attention_backward(dqkv, dy, qkv, probs, B, T, QKVLayout::gpt2(C, NH));
 }
 
+//! Packed (variable-length) sequences: nseq sequences laid end to end, sequence s at rows
+//! [cu[s], cu[s + 1]) of qkv (cu: nseq + 1 offsets, cu[0] = 0). probs_offset(cu, s, NH) is where
+//! sequence s's (NH, n_s, n_s) probabilities start: NH sum_{r < s} n_r^2 floats.
+//! flash-attn: flash_attn_varlen_func's cu_seqlens.
+inline std::size_t varlen_probs_floats(std::int32_t const* cu, int nseq, int NH) {
+  std::size_t s = 0;
+  for (int i = 0; i < nseq; ++i) s += std::size_t(cu[i + 1] - cu[i]) * std::size_t(cu[i + 1] - cu[i]);
+  return s * std::size_t(NH);
+}
+
+//! Causal self-attention bounded per packed sequence: every token attends to the tokens of its own
+//! sequence up to itself (no padding, no mask). y (N, NH hd), probs at the offsets of
+//! varlen_probs_floats (off: nseq + 1 prefix offsets in floats). Per (sequence, head) the same
+//! sgemm + masked softmax as attention_forward with T = n_s and every key valid.
+inline void attention_forward_varlen(float* y, float* probs, float const* qkv, std::int32_t const* cu, std::size_t const* off,
+                                     int nseq, QKVLayout L) {
+  int const hs = L.hd, NH = L.NH;
+  float const scale = 1.0f / std::sqrt(static_cast<float>(hs));
+  std::size_t const row3 = L.row(), C = std::size_t(NH) * hs;
+  [[maybe_unused]] std::int64_t const work = std::int64_t(off[nseq]) * hs;
+  RLFLOW_MODEL_OMP_FOR_IF(work > parallel_threshold)
+  for (int sh = 0; sh < nseq * NH; ++sh) {
+    int const s = sh / NH, h = sh % NH, T = cu[s + 1] - cu[s];
+    if (T == 0) continue;
+    float const* base = qkv + std::size_t(cu[s]) * row3;
+    float* S = probs + off[s] + std::size_t(h) * T * T;
+    float* fv = detail::thread_scratch(2 * std::size_t(T));
+    float* bias = fv + T;
+    for (int j = 0; j < T; ++j) fv[j] = 1.0f, bias[j] = 0.0f;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, scale, base + L.q(h), int(row3), base + L.k(h), int(row3), 0.0f,
+                S, T);
+    for (int t = 0; t < T; ++t) {
+      float* p = S + std::size_t(t) * T;
+      detail::masked_softmax(p, fv, bias, t + 1);
+      std::memset(p + t + 1, 0, sizeof(float) * std::size_t(T - t - 1));
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hs, T, 1.0f, S, T, base + L.v(h), int(row3), 0.0f,
+                y + std::size_t(cu[s]) * C + std::size_t(h) * hs, int(C));
+  }
+}
+
+//! The gradient of attention_forward_varlen: dqkv (N, row) given dy (N, NH hd); parallel over
+//! (sequence, key/value head) as attention_backward.
+inline void attention_backward_varlen(float* dqkv, float const* dy, float const* qkv, float const* probs, std::int32_t const* cu,
+                                      std::size_t const* off, int nseq, QKVLayout L) {
+  int const hs = L.hd, NH = L.NH, NKV = L.NKV, G = L.group();
+  float const scale = 1.0f / std::sqrt(static_cast<float>(hs));
+  std::size_t const row3 = L.row(), C = std::size_t(NH) * hs;
+  int const ld3 = int(row3);
+  [[maybe_unused]] std::int64_t const work = std::int64_t(off[nseq]) * hs;
+  RLFLOW_MODEL_OMP_FOR_IF(work > parallel_threshold)
+  for (int sg = 0; sg < nseq * NKV; ++sg) {
+    int const s = sg / NKV, g = sg % NKV, T = cu[s + 1] - cu[s];
+    if (T == 0) continue;
+    float const* base = qkv + std::size_t(cu[s]) * row3;
+    float* dbase = dqkv + std::size_t(cu[s]) * row3;
+    float* dP = detail::thread_scratch(std::size_t(T) * T);
+    for (int h = g * G; h < (g + 1) * G; ++h) {
+      float const beta = h == g * G ? 0.0f : 1.0f;
+      float const* P = probs + off[s] + std::size_t(h) * T * T;
+      float const* dY = dy + std::size_t(cu[s]) * C + std::size_t(h) * hs;
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, 1.0f, dY, int(C), base + L.v(h), ld3, 0.0f, dP, T);
+      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hs, T, 1.0f, P, T, dY, int(C), beta, dbase + L.v(h), ld3);
+      detail::softmax_backward_rows(dP, P, T, scale);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hs, T, 1.0f, dP, T, base + L.k(h), ld3, 0.0f, dbase + L.q(h), ld3);
+      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hs, T, 1.0f, dP, T, base + L.q(h), ld3, beta, dbase + L.k(h), ld3);
+    }
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // the Llama family's layers: RMSNorm, rotary position embedding, SwiGLU.
 // transformers: LlamaRMSNorm, apply_rotary_pos_emb (rotate_half), LlamaMLP with act_fn = silu.

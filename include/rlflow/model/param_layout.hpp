@@ -205,7 +205,9 @@ class ActivationLayout {
 
   ActivationLayout() = default;
   ActivationLayout(GPTConfig const& cfg, int B, int T)
-      : n_(std::uint64_t(B) * T), c_(std::uint64_t(cfg.n_embd)), att_(std::uint64_t(B) * std::uint64_t(cfg.n_head) * T * T) {
+      : ActivationLayout(cfg, std::uint64_t(B) * T, std::uint64_t(B) * std::uint64_t(cfg.n_head) * T * T) {}
+  //! n tokens with att floats of attention probabilities (packed sequences: layers::varlen_probs_floats).
+  ActivationLayout(GPTConfig const& cfg, std::uint64_t n, std::uint64_t att) : n_(n), c_(std::uint64_t(cfg.n_embd)), att_(att) {
     bool const llama = cfg.llama_family();
     qkv_ = llama ? std::uint64_t(cfg.qkv_dim()) : 3 * c_;
     atty_ = std::uint64_t(cfg.attn_dim());

@@ -249,6 +249,15 @@ class BasicActorRolloutRef {
     detail::apply_lm_head(actor_, setup_.cfg, train_tp_);  // actor_rollout_ref.model.lm_head
     detail::apply_lm_head(ref_, setup_.cfg, train_tp_);
     detail::apply_lm_head(rollout_, setup_.cfg, RolloutTP);
+    if (setup_.cfg.actor_rollout_ref.model.use_remove_padding) {  // packed sequences in the actor's and reference's passes
+      if constexpr (requires { actor_.set_remove_padding(true); }) {
+        actor_.set_remove_padding(true);
+        ref_.set_remove_padding(true);
+      } else {
+        throw config_error("rlflow::roles::ActorRolloutRef: actor_rollout_ref.model.use_remove_padding=true needs the CPU "
+                           "engines (the CUDA training engine runs padded rows); set it to false");
+      }
+    }
     if (setup_.policy_init) {  // weights from model.path
       std::size_t const have = E::full_size(actor_);
       if (setup_.policy_init->size() != have)
@@ -341,7 +350,12 @@ class BasicActorRolloutRef {
   //! by rollout.temperature. verl: compute_log_prob
   RLFLOW_SC_NOINLINE DataProto compute_log_prob(DataProto const& data) {
     bool const sps = setup_.cfg.actor_rollout_ref.actor.calculate_sum_pi_squared;
-    auto [lp, ent, sq] = log_probs_of(actor_, data, true, sps);
+    auto const& rc = setup_.cfg.actor_rollout_ref.rollout;
+    detail::MicroBatching const cut{std::max<std::int64_t>(1, rc.log_prob_micro_batch_size_per_gpu.value_or(data.size())),
+                                    setup_.cfg.rollout_log_prob_use_dynamic_bsz() ? rc.log_prob_max_token_len_per_gpu : 0,
+                                    "actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu",
+                                    "rlflow::roles::ActorRolloutRef::compute_log_prob"};
+    auto [lp, ent, sq] = log_probs_of(actor_, data, cut, true, sps);
     DataProto out = DataProto::from_dict({{"old_log_probs", lp}, {"entropys", ent}});
     if (sps) out.set_tensor("sum_pi_squared", sq);  // verl: actor.calculate_sum_pi_squared
     return out;
@@ -349,7 +363,12 @@ class BasicActorRolloutRef {
 
   //! ref_log_prob (b, R) under the frozen reference policy. verl: compute_ref_log_prob
   RLFLOW_SC_NOINLINE DataProto compute_ref_log_prob(DataProto const& data) {
-    Tensor lp = std::get<0>(log_probs_of(ref_, data, false, false));
+    auto const& cfg = setup_.cfg;
+    detail::MicroBatching const cut{
+        std::max<std::int64_t>(1, cfg.actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu.value_or(data.size())),
+        cfg.ref_log_prob_use_dynamic_bsz() ? cfg.actor_rollout_ref.ref.log_prob_max_token_len_per_gpu : 0,
+        "actor_rollout_ref.ref.log_prob_max_token_len_per_gpu", "rlflow::roles::ActorRolloutRef::compute_ref_log_prob"};
+    Tensor lp = std::get<0>(log_probs_of(ref_, data, cut, false, false));
     return DataProto::from_dict({{"ref_log_prob", lp}});
   }
 
@@ -365,9 +384,12 @@ class BasicActorRolloutRef {
     WorkerContext const& dctx = train_tp_ > 1 ? dp_ctx_ : *ctx_;  // the DP group (every rank at T = 1)
     std::int64_t const n = cfg.actor_rollout_ref.rollout.n, dp = dctx.world_size;
     std::int64_t const mini = a.ppo_mini_batch_size * n / dp;
-    std::int64_t const micro = a.ppo_micro_batch_size_per_gpu.value_or(mini);
+    // use_dynamic_bsz: micro-batches by token count (ppo_max_token_len_per_gpu), else fixed rows
+    std::int64_t const micro = a.use_dynamic_bsz ? mini : a.ppo_micro_batch_size_per_gpu.value_or(mini);
     std::int64_t const rows = data.size();
     detail::check_batching("rlflow::roles::ActorRolloutRef::update_actor", rows, mini, micro);
+    detail::MicroBatching const cut{micro, a.use_dynamic_bsz ? a.ppo_max_token_len_per_gpu : 0,
+                                    "actor_rollout_ref.actor.ppo_max_token_len_per_gpu", "rlflow::roles::ActorRolloutRef::update_actor"};
     kernels::PolicyLossConfig pcfg;
     pcfg.mode = kernels::parse_policy_loss_mode(a.policy_loss.loss_mode.view());
     pcfg.clip_ratio = a.clip_ratio;
@@ -399,7 +421,7 @@ class BasicActorRolloutRef {
     if (a.loss_scale_factor) info0.loss_scale_factor = *a.loss_scale_factor;
     double pg_loss = 0, entropy_loss = 0, kl_value = 0;
     detail::for_each_mini_batch(
-        dctx, data, mini, micro, a.ppo_epochs, a.shuffle,
+        dctx, data, mini, cut, a.ppo_epochs, a.shuffle,
         static_cast<std::uint64_t>(a.data_loader_seed + dctx.rank),  // verl: data_loader_seed + dp_rank
         info0, [&](WorkerContext const& c) { E::allreduce_grads(c, actor_); },
         [&] {
@@ -407,7 +429,8 @@ class BasicActorRolloutRef {
           pg_loss = entropy_loss = kl_value = 0;
         },
         [&](DataProto const& mc, kernels::AggInfo const& info) {
-          kernels::Dims const d{micro, R};
+          std::int64_t const rows_mc = mc.size();
+          kernels::Dims const d{rows_mc, R};
           if constexpr (E::device_losses) {
             E::actor_micro_step(actor_, mc, d, pcfg, agg, info, temperature, use_entropy, a.entropy_coeff, use_kl, kl_kind,
                                 a.kl_loss_coef, m, pg_loss, entropy_loss, kl_value);
@@ -415,7 +438,7 @@ class BasicActorRolloutRef {
           }
           engine::LogProbResult fwd = actor_.forward(mc.tensor("input_ids"), mc.tensor("attention_mask"), R, temperature, use_entropy);
           std::span<std::int32_t const> const mask = mc.tensor("response_mask").span<std::int32_t>();  // verl's int32, read in place
-          Tensor dlogp = Tensor::zeros(DType::float32, Shape{micro, R});
+          Tensor dlogp = Tensor::zeros(DType::float32, Shape{rows_mc, R});
           auto res = kernels::compute_policy_loss(cpu::par, d, pcfg, mc.tensor("old_log_probs").span<float>(),
                                                   fwd.log_probs.span<float>(), mc.tensor("advantages").span<float>(), mask, agg,
                                                   info, kernels::Grad{dlogp.span<float>(), 1.0, false},
@@ -430,7 +453,7 @@ class BasicActorRolloutRef {
           if (use_entropy) {
             // loss -= entropy_coeff * agg(H): d/dH = -entropy_coeff * agg weights
             entropy_loss += kernels::agg_loss(cpu::par, d, fwd.entropy.span<float>(), mask, agg, info);
-            dent = Tensor::empty(DType::float32, Shape{micro, R});
+            dent = Tensor::empty(DType::float32, Shape{rows_mc, R});
             kernels::agg_loss_weights(cpu::par, d, mask, agg, info, dent.span<float>());
             for (auto& g : dent.span<float>()) g = static_cast<float>(-a.entropy_coeff * g);
           }
@@ -495,6 +518,10 @@ class BasicActorRolloutRef {
       return {};
     }
   }
+  //! This rank's actor gradient buffer as the last mini-batch of update_actor left it (averaged
+  //! across the DP ranks, before the optimizer's clip factor; this rank's shard under training TP),
+  //! for tests and tools (CPU engines).
+  std::vector<float> actor_grads() const { return {actor_.grads().begin(), actor_.grads().end()}; }
   //! This rank's rollout weights (its TP shard, in ShardLayout order), for tests and tools (CPU engines).
   std::vector<float> rollout_weights() const {
     if constexpr (requires { rollout_.shard_weights(); }) return rollout_.shard_weights();
@@ -524,33 +551,31 @@ class BasicActorRolloutRef {
       rlflow::method<&BasicActorRolloutRef::memory_stats, dispatch::OneToAll>>;
 
  private:
-  //! Log-probs (and entropy, and the sum of squared probabilities) of 'responses' in micro-batches
-  //! of log_prob_micro_batch_size_per_gpu.
-  std::tuple<Tensor, Tensor, Tensor> log_probs_of(typename E::training& eng, DataProto const& data, bool entropy,
-                                                  bool sum_pi_squared) {
+  //! Log-probs (and entropy, and the sum of squared probabilities) of 'responses' in the
+  //! micro-batches of 'cut' (log_prob_micro_batch_size_per_gpu rows, or a token budget), each
+  //! row's outputs written back at its own row.
+  std::tuple<Tensor, Tensor, Tensor> log_probs_of(typename E::training& eng, DataProto const& data, detail::MicroBatching const& cut,
+                                                  bool entropy, bool sum_pi_squared) {
     auto const& rc = setup_.cfg.actor_rollout_ref.rollout;
     std::int64_t const rows = data.size();
     int const R = static_cast<int>(data.tensor("responses").dim(1));
-    std::int64_t const micro = std::max<std::int64_t>(1, rc.log_prob_micro_batch_size_per_gpu.value_or(rows));
     Tensor lp = Tensor::empty(DType::float32, Shape{rows, R});
     Tensor ent = entropy ? Tensor::empty(DType::float32, Shape{rows, R}) : Tensor();
     Tensor sq = sum_pi_squared ? Tensor::empty(DType::float32, Shape{rows, R}) : Tensor();
     float const temperature = static_cast<float>(rc.temperature);
-    for (std::int64_t s = 0; s < rows; s += micro) {
-      std::int64_t const e = std::min(rows, s + micro);
-      DataProto mc = data.slice(s, e);
+    auto const put = [R](Tensor const& from, Tensor& to, std::vector<std::int64_t> const& idx) {  // row i of 'from' -> row idx[i]
+      auto const src = from.span<float const>();
+      auto dst = to.span<float>();
+      for (std::size_t i = 0; i < idx.size(); ++i)
+        std::copy_n(src.begin() + std::ptrdiff_t(i) * R, R, dst.begin() + std::ptrdiff_t(idx[i]) * R);
+    };
+    for (auto const& idx : detail::micro_batches(cut.who, data, cut)) {
+      bool const run = idx.back() - idx.front() + 1 == std::int64_t(idx.size());  // consecutive rows: a slice, no copy
+      DataProto mc = run ? data.slice(idx.front(), idx.back() + 1) : data.index(idx);
       engine::LogProbResult r = eng.compute_log_prob(mc.tensor("input_ids"), mc.tensor("attention_mask"), R, temperature, entropy);
-      auto dst = lp.slice_rows(s, e);
-      std::copy(r.log_probs.span<float>().begin(), r.log_probs.span<float>().end(), dst.span<float>().begin());
-      if (entropy) {
-        auto de = ent.slice_rows(s, e);
-        std::copy(r.entropy.span<float>().begin(), r.entropy.span<float>().end(), de.span<float>().begin());
-      }
-      if (sum_pi_squared) {
-        Tensor const q = eng.sum_pi_squared();
-        auto dq = sq.slice_rows(s, e);
-        std::copy(q.span<float>().begin(), q.span<float>().end(), dq.span<float>().begin());
-      }
+      put(r.log_probs, lp, idx);
+      if (entropy) put(r.entropy, ent, idx);
+      if (sum_pi_squared) put(eng.sum_pi_squared(), sq, idx);
     }
     return {lp, ent, sq};
   }

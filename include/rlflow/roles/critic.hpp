@@ -42,6 +42,7 @@ class ValueCritic {
                               " floats but the model has ", critic_.layout().size()));
       critic_.load_weights(*setup_.critic_init);  // a TP rank keeps its slice
     }
+    if (setup_.cfg.critic.model.use_remove_padding) critic_.set_remove_padding(true);  // packed sequences
     if (train_tp_ > 1) {  // the DP view of this worker, as the actor's
       dp_ctx_ = ctx;
       dp_ctx_.world_size = ctx.world_size / train_tp_;
@@ -65,9 +66,12 @@ class ValueCritic {
     WorkerContext const& dctx = train_tp_ > 1 ? dp_ctx_ : *ctx_;  // the DP group (every rank at T = 1)
     std::int64_t const n = cfg.actor_rollout_ref.rollout.n, dp = dctx.world_size;
     std::int64_t const mini = cfg.critic_ppo_mini_batch_size() * n / dp;
-    std::int64_t const micro = c.ppo_micro_batch_size_per_gpu.value_or(mini);
+    // critic.use_dynamic_bsz: micro-batches by token count (critic.ppo_max_token_len_per_gpu), else fixed rows
+    std::int64_t const micro = c.use_dynamic_bsz ? mini : c.ppo_micro_batch_size_per_gpu.value_or(mini);
     std::int64_t const rows = data.size();
     detail::check_batching("rlflow::roles::ValueCritic::update_critic", rows, mini, micro);
+    detail::MicroBatching const cut{micro, c.use_dynamic_bsz ? c.ppo_max_token_len_per_gpu : 0, "critic.ppo_max_token_len_per_gpu",
+                                    "rlflow::roles::ValueCritic::update_critic"};
     kernels::AggMode const agg = kernels::parse_agg_mode(cfg.critic_loss_agg_mode());
     int const R = static_cast<int>(data.tensor("responses").dim(1));
     MetricLists m;
@@ -75,7 +79,7 @@ class ValueCritic {
     info0.global_batch_size = static_cast<double>(cfg.critic_ppo_mini_batch_size() * n);
     double vf_loss = 0;
     detail::for_each_mini_batch(
-        dctx, data, mini, micro, cfg.critic_ppo_epochs(), cfg.critic_shuffle(),
+        dctx, data, mini, cut, cfg.critic_ppo_epochs(), cfg.critic_shuffle(),
         static_cast<std::uint64_t>(cfg.actor_rollout_ref.actor.data_loader_seed + dctx.rank), info0,
         [&] { return critic_.grads(); },
         [&] {
@@ -83,9 +87,9 @@ class ValueCritic {
           vf_loss = 0;
         },
         [&](DataProto const& mc, kernels::AggInfo const& info) {
-          kernels::Dims const d{micro, R};
+          kernels::Dims const d{mc.size(), R};
           Tensor vpred = critic_.forward_values(mc.tensor("input_ids"), mc.tensor("attention_mask"), R);
-          Tensor dv = Tensor::zeros(DType::float32, Shape{micro, R});
+          Tensor dv = Tensor::zeros(DType::float32, Shape{mc.size(), R});
           auto res = kernels::compute_value_loss(cpu::par, d, vpred.span<float>(), mc.tensor("values").span<float>(),
                                                  mc.tensor("returns").span<float>(), mc.tensor("response_mask").span<std::int32_t>(),
                                                  c.cliprange_value, agg, info, kernels::Grad{dv.span<float>(), 1.0, false});
@@ -119,6 +123,8 @@ class ValueCritic {
                              "); use gather_critic_weights"));
     return {critic_.params().begin(), critic_.params().end()};
   }
+  //! This rank's critic gradient buffer as the last mini-batch of update_critic left it (for tests and tools).
+  std::vector<float> critic_grads() const { return {critic_.grads().begin(), critic_.grads().end()}; }
   //! The full critic on every rank: with training TP an all-gather of each TP group's shards.
   std::vector<float> gather_critic_weights() {
     std::vector<float> full(critic_.layout().size());

@@ -3,8 +3,11 @@
 // (masks as float spans for the kernels, the global-token all-reduce, metric lists). No role here.
 #pragma once
 #include <cstdint>
+#include <algorithm>  // std::sort, std::max_element
 #include <map>
 #include <memory>   // std::shared_ptr
+#include <numeric>  // std::accumulate
+#include <queue>    // std::priority_queue (Karmarkar-Karp)
 #include <random>   // std::mt19937_64
 #include <span>
 #include <string>
@@ -97,6 +100,116 @@ inline void check_batching(const char* who, std::int64_t rows, std::int64_t mini
                            micro, " rows; set ppo_micro_batch_size_per_gpu to a divisor of ", mini));
 }
 
+//! How a mini-batch (or a log-prob pass) is cut into micro-batches: 'rows' rows each, or, with
+//! max_tokens > 0 (verl: use_dynamic_bsz), by token count: as few micro-batches as hold at most
+//! max_tokens real tokens (attention_mask) each, balanced by Karmarkar-Karp. 'key' names the
+//! token budget's config key in errors.
+struct MicroBatching {
+  std::int64_t rows = 1;
+  std::int64_t max_tokens = 0;
+  char const* key = "";                //!< the token budget's config key
+  char const* who = "rlflow::roles";   //!< the caller, for errors
+};
+
+//! Real tokens (nonzero attention_mask) of each row of 'data'.
+inline std::vector<std::int64_t> row_token_counts(DataProto const& data) {
+  Tensor const& am = data.tensor("attention_mask");
+  std::int64_t const B = am.dim(0), T = am.dim(1);
+  std::vector<std::int64_t> n(static_cast<std::size_t>(B), 0);
+  auto const m = am.span<std::int32_t const>();
+  for (std::int64_t b = 0; b < B; ++b)
+    for (std::int64_t t = 0; t < T; ++t) n[std::size_t(b)] += m[std::size_t(b * T + t)] != 0;
+  return n;
+}
+
+//! Splits items of the given sizes into k sets of near-equal sums with the Karmarkar-Karp
+//! largest differencing method: every item starts as a k-way partial partition (itself and k - 1
+//! empty sets); the two partials of the largest spread (max sum - min sum) merge, largest set of one
+//! with the smallest of the other, until one remains. Each set's indices ascend; sets are ordered by
+//! their first index (deterministic). verl: seqlen_balancing.karmarkar_karp (equal_size=False).
+inline std::vector<std::vector<std::int64_t>> karmarkar_karp(std::vector<std::int64_t> const& sizes, std::int64_t k) {
+  struct Part {
+    std::vector<std::pair<std::int64_t, std::vector<std::int64_t>>> sets;  // (sum, indices), sums descending
+    std::int64_t id = 0;
+    std::int64_t spread() const { return sets.front().first - sets.back().first; }
+  };
+  auto const by_spread = [](Part const& a, Part const& b) {
+    return a.spread() != b.spread() ? a.spread() < b.spread() : a.id > b.id;  // largest spread, then oldest, first
+  };
+  std::priority_queue<Part, std::vector<Part>, decltype(by_spread)> q(by_spread);
+  std::int64_t next = 0;
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    Part p;
+    p.sets.assign(static_cast<std::size_t>(k), {});
+    p.sets[0] = {sizes[i], {std::int64_t(i)}};
+    p.id = next++;
+    q.push(std::move(p));
+  }
+  if (q.empty()) return {};
+  while (q.size() > 1) {
+    Part a = q.top();
+    q.pop();
+    Part b = q.top();
+    q.pop();
+    Part m;
+    m.id = next++;
+    m.sets.resize(static_cast<std::size_t>(k));
+    for (std::size_t j = 0; j < std::size_t(k); ++j) {
+      auto& x = a.sets[j];
+      auto& y = b.sets[std::size_t(k) - 1 - j];
+      m.sets[j].first = x.first + y.first;
+      m.sets[j].second = std::move(x.second);
+      m.sets[j].second.insert(m.sets[j].second.end(), y.second.begin(), y.second.end());
+    }
+    std::stable_sort(m.sets.begin(), m.sets.end(), [](auto const& u, auto const& v) { return u.first > v.first; });
+    q.push(std::move(m));
+  }
+  Part last = q.top();
+  std::vector<std::vector<std::int64_t>> out;
+  for (auto& [sum, idx] : last.sets) {
+    if (idx.empty()) continue;
+    std::sort(idx.begin(), idx.end());
+    out.push_back(std::move(idx));
+  }
+  std::sort(out.begin(), out.end(), [](auto const& u, auto const& v) { return u.front() < v.front(); });
+  return out;
+}
+
+//! The micro-batches (row indices of 'data') of a MicroBatching: consecutive runs of 'rows' rows,
+//! or token-budget sets: k = ceil(total tokens / max_tokens) Karmarkar-Karp sets, k raised until
+//! every set holds at most max_tokens tokens. A row longer than the budget is a config_error.
+//! verl: seqlen_balancing.rearrange_micro_batches.
+inline std::vector<std::vector<std::int64_t>> micro_batches(char const* who, DataProto const& data, MicroBatching const& mb) {
+  std::int64_t const n = data.size();
+  std::vector<std::vector<std::int64_t>> out;
+  if (mb.max_tokens <= 0) {
+    std::int64_t const step = std::max<std::int64_t>(1, mb.rows);
+    for (std::int64_t s = 0; s < n; s += step) {
+      out.emplace_back();
+      for (std::int64_t i = s; i < std::min(n, s + step); ++i) out.back().push_back(i);
+    }
+    return out;
+  }
+  std::vector<std::int64_t> const len = row_token_counts(data);
+  for (std::size_t i = 0; i < len.size(); ++i)
+    if (len[i] > mb.max_tokens)
+      throw config_error(msg(who, ": row ", i, " holds ", len[i], " tokens, more than ", mb.key, "=", mb.max_tokens,
+                             " allows in one micro-batch; raise ", mb.key, " to at least data.max_prompt_length + "
+                             "data.max_response_length"));
+  std::int64_t const total = std::accumulate(len.begin(), len.end(), std::int64_t{0});
+  for (std::int64_t k = std::max<std::int64_t>(1, (total + mb.max_tokens - 1) / mb.max_tokens); k <= n; ++k) {
+    out = karmarkar_karp(len, k);
+    bool fits = true;
+    for (auto const& set : out) {
+      std::int64_t s = 0;
+      for (auto i : set) s += len[std::size_t(i)];
+      fits = fits && s <= mb.max_tokens;
+    }
+    if (fits) return out;
+  }
+  return out;  // k = n: one row per micro-batch, each within the budget
+}
+
 //! actor_rollout_ref.model.lm_head (rlflow) applied to an engine that runs tensor-parallel
 //! (tp > 1): "auto" keeps the engine's default (vocabulary-parallel from 256 tokens), otherwise the
 //! named head. Every rank of a TP group reads the same config, so the group agrees. Engines
@@ -123,14 +236,16 @@ namespace rlflow::roles::detail {
 
 //! One PPO-style update pass (verl: DataParallelPPOActor.update_policy / the critic's
 //! update_critic): 'epochs' passes over this rank's rows in mini-batches of 'mini' rows
-//! (shuffled per epoch from 'seed' when 'shuffle'), each cut into micro-batches of 'micro' rows.
+//! (shuffled per epoch from 'seed' when 'shuffle'), each cut into micro-batches by 'micro' (fixed
+//! rows, or a token budget: MicroBatching). Every micro-batch's loss is normalised by the whole
+//! mini-batch (the AggInfo below), so the accumulated gradient does not depend on the cut.
 //! For every mini-batch: 'info' gets the DP size, the response-token count of the whole
 //! mini-batch on all ranks (all-reduced) and 'global_batch_size'; 'zero' clears the gradients;
 //! 'micro_step(mc, info)' runs forward + backward of one micro-batch; the gradients 'grads()' (a
 //! span) are averaged across ranks, or 'grads(ctx)' averages them itself; 'apply()' steps the
 //! optimizer and records metrics.
 template <class Grads, class Zero, class MicroStep, class Apply>
-void for_each_mini_batch(WorkerContext const& ctx, DataProto const& data, std::int64_t mini, std::int64_t micro,
+void for_each_mini_batch(WorkerContext const& ctx, DataProto const& data, std::int64_t mini, MicroBatching const& micro,
                          std::int64_t epochs, bool shuffle, std::uint64_t seed, kernels::AggInfo info, Grads&& grads,
                          Zero&& zero, MicroStep&& micro_step, Apply&& apply) {
   std::int64_t const rows = data.size();
@@ -142,7 +257,13 @@ void for_each_mini_batch(WorkerContext const& ctx, DataProto const& data, std::i
       info.dp_size = ctx.world_size;
       info.batch_num_tokens = allreduce_scalar(ctx, mask_sum(mb.tensor("response_mask")));
       zero();
-      for (std::int64_t u = 0; u < mini; u += micro) micro_step(mb.slice(u, u + micro), static_cast<kernels::AggInfo const&>(info));
+      if (micro.max_tokens <= 0) {
+        for (std::int64_t u = 0; u < mini; u += micro.rows)
+          micro_step(mb.slice(u, u + micro.rows), static_cast<kernels::AggInfo const&>(info));
+      } else {
+        for (auto const& idx : micro_batches(micro.who, mb, micro))
+          micro_step(mb.index(idx), static_cast<kernels::AggInfo const&>(info));
+      }
       if constexpr (std::is_invocable_v<Grads&, WorkerContext const&>) grads(ctx);  // averages in place (device engines)
       else allreduce_mean(ctx, grads());
       apply();

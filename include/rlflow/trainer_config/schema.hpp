@@ -59,6 +59,8 @@ struct ModelConfig {
   //! The LM head's split where an engine runs tensor-parallel (rollout TP<N>, training TP):
   //! "auto" (vocabulary-parallel from 256 tokens, replicated below), "vocab_parallel", "replicated".
   config_string lm_head = "auto";
+  //! verl: model.use_remove_padding (packed sequences in the actor's and reference's passes).
+  bool use_remove_padding = false;
 };
 
 //! verl: actor_rollout_ref.actor.policy_loss.*.
@@ -174,6 +176,7 @@ struct ActorRolloutRefConfig {
 //! verl: critic.model.* (the critic's initial weights).
 struct CriticModelConfig {
   config_string path = "";  //!< a GPT-2 folder for the critic's trunk; empty: actor_rollout_ref.model.path
+  bool use_remove_padding = false;  //!< verl: critic.model.use_remove_padding
 };
 
 //! verl: critic.* (verl/trainer/config/critic/critic.yaml); null fields inherit the actor's.

@@ -163,6 +163,15 @@ constexpr bool rollout_log_prob_micro(cfg_t const& c) {
 constexpr bool dynamic_bsz_consistent(cfg_t const& c) {
   return c.actor_rollout_ref.actor.use_dynamic_bsz == c.rollout_log_prob_use_dynamic_bsz();
 }
+// verl/utils/seqlen_balancing.py (rearrange_micro_batches asserts that the longest row fits the budget)
+constexpr bool dynamic_bsz_budget_fits(cfg_t const& c) {
+  auto const row = c.data.max_prompt_length + c.data.max_response_length;
+  auto const& arr = c.actor_rollout_ref;
+  return (!arr.actor.use_dynamic_bsz || arr.actor.ppo_max_token_len_per_gpu >= row) &&
+         (!c.rollout_log_prob_use_dynamic_bsz() || arr.rollout.log_prob_max_token_len_per_gpu >= row) &&
+         (!c.uses_reference() || !c.ref_log_prob_use_dynamic_bsz() || arr.ref.log_prob_max_token_len_per_gpu >= row) &&
+         (!c.uses_critic() || !c.critic.use_dynamic_bsz || c.critic.ppo_max_token_len_per_gpu >= row);
+}
 // verl/utils/config.py:184-200
 constexpr bool val_sampling_temperature(cfg_t const& c) {
   auto const& v = c.actor_rollout_ref.rollout.val_kwargs;
@@ -287,6 +296,7 @@ constexpr bool optimizer_ranges(cfg_t const& c) {
   X(ref_log_prob_micro, "exactly one of actor_rollout_ref.ref.log_prob_micro_batch_size and log_prob_micro_batch_size_per_gpu must be set when a reference policy is used; set log_prob_micro_batch_size_per_gpu") \
   X(rollout_log_prob_micro, "exactly one of actor_rollout_ref.rollout.log_prob_micro_batch_size and log_prob_micro_batch_size_per_gpu must be set; set log_prob_micro_batch_size_per_gpu") \
   X(dynamic_bsz_consistent, "actor_rollout_ref.actor.use_dynamic_bsz must equal actor_rollout_ref.rollout.log_prob_use_dynamic_bsz; set both the same") \
+  X(dynamic_bsz_budget_fits, "with use_dynamic_bsz every token budget (ppo_max_token_len_per_gpu, log_prob_max_token_len_per_gpu) must hold one row of data.max_prompt_length + data.max_response_length tokens; raise the budget") \
   X(val_sampling_temperature, "actor_rollout_ref.rollout.val_kwargs.do_sample=true needs val_kwargs.temperature > 0; set a positive temperature or do_sample=false") \
   X(sampling_ranges, "actor_rollout_ref.rollout sampling needs temperature >= 0, 0 < top_p <= 1, top_k >= -1 and val_kwargs.n >= 1; fix the sampling keys") \
   X(otb_sum_pi_squared, "algorithm.adv_estimator=optimal_token_baseline needs actor_rollout_ref.actor.calculate_sum_pi_squared=true; set it") \

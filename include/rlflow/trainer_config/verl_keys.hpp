@@ -28,8 +28,7 @@ struct verl_key_rule {
 
 // ---- why a key does nothing here ---------------------------------------------------------------
 inline constexpr std::string_view why_hydra = "Hydra's class path; the Trainer's template arguments fix the classes";
-//! Flip these rows to honoured keys (add them to RLFLOW_TRAINER_CONFIG_KEYS) when sequence packing lands.
-inline constexpr std::string_view why_padding = "rlflow computes on padded rows (no sequence packing yet), with the same results";
+inline constexpr std::string_view why_reward_model_padding = "rlflow has no reward-model worker whose passes could be packed";
 inline constexpr std::string_view why_fsdp =
     "FSDP sharding, wrapping and offload: each rlflow worker keeps whole weights in its own host or device memory";
 inline constexpr std::string_view why_profiler = "profiler settings: rlflow has no profiler hooks; run perf or nsys around the program";
@@ -151,7 +150,7 @@ inline constexpr verl_key_rule verl_key_rules[] = {
     {"actor_rollout_ref.actor.router_replay.replay_file", verl_key_use::rejected, why_rollout_feature, instead_none, "null"},
     {"actor_rollout_ref.actor.entropy_from_logits_with_chunking", verl_key_use::no_effect, why_kernels, {}, {}},
     {"actor_rollout_ref.actor.entropy_checkpointing", verl_key_use::no_effect, why_kernels, {}, {}},
-    {"actor_rollout_ref.actor.use_remove_padding", verl_key_use::no_effect, why_padding, {}, {}},
+    {"actor_rollout_ref.actor.use_remove_padding", verl_key_use::alias, "actor_rollout_ref.model.use_remove_padding", {}, {}},
     {"actor_rollout_ref.actor.sum_pi_squared_checkpointing", verl_key_use::no_effect, why_kernels, {}, {}},
     {"actor_rollout_ref.ref.rollout_n", verl_key_use::no_effect, why_rollout_n, {}, {}},
     {"actor_rollout_ref.ref.strategy", verl_key_use::no_effect, why_fsdp, {}, {}},
@@ -281,7 +280,6 @@ inline constexpr verl_key_rule verl_key_rules[] = {
     {"actor_rollout_ref.model.override_config", verl_key_use::rejected, why_python_model, instead_hf_config, "{}"},
     {"actor_rollout_ref.model.enable_gradient_checkpointing", verl_key_use::no_effect, why_kernels, {}, {}},
     {"actor_rollout_ref.model.enable_activation_offload", verl_key_use::no_effect, why_kernels, {}, {}},
-    {"actor_rollout_ref.model.use_remove_padding", verl_key_use::no_effect, why_padding, {}, {}},
     {"actor_rollout_ref.model.lora_rank", verl_key_use::rejected, why_lora, instead_lora, "0"},
     {"actor_rollout_ref.model.lora_alpha", verl_key_use::rejected, why_lora, instead_lora, "16"},
     {"actor_rollout_ref.model.target_modules", verl_key_use::rejected, why_lora, instead_lora, "all-linear"},
@@ -370,7 +368,6 @@ inline constexpr verl_key_rule verl_key_rules[] = {
     {"critic.model.use_shm", verl_key_use::no_effect, why_loading, {}, {}},
     {"critic.model.enable_gradient_checkpointing", verl_key_use::no_effect, why_kernels, {}, {}},
     {"critic.model.enable_activation_offload", verl_key_use::no_effect, why_kernels, {}, {}},
-    {"critic.model.use_remove_padding", verl_key_use::no_effect, why_padding, {}, {}},
     {"critic.model.lora_rank", verl_key_use::rejected, why_lora, instead_lora, "0"},
     {"critic.model.lora_alpha", verl_key_use::rejected, why_lora, instead_lora, "16"},
     {"critic.model.target_modules", verl_key_use::rejected, why_lora, instead_lora, "all-linear"},
@@ -416,7 +413,7 @@ inline constexpr verl_key_rule verl_key_rules[] = {
     {"reward_model.model.trust_remote_code", verl_key_use::rejected, why_reward_model, instead_reward_model, "false"},
     {"reward_model.model.override_config", verl_key_use::rejected, why_reward_model, instead_reward_model, "{}"},
     {"reward_model.model.use_shm", verl_key_use::rejected, why_reward_model, instead_reward_model, "false"},
-    {"reward_model.model.use_remove_padding", verl_key_use::no_effect, why_padding, {}, {}},
+    {"reward_model.model.use_remove_padding", verl_key_use::no_effect, why_reward_model_padding, {}, {}},
     {"reward_model.model.use_fused_kernels", verl_key_use::no_effect, why_kernels, {}, {}},
     {"reward_model.model.fsdp_config._target_", verl_key_use::no_effect, why_hydra, {}, {}},
     {"reward_model.model.fsdp_config.wrap_policy.min_num_params", verl_key_use::no_effect, why_fsdp, {}, {}},

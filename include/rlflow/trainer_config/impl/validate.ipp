@@ -174,6 +174,23 @@ RLFLOW_DECL std::string explain(config_check_id id, TrainerConfig const& c) {
       return msg("actor_rollout_ref.actor.use_dynamic_bsz=", b(a.use_dynamic_bsz),
                  " differs from actor_rollout_ref.rollout.log_prob_use_dynamic_bsz=", opt_text(r.log_prob_use_dynamic_bsz),
                  "; set both to the same value (or log_prob_use_dynamic_bsz=null to inherit)");
+    case config_check_id::dynamic_bsz_budget_fits: {
+      auto const row = c.data.max_prompt_length + c.data.max_response_length;
+      auto const& arr = c.actor_rollout_ref;
+      std::string key = "critic.ppo_max_token_len_per_gpu";
+      std::int64_t v = c.critic.ppo_max_token_len_per_gpu;
+      if (a.use_dynamic_bsz && a.ppo_max_token_len_per_gpu < row) {
+        key = "actor_rollout_ref.actor.ppo_max_token_len_per_gpu", v = a.ppo_max_token_len_per_gpu;
+      } else if (c.rollout_log_prob_use_dynamic_bsz() && r.log_prob_max_token_len_per_gpu < row) {
+        key = "actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu", v = r.log_prob_max_token_len_per_gpu;
+      } else if (c.uses_reference() && c.ref_log_prob_use_dynamic_bsz() && arr.ref.log_prob_max_token_len_per_gpu < row) {
+        key = "actor_rollout_ref.ref.log_prob_max_token_len_per_gpu", v = arr.ref.log_prob_max_token_len_per_gpu;
+      }
+      return msg(key, "=", v, " is below one row of data.max_prompt_length=", c.data.max_prompt_length,
+                 " + data.max_response_length=", c.data.max_response_length, " = ", row,
+                 " tokens, and a token-budget micro-batch (use_dynamic_bsz=true) holds whole rows; set ", key, "=", row,
+                 " or more");
+    }
     case config_check_id::val_sampling_temperature:
       return msg("actor_rollout_ref.rollout.val_kwargs.do_sample=true needs val_kwargs.temperature > 0, got ",
                  num(r.val_kwargs.temperature),
