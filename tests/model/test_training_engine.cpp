@@ -149,3 +149,36 @@ TEST_CASE("the model memorises a small dataset under supervised training", "[eng
     CHECK(len == int(data[std::size_t(b)].size()));  // the rest of the text plus EOS
   }
 }
+
+TEST_CASE("gradients and AdamW moments take memory only once an engine trains", "[engine][memory]") {
+  // a model whose weights dwarf one short row's activations: 256-token vocabulary, width 64
+  rlflow::model::GPTConfig const cfg{.vocab_size = 256, .max_seq_len = 8, .n_layer = 2, .n_head = 2, .n_embd = 64, .seed = 5};
+  auto& mr = rlflow::default_host_resource();
+  std::size_t const P = rlflow::model::param_count(cfg);
+  std::size_t const buffer = rlflow::caching_host_resource::size_class(P * sizeof(float));
+  auto in_use = [&] { return mr.stats().bytes_in_use; };
+  Tensor const ids = Tensor::from(std::vector<std::int32_t>{1, 2, 3, 4}, Shape{1, 4});
+  Tensor const mask = Tensor::from(std::vector<std::int32_t>{1, 1, 1, 1}, Shape{1, 4});
+  std::size_t const before = in_use();
+  TrainingEngine eng(cfg, OptimizerConfig{});
+  std::size_t const built = in_use() - before;
+  CHECK(built >= buffer);      // the weights
+  CHECK(built < 2 * buffer);   // and neither gradients nor moments
+  (void)eng.compute_log_prob(ids, mask, 3);  // a reference's whole use
+  std::size_t const after_forward = in_use() - before;
+  CHECK(after_forward < 2 * buffer);
+  // the first backward allocates the gradients (zero before accumulating), the first step the moments
+  eng.zero_grad();
+  std::vector<float> dl(3, -1.0f);
+  (void)eng.forward_backward(ids, mask, 3, Tensor::from(dl, Shape{1, 3}));
+  CHECK(in_use() - before >= after_forward + buffer);
+  double norm = 0;
+  for (float g : eng.grads()) norm += double(g) * g;
+  CHECK(norm > 0);
+  std::size_t const with_grads = in_use();
+  eng.optimizer_step();
+  CHECK(in_use() >= with_grads + 2 * buffer);
+  double moved = 0;
+  for (float m : eng.optimizer().m()) moved += std::abs(m);
+  CHECK(moved > 0);
+}

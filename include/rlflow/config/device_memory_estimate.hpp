@@ -128,10 +128,12 @@ inline std::int64_t host_memory_available() {
 //! process (n_gpus_per_node of them, each with the per-worker footprint of
 //! estimate_device_memory: actor and reference engines, the rollout's weights, KV cache and
 //! activations) need more than 'available' bytes of host memory, naming the numbers and the fix.
-//! 'available' < 0 (unknown) skips the check.
+//! The CPU engines allocate gradients and AdamW moments on first use, so the reference counts its
+//! weights and decay mask only. 'available' < 0 (unknown) skips the check.
 inline void check_host_memory(TrainerConfig const& cfg, model::GPTConfig const& m, std::int64_t available, std::string const& what) {
   if (available < 0) return;
-  DeviceMemoryEstimate const e = estimate_device_memory(cfg, m);
+  DeviceMemoryEstimate e = estimate_device_memory(cfg, m);
+  e.ref_state = model::ParamLayout(m).count() * std::int64_t(sizeof(float) + 1);
   std::int64_t const workers = std::max<std::int64_t>(1, cfg.trainer.n_gpus_per_node);
   std::int64_t const need = workers * e.total();
   if (need <= available) return;

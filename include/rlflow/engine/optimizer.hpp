@@ -60,7 +60,9 @@ inline float lr_at(OptimizerConfig const& c, std::int64_t step) {
 }
 
 //! AdamW on a flat buffer. The moments m, v and the step counter are the whole state
-//! (saved by engine/checkpoint.hpp). decay_mask (one byte per float) selects weight decay.
+//! (saved by engine/checkpoint.hpp). decay_mask (one byte per float) selects weight decay. The
+//! moments are allocated (zero) on first use, so an engine that never trains (the reference
+//! policy) holds none.
 class AdamW {
  public:
   AdamW(OptimizerConfig const& cfg, std::size_t n, std::vector<std::uint8_t> decay_mask)
@@ -68,8 +70,6 @@ class AdamW {
     cfg_.validate();
     if (decay_.size() != n)
       throw shape_error(msg("rlflow::engine::AdamW: decay mask has ", decay_.size(), " entries for ", n, " parameters"));
-    m_ = Tensor::zeros(DType::float32, Shape{static_cast<std::int64_t>(n)});
-    v_ = Tensor::zeros(DType::float32, Shape{static_cast<std::int64_t>(n)});
   }
 
   //! Global L2 norm of grads in double, summed serially (the result never depends on threads).
@@ -96,8 +96,8 @@ class AdamW {
     float const b1 = cfg_.beta1, b2 = cfg_.beta2, eps = cfg_.eps, wd = cfg_.weight_decay;
     float const bc1 = 1.0f - static_cast<float>(std::pow(double(b1), double(step_)));
     float const bc2 = 1.0f - static_cast<float>(std::pow(double(b2), double(step_)));
-    float* m = m_.data<float>();
-    float* v = v_.data<float>();
+    float* m = moments().first.data<float>();
+    float* v = moments().second.data<float>();
     float* p = params.data();
     float const* g = grads.data();
     std::uint8_t const* dm = decay_.data();
@@ -120,15 +120,22 @@ class AdamW {
   //! Learning rate the next step() will use.
   float lr() const { return lr_at(cfg_, step_); }
   OptimizerConfig const& config() const { return cfg_; }
-  std::span<float> m() { return m_.span<float>(); }
-  std::span<float> v() { return v_.span<float>(); }
-  std::span<float const> m() const { return m_.span<float const>(); }
-  std::span<float const> v() const { return v_.span<float const>(); }
+  std::span<float> m() { return moments().first.span<float>(); }
+  std::span<float> v() { return moments().second.span<float>(); }
+  std::span<float const> m() const { return moments().first.span<float const>(); }
+  std::span<float const> v() const { return moments().second.span<float const>(); }
 
  private:
+  std::pair<Tensor&, Tensor&> moments() const {
+    if (!m_.defined()) {
+      m_ = Tensor::zeros(DType::float32, Shape{static_cast<std::int64_t>(size())});
+      v_ = Tensor::zeros(DType::float32, Shape{static_cast<std::int64_t>(size())});
+    }
+    return {m_, v_};
+  }
   OptimizerConfig cfg_;
   std::vector<std::uint8_t> decay_;
-  Tensor m_, v_;
+  mutable Tensor m_, v_;  // allocated by moments() on first use
   std::int64_t step_ = 0;
 };
 

@@ -91,16 +91,13 @@ inline void check_grad(char const* fn, char const* name, Tensor const& g, std::i
 class TrainingEngine {
  public:
   explicit TrainingEngine(model::GPTConfig const& cfg, OptimizerConfig const& opt = {})
-      : model_(cfg), optim_(opt, model_.layout().size(), decay_mask(model_.shard_layout(), model_.layout())), opt_(opt) {
-    grads_ = Tensor::zeros(DType::float32, Shape{static_cast<std::int64_t>(model_.layout().size())});
-  }
+      : model_(cfg), optim_(opt, model_.layout().size(), decay_mask(model_.shard_layout(), model_.layout())), opt_(opt) {}
   //! Training tensor parallelism: TP rank tp.rank of a group of tp.size (tp_comm: the group's
   //! communicator). params(), grads() and the optimizer hold this rank's shard (shard_layout()).
   //! verl: actor_rollout_ref.actor.megatron.tensor_model_parallel_size (MegatronPPOActor).
   TrainingEngine(model::GPTConfig const& cfg, OptimizerConfig const& opt, model::TPRank tp, comm::Communicator* tp_comm)
       : model_(cfg, tp, tp_comm), optim_(opt, model_.shard_layout().size(), decay_mask(model_.shard_layout(), model_.layout())),
         opt_(opt), comm_(tp_comm) {
-    grads_ = Tensor::zeros(DType::float32, Shape{static_cast<std::int64_t>(model_.shard_layout().size())});
     mark_split();
   }
 
@@ -130,7 +127,7 @@ class TrainingEngine {
                              step(), "; choose the head (actor_rollout_ref.model.lm_head) before training"));
     model_.set_lm_head(h);  // the weights cut again
     std::size_t const n = shard_layout().size();
-    grads_ = Tensor::zeros(DType::float32, Shape{static_cast<std::int64_t>(n)});
+    grads_ = Tensor{};  // allocated again, at the new size, on first use
     optim_ = AdamW(opt_, n, decay_mask(shard_layout(), layout()));
     mark_split();
   }
@@ -143,8 +140,8 @@ class TrainingEngine {
   std::span<float> params() { return model_.params(); }
   std::span<float const> params() const { return model_.params(); }
   //! The flat gradient buffer: all-reduce (average) it across data-parallel ranks before optimizer_step().
-  std::span<float> grads() { return grads_.span<float>(); }
-  std::span<float const> grads() const { return grads_.span<float const>(); }
+  std::span<float> grads() { return grad_buffer().span<float>(); }
+  std::span<float const> grads() const { return grad_buffer().span<float const>(); }
 
   //! Packed sequences (verl: actor_rollout_ref.model.use_remove_padding): forward / backward /
   //! forward_values run over the rows' real tokens only, end to end, attention bounded per row
@@ -447,7 +444,13 @@ class TrainingEngine {
   OptimizerConfig opt_;                 //!< what optim_ was built from (set_lm_head rebuilds it)
   comm::Communicator* comm_ = nullptr;  //!< the TP group (tensor-parallel only)
   std::vector<std::uint8_t> split_;     //!< per shard float: 1 if split across the TP group
-  Tensor grads_;
+  //! The gradient buffer, allocated (zero) on first use: an engine that never trains (the
+  //! reference policy) holds no gradients.
+  Tensor& grad_buffer() const {
+    if (!grads_.defined()) grads_ = Tensor::zeros(DType::float32, Shape{static_cast<std::int64_t>(model_.shard_layout().size())});
+    return grads_;
+  }
+  mutable Tensor grads_;
   std::vector<std::int32_t> targets_;
   Last last_ = Last::none;
   bool packed_ = false;       //!< set_remove_padding
