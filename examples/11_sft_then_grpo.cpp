@@ -9,9 +9,10 @@
 // trainer.log_freq steps. Arguments: sft.<key>=value (rlflow::SftConfig's keys, verl's
 // sft_trainer keys), other key=value words for the GRPO trainer (TrainerConfig), and
 //   --compare            also run GRPO alone (the same steps from the random model) and print both
-//   --check              exit 1 unless SFT's validation loss fell to --max-sft-val-loss (default 0.5)
-//                        and GRPO's final score is at least --min-score (default 0.6) and, with
-//                        --compare, above GRPO alone's by --min-gain (default 0.3)
+//   --check              exit 1 unless SFT's validation loss fell to --max-sft-val-loss (default 0.6),
+//                        GRPO's final score is at least --min-score (default 0.8) and above its
+//                        first logged score by --min-rise (default 0.3) and, with --compare, above
+//                        GRPO alone's by --min-gain (default 0.4)
 // Run: make demo DEMO=11_sft_then_grpo (or build/examples/11_sft_then_grpo --compare).
 #include <rlflow/rlflow.hpp>
 #include <rlflow/trainer/sft.hpp>
@@ -20,6 +21,7 @@
 #include <cstdlib>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "common/reverse_task.hpp"
@@ -40,7 +42,7 @@ using GrpoTrainer = Trainer<GRPO, Colocate<3>, roles::RuleReward<BracketScore>>;
 struct Args {
   std::vector<std::string> sft, grpo;
   bool compare = false, check = false;
-  double max_sft_val_loss = 0.5, min_score = 0.6, min_gain = 0.3;
+  double max_sft_val_loss = 0.6, min_score = 0.8, min_gain = 0.4, min_rise = 0.3;
 };
 
 double number(std::string_view flag, char const* v) {
@@ -63,6 +65,7 @@ Args parse(int argc, char** argv) {
     else if (w == "--max-sft-val-loss") a.max_sft_val_loss = number(w, value());
     else if (w == "--min-score") a.min_score = number(w, value());
     else if (w == "--min-gain") a.min_gain = number(w, value());
+    else if (w == "--min-rise") a.min_rise = number(w, value());
     else if (w.starts_with("sft.")) a.sft.emplace_back(w.substr(4));
     else a.grpo.emplace_back(w);
   }
@@ -76,28 +79,29 @@ std::vector<char const*> argv_of(std::vector<std::string> const& words) {
 }
 
 //! GRPO for total_training_steps; prints the score every log_freq steps; returns the mean score
-//! of the last log_freq steps.
-double run_grpo(TrainerConfig cfg, PromptDataset const& data, std::string const& charset, std::string const& init,
+//! of the first and of the last log_freq steps.
+std::pair<double, double> run_grpo(TrainerConfig cfg, PromptDataset const& data, std::string const& charset, std::string const& init,
                 char const* label) {
   TrainerOptions o;
   o.console = false;
   o.init_weights = init;
   GrpoTrainer t(cfg, data, charset, o);
   std::int64_t const every = std::max<std::int64_t>(1, cfg.trainer.log_freq);
-  double window = 0, last = 0;
+  double window = 0, first = -1, last = 0;
   std::int64_t n = 0;
   while (t.global_step() < t.total_steps()) {
     Metrics m = t.step();
     window += m["critic/score/mean"];
     if (++n == every || t.global_step() == t.total_steps()) {
       last = window / double(n);
+      if (first < 0) first = last;
       std::printf("%s step %3lld: score %.3f\n", label, static_cast<long long>(t.global_step()), last);
       std::fflush(stdout);
       window = 0;
       n = 0;
     }
   }
-  return last;
+  return {first, last};
 }
 }  // namespace
 
@@ -107,7 +111,7 @@ int main(int argc, char** argv) {
     // GRPO: the demo's settings; the answer is 2-3 letters in brackets, then EOS
     TrainerConfig gd = examples::grpo_reverse_config();
     gd.data.max_response_length = 6;
-    gd.trainer.total_training_steps = 60;
+    gd.trainer.total_training_steps = 100;
     gd.trainer.log_freq = 10;
     gd.trainer.experiment_name = "sft_then_grpo";
     gd.trainer.default_local_dir = "runs/sft_then_grpo/grpo";
@@ -120,7 +124,7 @@ int main(int argc, char** argv) {
     sd.data.max_length = gcfg.data.max_prompt_length + gcfg.data.max_response_length;
     sd.optim.lr = 2e-3;
     sd.optim.weight_decay = 0.0;
-    sd.trainer.total_training_steps = 30;
+    sd.trainer.total_training_steps = 60;
     sd.trainer.test_freq = 10;
     sd.trainer.default_local_dir = "runs/sft_then_grpo/sft";
     sd.trainer.experiment_name = "sft_then_grpo_sft";
@@ -168,12 +172,12 @@ int main(int argc, char** argv) {
     std::printf("sft checkpoint: %s\n", ckpt.string().c_str());
 
     auto const data = task.make_dataset(4096, std::uint64_t(gcfg.seed));
-    double const after_sft = run_grpo(gcfg, data, charset, ckpt.string(), "grpo from sft");
+    auto const [start, after_sft] = run_grpo(gcfg, data, charset, ckpt.string(), "grpo from sft");
     double alone = -1;
     if (a.compare) {
       TrainerConfig c = gcfg;
       c.trainer.default_local_dir = std::string(gcfg.trainer.default_local_dir.view()) + "_alone";
-      alone = run_grpo(c, data, charset, "", "grpo alone   ");
+      alone = run_grpo(c, data, charset, "", "grpo alone   ").second;
     }
     std::printf("done: sft val/loss %.3f -> %.3f; grpo score from sft %.3f", val0, val, after_sft);
     if (a.compare) std::printf(", grpo alone %.3f", alone);
@@ -186,6 +190,10 @@ int main(int argc, char** argv) {
       }
       if (!(after_sft >= a.min_score)) {
         std::fprintf(stderr, "check failed: GRPO from SFT ends at score %.3f, below %.3f\n", after_sft, a.min_score);
+        ok = false;
+      }
+      if (!(after_sft >= start + a.min_rise)) {
+        std::fprintf(stderr, "check failed: GRPO from SFT rose from %.3f to %.3f, less than %.3f\n", start, after_sft, a.min_rise);
         ok = false;
       }
       if (a.compare && !(after_sft >= alone + a.min_gain)) {
