@@ -270,8 +270,8 @@ TEST_CASE("a short SFT run lowers the validation loss on held-out rows", "[sft]"
   c.data.micro_batch_size_per_gpu = 32;
   c.optim.lr = 3e-3;
   c.optim.weight_decay = 0;
-  c.trainer.total_training_steps = 60;
-  c.trainer.test_freq = 30;
+  c.trainer.total_training_steps = 150;
+  c.trainer.test_freq = 50;
   SftTrainer t(c, tiny_model(tok->vocab_size(), 13, 4), tok, train, val);
   double const before = t.validation_loss();
   Metrics const m = t.fit();
@@ -280,7 +280,7 @@ TEST_CASE("a short SFT run lowers the validation loss on held-out rows", "[sft]"
   CHECK(m.at("val/loss") == Approx(after).epsilon(1e-6));
   CHECK(after < 0.75 * before);
   // the checkpoint is the RL trainer's: a sealed global_step_N with actor.safetensors
-  fs::path const ck = fs::path(c.trainer.default_local_dir) / "global_step_60";
+  fs::path const ck = fs::path(c.trainer.default_local_dir) / "global_step_150";
   CHECK_NOTHROW(verify_checkpoint(ck, {"actor.safetensors", "trainer_state.json"}));
   auto const w = engine::load_weights(ck / "actor.safetensors", t.engine().config());
   auto const p = t.engine().params();
