@@ -35,6 +35,7 @@ struct Turn {
 
 //! Replays each conversation's turns (keyed by request id) with random log-probs.
 struct ScriptedGenerator {
+  explicit ScriptedGenerator(model::CharTokenizer const* t) : tok(t) {}
   model::CharTokenizer const* tok;
   std::map<std::string, std::vector<Turn>> scripts;
   std::map<std::string, int> next;
@@ -93,10 +94,11 @@ DataProto prompt_batch(std::vector<std::string> const& prompts, std::vector<std:
   NonTensorColumn raw, extra, rm;
   for (std::int64_t i = 0; i < b; ++i) {
     auto const t = tok.encode(prompts[std::size_t(i)]);
-    for (std::size_t k = 0; k < t.size(); ++k) {
-      ids.at<std::int32_t>(i, P - std::int64_t(t.size()) + std::int64_t(k)) = t[k];
-      am.at<std::int32_t>(i, P - std::int64_t(t.size()) + std::int64_t(k)) = 1;
-    }
+    if (std::int64_t(t.size()) <= P)
+      for (std::size_t k = 0; k < t.size(); ++k) {
+        ids.at<std::int32_t>(i, P - std::int64_t(t.size()) + std::int64_t(k)) = t[k];
+        am.at<std::int32_t>(i, P - std::int64_t(t.size()) + std::int64_t(k)) = 1;
+      }
     raw.emplace_back(prompts[std::size_t(i)]);
     extra.emplace_back(std::string());
     rm.emplace_back(Dict{{"ground_truth", std::string("0")}});
@@ -109,11 +111,11 @@ DataProto prompt_batch(std::vector<std::string> const& prompts, std::vector<std:
 
 TEST_CASE("agent rollout batch: masks, log-probs, turns and tool counts on random conversations", "[agent][rollout]") {
   model::CharTokenizer const tok(printable());
-  std::int64_t const P = 24, R = 160, b = 6;
+  std::int64_t const P = 24, R = 400, b = 6;  // R holds three calls and the answer
   TrainerConfig cfg = agent_config(b, P, R);
   std::mt19937_64 rng(2024);
   for (int round = 0; round < 4; ++round) {
-    ScriptedGenerator gen{&tok};
+    ScriptedGenerator gen(&tok);
     std::vector<std::string> prompts;
     std::vector<std::int64_t> seeds;
     std::vector<std::vector<Turn>> scripts;
@@ -155,6 +157,7 @@ TEST_CASE("agent rollout batch: masks, log-probs, turns and tool counts on rando
       // the reference: each turn's sampled ids (mask 1) then the tool frame (mask 0)
       std::vector<std::int32_t> ids, mask;
       std::vector<float> lps;
+      REQUIRE(gen.logprobs[id].size() == scripts[u].size());  // every scripted turn ran
       for (std::size_t t = 0; t < scripts[u].size(); ++t) {
         auto s = tok.encode(scripts[u][t].text);
         s.push_back(tok.eos_id());
@@ -196,7 +199,7 @@ TEST_CASE("agent rollout batch: masks, log-probs, turns and tool counts on rando
 TEST_CASE("agent rollout: bad configuration and prompts are named", "[agent][rollout]") {
   model::CharTokenizer const tok(printable());
   TrainerConfig cfg = agent_config(1, 4, 32);
-  ScriptedGenerator gen{&tok};
+  ScriptedGenerator gen(&tok);
   gen.scripts["agent-5"] = {{"x", ""}};
   roles::AgentRolloutSetup setup;
   agent::ToolSet tools;
@@ -204,10 +207,9 @@ TEST_CASE("agent rollout: bad configuration and prompts are named", "[agent][rol
   sp.eos_id = tok.eos_id();
   DataProto const in = prompt_batch({"ab"}, {5}, 4, tok);
   SECTION("a prompt longer than data.max_prompt_length") {
-    cfg.data.max_prompt_length = 1;
-    DataProto const wide = prompt_batch({"abc"}, {5}, 4, tok);
+    DataProto const wide = prompt_batch({"abcdefg"}, {5}, 4, tok);  // the ids are left out, the text is 7 tokens
     CHECK_THROWS_WITH(roles::generate_with_agent(agent::generator_ref(gen), tok, cfg, wide, sp, setup, tools),
-                      Catch::Contains("3 tokens") && Catch::Contains("data.max_prompt_length = 4"));
+                      Catch::Contains("7 tokens") && Catch::Contains("data.max_prompt_length = 4"));
   }
   SECTION("an unknown default loop") {
     cfg.actor_rollout_ref.rollout.agent.default_agent_loop = "nope";
@@ -227,7 +229,7 @@ TEST_CASE("agent rollout: the actor update ignores mask-0 tokens, which stay in 
   model::CharTokenizer const tok(printable());
   std::int64_t const P = 16, R = 96, b = 4;
   TrainerConfig cfg = agent_config(b, P, R);
-  ScriptedGenerator gen{&tok};
+  ScriptedGenerator gen(&tok);
   std::vector<std::string> prompts;
   std::vector<std::int64_t> seeds;
   for (std::int64_t i = 0; i < b; ++i) {
