@@ -18,6 +18,7 @@
 #include <rlflow/config/trainer_config.hpp>
 #include <rlflow/core/data_proto.hpp>
 #include <rlflow/data/chat_template.hpp>
+#include <rlflow/detail/json_text.hpp>  // check_json_depth
 #include <rlflow/engine/sampling.hpp>
 #include <rlflow/model/tokenizer.hpp>
 
@@ -142,6 +143,7 @@ inline DataProto generate_with_agent(agent::Generator const& generate, model::To
     if (prompts.has_non_tensor("extra_info")) {
       Value const& e = prompts.non_tensor("extra_info")[u];
       if (e.is_string() && !e.as_string().empty()) {
+        rlflow::detail::check_json_depth(e.as_string(), 64, "rlflow::roles::generate_with_agent", msg("row ", i, "'s extra_info"));
         row.extra_info = agent::json::parse(e.as_string(), nullptr, false);
         if (row.extra_info.is_discarded())
           throw format_error(msg("rlflow::roles::generate_with_agent: row ", i, "'s extra_info is not JSON: '", e.as_string(),
