@@ -143,7 +143,7 @@ RLFLOW_DECL void data_metrics(DataProto const& batch, Metrics& m, bool has_criti
   m["response_length/clip_ratio"] = clipped / static_cast<double>(std::max<std::int64_t>(rows, 1));
   detail::put_stat(m, "prompt_length", plens);
   if (batch.has_tensor("num_turns")) {  // agent rollouts (rlflow/roles/agent_rollout.hpp)
-    std::vector<double> turns, calls, errors, masked;
+    std::vector<double> turns, calls, errors;
     for (auto v : batch.tensor("num_turns").span<std::int32_t>()) turns.push_back(v);
     if (batch.has_tensor("agent_tool_calls"))
       for (auto v : batch.tensor("agent_tool_calls").span<float>()) calls.push_back(v);
