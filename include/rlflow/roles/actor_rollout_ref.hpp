@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include <rlflow/agent/rollout_adapter.hpp>     // RolloutEngineGenerator (agent rollouts)
 #include <rlflow/algorithm/advantage_step.hpp>         // rollout_correction_options
 #include <rlflow/core/backend.hpp>                // cpu::par
 #include <rlflow/dispatch/dispatch.hpp>      // DPComputeProto, DPComputeMetric, OneToAll
@@ -24,6 +25,7 @@
 #include <rlflow/kernels/kernels.hpp>        // compute_policy_loss, agg_loss, kl_loss
 #include <rlflow/dispatch/method.hpp>                 // method, methods
 #include <rlflow/dispatch/role.hpp>             // actor_tag
+#include <rlflow/roles/agent_rollout.hpp>    // generate_with_agent
 #include <rlflow/roles/setup.hpp>            // RoleSetup, MetricLists, helpers
 
 namespace rlflow::roles {
@@ -316,9 +318,28 @@ class BasicActorRolloutRef {
         rollout_.share_replicated();  // one copy of wte, wpe, layer norms per replica (same process)
       }
     }
-    DataProto out = detail::generate_with(rollout_, *tok_, setup_.cfg, prompts);
+    DataProto out = detail::uses_agent_loop(setup_.cfg, prompts) ? generate_with_agent_loop(prompts)
+                                                                  : detail::generate_with(rollout_, *tok_, setup_.cfg, prompts);
     if (rc.free_cache_engine) rollout_.sleep();
     return out;
+  }
+
+  //! generate_sequences through the agent loop (actor_rollout_ref.rollout.multi_turn.enable, or an
+  //! agent_name column): each row runs its loop with the rollout engine as the generator
+  //! (agent::RolloutEngineGenerator, seeded by the row's rollout_seed); see generate_with_agent
+  //! for the output. The CPU engine with an unsharded rollout only. verl: AgentLoopManager.
+  DataProto generate_with_agent_loop(DataProto const& prompts) {
+    if constexpr (std::is_same_v<System, cpu::tag> && RolloutTP == 1) {
+      if (rollout_.is_sleeping()) rollout_.wake();
+      AgentRolloutSetup const& setup = agent_rollout_setup();
+      if (!agent_tools_) agent_tools_ = agent_tools(setup_.cfg, setup);
+      agent::RolloutEngineGenerator gen(rollout_);
+      return generate_with_agent(agent::generator_ref(gen), *tok_, setup_.cfg, prompts,
+                                 detail::rollout_sampling(*tok_, setup_.cfg, prompts), setup, *agent_tools_);
+    } else {
+      throw config_error("rlflow::roles::ActorRolloutRef: actor_rollout_ref.rollout.multi_turn.enable (agent rollouts) runs on "
+                         "the CPU engine with an unsharded rollout (TP<1>); set multi_turn.enable=false or use TP<1>");
+    }
   }
 
   //! Copies the actor's weights into the rollout engine in place and wakes it (verl:
@@ -615,6 +636,7 @@ class BasicActorRolloutRef {
   typename E::rollout rollout_;
   typename E::training ref_;
   comm::MeshCommunicators mesh_;  //!< the rollout mesh's TP and DP groups (RolloutTP > 1)
+  std::shared_ptr<agent::ToolSet const> agent_tools_;  //!< agent rollouts' tools, loaded on first use
 };
 
 //! The CPU hybrid role with an unsharded rollout (the trainer's default). verl: ActorRolloutRefWorker

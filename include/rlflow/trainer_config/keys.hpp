@@ -103,6 +103,16 @@ namespace rlflow {
   X(actor_rollout_ref.rollout.val_kwargs.n, "", "validation responses per prompt")                                  \
   X(actor_rollout_ref.rollout.val_kwargs.do_sample, "", "sample during validation (needs temperature > 0)")         \
   X(actor_rollout_ref.rollout.agent.num_workers, "", "agent-loop workers that drive generation")                    \
+  X(actor_rollout_ref.rollout.agent.default_agent_loop, "", "agent loop of rows without an agent_name column: single_turn_agent, tool_agent or a registered one") \
+  X(actor_rollout_ref.rollout.multi_turn.enable, "", "roll out through the agent loop (tool calls over several turns); rows may also name a loop in agent_name") \
+  X(actor_rollout_ref.rollout.multi_turn.max_assistant_turns, "", "assistant turns per conversation at most; null: no limit") \
+  X(actor_rollout_ref.rollout.multi_turn.max_user_turns, "", "tool / user turns per conversation at most; null: no limit") \
+  X(actor_rollout_ref.rollout.multi_turn.max_parallel_calls, "", "tool calls run per assistant turn at most (the rest are dropped)") \
+  X(actor_rollout_ref.rollout.multi_turn.max_tool_response_length, "", "characters of a tool answer kept; 0: no limit") \
+  X(actor_rollout_ref.rollout.multi_turn.tool_response_truncate_side, "left|right|middle", "which part of a long tool answer is cut: left keeps the start, right the end, middle both ends") \
+  X(actor_rollout_ref.rollout.multi_turn.format, "hermes", "tool-call format the model writes: hermes (<tool_call>{...}</tool_call>)") \
+  X(actor_rollout_ref.rollout.multi_turn.tokenization_sanity_check_mode, "strict|ignore_strippable|disable", "compare the conversation's ids with the template's tokenized after each tool turn") \
+  X(actor_rollout_ref.rollout.multi_turn.tool_config_path, "", "tool configuration file (verl's YAML shape); empty: no tools") \
   X(actor_rollout_ref.rollout.checkpoint_engine.backend, "naive|nccl|nixl|mooncake|kimi_ckpt_engine|delta_sharded", \
     "weight-sync transport; naive = in place (colocated only)")                                                   \
   X(actor_rollout_ref.rollout.checkpoint_engine.update_weights_bucket_megabytes, "", "bucket size of weight sync")   \

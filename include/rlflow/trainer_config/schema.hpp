@@ -130,6 +130,20 @@ struct CheckpointEngineConfig {
 //! verl: actor_rollout_ref.rollout.agent.*.
 struct AgentConfig {
   std::int64_t num_workers = 8;
+  config_string default_agent_loop = "single_turn_agent";  //!< the loop of rows without an agent_name
+};
+
+//! verl: actor_rollout_ref.rollout.multi_turn.* (rollouts through the agent loop; rlflow/agent).
+struct MultiTurnRolloutConfig {
+  bool enable = false;
+  nullable<std::int64_t> max_assistant_turns{};  //!< null: no limit
+  nullable<std::int64_t> max_user_turns{};       //!< null: no limit
+  std::int64_t max_parallel_calls = 1;
+  std::int64_t max_tool_response_length = 256;   //!< characters; 0: no limit
+  config_string tool_response_truncate_side = "middle";
+  config_string format = "hermes";
+  config_string tokenization_sanity_check_mode = "strict";
+  config_string tool_config_path = "";           //!< empty: no tools
 };
 
 //! verl: actor_rollout_ref.rollout.* (verl/trainer/config/rollout/rollout.yaml).
@@ -153,6 +167,7 @@ struct RolloutConfig {
   std::int64_t log_prob_max_token_len_per_gpu = 16384;
   ValKwargsConfig val_kwargs{};
   AgentConfig agent{};
+  MultiTurnRolloutConfig multi_turn{};
   CheckpointEngineConfig checkpoint_engine{};
 };
 

@@ -57,8 +57,15 @@ inline constexpr std::string_view why_reward_manager = "rlflow has no Python rew
 inline constexpr std::string_view instead_reward_model =
     "score with a reward role (docs/roles.md) or a C scorer in custom_reward_function.path; reward_model.enable, "
     "enable_resource_pool, nnodes and n_gpus_per_node are reward.reward_model.*";
-inline constexpr std::string_view why_agent = "the multi-turn agent loop and its tools are not in rlflow's Trainer yet";
-inline constexpr std::string_view instead_agent = "drop the key (single-turn generation)";
+inline constexpr std::string_view why_agent =
+    "verl's Python interactions, agent-loop files and async servers: rlflow's agent loops are C++ types registered by name";
+inline constexpr std::string_view instead_agent =
+    "register a C++ agent loop or tool (docs/agent_loop.md) and select it with agent.default_agent_loop or a row's agent_name";
+inline constexpr std::string_view why_one_template =
+    "rlflow tokenizes every turn with the one chat template training sees, so that the ids equal the template's";
+inline constexpr std::string_view instead_drop = "drop the key";
+inline constexpr std::string_view why_repeat_rollouts = "verl's repeated multi-turn rollouts of one prompt";
+inline constexpr std::string_view instead_rollout_n = "set actor_rollout_ref.rollout.n (samples per prompt)";
 inline constexpr std::string_view why_logprobs_mode = "rlflow returns the sampler's processed log-probs only";
 inline constexpr std::string_view instead_logprobs_mode = "drop the key; actor_rollout_ref.rollout.calculate_log_probs=true returns them";
 inline constexpr std::string_view why_rollout_feature =
@@ -227,20 +234,10 @@ inline constexpr verl_key_rule verl_key_rules[] = {
     {"actor_rollout_ref.rollout.engine_kwargs.trtllm", verl_key_use::no_effect, why_engine, {}, {}},
     {"actor_rollout_ref.rollout.val_kwargs._target_", verl_key_use::no_effect, why_hydra, {}, {}},
     {"actor_rollout_ref.rollout.multi_turn._target_", verl_key_use::no_effect, why_hydra, {}, {}},
-    {"actor_rollout_ref.rollout.multi_turn.enable", verl_key_use::rejected, why_agent, instead_agent, "false"},
-    {"actor_rollout_ref.rollout.multi_turn.max_assistant_turns", verl_key_use::rejected, why_agent, instead_agent, "null"},
-    {"actor_rollout_ref.rollout.multi_turn.tool_config_path", verl_key_use::rejected, why_agent, instead_agent, "null"},
-    {"actor_rollout_ref.rollout.multi_turn.max_user_turns", verl_key_use::rejected, why_agent, instead_agent, "null"},
-    {"actor_rollout_ref.rollout.multi_turn.max_parallel_calls", verl_key_use::rejected, why_agent, instead_agent, "1"},
-    {"actor_rollout_ref.rollout.multi_turn.max_tool_response_length", verl_key_use::rejected, why_agent, instead_agent, "256"},
-    {"actor_rollout_ref.rollout.multi_turn.tool_response_truncate_side", verl_key_use::rejected, why_agent, instead_agent, "middle"},
     {"actor_rollout_ref.rollout.multi_turn.interaction_config_path", verl_key_use::rejected, why_agent, instead_agent, "null"},
-    {"actor_rollout_ref.rollout.multi_turn.use_inference_chat_template", verl_key_use::rejected, why_agent, instead_agent, "false"},
-    {"actor_rollout_ref.rollout.multi_turn.tokenization_sanity_check_mode", verl_key_use::rejected, why_agent, instead_agent, "strict"},
-    {"actor_rollout_ref.rollout.multi_turn.format", verl_key_use::rejected, why_agent, instead_agent, "hermes"},
-    {"actor_rollout_ref.rollout.multi_turn.num_repeat_rollouts", verl_key_use::rejected, why_agent, instead_agent, "null"},
+    {"actor_rollout_ref.rollout.multi_turn.use_inference_chat_template", verl_key_use::rejected, why_one_template, instead_drop, "false"},
+    {"actor_rollout_ref.rollout.multi_turn.num_repeat_rollouts", verl_key_use::rejected, why_repeat_rollouts, instead_rollout_n, "null"},
     {"actor_rollout_ref.rollout.agent._target_", verl_key_use::no_effect, why_hydra, {}, {}},
-    {"actor_rollout_ref.rollout.agent.default_agent_loop", verl_key_use::rejected, why_agent, instead_agent, "single_turn_agent"},
     {"actor_rollout_ref.rollout.agent.agent_loop_config_path", verl_key_use::rejected, why_agent, instead_agent, "null"},
     {"actor_rollout_ref.rollout.agent.custom_async_server._target_", verl_key_use::no_effect, why_hydra, {}, {}},
     {"actor_rollout_ref.rollout.agent.custom_async_server.path", verl_key_use::rejected, why_agent, instead_agent, "null"},
@@ -308,7 +305,7 @@ inline constexpr verl_key_rule verl_key_rules[] = {
     {"data.train_max_samples", verl_key_use::rejected, why_max_samples, instead_max_samples, "-1"},
     {"data.val_max_samples", verl_key_use::rejected, why_max_samples, instead_max_samples, "-1"},
     {"data.reward_fn_key", verl_key_use::rejected, why_reward_fn_key, instead_reward_fn_key, "data_source"},
-    {"data.tool_config_path", verl_key_use::rejected, why_agent, instead_agent, "${oc.select:actor_rollout_ref.rollout.multi_turn.tool_config_path, null}"},
+    {"data.tool_config_path", verl_key_use::alias, "actor_rollout_ref.rollout.multi_turn.tool_config_path", {}, {}},
     {"data.return_raw_input_ids", verl_key_use::no_effect, why_loader, {}, {}},
     {"data.return_raw_chat", verl_key_use::no_effect, why_loader, {}, {}},
     {"data.return_full_prompt", verl_key_use::no_effect, why_loader, {}, {}},

@@ -133,7 +133,7 @@ RLFLOW_DECL void data_metrics(DataProto const& batch, Metrics& m, bool has_criti
   std::int64_t const P = attn.dim(1) - R;
   for (std::int64_t i = 0; i < rows; ++i) {
     double l = 0, p = 0;
-    for (std::int64_t t = 0; t < R; ++t) l += rmask.at<std::int32_t>(i, t) != 0;
+    for (std::int64_t t = 0; t < R; ++t) l += attn.at<std::int32_t>(i, P + t) != 0;  // tool tokens too (verl)
     for (std::int64_t t = 0; t < P; ++t) p += attn.at<std::int32_t>(i, t) != 0;
     lens[static_cast<std::size_t>(i)] = l;
     plens[static_cast<std::size_t>(i)] = p;
@@ -142,6 +142,25 @@ RLFLOW_DECL void data_metrics(DataProto const& batch, Metrics& m, bool has_criti
   detail::put_stat(m, "response_length", lens);
   m["response_length/clip_ratio"] = clipped / static_cast<double>(std::max<std::int64_t>(rows, 1));
   detail::put_stat(m, "prompt_length", plens);
+  if (batch.has_tensor("num_turns")) {  // agent rollouts (rlflow/roles/agent_rollout.hpp)
+    std::vector<double> turns, calls, errors;
+    for (auto v : batch.tensor("num_turns").span<std::int32_t>()) turns.push_back(v);
+    if (batch.has_tensor("agent_tool_calls"))
+      for (auto v : batch.tensor("agent_tool_calls").span<float>()) calls.push_back(v);
+    if (batch.has_tensor("agent_tool_errors"))
+      for (auto v : batch.tensor("agent_tool_errors").span<float>()) errors.push_back(v);
+    double in_context = 0, not_trained = 0;  // response tokens attended to, and those with mask 0 (tool / user)
+    for (std::int64_t i = 0; i < rows; ++i)
+      for (std::int64_t t = 0; t < R; ++t)
+        if (attn.at<std::int32_t>(i, P + t)) {
+          in_context += 1;
+          not_trained += rmask.at<std::int32_t>(i, t) == 0;
+        }
+    detail::put_stat(m, "num_turns", turns);
+    if (!calls.empty()) m["agent/tool_calls/mean"] = detail::stat_of(calls).mean;
+    if (!errors.empty()) m["agent/tool_errors/mean"] = detail::stat_of(errors).mean;
+    m["agent/masked_fraction/mean"] = in_context > 0 ? not_trained / in_context : 0.0;
+  }
 }
 
 RLFLOW_DECL void print_samples(DataProto const& batch, std::int64_t log_train_generations, model::Tokenizer const& tok) {

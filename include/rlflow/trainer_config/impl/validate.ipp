@@ -200,6 +200,18 @@ RLFLOW_DECL std::string explain(config_check_id id, TrainerConfig const& c) {
                  r.top_k, " val_kwargs.temperature=", num(r.val_kwargs.temperature), " val_kwargs.top_p=",
                  num(r.val_kwargs.top_p), " val_kwargs.top_k=", r.val_kwargs.top_k, " val_kwargs.n=", r.val_kwargs.n,
                  ": need temperature >= 0, 0 < top_p <= 1, top_k >= -1 (-1 or 0: off), n >= 1; fix the offending key");
+    case config_check_id::multi_turn_ranges: {
+      auto const& m = r.multi_turn;
+      return msg("actor_rollout_ref.rollout.multi_turn.max_assistant_turns=", opt_text(m.max_assistant_turns),
+                 " max_user_turns=", opt_text(m.max_user_turns), " max_parallel_calls=", m.max_parallel_calls,
+                 " max_tool_response_length=", m.max_tool_response_length, " agent.default_agent_loop='",
+                 r.agent.default_agent_loop, "': need the turn limits null (no limit) or >= 1, max_parallel_calls >= 1, ",
+                 "max_tool_response_length >= 0 (0: no limit) and a loop name (single_turn_agent, tool_agent); fix the offending key");
+    }
+    case config_check_id::multi_turn_hybrid_rollout:
+      return msg("actor_rollout_ref.rollout.multi_turn.enable=true with trainer.v1.trainer_mode=", c.trainer.v1.trainer_mode,
+                 ": agent rollouts run in the hybrid actor role, and separate_async generates in its standalone rollout fleet; "
+                 "use trainer.v1.trainer_mode=sync or colocate_async, or set multi_turn.enable=false");
     case config_check_id::otb_sum_pi_squared:
       return msg("algorithm.adv_estimator=", c.algorithm.adv_estimator,
                  " needs sum_pi_squared but actor_rollout_ref.actor.calculate_sum_pi_squared=false; set "
