@@ -105,7 +105,7 @@ int run_reverse_example(int argc, char** argv, const char* title, TrainerConfig 
   return run_main([&] {
     TrainerConfig cfg;
     try {
-      cfg = TrainerConfig::from_args(argc, argv, defaults);
+      cfg = TrainerConfig::from_args(argc, argv, TrainerType::program_defaults(defaults));  // --help shows the type's values
     } catch (help_requested const& h) {
       throw help_requested(msg(title, "\n\n", h.text()));
     }
