@@ -132,6 +132,8 @@ rlflow::PromptDataset products(int n, std::uint64_t seed) {
 }
 }  // namespace
 
+using Trainer = rlflow::Trainer<rlflow::GRPO, rlflow::Colocate<3>, ToolTaskReward>;
+
 int main(int argc, char** argv) {
   return rlflow::run_main([&] {
     // BOS + "99*99=" ; '?', up to 4 answer digits, EOS, and room to spare
@@ -141,7 +143,7 @@ int main(int argc, char** argv) {
     defaults.trainer.log_freq = 10;
     defaults.actor_rollout_ref.rollout.multi_turn.enable = true;
     defaults.actor_rollout_ref.rollout.agent.default_agent_loop = "calculator_agent";
-    rlflow::TrainerConfig cfg = rlflow::TrainerConfig::from_args(argc, argv, defaults);
+    rlflow::TrainerConfig cfg = rlflow::TrainerConfig::from_args(argc, argv, Trainer::program_defaults(defaults));
 
     auto& setup = rlflow::roles::agent_rollout_setup();  // before the Trainer starts its workers
     setup.loops.add<CalcAgentLoop>("calculator_agent");
@@ -149,7 +151,7 @@ int main(int argc, char** argv) {
     tools->add(agent::calculator_tool());
     setup.tools = tools;
 
-    rlflow::Trainer<rlflow::GRPO, rlflow::Colocate<3>, ToolTaskReward> trainer(cfg, products(4096, 1), "0123456789*=?");
+    Trainer trainer(cfg, products(4096, 1), "0123456789*=?");
     rlflow::Metrics last = trainer.fit();
     double const score = last["critic/score/mean"];
     std::printf("done: %lld steps, tool %s, final critic/score/mean %.3f, num_turns/mean %.2f\n",

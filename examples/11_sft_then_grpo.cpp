@@ -116,7 +116,7 @@ int main(int argc, char** argv) {
     gd.trainer.experiment_name = "sft_then_grpo";
     gd.trainer.default_local_dir = "runs/sft_then_grpo/grpo";
     auto const gv = argv_of(a.grpo);
-    TrainerConfig const gcfg = TrainerConfig::from_args(int(gv.size()), gv.data(), gd);
+    TrainerConfig const gcfg = TrainerConfig::from_args(int(gv.size()), gv.data(), GrpoTrainer::program_defaults(gd));
     // SFT: demonstrations of the same task, a short run
     SftConfig sd;
     sd.data.train_batch_size = 32;
