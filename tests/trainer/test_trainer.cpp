@@ -160,6 +160,63 @@ TEST_CASE("the same config and seed give the same metrics and weights", "[traine
   fs::remove_all(dir);
 }
 
+TEST_CASE("the paged rollout engine trains to the static engine's weights under any schedule", "[trainer][paged]") {
+  // The static KV-cache engine (TrainerOptions::static_rollout) is the reference: the same seeds
+  // give the same tokens and log-probs, so three steps end at the same weights, whatever the paged
+  // engine's prefix caching, sequence limit, chunk size or pool size (a pool of two sequences
+  // preempts).
+  auto dir = fresh_dir("paged_vs_static");
+  auto run = [&](TrainerConfig cfg, bool static_rollout) {
+    auto o = quiet();
+    o.static_rollout = static_rollout;
+    GRPOTrainer t(cfg, dataset(), task.charset(), o);
+    std::vector<Metrics> ms;
+    for (int i = 0; i < 3; ++i) ms.push_back(deterministic_part(t.step()));
+    return std::pair(ms, t.actor_weights());
+  };
+  auto without_rollout_counters = [](Metrics m) {
+    for (auto it = m.begin(); it != m.end();) it = it->first.rfind("rollout/", 0) == 0 ? m.erase(it) : std::next(it);
+    return m;
+  };
+  for (bool greedy : {false, true}) {
+    INFO("greedy " << greedy);
+    auto base = tiny_config(dir);
+    base.actor_rollout_ref.rollout.temperature = greedy ? 0.0 : 1.0;
+    auto const [ms_ref, w_ref] = run(base, true);
+    for (auto const& m : ms_ref) REQUIRE(m.count("rollout/prefix_cache_hit_rate") == 0);  // the static engine has none
+    std::int64_t const positions = base.data.max_prompt_length + base.data.max_response_length;
+    std::int64_t const block_bytes = base.actor_rollout_ref.model.n_layer * 2 * base.actor_rollout_ref.model.n_embd * 4 * 4;
+    for (int variant = 0; variant < 5; ++variant) {
+      INFO("variant " << variant);
+      auto c = base;
+      auto& r = c.actor_rollout_ref.rollout;
+      if (variant == 1) r.enable_prefix_caching = false;
+      if (variant == 2) r.max_num_seqs = 3;  // fewer than a group's n = 4: groups split, continuous batching
+      if (variant == 3) {
+        r.max_num_batched_tokens = 7;  // prefills in chunks
+        r.block_size = 4;
+      }
+      if (variant == 4) {
+        r.block_size = 4;
+        r.kv_cache_bytes = (2 * ((positions + 3) / 4) + 1) * block_bytes;  // two sequences' blocks
+      }
+      auto const [ms, w] = run(c, false);
+      REQUIRE(w == w_ref);
+      double preempted = 0;
+      for (std::size_t i = 0; i < ms.size(); ++i) {
+        REQUIRE(ms[i].count("rollout/prefix_cache_hit_rate") == 1);
+        REQUIRE(ms[i].at("rollout/generation_tokens") > 0);
+        preempted += ms[i].at("rollout/num_preemptions");
+        require_same_metrics(without_rollout_counters(ms[i]), ms_ref[i]);
+      }
+      if (variant == 4) REQUIRE(preempted > 0);
+      else REQUIRE(preempted == 0);
+    }
+    if (!greedy) REQUIRE(w_ref != GRPOTrainer(base, dataset(), task.charset(), quiet()).actor_weights());  // sampled steps train
+  }
+  fs::remove_all(dir);
+}
+
 TEST_CASE("a killed run resumes bit-identically from its last checkpoint", "[trainer][checkpoint]") {
   // A child process trains PPO (actor + critic) with save_freq 3 and is SIGKILLed at a random
   // moment once a checkpoint exists (possibly in the middle of writing the next one). The parent

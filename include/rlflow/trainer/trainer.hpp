@@ -83,6 +83,9 @@ struct TrainerOptions {
   //! CPU: OpenMP threads per worker (the layout is workers = trainer.n_gpus_per_node x this);
   //! 0: from the machine (OMP_NUM_THREADS when set, else the cores shared by the workers).
   int threads_per_worker = 0;
+  //! CPU: generate with the static KV-cache engine instead of the paged one: the reference the
+  //! tests compare the paged engine with (rollout TP > 1 always uses the static engine).
+  bool static_rollout = false;
 };
 
 namespace detail {
@@ -212,6 +215,7 @@ class Trainer {
     total_steps_ = detail::total_training_steps(cfg_, train_);
     setup.cfg = cfg_;
     setup.threads_per_worker = opts_.threads_per_worker;
+    setup.static_rollout = opts_.static_rollout;
     setup.tokenizer = tok_;
     setup.policy_model.validate();
     setup.critic_model.validate();
