@@ -162,28 +162,23 @@ TEST_CASE("the same config and seed give the same metrics and weights", "[traine
 
 TEST_CASE("the paged rollout engine trains to the static engine's weights under any schedule", "[trainer][paged]") {
   // The static KV-cache engine (TrainerOptions::static_rollout) is the reference: the same seeds
-  // give the same tokens and log-probs, so three steps end at the same weights, whatever the paged
-  // engine's prefix caching, sequence limit, chunk size or pool size (a pool of two sequences
-  // preempts).
+  // give the same tokens and log-probs (sampled, and greedy for ReMax's baseline), so three steps
+  // end at the same weights, whatever the paged engine's prefix caching, sequence limit, chunk
+  // size or pool size (a pool of two sequences preempts).
   auto dir = fresh_dir("paged_vs_static");
-  auto run = [&](TrainerConfig cfg, bool static_rollout) {
-    auto o = quiet();
-    o.static_rollout = static_rollout;
-    GRPOTrainer t(cfg, dataset(), task.charset(), o);
-    std::vector<Metrics> ms;
-    for (int i = 0; i < 3; ++i) ms.push_back(deterministic_part(t.step()));
-    return std::pair(ms, t.actor_weights());
-  };
-  auto without_rollout_counters = [](Metrics m) {
-    for (auto it = m.begin(); it != m.end();) it = it->first.rfind("rollout/", 0) == 0 ? m.erase(it) : std::next(it);
-    return m;
-  };
-  for (bool greedy : {false, true}) {
-    INFO("greedy " << greedy);
-    auto base = tiny_config(dir);
-    base.actor_rollout_ref.rollout.temperature = greedy ? 0.0 : 1.0;
+  auto check = [&]<class Tr>(std::type_identity<Tr>) {
+    auto run = [&](TrainerConfig cfg, bool static_rollout) {
+      auto o = quiet();
+      o.static_rollout = static_rollout;
+      Tr t(cfg, dataset(), task.charset(), o);
+      std::vector<Metrics> ms;
+      for (int i = 0; i < 3; ++i) ms.push_back(t.step());
+      return std::pair(ms, t.actor_weights());
+    };
+    auto const base = tiny_config(dir);
     auto const [ms_ref, w_ref] = run(base, true);
-    for (auto const& m : ms_ref) REQUIRE(m.count("rollout/prefix_cache_hit_rate") == 0);  // the static engine has none
+    REQUIRE(w_ref != Tr(base, dataset(), task.charset(), quiet()).actor_weights());  // the steps train
+    for (auto const& m : ms_ref) REQUIRE(m.count("perf/rollout/prefix_cache_hit_rate") == 0);  // the static engine has none
     std::int64_t const positions = base.data.max_prompt_length + base.data.max_response_length;
     std::int64_t const block_bytes = base.actor_rollout_ref.model.n_layer * 2 * base.actor_rollout_ref.model.n_embd * 4 * 4;
     for (int variant = 0; variant < 5; ++variant) {
@@ -204,16 +199,24 @@ TEST_CASE("the paged rollout engine trains to the static engine's weights under 
       REQUIRE(w == w_ref);
       double preempted = 0;
       for (std::size_t i = 0; i < ms.size(); ++i) {
-        REQUIRE(ms[i].count("rollout/prefix_cache_hit_rate") == 1);
-        REQUIRE(ms[i].at("rollout/generation_tokens") > 0);
-        preempted += ms[i].at("rollout/num_preemptions");
-        require_same_metrics(without_rollout_counters(ms[i]), ms_ref[i]);
+        Metrics const& m = ms[i];
+        REQUIRE(m.count("perf/rollout/prefix_cache_hit_rate") == 1);
+        // every generated token of the step's batch counted once
+        double const rows = double(base.data.train_batch_size) * double(base.actor_rollout_ref.rollout.n);
+        REQUIRE(m.at("perf/rollout/generation_tokens") == Approx(m.at("response_length/mean") * rows).margin(0.5));
+        // one prefill per group (unless a group is split or a sample recomputed after preemption)
+        if (variant != 2 && variant != 4)
+          REQUIRE(m.at("perf/rollout/prompt_tokens") <= double(base.data.train_batch_size * base.data.max_prompt_length));
+        REQUIRE(m.at("perf/rollout/prefix_cache_hits") <= m.at("perf/rollout/prefix_cache_queries"));
+        preempted += m.at("perf/rollout/num_preemptions");
+        require_same_metrics(deterministic_part(m), deterministic_part(ms_ref[i]));
       }
       if (variant == 4) REQUIRE(preempted > 0);
       else REQUIRE(preempted == 0);
     }
-    if (!greedy) REQUIRE(w_ref != GRPOTrainer(base, dataset(), task.charset(), quiet()).actor_weights());  // sampled steps train
-  }
+  };
+  SECTION("GRPO, sampled") { check(std::type_identity<GRPOTrainer>{}); }
+  SECTION("ReMax, whose baseline is a greedy rollout") { check(std::type_identity<Trainer<ReMax, roles::RuleReward<Score>>>{}); }
   fs::remove_all(dir);
 }
 

@@ -150,11 +150,13 @@ inline std::pair<Tensor, Tensor> join_prompt_response(Tensor const& ids, Tensor 
 }
 
 //! The paged engine's counters of one generate call under vLLM's metric names (the trainer logs
-//! them as rollout/<name>, the mean over the rollout ranks): prefix-cache hit rate, preemptions,
-//! peak KV-cache block usage, prompt tokens prefilled and tokens generated.
+//! them as perf/rollout/<name>, summed over the rollout ranks): prefix-cache queries and hits
+//! (prompt tokens looked up / found cached), preemptions, peak KV-cache block usage and bytes,
+//! prompt tokens prefilled and tokens generated.
 inline Dict paged_rollout_metrics(engine::PagedMetrics const& m) {
   Dict d;
-  d.set("prefix_cache_hit_rate", m.prefix_cache_hit_rate());
+  d.set("prefix_cache_queries", static_cast<double>(m.prefix_cache_queries));
+  d.set("prefix_cache_hits", static_cast<double>(m.prefix_cache_hits));
   d.set("num_preemptions", static_cast<double>(m.preemptions));
   d.set("kv_cache_peak_usage_perc", m.num_blocks ? double(m.peak_blocks_used) / m.num_blocks : 0.0);
   d.set("kv_cache_peak_bytes", static_cast<double>(m.peak_kv_bytes()));

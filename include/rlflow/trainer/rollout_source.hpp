@@ -6,6 +6,7 @@
 // of a taken batch, ReMax's greedy batch, publishing the weights after the update, and the
 // replay buffer in checkpoints and on resume. Trainer::step() calls the same methods on every road.
 #pragma once
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -124,25 +125,25 @@ class RolloutSource {
 };
 
 //! Moves the rollout engine's counters out of a generated batch (meta_info 'metrics': one dict per
-//! rollout rank, concatenated into a dict of lists) into the step's metrics as rollout/<name>, the
-//! mean over the ranks (roles::detail::paged_rollout_metrics names them).
+//! rollout rank, concatenated into a dict of lists) into the step's metrics as perf/rollout/<name>
+//! (roles::detail::paged_rollout_metrics names them): the sum over the ranks, the maximum for the
+//! kv_cache_peak_* ones, and prefix_cache_hit_rate = hits / queries of the sums. They depend on
+//! the layout and the schedule (as the other perf/ metrics do), never the tokens.
 inline void take_rollout_metrics(DataProto& batch, Metrics& m) {
   Value const* v = batch.meta_info().find(metrics_key);
   if (!v || !v->is_dict()) return;
   for (auto const& [k, x] : v->as_dict()) {
-    double sum = 0;
-    std::size_t n = 0;
-    if (x.is_list()) {
-      for (auto const& e : x.as_list()) {
-        sum += e.as_number();
-        ++n;
-      }
-    } else {
-      sum = x.as_number();
-      n = 1;
-    }
-    if (n) m["rollout/" + k] = sum / static_cast<double>(n);
+    bool const peak = k.rfind("kv_cache_peak", 0) == 0;
+    double acc = 0;
+    auto add = [&](Value const& e) { acc = peak ? std::max(acc, e.as_number()) : acc + e.as_number(); };
+    if (x.is_list())
+      for (auto const& e : x.as_list()) add(e);
+    else
+      add(x);
+    m["perf/rollout/" + k] = acc;
   }
+  double const q = m["perf/rollout/prefix_cache_queries"], h = m["perf/rollout/prefix_cache_hits"];
+  m["perf/rollout/prefix_cache_hit_rate"] = q > 0 ? h / q : 0.0;
   batch.meta_info().erase(metrics_key);
 }
 
