@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <map>
 #include <random>
@@ -21,6 +22,7 @@
 
 using rlflow::Shape;
 using rlflow::Tensor;
+using rlflow::engine::GenerateControl;
 using rlflow::engine::PagedEngine;
 using rlflow::engine::PagedEngineConfig;
 using rlflow::engine::RequestOutput;
