@@ -242,12 +242,14 @@ class PagedEngine {
   PagedEngineConfig const& engine_config() const { return pc_; }
   BlockPool const& pool() const { return *pool_; }
 
-  //! Copies this rank's slice of a full flat parameter buffer (ParamLayout order). verl: update_weights.
+  //! Copies this rank's slice of a full flat parameter buffer (ParamLayout order) and drops the
+  //! prefix cache (its keys and values are the old weights'). verl: update_weights.
   void load_weights(std::span<float const> flat) {
     if (flat.size() != lay_.size())
       throw shape_error(msg(who, "::load_weights: ", flat.size(), " floats for a model of ", lay_.size(),
                             " parameters; the trainer and the rollout must share one GPTConfig"));
     shard_.load(flat, weights_.span<float>());
+    pool_->reset_cache();
   }
   //! As load_weights, from a buffer already in this rank's ShardLayout order (a training engine
   //! sharded alike). verl: update_weights when the training and rollout layouts coincide.
@@ -256,6 +258,7 @@ class PagedEngine {
       throw shape_error(msg(who, "::load_shard: ", shard.size(), " floats for a shard of ", shard_.size(),
                             "; the training engine must share this rollout's GPTConfig and TP rank"));
     std::copy(shard.begin(), shard.end(), weights_.data<float>());
+    pool_->reset_cache();
   }
   //! This rank's weights (ShardLayout order; the full model when not tensor-parallel).
   std::span<float const> weights() const { return weights_.span<float const>(); }
