@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <map>
 #include <random>
@@ -21,6 +22,7 @@
 
 using rlflow::Shape;
 using rlflow::Tensor;
+using rlflow::engine::GenerateControl;
 using rlflow::engine::PagedEngine;
 using rlflow::engine::PagedEngineConfig;
 using rlflow::engine::RequestOutput;
@@ -590,4 +592,110 @@ TEST_CASE("the static engine's batch contract: left-padded rows, groups of repea
     }());
     REQUIRE_THROWS_WITH(pe.generate(ti, tm, sp, std::vector<std::uint64_t>(3, 1)), Catch::Contains("3 seeds for 13 prompts"));
   }
+}
+
+TEST_CASE("an aborted batch call returns each row's tokens so far, and continuing them gives the uninterrupted rows",
+          "[engine][paged]") {
+  // The async roads' partial rollout: GenerateControl::abort stops the call after the step that
+  // sampled a token; with max_num_seqs 2 some requests are still waiting then (0 tokens), so the
+  // unfinished rows hold different counts.
+  GPTConfig const cfg = model_of(Arch::llama);
+  auto const w = fixtures::perturbed_weights(cfg, 23, 0.3f);
+  auto const gs = random_groups(3, 2, cfg.vocab_size, 211, 2, 12);
+  std::vector<std::vector<std::int32_t>> rows;
+  std::vector<std::uint64_t> seeds;
+  for (auto const& g : gs)
+    for (auto s : g.seeds) {
+      rows.push_back(g.prompt);
+      seeds.push_back(s);
+    }
+  int P = 0;
+  for (auto const& r : rows) P = std::max(P, int(r.size()));
+  int const B = int(rows.size());
+  auto left_padded = [](std::vector<std::vector<std::int32_t>> const& rs, int width) {
+    std::vector<std::int32_t> ids, mask;
+    for (auto const& r : rs) {
+      for (int t = int(r.size()); t < width; ++t) { ids.push_back(0); mask.push_back(0); }
+      for (auto x : r) { ids.push_back(x); mask.push_back(1); }
+    }
+    auto const n = std::int64_t(rs.size());
+    return std::pair(Tensor::from(ids, Shape{n, width}), Tensor::from(mask, Shape{n, width}));
+  };
+  auto const [ti, tm] = left_padded(rows, P);
+  SamplingParams const sp = sampled(10);
+  PagedEngineConfig pc;
+  pc.max_num_seqs = 2;
+  PagedEngine pe(cfg, pc);
+  pe.load_weights(w);
+  auto const ref = pe.generate(ti, tm, sp, seeds);
+  REQUIRE(ref.unfinished.empty());
+  std::atomic<bool> stop{true};
+  GenerateControl ctl;
+  ctl.abort = &stop;
+  auto const part = pe.generate(ti, tm, sp, seeds, ctl);
+  REQUIRE(pe.pool().num_used() == 0);  // the aborted requests freed their blocks
+  REQUIRE(part.unfinished.size() == part.unfinished_generated.size());
+  REQUIRE(!part.unfinished.empty());
+  std::vector<int> count(std::size_t(B), -1);
+  for (std::size_t u = 0; u < part.unfinished.size(); ++u) count[std::size_t(part.unfinished[u])] = part.unfinished_generated[u];
+  REQUIRE(std::count(count.begin(), count.end(), 0) > 0);  // rows never admitted
+  REQUIRE(std::count_if(count.begin(), count.end(), [](int c) { return c > 0; }) > 0);
+  int const R = sp.max_new_tokens;
+  for (int b = 0; b < B; ++b) {
+    INFO("row " << b << " holds " << count[std::size_t(b)]);
+    int held = 0;
+    for (int j = 0; j < R; ++j) held += part.response_mask.at<std::int32_t>(b, j);
+    if (count[std::size_t(b)] >= 0) REQUIRE(held == count[std::size_t(b)]);
+    for (int j = 0; j < held; ++j) REQUIRE(part.responses.at<std::int32_t>(b, j) == ref.responses.at<std::int32_t>(b, j));
+    if (count[std::size_t(b)] < 0) {  // finished in the first step
+      for (int j = 0; j < R; ++j) REQUIRE(part.response_mask.at<std::int32_t>(b, j) == ref.response_mask.at<std::int32_t>(b, j));
+      continue;
+    }
+    // continue the row: its tokens so far join the prompt, the counter goes on at their count
+    std::vector<std::int32_t> row = rows[std::size_t(b)];
+    for (int j = 0; j < held; ++j) row.push_back(part.responses.at<std::int32_t>(b, j));
+    auto const [ci, cm] = left_padded({row}, int(row.size()));
+    SamplingParams sp2 = sp;
+    sp2.max_new_tokens = R - held;
+    GenerateControl go;
+    go.first_token = std::uint64_t(held);
+    auto const rest = pe.generate(ci, cm, sp2, std::span<std::uint64_t const>(&seeds[std::size_t(b)], 1), go);
+    for (int j = 0; j < R - held; ++j) {
+      REQUIRE(rest.response_mask.at<std::int32_t>(0, j) == ref.response_mask.at<std::int32_t>(b, held + j));
+      if (!rest.response_mask.at<std::int32_t>(0, j)) continue;
+      REQUIRE(rest.responses.at<std::int32_t>(0, j) == ref.responses.at<std::int32_t>(b, held + j));
+      REQUIRE(rest.log_probs.at<float>(0, j) == Approx(ref.log_probs.at<float>(b, held + j)).margin(2e-5));
+    }
+  }
+}
+
+TEST_CASE("new weights drop the prefix cache: a repeated prompt gives the new weights' tokens", "[engine][paged]") {
+  GPTConfig const cfg = model_of(Arch::llama);
+  auto const w0 = fixtures::perturbed_weights(cfg, 31, 0.3f), w1 = fixtures::perturbed_weights(cfg, 32, 0.3f);
+  auto const gs = random_groups(2, 2, cfg.vocab_size, 61, 17, 25);
+  SamplingParams const sp = sampled(8);
+  PagedEngineConfig pc;
+  pc.block_size = 4;
+  PagedEngine pe(cfg, pc);
+  pe.load_weights(w0);
+  auto const old_out = pe.generate(prompts_of(gs), params_of(gs, sp));
+  auto const before = pe.metrics().prefix_cache_hits;
+  pe.load_weights(w1);  // the trainer's weight sync
+  auto const got = pe.generate(prompts_of(gs), params_of(gs, sp));
+  REQUIRE(pe.metrics().prefix_cache_hits == before);  // nothing cached under the old weights is taken
+  PagedEngine fresh(cfg, pc);
+  fresh.load_weights(w1);
+  auto const want = fresh.generate(prompts_of(gs), params_of(gs, sp));
+  for (std::size_t i = 0; i < gs.size(); ++i) require_same(got[i], want[i]);
+  bool differs = false;  // the check can fail: the old weights give other tokens
+  for (std::size_t i = 0; i < gs.size(); ++i)
+    for (std::size_t k = 0; k < got[i].samples.size(); ++k) differs = differs || got[i].samples[k].tokens != old_out[i].samples[k].tokens;
+  REQUIRE(differs);
+  // load_shard too (the same shard layout at TP 1)
+  pe.generate(prompts_of(gs), params_of(gs, sp));
+  auto const hits = pe.metrics().prefix_cache_hits;
+  REQUIRE(hits > before);  // the same weights: the cache is used
+  pe.load_shard(std::span<float const>(w0));
+  pe.generate(prompts_of(gs), params_of(gs, sp));
+  REQUIRE(pe.metrics().prefix_cache_hits == hits);
 }

@@ -160,6 +160,66 @@ TEST_CASE("the same config and seed give the same metrics and weights", "[traine
   fs::remove_all(dir);
 }
 
+TEST_CASE("the paged rollout engine trains to the static engine's weights under any schedule", "[trainer][paged]") {
+  // The static KV-cache engine (TrainerOptions::static_rollout) is the reference: the same seeds
+  // give the same tokens and log-probs (sampled, and greedy for ReMax's baseline), so three steps
+  // end at the same weights, whatever the paged engine's prefix caching, sequence limit, chunk
+  // size or pool size (a pool of two sequences preempts).
+  auto dir = fresh_dir("paged_vs_static");
+  auto check = [&]<class Tr>(std::type_identity<Tr>) {
+    auto run = [&](TrainerConfig cfg, bool static_rollout) {
+      auto o = quiet();
+      o.static_rollout = static_rollout;
+      Tr t(cfg, dataset(), task.charset(), o);
+      std::vector<Metrics> ms;
+      for (int i = 0; i < 3; ++i) ms.push_back(t.step());
+      return std::pair(ms, t.actor_weights());
+    };
+    auto const base = tiny_config(dir);
+    auto const [ms_ref, w_ref] = run(base, true);
+    REQUIRE(w_ref != Tr(base, dataset(), task.charset(), quiet()).actor_weights());  // the steps train
+    for (auto const& m : ms_ref) REQUIRE(m.count("perf/rollout/prefix_cache_hit_rate") == 0);  // the static engine has none
+    std::int64_t const positions = base.data.max_prompt_length + base.data.max_response_length;
+    std::int64_t const block_bytes = base.actor_rollout_ref.model.n_layer * 2 * base.actor_rollout_ref.model.n_embd * 4 * 4;
+    for (int variant = 0; variant < 5; ++variant) {
+      INFO("variant " << variant);
+      auto c = base;
+      auto& r = c.actor_rollout_ref.rollout;
+      if (variant == 1) r.enable_prefix_caching = false;
+      if (variant == 2) r.max_num_seqs = 3;  // fewer than a group's n = 4: groups split, continuous batching
+      if (variant == 3) {
+        r.max_num_batched_tokens = 7;  // prefills in chunks
+        r.block_size = 4;
+      }
+      if (variant == 4) {
+        r.block_size = 4;
+        r.kv_cache_bytes = (2 * ((positions + 3) / 4) + 1) * block_bytes;  // two sequences' blocks
+      }
+      auto const [ms, w] = run(c, false);
+      REQUIRE(w == w_ref);
+      double preempted = 0;
+      for (std::size_t i = 0; i < ms.size(); ++i) {
+        Metrics const& m = ms[i];
+        REQUIRE(m.count("perf/rollout/prefix_cache_hit_rate") == 1);
+        // every generated token of the step's batch counted once
+        double const rows = double(base.data.train_batch_size) * double(base.actor_rollout_ref.rollout.n);
+        REQUIRE(m.at("perf/rollout/generation_tokens") == Approx(m.at("response_length/mean") * rows).margin(0.5));
+        // one prefill per group (unless a group is split or a sample recomputed after preemption)
+        if (variant != 2 && variant != 4)
+          REQUIRE(m.at("perf/rollout/prompt_tokens") <= double(base.data.train_batch_size * base.data.max_prompt_length));
+        REQUIRE(m.at("perf/rollout/prefix_cache_hits") <= m.at("perf/rollout/prefix_cache_queries"));
+        preempted += m.at("perf/rollout/num_preemptions");
+        require_same_metrics(deterministic_part(m), deterministic_part(ms_ref[i]));
+      }
+      if (variant == 4) REQUIRE(preempted > 0);
+      else REQUIRE(preempted == 0);
+    }
+  };
+  SECTION("GRPO, sampled") { check(std::type_identity<GRPOTrainer>{}); }
+  SECTION("ReMax, whose baseline is a greedy rollout") { check(std::type_identity<Trainer<ReMax, roles::RuleReward<Score>>>{}); }
+  fs::remove_all(dir);
+}
+
 TEST_CASE("a killed run resumes bit-identically from its last checkpoint", "[trainer][checkpoint]") {
   // A child process trains PPO (actor + critic) with save_freq 3 and is SIGKILLed at a random
   // moment once a checkpoint exists (possibly in the middle of writing the next one). The parent

@@ -26,7 +26,7 @@ BOOST_HANA_ADAPT_STRUCT(rlflow::ActorConfig, strategy, ppo_mini_batch_size, ppo_
 BOOST_HANA_ADAPT_STRUCT(rlflow::ValKwargsConfig, temperature, top_k, top_p, n, do_sample);
 BOOST_HANA_ADAPT_STRUCT(rlflow::CheckpointEngineConfig, backend, update_weights_bucket_megabytes);
 BOOST_HANA_ADAPT_STRUCT(rlflow::AgentConfig, num_workers);
-BOOST_HANA_ADAPT_STRUCT(rlflow::RolloutConfig, n, temperature, top_k, top_p, do_sample, gpu_memory_utilization, tensor_model_parallel_size, data_parallel_size, pipeline_model_parallel_size, nnodes, n_gpus_per_node, free_cache_engine, calculate_log_probs, log_prob_micro_batch_size, log_prob_micro_batch_size_per_gpu, log_prob_use_dynamic_bsz, log_prob_max_token_len_per_gpu, val_kwargs, agent, checkpoint_engine);
+BOOST_HANA_ADAPT_STRUCT(rlflow::RolloutConfig, n, temperature, top_k, top_p, do_sample, gpu_memory_utilization, enable_prefix_caching, enable_chunked_prefill, max_num_batched_tokens, max_num_seqs, block_size, kv_cache_bytes, tensor_model_parallel_size, data_parallel_size, pipeline_model_parallel_size, nnodes, n_gpus_per_node, free_cache_engine, calculate_log_probs, log_prob_micro_batch_size, log_prob_micro_batch_size_per_gpu, log_prob_use_dynamic_bsz, log_prob_max_token_len_per_gpu, val_kwargs, agent, checkpoint_engine);
 BOOST_HANA_ADAPT_STRUCT(rlflow::RefConfig, log_prob_micro_batch_size, log_prob_micro_batch_size_per_gpu, log_prob_use_dynamic_bsz, log_prob_max_token_len_per_gpu);
 BOOST_HANA_ADAPT_STRUCT(rlflow::ActorRolloutRefConfig, hybrid_engine, model, actor, rollout, ref);
 BOOST_HANA_ADAPT_STRUCT(rlflow::CriticModelConfig, path);

@@ -70,6 +70,11 @@ class BlockPool {
     std::size_t const per_head = std::size_t(s_.block_size) * s_.head_dim;
     return data_.get() + std::size_t(b) * s_.floats_per_block() + ((std::size_t(l) * 2 + k) * s_.kv_heads + g) * per_head;
   }
+  //! Forgets every cached hash (new weights make the cached keys and values stale); held blocks
+  //! stay held. vLLM: reset_prefix_cache.
+  void reset_cache() {
+    for (int b = 0; b < n_; ++b) uncache(b);
+  }
   //! Hands the storage back (sleep); every block must be free.
   void release_storage() {
     if (num_used() != 0)

@@ -242,13 +242,29 @@ class PagedEngine {
   PagedEngineConfig const& engine_config() const { return pc_; }
   BlockPool const& pool() const { return *pool_; }
 
-  //! Copies this rank's slice of a full flat parameter buffer (ParamLayout order). verl: update_weights.
+  //! Copies this rank's slice of a full flat parameter buffer (ParamLayout order) and drops the
+  //! prefix cache (its keys and values are the old weights'). verl: update_weights.
   void load_weights(std::span<float const> flat) {
     if (flat.size() != lay_.size())
       throw shape_error(msg(who, "::load_weights: ", flat.size(), " floats for a model of ", lay_.size(),
                             " parameters; the trainer and the rollout must share one GPTConfig"));
     shard_.load(flat, weights_.span<float>());
+    pool_->reset_cache();
   }
+  //! As load_weights, from a buffer already in this rank's ShardLayout order (a training engine
+  //! sharded alike). verl: update_weights when the training and rollout layouts coincide.
+  void load_shard(std::span<float const> shard) {
+    if (shard.size() != shard_.size())
+      throw shape_error(msg(who, "::load_shard: ", shard.size(), " floats for a shard of ", shard_.size(),
+                            "; the training engine must share this rollout's GPTConfig and TP rank"));
+    std::copy(shard.begin(), shard.end(), weights_.data<float>());
+    pool_->reset_cache();
+  }
+  //! This rank's weights (ShardLayout order; the full model when not tensor-parallel).
+  std::span<float const> weights() const { return weights_.span<float const>(); }
+  model::ShardLayout const& shard_layout() const { return shard_; }
+  //! The LM head is replicated on every TP rank (RolloutEngine also offers a vocabulary-parallel one).
+  model::LMHead lm_head() const { return model::LMHead::replicated; }
 
   void set_logits_observer(LogitsObserver f) { observer_ = std::move(f); }
 
@@ -330,9 +346,13 @@ class PagedEngine {
   //! (B, P) int32 with their mask, one seed per row; returns (B, R) responses (pad_id after EOS),
   //! response mask and log-probs, row b's tokens those RolloutEngine gives it. Consecutive rows
   //! with the same prompt (verl's n samples, repeated interleaved) become one request of n
-  //! samples, so their prompt is prefilled once. verl: generate_sequences.
+  //! samples, so their prompt is prefilled once. 'ctl' (partial rollout): ctl.first_token is the
+  //! sampling counter of the first token; ctl.abort is checked after each step that sampled a
+  //! token, and when set the call aborts what is left and returns: the rows still running are in
+  //! RolloutResult::unfinished, their token counts (which may differ row to row) in
+  //! unfinished_generated. verl: generate_sequences (abort_all_requests for ctl.abort).
   RolloutResult generate(Tensor const& prompt_ids, Tensor const& prompt_mask, SamplingParams const& sp,
-                         std::span<std::uint64_t const> seeds) {
+                         std::span<std::uint64_t const> seeds, GenerateControl const& ctl = {}) {
     sp.validate(cfg_.vocab_size);
     detail::DecodeBook::check_prompts(who, prompt_ids, prompt_mask, sp.max_new_tokens, cfg_);
     int const B = static_cast<int>(prompt_ids.dim(0)), P = static_cast<int>(prompt_ids.dim(1)), R = sp.max_new_tokens;
@@ -354,6 +374,7 @@ class PagedEngine {
       }
       prompts.push_back(std::move(row));
       params.push_back(RequestParams::from_static(sp, seeds.subspan(std::size_t(b), 1)));
+      params.back().first_token = ctl.first_token;
       first_row.push_back(b);
     }
     // a group wider than max_num_seqs: split into requests of at most max_num_seqs samples
@@ -372,7 +393,29 @@ class PagedEngine {
         rq_row.push_back(first_row[g] + int(k0));
       }
     }
-    auto const outs = generate(rq_prompts, rq_params);
+    std::vector<RequestOutput> outs;
+    if (!ctl.abort) {
+      outs = generate(rq_prompts, rq_params);
+    } else {  // generate()'s loop, stopping at the abort flag
+      if (has_unfinished())
+        throw value_error(msg(who, "::generate: ", reqs_.size(), " requests are in flight; generate() runs on an idle engine"));
+      for (std::size_t i = 0; i < rq_prompts.size(); ++i) check_request(std::to_string(i), rq_prompts[i], rq_params[i]);
+      for (std::size_t i = 0; i < rq_prompts.size(); ++i) add_request(std::to_string(i), rq_prompts[i], rq_params[i]);
+      outs.resize(rq_prompts.size());
+      std::vector<char> finished(rq_prompts.size(), 0);
+      while (has_unfinished()) {
+        std::uint64_t const sampled = metrics_.generation_tokens;
+        for (auto& o : step()) {
+          std::size_t const i = std::stoul(o.request_id);
+          finished[i] = 1;
+          outs[i] = std::move(o);
+        }
+        if (has_unfinished() && metrics_.generation_tokens != sampled && ctl.abort->load()) {
+          for (std::size_t i = 0; i < outs.size(); ++i)
+            if (!finished[i]) outs[i] = *abort(std::to_string(i));
+        }
+      }
+    }
     RolloutResult res;
     res.responses = Tensor::full(Shape{B, R}, sp.pad_id);
     res.response_mask = Tensor::zeros(DType::int32, Shape{B, R});
@@ -390,6 +433,10 @@ class PagedEngine {
           lp[b * std::size_t(R) + j] = s.logprobs[j];
         }
         res.generated = std::max(res.generated, int(s.tokens.size()));
+        if (s.finish == FinishReason::abort) {
+          res.unfinished.push_back(int(b));
+          res.unfinished_generated.push_back(int(s.tokens.size()));
+        }
       }
     return res;
   }
@@ -414,6 +461,16 @@ class PagedEngine {
     if (has_unfinished()) throw value_error(msg(who, "::sleep: ", reqs_.size(), " requests are in flight; abort or finish them first"));
     pool_->release_storage();
     for (auto* b : {&x_, &ln_, &qkv_, &atty_, &fch_, &act_, &part_, &lnf_, &logits_}) b->release();
+    sleeping_ = true;
+  }
+  //! Allows generation again (the storage comes back lazily with the next step()).
+  void wake() { sleeping_ = false; }
+  bool is_sleeping() const { return sleeping_; }
+  //! Bytes held by the block pool's storage and the activations (weights excluded).
+  std::size_t memory_bytes() const {
+    std::size_t n = pool_->has_storage() ? pool_->bytes() : 0;
+    for (auto const* b : {&x_, &ln_, &qkv_, &atty_, &fch_, &act_, &part_, &lnf_, &logits_}) n += b->bytes();
+    return n;
   }
 
  private:
@@ -869,6 +926,7 @@ class PagedEngine {
   LogitsObserver observer_;
   std::vector<float> rope_cos_, rope_sin_;
   model::detail::grow_buffer x_, ln_, qkv_, atty_, fch_, act_, part_, lnf_, logits_;
+  bool sleeping_ = false;
   std::vector<std::int32_t> tok_, pos_;
   std::vector<int> seq_of_;
   std::vector<std::vector<int> const*> tables_;

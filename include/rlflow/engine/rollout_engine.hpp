@@ -46,6 +46,8 @@ struct RolloutResult {
   //! Rows still generating when GenerateControl::abort stopped the call (empty when it ran to
   //! the end); each has exactly 'generated' tokens (the rest of its row is masked).
   std::vector<int> unfinished;
+  //! The tokens each row of 'unfinished' holds, when rows may differ (PagedEngine); empty: 'generated' each.
+  std::vector<int> unfinished_generated;
   int generated = 0;  //!< token slots the call produced (R unless aborted, or fewer if every row stopped); CPU engine only
 };
 

@@ -21,6 +21,7 @@
 #include <rlflow/dispatch/dispatch.hpp>      // DPComputeProto, DPComputeMetric, OneToAll
 #include <rlflow/engine/checkpoint.hpp>      // save_checkpoint, load_checkpoint
 #include <rlflow/engine/rollout_engine.hpp>  // RolloutEngine
+#include <rlflow/roles/cpu_rollout.hpp>      // CpuRollout (the paged engine, or the static one)
 #include <rlflow/engine/training_engine.hpp> // TrainingEngine
 #include <rlflow/kernels/kernels.hpp>        // compute_policy_loss, agg_loss, kl_loss
 #include <rlflow/dispatch/method.hpp>                 // method, methods
@@ -66,7 +67,7 @@ struct engines {};
 template <>
 struct engines<cpu::tag> {
   using training = engine::TrainingEngine;
-  using rollout = engine::RolloutEngine;
+  using rollout = CpuRollout;
   //! false: the actor's losses run on cpu::par over host tensors in update_actor; true (CUDA):
   //! engines::actor_micro_step runs forward, the loss kernels and backward on the device.
   static constexpr bool device_losses = false;
@@ -75,10 +76,9 @@ struct engines<cpu::tag> {
     explicit device_binding(WorkerContext const&) {}
   };
   static void load_rollout(rollout& r, training const& t) { r.load_weights(t.params()); }
-  //! The rollout engine's constructor arguments: the CPU engine holds one tensor-parallel shard.
-  static std::tuple<model::GPTConfig const&, model::TPRank> rollout_args(model::GPTConfig const& c, model::TPRank tp) {
-    return {c, tp};
-  }
+  //! The rollout engine of TP rank 'tp': the paged engine from actor_rollout_ref.rollout.*, the
+  //! static one for TP > 1 or RoleSetup::static_rollout.
+  static rollout make_rollout(RoleSetup const& s, model::TPRank tp) { return CpuRollout(s.policy_model, tp, s.cfg, s.static_rollout); }
   //! Sets the training engine's weights from a full flat copy (weights from model.path); a
   //! training-TP engine keeps its slice.
   static void set_weights(training& t, std::vector<float> const& w) { t.load_weights(w); }
@@ -96,6 +96,15 @@ struct engines<cpu::tag> {
 //! true when the engines of 'System' are visible in this translation unit.
 template <class System>
 concept has_engines = requires { typename engines<System>::training; };
+
+namespace detail {
+//! The rollout engine of TP rank 'tp' on engines 'E' (E::make_rollout, else E::rollout_args).
+template <class E>
+typename E::rollout make_rollout(RoleSetup const& s, model::TPRank tp) {
+  if constexpr (requires { E::make_rollout(s, tp); }) return E::make_rollout(s, tp);
+  else return std::make_from_tuple<typename E::rollout>(E::rollout_args(s.policy_model, tp));
+}
+}  // namespace detail
 
 namespace detail {
 //! The sampling parameters of a generate_sequences call: rollout.* (val_kwargs when meta_info
@@ -142,6 +151,22 @@ inline std::pair<Tensor, Tensor> join_prompt_response(Tensor const& ids, Tensor 
   return {std::move(full_ids), std::move(full_am)};
 }
 
+//! The paged engine's counters of one generate call under vLLM's metric names (the trainer logs
+//! them as perf/rollout/<name>, summed over the rollout ranks): prefix-cache queries and hits
+//! (prompt tokens looked up / found cached), preemptions, peak KV-cache block usage and bytes,
+//! prompt tokens prefilled and tokens generated.
+inline Dict paged_rollout_metrics(engine::PagedMetrics const& m) {
+  Dict d;
+  d.set("prefix_cache_queries", static_cast<double>(m.prefix_cache_queries));
+  d.set("prefix_cache_hits", static_cast<double>(m.prefix_cache_hits));
+  d.set("num_preemptions", static_cast<double>(m.preemptions));
+  d.set("kv_cache_peak_usage_perc", m.num_blocks ? double(m.peak_blocks_used) / m.num_blocks : 0.0);
+  d.set("kv_cache_peak_bytes", static_cast<double>(m.peak_kv_bytes()));
+  d.set("prompt_tokens", static_cast<double>(m.prompt_tokens_prefilled));
+  d.set("generation_tokens", static_cast<double>(m.generation_tokens));
+  return d;
+}
+
 //! The body of generate_sequences shared by the hybrid role and the standalone rollout
 //! (trainer_async.hpp): wakes 'rollout', samples R = data.max_response_length tokens per row of
 //! 'prompts' and returns the generation output (see BasicActorRolloutRef::generate_sequences).
@@ -158,6 +183,8 @@ DataProto generate_with(Rollout& rollout, model::Tokenizer const& tok, TrainerCo
   std::vector<std::uint64_t> seeds(seeds_t.begin(), seeds_t.end());
   engine::SamplingParams const sp = rollout_sampling(tok, cfg, prompts);
   engine::RolloutResult res;
+  if constexpr (requires { rollout.paged(); })
+    if (rollout.paged()) rollout.paged()->reset_metrics();
   if constexpr (requires { rollout.generate(ids, am, sp, seeds, *ctl); }) {
     res = ctl ? rollout.generate(ids, am, sp, seeds, *ctl) : rollout.generate(ids, am, sp, seeds);
   } else {
@@ -172,9 +199,12 @@ DataProto generate_with(Rollout& rollout, model::Tokenizer const& tok, TrainerCo
                                         {"rollout_log_probs", res.log_probs},
                                         {"rollout_seed", prompts.tensor("rollout_seed")}},
                                        prompts.non_tensors());
+  if constexpr (requires { rollout.paged(); })
+    if (rollout.paged()) out.meta_info().set(std::string(metrics_key), paged_rollout_metrics(rollout.paged()->metrics()));
   if (ctl) {  // always present in an abortable call, so DP chunks concatenate
     std::vector<std::int32_t> len(static_cast<std::size_t>(ids.dim(0)), -1);
-    for (int r : res.unfinished) len[static_cast<std::size_t>(r)] = res.generated;
+    for (std::size_t u = 0; u < res.unfinished.size(); ++u)
+      len[static_cast<std::size_t>(res.unfinished[u])] = res.unfinished_generated.empty() ? res.generated : res.unfinished_generated[u];
     out.set_tensor("partial_rollout_len", Tensor::from(len));
   }
   return out;
@@ -239,8 +269,7 @@ class BasicActorRolloutRef {
         actor_(make_training(setup_.policy_model,
                              optimizer_config(setup_.cfg.actor_rollout_ref.actor.optim, setup_.cfg.actor_rollout_ref.actor.grad_clip,
                                               total_optimizer_steps))),
-        rollout_(std::make_from_tuple<typename E::rollout>(
-            E::rollout_args(setup_.policy_model, model::TPRank{ctx.rank % RolloutTP, RolloutTP}))),
+        rollout_(detail::make_rollout<E>(setup_, model::TPRank{ctx.rank % RolloutTP, RolloutTP})),
         ref_(make_training(setup_.policy_model, engine::OptimizerConfig{})) {
     if (setup_.threads_per_worker < 0)
       throw config_error(msg("rlflow::roles::ActorRolloutRef: threads_per_worker = ", setup_.threads_per_worker,

@@ -39,6 +39,9 @@ struct RoleSetup {
   //! CPU engines: the OpenMP threads each worker's engines use (model::layers::set_worker_threads);
   //! 0: from the machine (OMP_NUM_THREADS when set, else the cores shared by the node's workers).
   int threads_per_worker = 0;
+  //! CPU: generate with the static KV-cache engine instead of the paged one (the reference the
+  //! tests compare the paged engine with; TP > 1 rollout always uses it).
+  bool static_rollout = false;
 };
 
 //! The tokenizer a role uses: setup.tokenizer, or a CharTokenizer over setup.alphabet.

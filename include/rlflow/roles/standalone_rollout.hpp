@@ -64,7 +64,7 @@ class StandaloneRollout {
       : ctx_(&ctx),
         setup_(std::move(setup)),
         tok_(role_tokenizer(setup_)),
-        rollout_(std::make_from_tuple<typename E::rollout>(E::rollout_args(setup_.policy_model, model::TPRank{ctx.rank % TP, TP}))),
+        rollout_(detail::make_rollout<E>(setup_, model::TPRank{ctx.rank % TP, TP})),
         hooks_(std::move(hooks)),
         control_(std::move(control)) {
     detail::apply_lm_head(rollout_, setup_.cfg, TP);  // actor_rollout_ref.model.lm_head
@@ -176,7 +176,9 @@ class StandaloneRollout {
           lp.at<float>(r, j + t) = res.log_probs.at<float>(i, t);
         }
       }
-      for (int u : res.unfinished) new_len[static_cast<std::size_t>(rows[static_cast<std::size_t>(u)])] = j + res.generated;
+      for (std::size_t u = 0; u < res.unfinished.size(); ++u)
+        new_len[static_cast<std::size_t>(rows[static_cast<std::size_t>(res.unfinished[u])])] =
+            j + (res.unfinished_generated.empty() ? res.generated : res.unfinished_generated[u]);
     }
     auto [full_ids, full_am] = detail::join_prompt_response(pids, am_full, responses, rmask);
     return DataProto::from_dict({{"prompts", pids},

@@ -6,6 +6,7 @@
 // of a taken batch, ReMax's greedy batch, publishing the weights after the update, and the
 // replay buffer in checkpoints and on resume. Trainer::step() calls the same methods on every road.
 #pragma once
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -123,6 +124,29 @@ class RolloutSource {
   std::vector<RolloutBatch> restored_;
 };
 
+//! Moves the rollout engine's counters out of a generated batch (meta_info 'metrics': one dict per
+//! rollout rank, concatenated into a dict of lists) into the step's metrics as perf/rollout/<name>
+//! (roles::detail::paged_rollout_metrics names them): the sum over the ranks, the maximum for the
+//! kv_cache_peak_* ones, and prefix_cache_hit_rate = hits / queries of the sums. They depend on
+//! the layout and the schedule (as the other perf/ metrics do), never the tokens.
+inline void take_rollout_metrics(DataProto& batch, Metrics& m) {
+  Value const* v = batch.meta_info().find(metrics_key);
+  if (!v || !v->is_dict()) return;
+  for (auto const& [k, x] : v->as_dict()) {
+    bool const peak = k.rfind("kv_cache_peak", 0) == 0;
+    double acc = 0;
+    auto add = [&](Value const& e) { acc = peak ? std::max(acc, e.as_number()) : acc + e.as_number(); };
+    if (x.is_list())
+      for (auto const& e : x.as_list()) add(e);
+    else
+      add(x);
+    m["perf/rollout/" + k] = acc;
+  }
+  double const q = m["perf/rollout/prefix_cache_queries"], h = m["perf/rollout/prefix_cache_hits"];
+  m["perf/rollout/prefix_cache_hit_rate"] = q > 0 ? h / q : 0.0;
+  batch.meta_info().erase(metrics_key);
+}
+
 //! The sync road: the actor-rollout group generates the step's batch (the rollout sleeps
 //! afterwards when free_cache_engine), and ReMax's greedy batch of the same prompts. verl:
 //! RayPPOTrainer.fit, generate_sequences and gen_baseline_batch.
@@ -136,6 +160,7 @@ class InlineRollout final : public RolloutSource {
     auto const t0 = std::chrono::steady_clock::now();
     DataProto batch = ctx_.generate(gen_batch);
     m["timing_s/gen"] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    take_rollout_metrics(batch, m);
     return batch;
   }
   DataProto greedy_batch(std::int64_t step_no) { return ctx_.generate(greedy_prompts(prompts_, step_no, *ctx_.cfg)); }
@@ -205,6 +230,7 @@ class BufferedRollout final : public RolloutSource {
     // verl v1: the 'gen' timer wraps replay_buffer.sample, i.e. the wait for a ready batch
     m["timing_s/gen"] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     DataProto batch = std::move(b.batch);
+    take_rollout_metrics(batch, m);
     greedy_ = std::move(b.greedy);
     if (estimator_of(cfg.algorithm.adv_estimator.view()).needs_greedy_baseline && greedy_.size() == 0)
       throw error(msg("rlflow::Trainer: step ", step_no, ": ReMax's greedy rollout is missing from the batch (internal error)"));

@@ -90,6 +90,9 @@ struct TrainerOptions {
   //! (trainer/sft.hpp). Weights only: the optimizer, step and data position start fresh. Empty:
   //! the seeded initialisation, or model.path's weights. verl: model.path set to the SFT output.
   std::string init_weights;
+  //! CPU: generate with the static KV-cache engine instead of the paged one: the reference the
+  //! tests compare the paged engine with (rollout TP > 1 always uses the static engine).
+  bool static_rollout = false;
 };
 
 namespace detail {
@@ -252,6 +255,7 @@ class Trainer {
     total_steps_ = detail::total_training_steps(cfg_, train_);
     setup.cfg = cfg_;
     setup.threads_per_worker = opts_.threads_per_worker;
+    setup.static_rollout = opts_.static_rollout;
     setup.tokenizer = tok_;
     setup.policy_model.validate();
     setup.critic_model.validate();

@@ -154,6 +154,12 @@ struct RolloutConfig {
   double top_p = 1.0;
   bool do_sample = true;
   double gpu_memory_utilization = 0.5;
+  bool enable_prefix_caching = true;              //!< the paged rollout engine's keys (vLLM's EngineArgs)
+  bool enable_chunked_prefill = true;
+  std::int64_t max_num_batched_tokens = 8192;
+  std::int64_t max_num_seqs = 1024;
+  std::int64_t block_size = 16;
+  std::int64_t kv_cache_bytes = 0;                //!< 0: derived (max_num_seqs full-length sequences, at most a quarter of free memory)
   std::int64_t tensor_model_parallel_size = 2;
   std::int64_t data_parallel_size = 1;
   std::int64_t pipeline_model_parallel_size = 1;
