@@ -1,4 +1,5 @@
-// rlflow/agent/rollout_adapter.hpp: the static KV-cache RolloutEngine as an agent loop's
+// rlflow/agent/rollout_adapter.hpp: a rollout engine with RolloutEngine's batch generate (the
+// static KV-cache engine, the paged engine, the roles' CPU rollout) as an agent loop's
 // token-in / token-out generator, one row per call. Calls are serialised (the engine is not
 // reentrant). Each conversation's tokens depend only on (seed, request_id, the token's index in
 // the conversation), so a conversation replays identically whatever runs beside it.
@@ -15,10 +16,11 @@
 
 namespace rlflow::agent {
 
+template <class Engine = engine::RolloutEngine>
 class RolloutEngineGenerator {
  public:
   //! 'engine' must outlive the generator.
-  explicit RolloutEngineGenerator(engine::RolloutEngine& engine, std::uint64_t seed = 0) : e_(engine), seed_(seed) {}
+  explicit RolloutEngineGenerator(Engine& engine, std::uint64_t seed = 0) : e_(engine), seed_(seed) {}
 
   //! Generates at most sp.max_new_tokens ids after 'prompt' (fewer when the model's max_seq_len
   //! leaves less room: none when it leaves none), stopping after sp.eos_id.
@@ -39,7 +41,7 @@ class RolloutEngineGenerator {
     std::uint64_t const seed = seed_ ^ fnv1a(request_id);
     engine::GenerateControl ctl;
     ctl.first_token = produced;
-    auto const r = e_.generate(ids, mask, s, std::span<std::uint64_t const>(&seed, 1), ctl);
+    engine::RolloutResult const r = e_.generate(ids, mask, s, std::span<std::uint64_t const>(&seed, 1), ctl);
     auto const* t = r.responses.data<std::int32_t>();
     auto const* mk = r.response_mask.data<std::int32_t>();
     auto const* lp = r.log_probs.data<float>();
@@ -63,7 +65,7 @@ class RolloutEngineGenerator {
     for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
     return h;
   }
-  engine::RolloutEngine& e_;
+  Engine& e_;
   std::uint64_t seed_;
   std::mutex m_;
   std::unordered_map<std::string, std::uint64_t> produced_;

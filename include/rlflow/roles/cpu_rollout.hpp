@@ -50,6 +50,7 @@ class CpuRollout {
     else pg_ = std::make_unique<engine::PagedEngine>(model, paged_engine_config(cfg.actor_rollout_ref.rollout), tp);
   }
 
+  model::GPTConfig const& config() const { return pg_ ? pg_->config() : st_->config(); }
   //! The paged engine (its metrics), or null when the static one runs.
   engine::PagedEngine* paged() { return pg_.get(); }
   engine::PagedEngine const* paged() const { return pg_.get(); }
