@@ -289,6 +289,15 @@ class BasicActorRolloutRef {
                            "engines (the CUDA training engine runs padded rows); set it to false");
       }
     }
+    if (setup_.cfg.actor_rollout_ref.model.enable_gradient_checkpointing) {  // keep each layer's input only
+      if constexpr (requires { actor_.set_gradient_checkpointing(true); }) {
+        actor_.set_gradient_checkpointing(true);
+        ref_.set_gradient_checkpointing(true);  // forwards only: the smaller activation buffer, no recompute
+      } else {
+        throw config_error("rlflow::roles::ActorRolloutRef: actor_rollout_ref.model.enable_gradient_checkpointing=true needs "
+                           "the CPU engines (the CUDA training engine keeps every layer's activations); set it to false");
+      }
+    }
     if (setup_.policy_init) {  // weights from model.path
       std::size_t const have = E::full_size(actor_);
       if (setup_.policy_init->size() != have)

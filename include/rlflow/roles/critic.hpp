@@ -43,6 +43,7 @@ class ValueCritic {
       critic_.load_weights(*setup_.critic_init);  // a TP rank keeps its slice
     }
     if (setup_.cfg.critic.model.use_remove_padding) critic_.set_remove_padding(true);  // packed sequences
+    if (setup_.cfg.critic.model.enable_gradient_checkpointing) critic_.set_gradient_checkpointing(true);  // recomputed layers
     if (train_tp_ > 1) {  // the DP view of this worker, as the actor's
       dp_ctx_ = ctx;
       dp_ctx_.world_size = ctx.world_size / train_tp_;
