@@ -6,6 +6,7 @@
 
 #include <rlflow/core/device_memory.hpp>
 #include <rlflow/config/device_memory_estimate.hpp>
+#include <rlflow/engine/training_engine.hpp>  // the CPU engine's activation buffer (checkpointing)
 
 #include <random>
 #include <thread>
@@ -150,6 +151,56 @@ TEST_CASE("estimate_device_memory: closed-form parts, sums and monotonicity", "[
     m2.max_seq_len += 8;
     REQUIRE(estimate_device_memory(longer, m2).kv_cache > e.kv_cache);
     REQUIRE(estimate_device_memory(longer, m2).train_activations > e.train_activations);
+  }
+}
+
+TEST_CASE("estimate_device_memory with enable_gradient_checkpointing: the engine's own activation buffers, less memory",
+          "[device][memory][checkpointing]") {
+  std::mt19937_64 rng(13);
+  for (int trial = 0; trial < 12; ++trial) {
+    TrainerConfig c = examples::grpo_reverse_config();
+    c.trainer.n_gpus_per_node = 1 + static_cast<std::int64_t>(rng() % 3);
+    c.data.max_prompt_length = 4 + static_cast<std::int64_t>(rng() % 12);
+    c.data.max_response_length = 2 + static_cast<std::int64_t>(rng() % 12);
+    c.actor_rollout_ref.model.n_layer = 1 + static_cast<std::int64_t>(rng() % 4);
+    c.actor_rollout_ref.model.n_head = 1 << (rng() % 3);
+    c.actor_rollout_ref.model.n_embd = c.actor_rollout_ref.model.n_head * (8 + static_cast<std::int64_t>(rng() % 2) * 8);
+    c.actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu = 1 + static_cast<std::int64_t>(rng() % 4);
+    auto m = fixtures::policy_gpt(c, 7 + static_cast<int>(rng() % 20));
+    if (trial % 2) m = model::builtin_model(m, model::Arch(1 + trial % 3));
+    INFO("trial " << trial << ", arch " << model::arch_name(m.arch) << ", layers " << m.n_layer);
+    std::int64_t const S = c.data.max_prompt_length + c.data.max_response_length, R = c.data.max_response_length;
+    std::int64_t const micro = *c.actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu;
+    // the CPU engines' kept activations for the PPO micro-batch, with and without checkpointing
+    Tensor ids = Tensor::zeros(DType::int32, Shape{micro, S}), mask = Tensor::full(Shape{micro, S}, std::int32_t{1});
+    engine::TrainingEngine keep(m), ckpt(m);
+    ckpt.set_gradient_checkpointing(true);
+    keep.forward(ids, mask, static_cast<int>(R));
+    ckpt.forward(ids, mask, static_cast<int>(R));
+    std::int64_t const kept_bytes = static_cast<std::int64_t>(keep.model().activation_bytes());
+    std::int64_t const ckpt_bytes = static_cast<std::int64_t>(ckpt.model().activation_bytes());
+    // the estimate's training part moves by exactly the engine's difference (the other terms are the same)
+    std::int64_t const f_keep = detail::train_activation_floats(m, micro, S, R, true, false);
+    std::int64_t const f_ckpt = detail::train_activation_floats(m, micro, S, R, true, true);
+    REQUIRE(4 * (f_keep - f_ckpt) == kept_bytes - ckpt_bytes);
+    // one layer kept whatever L is: L (N, C) rows plus one layer's activations
+    std::int64_t const N = micro * S;
+    REQUIRE(ckpt_bytes == 4 * (m.n_layer * N * m.n_embd) + (kept_bytes - 4 * N * m.n_embd) / m.n_layer);
+    TrainerConfig on = c;
+    on.actor_rollout_ref.model.enable_gradient_checkpointing = true;
+    auto const e_off = estimate_device_memory(c, m), e_on = estimate_device_memory(on, m);
+    REQUIRE(e_on.total() - e_on.train_activations == e_off.total() - e_off.train_activations);
+    if (m.n_layer == 1) {
+      REQUIRE(e_on.train_activations == e_off.train_activations);
+      continue;
+    }
+    REQUIRE(e_on.train_activations < e_off.train_activations);
+    // check_host_memory counts it: a budget between the two needs refuses only the kept activations
+    std::int64_t const P = model::ParamLayout(m).count(), workers = c.trainer.n_gpus_per_node;
+    auto need = [&](DeviceMemoryEstimate const& e) { return workers * (e.total() - e.ref_state + P * 5); };
+    std::int64_t const budget = (need(e_on) + need(e_off)) / 2;
+    REQUIRE_THROWS_AS(check_host_memory(c, m, budget, "model"), config_error);
+    REQUIRE_NOTHROW(check_host_memory(on, m, budget, "model"));
   }
 }
 
