@@ -6,6 +6,7 @@
 
 #include <rlflow/core/device_memory.hpp>
 #include <rlflow/config/device_memory_estimate.hpp>
+#include <rlflow/config/config_limits.hpp>    // check_size_limits
 #include <rlflow/engine/training_engine.hpp>  // the CPU engine's activation buffer (checkpointing)
 
 #include <random>
@@ -202,6 +203,40 @@ TEST_CASE("estimate_device_memory with enable_gradient_checkpointing: the engine
     REQUIRE_THROWS_AS(check_host_memory(c, m, budget, "model"), config_error);
     REQUIRE_NOTHROW(check_host_memory(on, m, budget, "model"));
   }
+}
+
+TEST_CASE("check_size_limits counts the checkpointed activations and names the key as a fix", "[device][memory][checkpointing]") {
+  TrainerConfig c = examples::grpo_reverse_config();
+  c.actor_rollout_ref.model.n_layer = 24;
+  c.actor_rollout_ref.model.n_embd = 512;
+  c.actor_rollout_ref.model.n_head = 8;
+  c.data.max_prompt_length = 512;
+  c.data.max_response_length = 512;
+  c.actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu = 64;
+  c.actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu = 64;
+  // activations of one micro-batch: 64 x 1024 tokens x 512 x (24 x 24, or 24 + 24) floats per worker
+  long double const tokens = 64.0L * 1024, W = static_cast<long double>(c.trainer.nnodes * c.trainer.n_gpus_per_node);
+  long double const kept = 4.0L * tokens * 512 * 24 * 24 * W, ckpt = 4.0L * tokens * 512 * 48 * W;
+  auto const budget = static_cast<std::uint64_t>((kept + ckpt) / 2);
+  REQUIRE_THROWS_WITH(check_size_limits(c, 16, 64, false, budget),
+                      Catch::Contains("the activations of one micro-batch") && Catch::Contains("enable_gradient_checkpointing=true"));
+  c.actor_rollout_ref.model.enable_gradient_checkpointing = true;
+  try {  // whatever else may not fit this budget, the activations do
+    check_size_limits(c, 16, 64, false, budget);
+  } catch (config_error const& e) {
+    REQUIRE_THAT(e.what(), !Catch::Contains("the activations of one micro-batch"));
+  }
+}
+
+TEST_CASE("check_cuda_training_keys rejects activation checkpointing by its key", "[device][memory][checkpointing]") {
+  TrainerConfig c = examples::grpo_reverse_config();
+  REQUIRE_NOTHROW(check_cuda_training_keys(c));
+  c.critic.model.enable_gradient_checkpointing = true;  // the critic runs on the CPU engine
+  REQUIRE_NOTHROW(check_cuda_training_keys(c));
+  c.actor_rollout_ref.model.enable_gradient_checkpointing = true;
+  REQUIRE_THROWS_AS(check_cuda_training_keys(c), config_error);
+  REQUIRE_THROWS_WITH(check_cuda_training_keys(c), Catch::Contains("actor_rollout_ref.model.enable_gradient_checkpointing=true") &&
+                                                       Catch::Contains("set it to false"));
 }
 
 TEST_CASE("check_device_count rejects more workers than devices, nnodes above 1 and no device", "[device][memory]") {

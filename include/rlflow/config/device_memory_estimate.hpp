@@ -99,6 +99,15 @@ inline DeviceMemoryEstimate estimate_device_memory(TrainerConfig const& cfg, mod
   return e;
 }
 
+//! Throws config_error (before any work) for a key the CUDA training engine does not do:
+//! actor_rollout_ref.model.enable_gradient_checkpointing (it keeps every layer's activations).
+inline void check_cuda_training_keys(TrainerConfig const& cfg) {
+  if (cfg.actor_rollout_ref.model.enable_gradient_checkpointing)
+    throw config_error("rlflow::Trainer<..., Backend<cuda::tag>>: actor_rollout_ref.model.enable_gradient_checkpointing=true "
+                       "needs the CPU engines (the CUDA training engine keeps every layer's activations); set it to false, "
+                       "or train with rlflow::Backend<rlflow::cpu::tag>");
+}
+
 //! Throws config_error (before any work) when a CUDA trainer wants more workers than there are
 //! devices: one worker per device, in one process (nnodes = 1).
 inline void check_device_count(TrainerConfig const& cfg, int devices) {
