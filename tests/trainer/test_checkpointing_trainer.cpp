@@ -45,5 +45,18 @@ TEST_CASE("trainer.checkpointing_through_trainer: PPO with gradient checkpointin
     }
     REQUIRE(b.size() == a.size());
   }
+  // the keys took effect: the checkpointed roles keep less (3 layers: L (N, C) rows + one layer)
+  auto const actor_kept = kept.workers().execute_all<&PPOTrainer::actor_role::actor_activation_bytes>();
+  auto const actor_ckpt = checkpointed.workers().execute_all<&PPOTrainer::actor_role::actor_activation_bytes>();
+  auto const critic_kept = kept.workers().execute_all<&PPOTrainer::critic_role::activation_bytes>();
+  auto const critic_ckpt = checkpointed.workers().execute_all<&PPOTrainer::critic_role::activation_bytes>();
+  REQUIRE(actor_kept.size() == actor_ckpt.size());
+  for (std::size_t r = 0; r < actor_kept.size(); ++r) {
+    INFO("worker " << r);
+    REQUIRE(actor_ckpt[r] > 0);
+    REQUIRE(actor_ckpt[r] < actor_kept[r]);
+    REQUIRE(critic_ckpt[r] > 0);
+    REQUIRE(critic_ckpt[r] < critic_kept[r]);
+  }
   std::filesystem::remove_all(dir);
 }

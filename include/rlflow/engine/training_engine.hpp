@@ -134,6 +134,7 @@ class TrainingEngine {
   }
   model::LMHead lm_head() const { return model_.lm_head(); }
   model::GPT& model() { return model_; }
+  model::GPT const& model() const { return model_; }
   AdamW& optimizer() { return optim_; }
   AdamW const& optimizer() const { return optim_; }
 

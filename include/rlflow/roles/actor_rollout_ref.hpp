@@ -586,6 +586,12 @@ class BasicActorRolloutRef {
     if constexpr (requires { rollout_.shard_weights(); }) return rollout_.shard_weights();
     else throw config_error("rlflow::roles::ActorRolloutRef::rollout_weights: available with the CPU engines only");
   }
+  //! Bytes of the actor's kept-activation buffer (model::GPT::activation_bytes; -1 on engines
+  //! without it), for tests and tools.
+  std::int64_t actor_activation_bytes() const {
+    if constexpr (requires { actor_.model().activation_bytes(); }) return static_cast<std::int64_t>(actor_.model().activation_bytes());
+    else return -1;
+  }
   //! Bytes held by the rollout's cache and activations (0 while asleep).
   std::int64_t rollout_memory_bytes() const { return static_cast<std::int64_t>(rollout_.memory_bytes()); }
   //! This worker's device memory counters {allocated, peak allocated, reserved, peak reserved}
