@@ -39,6 +39,7 @@ RUNS = [
     ("llama_family", "benchmarks/engine/bench_llama", "", ["--benchmark_repetitions=3"], ONE),
     ("paged", "benchmarks/engine/bench_paged", "BM_GenerateGroups", [], ONE),
     ("packing", "benchmarks/engine/bench_packing", "", ["--benchmark_repetitions=3"], ONE),
+    ("checkpointing", "benchmarks/engine/bench_checkpointing", "", ["--benchmark_repetitions=3"], ONE),
     ("trainer_modes", "benchmarks/trainer/bench_trainer_modes", "", ["--benchmark_min_time=3"], ONE),
 ]
 

@@ -332,7 +332,7 @@ TEST_CASE("verl's GRPO GSM8K quickstart command line starts, with notices only f
     auto const* r = rlflow::detail::find_verl_key(a.substr(0, a.find('=')));
     if (r && r->use == verl_key_use::no_effect) no_effect_given.insert(std::string(r->key));
   }
-  REQUIRE(no_effect_given.size() == 5);
+  REQUIRE(no_effect_given.size() == 4);
   rlflow::TrainerOptions opts;
   opts.console = false;
   Trainer t(cl.config, opts);

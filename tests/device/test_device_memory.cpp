@@ -6,6 +6,8 @@
 
 #include <rlflow/core/device_memory.hpp>
 #include <rlflow/config/device_memory_estimate.hpp>
+#include <rlflow/config/config_limits.hpp>    // check_size_limits
+#include <rlflow/engine/training_engine.hpp>  // the CPU engine's activation buffer (checkpointing)
 
 #include <random>
 #include <thread>
@@ -151,6 +153,90 @@ TEST_CASE("estimate_device_memory: closed-form parts, sums and monotonicity", "[
     REQUIRE(estimate_device_memory(longer, m2).kv_cache > e.kv_cache);
     REQUIRE(estimate_device_memory(longer, m2).train_activations > e.train_activations);
   }
+}
+
+TEST_CASE("estimate_device_memory with enable_gradient_checkpointing: the engine's own activation buffers, less memory",
+          "[device][memory][checkpointing]") {
+  std::mt19937_64 rng(13);
+  for (int trial = 0; trial < 12; ++trial) {
+    TrainerConfig c = examples::grpo_reverse_config();
+    c.trainer.n_gpus_per_node = 1 + static_cast<std::int64_t>(rng() % 3);
+    c.data.max_prompt_length = 4 + static_cast<std::int64_t>(rng() % 12);
+    c.data.max_response_length = 2 + static_cast<std::int64_t>(rng() % 12);
+    c.actor_rollout_ref.model.n_layer = 1 + static_cast<std::int64_t>(rng() % 4);
+    c.actor_rollout_ref.model.n_head = 1 << (rng() % 3);
+    c.actor_rollout_ref.model.n_embd = c.actor_rollout_ref.model.n_head * (8 + static_cast<std::int64_t>(rng() % 2) * 8);
+    c.actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu = 1 + static_cast<std::int64_t>(rng() % 4);
+    auto m = fixtures::policy_gpt(c, 7 + static_cast<int>(rng() % 20));
+    if (trial % 2) m = model::builtin_model(m, model::Arch(1 + trial % 3));
+    INFO("trial " << trial << ", arch " << model::arch_name(m.arch) << ", layers " << m.n_layer);
+    std::int64_t const S = c.data.max_prompt_length + c.data.max_response_length, R = c.data.max_response_length;
+    std::int64_t const micro = *c.actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu;
+    // the CPU engines' kept activations for the PPO micro-batch, with and without checkpointing
+    Tensor ids = Tensor::zeros(DType::int32, Shape{micro, S}), mask = Tensor::full(Shape{micro, S}, std::int32_t{1});
+    engine::TrainingEngine keep(m), ckpt(m);
+    ckpt.set_gradient_checkpointing(true);
+    keep.forward(ids, mask, static_cast<int>(R));
+    ckpt.forward(ids, mask, static_cast<int>(R));
+    std::int64_t const kept_bytes = static_cast<std::int64_t>(keep.model().activation_bytes());
+    std::int64_t const ckpt_bytes = static_cast<std::int64_t>(ckpt.model().activation_bytes());
+    // the estimate's training part moves by exactly the engine's difference (the other terms are the same)
+    std::int64_t const f_keep = detail::train_activation_floats(m, micro, S, R, true, false);
+    std::int64_t const f_ckpt = detail::train_activation_floats(m, micro, S, R, true, true);
+    REQUIRE(4 * (f_keep - f_ckpt) == kept_bytes - ckpt_bytes);
+    // one layer kept whatever L is: L (N, C) rows plus one layer's activations
+    std::int64_t const N = micro * S;
+    REQUIRE(ckpt_bytes == 4 * (m.n_layer * N * m.n_embd) + (kept_bytes - 4 * N * m.n_embd) / m.n_layer);
+    TrainerConfig on = c;
+    on.actor_rollout_ref.model.enable_gradient_checkpointing = true;
+    auto const e_off = estimate_device_memory(c, m), e_on = estimate_device_memory(on, m);
+    REQUIRE(e_on.total() - e_on.train_activations == e_off.total() - e_off.train_activations);
+    if (m.n_layer == 1) {
+      REQUIRE(e_on.train_activations == e_off.train_activations);
+      continue;
+    }
+    REQUIRE(e_on.train_activations < e_off.train_activations);
+    // check_host_memory counts it: a budget between the two needs refuses only the kept activations
+    std::int64_t const P = model::ParamLayout(m).count(), workers = c.trainer.n_gpus_per_node;
+    auto need = [&](DeviceMemoryEstimate const& e) { return workers * (e.total() - e.ref_state + P * 5); };
+    std::int64_t const budget = (need(e_on) + need(e_off)) / 2;
+    REQUIRE_THROWS_AS(check_host_memory(c, m, budget, "model"), config_error);
+    REQUIRE_NOTHROW(check_host_memory(on, m, budget, "model"));
+  }
+}
+
+TEST_CASE("check_size_limits counts the checkpointed activations and names the key as a fix", "[device][memory][checkpointing]") {
+  TrainerConfig c = examples::grpo_reverse_config();
+  c.actor_rollout_ref.model.n_layer = 24;
+  c.actor_rollout_ref.model.n_embd = 512;
+  c.actor_rollout_ref.model.n_head = 8;
+  c.data.max_prompt_length = 512;
+  c.data.max_response_length = 512;
+  c.actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu = 64;
+  c.actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu = 64;
+  // activations of one micro-batch: 64 x 1024 tokens x 512 x (24 x 24, or 24 + 24) floats per worker
+  long double const tokens = 64.0L * 1024, W = static_cast<long double>(c.trainer.nnodes * c.trainer.n_gpus_per_node);
+  long double const kept = 4.0L * tokens * 512 * 24 * 24 * W, ckpt = 4.0L * tokens * 512 * 48 * W;
+  auto const budget = static_cast<std::uint64_t>((kept + ckpt) / 2);
+  REQUIRE_THROWS_WITH(check_size_limits(c, 16, 64, false, budget),
+                      Catch::Contains("the activations of one micro-batch") && Catch::Contains("enable_gradient_checkpointing=true"));
+  c.actor_rollout_ref.model.enable_gradient_checkpointing = true;
+  try {  // whatever else may not fit this budget, the activations do
+    check_size_limits(c, 16, 64, false, budget);
+  } catch (config_error const& e) {
+    REQUIRE_THAT(e.what(), !Catch::Contains("the activations of one micro-batch"));
+  }
+}
+
+TEST_CASE("check_cuda_training_keys rejects activation checkpointing by its key", "[device][memory][checkpointing]") {
+  TrainerConfig c = examples::grpo_reverse_config();
+  REQUIRE_NOTHROW(check_cuda_training_keys(c));
+  c.critic.model.enable_gradient_checkpointing = true;  // the critic runs on the CPU engine
+  REQUIRE_NOTHROW(check_cuda_training_keys(c));
+  c.actor_rollout_ref.model.enable_gradient_checkpointing = true;
+  REQUIRE_THROWS_AS(check_cuda_training_keys(c), config_error);
+  REQUIRE_THROWS_WITH(check_cuda_training_keys(c), Catch::Contains("actor_rollout_ref.model.enable_gradient_checkpointing=true") &&
+                                                       Catch::Contains("set it to false"));
 }
 
 TEST_CASE("check_device_count rejects more workers than devices, nnodes above 1 and no device", "[device][memory]") {

@@ -43,12 +43,15 @@ struct DeviceMemoryEstimate {
 namespace detail {
 //! Floats of the CUDA training engine's buffers after a forward + backward of (B, T) with R
 //! response columns (engine/cuda/training_engine.cuh: acts, head_in, lnf, lnf_stats, logits,
-//! head_out, dhead, grad_ws, ints and valid flags counted as floats).
+//! head_out, dhead, grad_ws, ints and valid flags counted as floats). 'checkpointed': the kept
+//! activations of activation checkpointing (model.enable_gradient_checkpointing, CPU engines):
+//! each layer's input and one layer's activations (ActivationLayout, checkpointed).
 inline std::int64_t train_activation_floats(model::GPTConfig const& m, std::int64_t B, std::int64_t T, std::int64_t R,
-                                            bool backward) {
+                                            bool backward, bool checkpointed = false) {
   std::int64_t const C = m.n_embd, V = m.vocab_size, NH = m.n_head;
   std::int64_t const N = B * T, BR = B * R;
-  std::int64_t f = static_cast<std::int64_t>(model::ActivationLayout(m, static_cast<int>(B), static_cast<int>(T)).size());
+  std::int64_t f =
+      static_cast<std::int64_t>(model::ActivationLayout(m, static_cast<int>(B), static_cast<int>(T), checkpointed).size());
   f += 2 * BR * C + 2 * BR + BR * V + 4 * BR;  // head_in, lnf, lnf_stats, logits, head_out
   f += 2 * N + BR;                             // ints (ids, positions, targets) and valid flags (rounded up)
   if (backward) f += 2 * BR + BR * V + N * C * 10 + B * NH * T * T + 7 * BR;  // dhead, grad_ws, the loss columns
@@ -82,17 +85,27 @@ inline DeviceMemoryEstimate estimate_device_memory(TrainerConfig const& cfg, mod
   std::int64_t const Np = rows * Pn;
   e.rollout_activations = (Np * 10 * C + rows * C + rows * V) * f + rows * (2 * S + 8) + 3 * rows * V * 8 + Np * 8;
   // actor: the larger of the log-prob micro-batch (no backward) and the PPO micro-batch (backward);
-  // reference: its log-prob micro-batch.
+  // reference: its log-prob micro-batch; both with the checkpointed layout when it is on.
   auto const& a = cfg.actor_rollout_ref;
+  bool const ckpt = a.model.enable_gradient_checkpointing;
   std::int64_t const mini = std::max<std::int64_t>(1, a.actor.ppo_mini_batch_size * n / workers);
   std::int64_t const micro = a.actor.ppo_micro_batch_size_per_gpu.value_or(mini);
   std::int64_t const lp_micro = std::min(rows, a.rollout.log_prob_micro_batch_size_per_gpu.value_or(rows));
   std::int64_t const ref_micro = std::min(rows, a.ref.log_prob_micro_batch_size_per_gpu.value_or(rows));
-  std::int64_t const actor_f = std::max(detail::train_activation_floats(m, micro, S, R, true),
-                                        detail::train_activation_floats(m, lp_micro, S, R, false));
-  std::int64_t const ref_f = detail::train_activation_floats(m, ref_micro, S, R, false);
+  std::int64_t const actor_f = std::max(detail::train_activation_floats(m, micro, S, R, true, ckpt),
+                                        detail::train_activation_floats(m, lp_micro, S, R, false, ckpt));
+  std::int64_t const ref_f = detail::train_activation_floats(m, ref_micro, S, R, false, ckpt);
   e.train_activations = (actor_f + ref_f) * f;
   return e;
+}
+
+//! Throws config_error (before any work) for a key the CUDA training engine does not do:
+//! actor_rollout_ref.model.enable_gradient_checkpointing (it keeps every layer's activations).
+inline void check_cuda_training_keys(TrainerConfig const& cfg) {
+  if (cfg.actor_rollout_ref.model.enable_gradient_checkpointing)
+    throw config_error("rlflow::Trainer<..., Backend<cuda::tag>>: actor_rollout_ref.model.enable_gradient_checkpointing=true "
+                       "needs the CPU engines (the CUDA training engine keeps every layer's activations); set it to false, "
+                       "or train with rlflow::Backend<rlflow::cpu::tag>");
 }
 
 //! Throws config_error (before any work) when a CUDA trainer wants more workers than there are

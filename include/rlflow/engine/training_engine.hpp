@@ -2,8 +2,9 @@
 // Defines LogProbResult and TrainingEngine: per-token log-probs and entropy of padded (B, T)
 // batches (verl's alignment: column j is response token j), backward from per-token loss
 // gradients, gradient accumulation, and the AdamW step; optionally over the rows' real tokens
-// only (set_remove_padding: packed sequences, same shapes in and out). Buffers are allocated once
-// and reused.
+// only (set_remove_padding: packed sequences, same shapes in and out), optionally keeping each
+// layer's input only and recomputing the rest in the backward (set_gradient_checkpointing).
+// Buffers are allocated once and reused.
 // Does not compute losses (kernels/) or communicate across data-parallel ranks (the trainer
 // averages grads() across them). Training tensor parallelism (Megatron-style, an engine built with
 // a TPRank of size N > 1 and its TP group's communicator): the engine holds one rank's shard of
@@ -133,6 +134,7 @@ class TrainingEngine {
   }
   model::LMHead lm_head() const { return model_.lm_head(); }
   model::GPT& model() { return model_; }
+  model::GPT const& model() const { return model_; }
   AdamW& optimizer() { return optim_; }
   AdamW const& optimizer() const { return optim_; }
 
@@ -157,6 +159,14 @@ class TrainingEngine {
     last_ = Last::none;
   }
   bool remove_padding() const { return packed_; }
+
+  //! Activation checkpointing (verl: actor_rollout_ref.model.enable_gradient_checkpointing,
+  //! critic.model.enable_gradient_checkpointing): forwards keep each layer's input only and the
+  //! backward recomputes each layer's activations before back-propagating through it
+  //! (model::GPT::set_activation_checkpointing). Activation memory L (N, C) + one layer's instead
+  //! of L layers'; gradients bit-identical. Takes effect from the next forward.
+  void set_gradient_checkpointing(bool on) { model_.set_activation_checkpointing(on); }
+  bool gradient_checkpointing() const { return model_.activation_checkpointing(); }
 
   //! Log-probs (and entropy) of the last R tokens: log_probs[b, j] = log softmax(logits[b, T-R-1+j] / temperature)
   //! [ids[b, T-R+j]]. input_ids, attention_mask (B, T) int32. verl: actor.compute_log_prob.

@@ -14,6 +14,8 @@
 // (each token's row from its owner, zeros elsewhere); backward all-reduces the head's input
 // gradient, and each rank keeps the wte gradient of its own rows. Replicated, every rank holds
 // wte whole.
+// Activation checkpointing (set_activation_checkpointing): the forward keeps each layer's input
+// only and the backward recomputes one layer at a time (bit-identical gradients).
 // Does not own an optimizer or a KV cache: see engine/training_engine.hpp, engine/rollout_engine.hpp.
 // Letters: B sequences, T positions, C width, NH heads, hs = C / NH, V vocabulary, L layers,
 // R response positions (the head rows).
@@ -196,7 +198,7 @@ class GPT {
     B_ = B;
     T_ = T;
     packed_ = false;
-    al_ = ActivationLayout(cfg_, B, T);
+    al_ = ActivationLayout(cfg_, B, T, ckpt_);
     ids_.assign(ids, ids + std::size_t(B) * T);
     pos_.resize(std::size_t(B) * T);
     valid_.resize(std::size_t(B) * T);
@@ -243,7 +245,7 @@ class GPT {
       std::size_t const n = std::size_t(cu_[std::size_t(s) + 1] - cu_[std::size_t(s)]);
       off_[std::size_t(s) + 1] = off_[std::size_t(s)] + std::size_t(NH) * n * n;
     }
-    al_ = ActivationLayout(cfg_, std::size_t(N), off_.back());
+    al_ = ActivationLayout(cfg_, std::size_t(N), off_.back(), ckpt_);
     ids_.assign(ids, ids + N);
     pos_.resize(std::size_t(N));
     valid_.assign(std::size_t(N), 1);
@@ -256,8 +258,7 @@ class GPT {
   //! The trunk over ids_, pos_, valid_ (and the packed offsets) with al_ set.
   void trunk_forward() {
     float* a = acts_.ensure(al_.size());
-    int const C = cfg_.n_embd, NH = sl_.local_heads(), L = cfg_.n_layer;
-    int const Cl = sl_.local_embd(), F = sl_.local_ff();
+    int const C = cfg_.n_embd;
     std::size_t const N = std::size_t(B_) * T_;
     float const* P = params_.data<float>();
     if (cfg_.llama_family()) {
@@ -272,7 +273,18 @@ class GPT {
     } else {
       layers::encoder_forward(a + al_.res0(), ids_.data(), pos_.data(), P + sl_.wte, P + sl_.wpe, int(N), C);
     }
-    for (int l = 0; l < L; ++l) {
+    gpt2_layers(0, cfg_.n_layer);
+    head_rows_ = 0;
+  }
+  //! GPT-2's layers [l0, l1) from the residual stream entering l0 (the checkpointed backward
+  //! recomputes one layer at a time with the forward's ops).
+  void gpt2_layers(int l0, int l1) {
+    float* a = acts_.t.data<float>();
+    int const C = cfg_.n_embd, NH = sl_.local_heads();
+    int const Cl = sl_.local_embd(), F = sl_.local_ff();
+    std::size_t const N = std::size_t(B_) * T_;
+    float const* P = params_.data<float>();
+    for (int l = l0; l < l1; ++l) {
       auto const& W = sl_.layers[std::size_t(l)];
       ActivationLayout::Layer const A = al_.layer(l);
       float const* res = a + al_.residual_in(l);
@@ -286,7 +298,6 @@ class GPT {
       layers::gelu_forward(a + A.fch_gelu, a + A.fch, std::int64_t(N) * F);
       row_parallel_forward(a + A.res3, a + A.res2, a + A.fch_gelu, P + W.fcproj_w, P + W.fcproj_b, int(N), F);
     }
-    head_rows_ = 0;
   }
   //! Attention over this forward's rows: padded (B_, T_) with valid_, or per packed sequence.
   void attention(float* y, float* probs, float const* qkv, layers::QKVLayout L) const {
@@ -467,6 +478,18 @@ class GPT {
     backward_from_head(grads);
   }
 
+  //! Activation checkpointing: from the next forward on, the forward keeps only the residual
+  //! stream entering each layer and the last layer's output (ActivationLayout, checkpointed), and
+  //! the backward recomputes each layer's activations from its input, one layer at a time, into
+  //! one shared layer buffer, with the forward's ops in the forward's order: the gradients are
+  //! bit-identical to the kept-activation ones, for about one more trunk forward per backward.
+  //! Padded and packed rows, both heads, every family and tensor parallelism.
+  //! verl: model.enable_gradient_checkpointing (transformers' gradient_checkpointing_enable).
+  void set_activation_checkpointing(bool on) { ckpt_ = on; }
+  bool activation_checkpointing() const { return ckpt_; }
+  //! Bytes of the kept-activation buffer (grow-only: the largest forward's ActivationLayout so far).
+  std::size_t activation_bytes() const { return acts_.bytes(); }
+
   //! Bytes held by activations and scratch (not parameters).
   std::size_t workspace_bytes() const {
     return acts_.bytes() + grads_ws_.bytes() + part_.bytes() + head_in_.bytes() + lnf_.bytes() + lnf_mean_.bytes() + lnf_rstd_.bytes() +
@@ -634,6 +657,7 @@ class GPT {
                                P + sl_.lnf_w, lnf_mean_.t.data<float>(), lnf_rstd_.t.data<float>(), int(head_rows_), C);
     scatter_head_grad(g, dhin);
     for (int l = cfg_.n_layer - 1; l >= 0; --l) {
+      if (al_.checkpointed()) gpt2_layers(l, l + 1);  // this layer's activations again, from its input
       auto const& W = sl_.layers[std::size_t(l)];
       ActivationLayout::Layer const A = al_.layer(l);
       float const* res = a + al_.residual_in(l);
@@ -674,13 +698,10 @@ class GPT {
   //! Tensor parallel: this rank's heads and MLP columns (shard_layout()), the row-parallel o_proj
   //! and down_proj summed over the group as for GPT-2.
   void forward_llama() {
-    int const C = cfg_.n_embd, L = cfg_.n_layer, NH = sl_.local_heads(), NKV = sl_.local_kv_heads(), hd = cfg_.head_dim();
-    int const QKV = (NH + 2 * NKV) * hd, Q = NH * hd, F = sl_.local_ff();
+    int const C = cfg_.n_embd;
     std::size_t const N = std::size_t(B_) * T_;
     float const* P = params_.data<float>();
     float* a = acts_.t.data<float>();
-    float const eps = cfg_.rms_norm_eps;
-    layers::RowSet const rows{std::int64_t(N), C, 1, std::size_t(C)};
     ensure_rope();
     if (sl_.split_embedding()) {  // vocabulary-parallel embedding (tied): my rows or zeros, summed over the group
       layers::embedding_slice_forward(a + al_.res0(), ids_.data(), P + sl_.wte, vocab_begin(), vocab_end(), int(N), C);
@@ -688,7 +709,19 @@ class GPT {
     } else {
       layers::embedding_forward(a + al_.res0(), ids_.data(), P + sl_.wte, int(N), C);
     }
-    for (int l = 0; l < L; ++l) {
+    llama_layers(0, cfg_.n_layer);
+  }
+  //! The Llama family's layers [l0, l1) from the residual stream entering l0 (rope tables set; the
+  //! checkpointed backward recomputes one layer at a time with the forward's ops).
+  void llama_layers(int l0, int l1) {
+    int const C = cfg_.n_embd, NH = sl_.local_heads(), NKV = sl_.local_kv_heads(), hd = cfg_.head_dim();
+    int const QKV = (NH + 2 * NKV) * hd, Q = NH * hd, F = sl_.local_ff();
+    std::size_t const N = std::size_t(B_) * T_;
+    float const* P = params_.data<float>();
+    float* a = acts_.t.data<float>();
+    float const eps = cfg_.rms_norm_eps;
+    layers::RowSet const rows{std::int64_t(N), C, 1, std::size_t(C)};
+    for (int l = l0; l < l1; ++l) {
       auto const& W = sl_.layers[std::size_t(l)];
       ActivationLayout::Layer const A = al_.layer(l);
       float const* res = a + al_.residual_in(l);
@@ -736,6 +769,7 @@ class GPT {
                              lnf_rstd_.t.data<float>(), layers::RowSet{std::int64_t(head_rows_), C, 1, std::size_t(C)});
     scatter_head_grad(g, dhin);
     for (int l = cfg_.n_layer - 1; l >= 0; --l) {
+      if (al_.checkpointed()) llama_layers(l, l + 1);  // this layer's activations again, from its input
       auto const& W = sl_.layers[std::size_t(l)];
       ActivationLayout::Layer const A = al_.layer(l);
       float const* res = a + al_.residual_in(l);
@@ -785,6 +819,7 @@ class GPT {
   Tensor params_;
   int B_ = 0, T_ = 0;
   bool packed_ = false;              //!< the last forward was forward_packed
+  bool ckpt_ = false;                //!< set_activation_checkpointing
   int nseq_ = 0;                     //!< packed: sequences
   std::vector<std::int32_t> cu_;     //!< packed: nseq + 1 token offsets
   std::vector<std::size_t> off_;     //!< packed: nseq + 1 attention-probability offsets (floats)

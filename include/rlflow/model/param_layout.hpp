@@ -196,6 +196,11 @@ inline GPTConfig builtin_model(GPTConfig shape, Arch arch) {
 //! The Llama family: RMSNorms keep no mean (size 0), qkv is (N, (NH + 2 NKV) hd) after q/k norm
 //! and RoPE, atty (N, NH hd), fch the (N, 2F) gate|up product and fch_gelu silu(gate) * up
 //! (N, F); with q/k norm, qkv_raw keeps the projection and qk_rstd the per-head rstd (N (NH + NKV)).
+//! Checkpointed (activation checkpointing, transformers' gradient_checkpointing): the residual
+//! stream entering every layer and the last layer's output, (L + 1) x (N, C), then one layer's
+//! other activations, shared by every layer (layer(l) names the same offsets for all l except
+//! res3, which is the stream slot l + 1): L (N, C) + one layer's floats in all, against L layers'.
+//! The backward recomputes each layer's activations from its stream slot before using them.
 class ActivationLayout {
  public:
   //! Offsets (in floats) of one layer's activations.
@@ -204,10 +209,11 @@ class ActivationLayout {
   };
 
   ActivationLayout() = default;
-  ActivationLayout(GPTConfig const& cfg, int B, int T)
-      : ActivationLayout(cfg, std::uint64_t(B) * T, std::uint64_t(B) * std::uint64_t(cfg.n_head) * T * T) {}
+  ActivationLayout(GPTConfig const& cfg, int B, int T, bool checkpointed = false)
+      : ActivationLayout(cfg, std::uint64_t(B) * T, std::uint64_t(B) * std::uint64_t(cfg.n_head) * T * T, checkpointed) {}
   //! n tokens with att floats of attention probabilities (packed sequences: layers::varlen_probs_floats).
-  ActivationLayout(GPTConfig const& cfg, std::uint64_t n, std::uint64_t att) : n_(n), c_(std::uint64_t(cfg.n_embd)), att_(att) {
+  ActivationLayout(GPTConfig const& cfg, std::uint64_t n, std::uint64_t att, bool checkpointed = false)
+      : n_(n), c_(std::uint64_t(cfg.n_embd)), att_(att), ckpt_(checkpointed) {
     bool const llama = cfg.llama_family();
     qkv_ = llama ? std::uint64_t(cfg.qkv_dim()) : 3 * c_;
     atty_ = std::uint64_t(cfg.attn_dim());
@@ -220,16 +226,24 @@ class ActivationLayout {
     per_layer_ = n_ * c_ /*ln1*/ + mean_ + n_ + n_ * qkv_ + att_ + n_ * atty_ + n_ * c_ /*res2*/ + n_ * c_ /*ln2*/ + mean_ + n_ +
                  n_ * fc_ + n_ * ff_ + n_ * c_ /*res3*/ + raw_ + qkr_;
     size_ = layers0_ + std::uint64_t(cfg.n_layer) * per_layer_;
+    if (ckpt_) {  // the stream slots res0 .. res_L, then one layer without its res3 (a stream slot)
+      layers0_ = (std::uint64_t(cfg.n_layer) + 1) * n_ * c_;
+      size_ = layers0_ + per_layer_ - n_ * c_;
+    }
   }
 
   //! Floats the whole buffer needs.
   std::uint64_t size() const { return size_; }
+  //! Floats of one layer's activations (res3 included).
+  std::uint64_t per_layer() const { return per_layer_; }
+  //! One layer's activations are shared by every layer (the backward recomputes them).
+  bool checkpointed() const { return ckpt_; }
   //! The embedding output (the residual stream entering layer 0).
   std::uint64_t res0() const { return 0; }
   //! The residual stream entering layer l (res0, or layer l-1's res3).
   std::uint64_t residual_in(int l) const { return l == 0 ? res0() : layer(l - 1).res3; }
   Layer layer(int l) const {
-    std::uint64_t o = layers0_ + std::uint64_t(l) * per_layer_;
+    std::uint64_t o = layers0_ + (ckpt_ ? 0 : std::uint64_t(l) * per_layer_);
     auto take = [&](std::uint64_t n) { std::uint64_t const r = o; o += n; return r; };
     Layer A{};
     A.ln1 = take(n_ * c_);
@@ -244,7 +258,7 @@ class ActivationLayout {
     A.ln2_rstd = take(n_);
     A.fch = take(n_ * fc_);
     A.fch_gelu = take(n_ * ff_);
-    A.res3 = take(n_ * c_);
+    A.res3 = ckpt_ ? (std::uint64_t(l) + 1) * n_ * c_ : take(n_ * c_);
     A.qkv_raw = take(raw_);
     A.qk_rstd = take(qkr_);
     return A;
@@ -253,6 +267,7 @@ class ActivationLayout {
  private:
   std::uint64_t n_ = 0, c_ = 0, att_ = 0, layers0_ = 0, per_layer_ = 0, size_ = 0;
   std::uint64_t qkv_ = 0, atty_ = 0, ff_ = 0, fc_ = 0, mean_ = 0, raw_ = 0, qkr_ = 0;
+  bool ckpt_ = false;
 };
 
 //! RoPE inverse frequencies (hd / 2) of a Llama-family config, computed in double: theta^(-2i/hd),

@@ -289,6 +289,15 @@ class BasicActorRolloutRef {
                            "engines (the CUDA training engine runs padded rows); set it to false");
       }
     }
+    if (setup_.cfg.actor_rollout_ref.model.enable_gradient_checkpointing) {  // keep each layer's input only
+      if constexpr (requires { actor_.set_gradient_checkpointing(true); }) {
+        actor_.set_gradient_checkpointing(true);
+        ref_.set_gradient_checkpointing(true);  // forwards only: the smaller activation buffer, no recompute
+      } else {
+        throw config_error("rlflow::roles::ActorRolloutRef: actor_rollout_ref.model.enable_gradient_checkpointing=true needs "
+                           "the CPU engines (the CUDA training engine keeps every layer's activations); set it to false");
+      }
+    }
     if (setup_.policy_init) {  // weights from model.path
       std::size_t const have = E::full_size(actor_);
       if (setup_.policy_init->size() != have)
@@ -576,6 +585,12 @@ class BasicActorRolloutRef {
   std::vector<float> rollout_weights() const {
     if constexpr (requires { rollout_.shard_weights(); }) return rollout_.shard_weights();
     else throw config_error("rlflow::roles::ActorRolloutRef::rollout_weights: available with the CPU engines only");
+  }
+  //! Bytes of the actor's kept-activation buffer (model::GPT::activation_bytes; -1 on engines
+  //! without it), for tests and tools.
+  std::int64_t actor_activation_bytes() const {
+    if constexpr (requires { actor_.model().activation_bytes(); }) return static_cast<std::int64_t>(actor_.model().activation_bytes());
+    else return -1;
   }
   //! Bytes held by the rollout's cache and activations (0 while asleep).
   std::int64_t rollout_memory_bytes() const { return static_cast<std::int64_t>(rollout_.memory_bytes()); }

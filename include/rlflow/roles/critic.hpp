@@ -43,6 +43,7 @@ class ValueCritic {
       critic_.load_weights(*setup_.critic_init);  // a TP rank keeps its slice
     }
     if (setup_.cfg.critic.model.use_remove_padding) critic_.set_remove_padding(true);  // packed sequences
+    if (setup_.cfg.critic.model.enable_gradient_checkpointing) critic_.set_gradient_checkpointing(true);  // recomputed layers
     if (train_tp_ > 1) {  // the DP view of this worker, as the actor's
       dp_ctx_ = ctx;
       dp_ctx_.world_size = ctx.world_size / train_tp_;
@@ -125,6 +126,8 @@ class ValueCritic {
   }
   //! This rank's critic gradient buffer as the last mini-batch of update_critic left it (for tests and tools).
   std::vector<float> critic_grads() const { return {critic_.grads().begin(), critic_.grads().end()}; }
+  //! Bytes of the critic's kept-activation buffer (model::GPT::activation_bytes), for tests and tools.
+  std::int64_t activation_bytes() const { return static_cast<std::int64_t>(critic_.model().activation_bytes()); }
   //! The full critic on every rank: with training TP an all-gather of each TP group's shards.
   std::vector<float> gather_critic_weights() {
     std::vector<float> full(critic_.layout().size());

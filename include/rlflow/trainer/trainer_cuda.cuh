@@ -184,6 +184,7 @@ struct engines<::rlflow::cuda::tag> {
   //! One worker per visible device and the estimate against each device's free memory (the
   //! driver thread's current device is restored).
   static void check_devices(TrainerConfig const& cfg, model::GPTConfig const& policy) {
+    check_cuda_training_keys(cfg);
     int n = 0;
     if (cudaGetDeviceCount(&n) != cudaSuccess) {
       cudaGetLastError();

@@ -36,6 +36,7 @@ namespace rlflow {
   X(actor_rollout_ref.model.arch, "gpt2|llama|qwen2|qwen3", "rlflow: the built-in model's architecture (model.path empty): GPT-2, or a Llama-family model of the same width with n_head / 2 key/value heads and a SwiGLU MLP of 3 n_embd; with model.path, the folder's model_type") \
   X(actor_rollout_ref.model.lm_head, "auto|vocab_parallel|replicated", "rlflow: the LM head's split under tensor parallelism (rollout TP<N>, training TP); auto: vocab_parallel from 256 tokens") \
   X(actor_rollout_ref.model.use_remove_padding, "", "pack the rows' real tokens end to end (no padding) in the actor's and reference's log-prob and update passes") \
+  X(actor_rollout_ref.model.enable_gradient_checkpointing, "", "activation checkpointing in the actor and reference: keep each layer's input only, recompute the layer in the backward (bit-identical gradients; CPU engines; verl's default true, rlflow's false)") \
   X(actor_rollout_ref.actor.strategy, "fsdp|fsdp2|megatron", "training backend name (rlflow trains data-parallel)") \
   X(actor_rollout_ref.actor.ppo_mini_batch_size, "", "prompts per optimizer step (M); rows = M × rollout.n")         \
   X(actor_rollout_ref.actor.ppo_micro_batch_size, "", "deprecated global micro-batch; use ppo_micro_batch_size_per_gpu") \
@@ -137,6 +138,7 @@ namespace rlflow {
   X(critic.shuffle, "", "shuffle critic rows between epochs; null: actor's")                                        \
   X(critic.model.path, "", "Hugging Face GPT-2 folder for the critic's trunk; empty: actor_rollout_ref.model.path") \
   X(critic.model.use_remove_padding, "", "pack the rows' real tokens end to end (no padding) in the critic's passes") \
+  X(critic.model.enable_gradient_checkpointing, "", "activation checkpointing in the critic: keep each layer's input only, recompute the layer in the backward (bit-identical gradients; verl's default true, rlflow's false)") \
   X(critic.cliprange_value, "", "value clip ε_v of the clipped value loss")                                         \
   X(critic.loss_agg_mode,                                                                                          \
     "null|token-mean|token-sum|seq-mean-token-sum|seq-mean-token-mean|seq-mean-token-sum-norm",                    \

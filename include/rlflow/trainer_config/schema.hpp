@@ -61,6 +61,10 @@ struct ModelConfig {
   config_string lm_head = "auto";
   //! verl: model.use_remove_padding (packed sequences in the actor's and reference's passes).
   bool use_remove_padding = false;
+  //! verl: model.enable_gradient_checkpointing (the actor's and reference's forwards keep each
+  //! layer's input only; the backward recomputes the rest). verl's default: true; rlflow's: false,
+  //! since it costs about one more trunk forward per update and the CUDA engine does not do it.
+  bool enable_gradient_checkpointing = false;
 };
 
 //! verl: actor_rollout_ref.actor.policy_loss.*.
@@ -198,6 +202,7 @@ struct ActorRolloutRefConfig {
 struct CriticModelConfig {
   config_string path = "";  //!< a GPT-2 folder for the critic's trunk; empty: actor_rollout_ref.model.path
   bool use_remove_padding = false;  //!< verl: critic.model.use_remove_padding
+  bool enable_gradient_checkpointing = false;  //!< verl: critic.model.enable_gradient_checkpointing (verl's default: true)
 };
 
 //! verl: critic.* (verl/trainer/config/critic/critic.yaml); null fields inherit the actor's.

@@ -92,7 +92,10 @@ RLFLOW_DECL void check_size_limits(TrainerConfig const& cfg, std::int64_t vocab,
   if (a.use_dynamic_bsz) micro_tokens = static_cast<long double>(a.ppo_max_token_len_per_gpu);
   // logits (logits, softmax, gradient) and saved activations: on the device with model_on_device
   long double const logits_bytes = model_on_device ? 0.0L : 4.0L * micro_tokens * V * 3 * W;
-  long double const act_bytes = model_on_device ? 0.0L : 4.0L * micro_tokens * C * L * 24 * W;
+  // (about 24 C floats per token and layer; with activation checkpointing each layer's input, C,
+  // plus one layer's)
+  bool const ckpt = cfg.actor_rollout_ref.model.enable_gradient_checkpointing;
+  long double const act_bytes = model_on_device ? 0.0L : 4.0L * micro_tokens * C * (ckpt ? L + 24 : L * 24) * W;
   struct Item {
     long double bytes;
     std::string what, fix;
@@ -116,8 +119,10 @@ RLFLOW_DECL void check_size_limits(TrainerConfig const& cfg, std::int64_t vocab,
       {act_bytes,
        msg("the activations of one micro-batch (", static_cast<double>(micro_tokens),
            " tokens: micro-batch rows x (data.max_prompt_length + data.max_response_length); x n_embd=", m.n_embd,
-           " x n_layer=", m.n_layer, " on each of ", world, " workers)"),
-       "lower the micro-batch sizes or the model size"},
+           " x n_layer=", m.n_layer, ckpt ? " (checkpointed: each layer's input plus one layer)" : "", " on each of ", world,
+           " workers)"),
+       ckpt ? "lower the micro-batch sizes or the model size"
+            : "lower the micro-batch sizes or the model size, or set actor_rollout_ref.model.enable_gradient_checkpointing=true"},
   };
   long double total = 0;
   for (auto const& it : items) {
