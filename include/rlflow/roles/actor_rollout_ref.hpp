@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <random>
 #include <string>
 #include <tuple>        // std::make_from_tuple (engine construction)
@@ -354,17 +355,25 @@ class BasicActorRolloutRef {
   }
 
   //! generate_sequences through the agent loop (actor_rollout_ref.rollout.multi_turn.enable, or an
-  //! agent_name column): each row runs its loop with the rollout engine as the generator
-  //! (agent::RolloutEngineGenerator, seeded by the row's rollout_seed); see generate_with_agent
-  //! for the output. The CPU engine with an unsharded rollout only. verl: AgentLoopManager.
+  //! agent_name column): on the paged engine every row's conversation is in flight at once and
+  //! tools run on agent.num_workers threads; on the static engine the rows run one at a time
+  //! (agent::RolloutEngineGenerator). Each row seeds by its rollout_seed, so both give the same
+  //! output; see generate_with_agent. The CPU engine with an unsharded rollout only.
+  //! verl: AgentLoopManager.
   DataProto generate_with_agent_loop(DataProto const& prompts) {
     if constexpr (std::is_same_v<System, cpu::tag> && RolloutTP == 1) {
       if (rollout_.is_sleeping()) rollout_.wake();
       AgentRolloutSetup const& setup = agent_rollout_setup();
       if (!agent_tools_) agent_tools_ = agent_tools(setup_.cfg, setup);
+      engine::SamplingParams const sp = detail::rollout_sampling(*tok_, setup_.cfg, prompts);
+      if constexpr (requires { rollout_.paged(); }) {
+        if (engine::PagedEngine* pg = rollout_.paged()) {
+          if (!tool_pool_) tool_pool_ = std::make_unique<agent::ToolPool>(int(setup_.cfg.actor_rollout_ref.rollout.agent.num_workers));
+          return generate_with_agent(*pg, *tok_, setup_.cfg, prompts, sp, setup, *agent_tools_, tool_pool_.get());
+        }
+      }
       agent::RolloutEngineGenerator gen(rollout_);
-      return generate_with_agent(agent::generator_ref(gen), *tok_, setup_.cfg, prompts,
-                                 detail::rollout_sampling(*tok_, setup_.cfg, prompts), setup, *agent_tools_);
+      return generate_with_agent(agent::generator_ref(gen), *tok_, setup_.cfg, prompts, sp, setup, *agent_tools_);
     } else {
       throw config_error("rlflow::roles::ActorRolloutRef: actor_rollout_ref.rollout.multi_turn.enable (agent rollouts) runs on "
                          "the CPU engine with an unsharded rollout (TP<1>); set multi_turn.enable=false or use TP<1>");
@@ -666,6 +675,7 @@ class BasicActorRolloutRef {
   typename E::training ref_;
   comm::MeshCommunicators mesh_;  //!< the rollout mesh's TP and DP groups (RolloutTP > 1)
   std::shared_ptr<agent::ToolSet const> agent_tools_;  //!< agent rollouts' tools, loaded on first use
+  std::unique_ptr<agent::ToolPool> tool_pool_;         //!< agent rollouts' tool threads (agent.num_workers), made on first use
 };
 
 //! The CPU hybrid role with an unsharded rollout (the trainer's default). verl: ActorRolloutRefWorker
