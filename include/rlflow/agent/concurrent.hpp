@@ -4,7 +4,8 @@
 // whatever turns are ready, so a conversation waiting for a tool never holds back the others.
 // Tools run on the context's bounded ToolPool. A conversation's tokens depend only on its seed
 // (conversation_seed), its request id and each token's index in the conversation, never on what
-// runs beside it: the outputs equal running the rows one at a time with RolloutEngineGenerator.
+// runs beside it (the engine runs batch invariant): the outputs equal running the rows one at a
+// time with RolloutEngineGenerator on a batch-invariant engine.
 // verl: AgentLoopWorker (asyncio tasks per row) over AsyncLLMServerManager and vLLM's AsyncLLM.
 #pragma once
 #include <algorithm>
@@ -139,7 +140,7 @@ class ConcurrentGenerator {
 };
 
 //! Runs every row's agent loop (its agent_name, else 'default_agent_loop') at once on 'engine'
-//! (idle), stepping it on the calling thread; ctx.generate is replaced by the engine's, ctx's
+//! (idle, switched to batch_invariant while it runs), stepping it on the calling thread; ctx.generate is replaced by the engine's, ctx's
 //! other fields (the chat format, tools, configuration, tool_pool) are shared. Returns the outputs
 //! in row order; when rows fail, every conversation still ends and the first failing row's
 //! exception (in row order) is rethrown. The rows' request ids must differ (empty: "agent-<row>").
@@ -161,6 +162,13 @@ inline std::vector<AgentLoopOutput> run_conversations(engine::PagedEngine& engin
                               rs[i].request_id, "'; give each conversation its own id (the trainer uses the row's rollout_seed)"));
     }
   }
+  // batches follow the tools' timing: each row's numbers must not depend on its batch
+  struct Invariant {
+    engine::PagedEngine& e;
+    bool const was = e.engine_config().batch_invariant;
+    ~Invariant() { e.set_batch_invariant(was); }
+  } invariant{engine};
+  engine.set_batch_invariant(true);
   ConcurrentGenerator gen(engine, int(rs.size()), seed);
   ctx.generate = generator_ref(gen);
   std::vector<AgentLoopOutput> out(rs.size());
