@@ -210,10 +210,6 @@ RLFLOW_DECL std::string explain(config_check_id id, TrainerConfig const& c) {
                  "max_tool_response_length >= 0 (0: no limit), a loop name (single_turn_agent, tool_agent) and ",
                  "agent.num_workers in 1..4096 (the tool threads of one rollout worker); fix the offending key");
     }
-    case config_check_id::multi_turn_hybrid_rollout:
-      return msg("actor_rollout_ref.rollout.multi_turn.enable=true with trainer.v1.trainer_mode=", c.trainer.v1.trainer_mode,
-                 ": agent rollouts run in the hybrid actor role, and separate_async generates in its standalone rollout fleet; "
-                 "use trainer.v1.trainer_mode=sync or colocate_async, or set multi_turn.enable=false");
     case config_check_id::otb_sum_pi_squared:
       return msg("algorithm.adv_estimator=", c.algorithm.adv_estimator,
                  " needs sum_pi_squared but actor_rollout_ref.actor.calculate_sum_pi_squared=false; set "
