@@ -151,18 +151,24 @@ struct Run {
   std::vector<float> weights;
 };
 
-//! 'steps' steps of a GRPO trainer; in an async mode with lockstep hooks of bound 'k' (a schedule
-//! that does not depend on timing).
-Run run_steps(TrainerConfig const& cfg, int steps, std::int64_t k = -1) {
-  auto holder = std::make_shared<GRPOTrainer*>(nullptr);
+using SepTrainer = Trainer<GRPO, SeparateAsync, roles::RuleReward<Score>>;
+
+//! 'steps' steps of a GRPO trainer (SeparateAsync's on separate_async); in an async mode with
+//! lockstep hooks of bound 'k' (a schedule that does not depend on timing).
+template <class T>
+Run run_steps_on(TrainerConfig const& cfg, int steps, std::int64_t k) {
+  auto holder = std::make_shared<T*>(nullptr);
   TrainerOptions o = quiet();
   if (k >= 0) o.async_hooks = lockstep_hooks(holder, k);
-  GRPOTrainer t(cfg, dataset(), task.charset(), o);
+  T t(cfg, dataset(), task.charset(), o);
   *holder = &t;
   Run r;
   for (int i = 0; i < steps; ++i) r.metrics.push_back(deterministic_part(t.step()));
   r.weights = t.actor_weights();
   return r;
+}
+Run run_steps(TrainerConfig const& cfg, int steps, std::int64_t k = -1) {
+  return cfg.is_separate_async() ? run_steps_on<SepTrainer>(cfg, steps, k) : run_steps_on<GRPOTrainer>(cfg, steps, k);
 }
 
 }  // namespace
