@@ -94,9 +94,10 @@ TEST_CASE("conversations in flight equal one at a time, whatever the pool and th
   auto const loops = agent::AgentLoopRegistry::builtin();
   std::mt19937_64 rng(31);
   int total_calls = 0, multi_turn_rows = 0;
-  for (int round = 0; round < 10; ++round) {
+  std::uint64_t preempted = 0, cache_hits = 0;
+  for (int round = 0; round < 12; ++round) {
     std::uniform_int_distribution<int> rows_d(1, 9), len_d(1, 6), ch_d(0, 9), resp_d(8, 48), pool_d(1, 4), calls_d(1, 3);
-    int const b = rows_d(rng);
+    int const b = round % 3 == 1 ? 8 : rows_d(rng);
     agent::AgentContext ctx;
     ctx.chat.chat_template = &tmpl;
     ctx.chat.tokenizer = &tok;
@@ -129,9 +130,10 @@ TEST_CASE("conversations in flight equal one at a time, whatever the pool and th
     pc.enable_chunked_prefill = rng() % 2;
     pc.max_num_batched_tokens = pc.enable_chunked_prefill ? std::vector<int>{4, 16, 8192}[rng() % 3] : 8192;
     pc.enable_prefix_caching = rng() % 2;
-    if (rng() % 3 == 0) {  // a tight pool: two full-length sequences' blocks (preemption)
-      int const per_seq = (max_len + pc.block_size - 1) / pc.block_size + 1;
-      pc.kv_cache_bytes = std::size_t(2 * per_seq) * (block_bytes / 16) * std::size_t(pc.block_size);
+    if (round % 3 == 1) {  // a tight pool: one full-length sequence's blocks and two more (preemption)
+      pc.max_num_seqs = 64;
+      int const per_seq = (max_len + pc.block_size - 1) / pc.block_size;
+      pc.kv_cache_bytes = std::size_t(per_seq + 2) * (block_bytes / 16) * std::size_t(pc.block_size);
     }
     int const pool_size = pool_d(rng);
     INFO("round " << round << " rows " << b << " R " << ctx.config.response_length << " block " << pc.block_size << " max_num_seqs "
@@ -150,11 +152,15 @@ TEST_CASE("conversations in flight equal one at a time, whatever the pool and th
     }
     CHECK(pool.peak_busy() <= pool_size);
     CHECK(!eng.has_unfinished());
+    preempted += eng.metrics().preemptions;
+    cache_hits += eng.metrics().prefix_cache_hits;
     CHECK(!eng.engine_config().batch_invariant);  // switched back
   }
   CHECK(seen->peak.load() <= 4);  // the largest pool
   CHECK(total_calls > 20);        // the comparison covered tool turns
   CHECK(multi_turn_rows > 5);
+  CHECK(preempted > 0);   // the tight pools preempted
+  CHECK(cache_hits > 0);  // later turns found earlier turns' blocks
 }
 
 TEST_CASE("a conversation waiting in a tool does not stop the others", "[agent][concurrent]") {
