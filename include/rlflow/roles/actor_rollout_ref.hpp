@@ -215,7 +215,8 @@ DataProto generate_with(Rollout& rollout, model::Tokenizer const& tok, TrainerCo
 //! role and the standalone rollout: on the paged engine every row's conversation is in flight at
 //! once, tools on 'pool' (made with actor_rollout_ref.rollout.agent.num_workers threads on first
 //! use); on the static engine the rows run one at a time (agent::RolloutEngineGenerator). Each row
-//! seeds by its rollout_seed, so both give the same output (see generate_with_agent). 'tools' is
+//! seeds by its rollout_seed, so a row's output does not depend on the worker or the rows beside
+//! it (on the static engine up to the products' rounding; see generate_with_agent). 'tools' is
 //! loaded on first use (agent_tools). verl: AgentLoopManager.generate_sequences.
 template <class Rollout>
 DataProto agent_generate(Rollout& rollout, model::Tokenizer const& tok, TrainerConfig const& cfg, DataProto const& prompts,
