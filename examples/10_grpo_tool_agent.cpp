@@ -16,6 +16,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <memory>
 #include <random>
 #include <string>
@@ -57,7 +58,10 @@ struct CalcAgentLoop {
       agent::ToolCall call;
       call.name = "calculator";
       call.arguments = {{"expression", prompt.substr(0, prompt.find('='))}};
-      agent::ToolResult const r = ctx.tools->call(call, nullptr);
+      agent::ToolResult r;  // on the rollout worker's tool threads (agent.num_workers) when it has them
+      std::vector<std::function<void()>> job{[&] { r = ctx.tools->call(call, nullptr); }};
+      if (ctx.tool_pool) ctx.tool_pool->run_all(job);
+      else job[0]();
       out.metrics["agent/tool_calls"] += 1;
       out.metrics["agent/tool_errors"] += r.error;
       std::vector<std::int32_t> const add = ctx.chat.encode(r.error ? std::string() : r.text);

@@ -249,7 +249,7 @@ TEST_CASE("agent rollout: the actor update ignores mask-0 tokens, which stay in 
   sp.eos_id = tok.eos_id();
   DataProto batch = roles::generate_with_agent(agent::generator_ref(gen), tok, cfg, prompt_batch(prompts, seeds, P, tok), sp, setup,
                                                tools);
-  Tensor const& mask = batch.tensor("response_mask");
+  Tensor const mask = batch.tensor("response_mask");  // a handle: set_tensor below may move the columns
   std::int64_t masked = 0;
   for (auto v : batch.tensor("attention_mask").span<std::int32_t>()) masked += v;
   for (auto v : mask.span<std::int32_t>()) masked -= v;

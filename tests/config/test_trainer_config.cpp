@@ -694,7 +694,6 @@ TEST_CASE("each start-up check fires alone with the keys, values and a fix", "[c
       {"val_sampling_temperature", {"actor_rollout_ref.rollout.val_kwargs.do_sample=true"}, {"val_kwargs.temperature > 0, got 0"}},
       {"sampling_ranges", {"actor_rollout_ref.rollout.top_p=0"}, {"top_p=0"}},
       {"multi_turn_ranges", {"actor_rollout_ref.rollout.multi_turn.max_assistant_turns=0"}, {"max_assistant_turns=0", "null (no limit) or >= 1"}},
-      {"multi_turn_hybrid_rollout", {"trainer.v1.trainer_mode=separate_async", "actor_rollout_ref.rollout.nnodes=1", "actor_rollout_ref.rollout.checkpoint_engine.backend=nccl", "actor_rollout_ref.rollout.multi_turn.enable=true"}, {"multi_turn.enable=true", "trainer_mode=separate_async"}},
       {"otb_sum_pi_squared", {"algorithm.adv_estimator=optimal_token_baseline"}, {"calculate_sum_pi_squared=true"}},
       {"passk_group_size", {"algorithm.adv_estimator=grpo_passk"}, {"rollout.n=1"}},
       {"gen_batch_divides_train", {"data.gen_batch_size=100"}, {"data.gen_batch_size=100", "data.train_batch_size=1024"}},

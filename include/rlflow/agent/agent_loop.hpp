@@ -25,6 +25,7 @@
 #include <vector>
 
 #include <rlflow/agent/tool_parser.hpp>
+#include <rlflow/agent/tool_pool.hpp>
 #include <rlflow/agent/tools.hpp>
 #include <rlflow/core/error.hpp>
 #include <rlflow/data/chat_template.hpp>
@@ -133,6 +134,9 @@ struct AgentContext {
   ChatFormat chat;
   ToolSet const* tools = nullptr;  //!< null or empty: no tools (the template gets tools = None)
   AgentLoopConfig config;
+  //! Runs the tool calls when set (shared by the conversations in flight); null: a turn's calls
+  //! run on their own threads.
+  ToolPool* tool_pool = nullptr;
 };
 
 //! One dataset row. verl: the row's raw_prompt, extra_info.tools_kwargs, agent_name.
@@ -261,8 +265,8 @@ struct SingleTurnAgentLoop {
 };
 
 //! verl's ToolAgentLoop: generate -> parse tool calls (Hermes) -> run them (at most
-//! max_parallel_calls, concurrently) -> append the tool messages -> generate ..., ending on a
-//! turn without a call, at max_assistant_turns / max_user_turns, or when the responses reach
+//! max_parallel_calls, concurrently; on AgentContext::tool_pool when set) -> append the tool
+//! messages -> generate ..., ending on a turn without a call, at max_assistant_turns / max_user_turns, or when the responses reach
 //! response_length over all turns (a tool answer that would reach it is not appended).
 //! Each turn may generate up to the budget left. Malformed calls and unknown tools are answered
 //! with an error text and counted (agent/tool_errors).
@@ -344,7 +348,11 @@ struct ToolAgentLoop {
           results[i].error = true;
         }
       };
-      if (n == 1) call(0);
+      if (ctx.tool_pool) {
+        std::vector<std::function<void()>> jobs;
+        for (std::size_t i = 0; i < n; ++i) jobs.emplace_back([&call, i] { call(i); });
+        ctx.tool_pool->run_all(jobs);
+      } else if (n == 1) call(0);
       else {
         std::vector<std::thread> th;
         th.reserve(n);

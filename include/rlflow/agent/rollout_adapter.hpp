@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -15,6 +16,14 @@
 #include <rlflow/engine/rollout_engine.hpp>
 
 namespace rlflow::agent {
+
+//! The sampling seed of a conversation's tokens: 'seed' mixed with the FNV-1a hash of its request
+//! id; its i-th sampled token draws with philox(this, i) however the turns are batched.
+inline std::uint64_t conversation_seed(std::uint64_t seed, std::string_view request_id) {
+  std::uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : request_id) h = (h ^ c) * 1099511628211ull;
+  return seed ^ h;
+}
 
 template <class Engine = engine::RolloutEngine>
 class RolloutEngineGenerator {
@@ -38,7 +47,7 @@ class RolloutEngineGenerator {
     Tensor const ids = Tensor::from(prompt, Shape{1, P});
     Tensor const mask = Tensor::from(std::vector<std::int32_t>(prompt.size(), 1), Shape{1, P});
     std::uint64_t& produced = produced_[request_id];
-    std::uint64_t const seed = seed_ ^ fnv1a(request_id);
+    std::uint64_t const seed = conversation_seed(seed_, request_id);
     engine::GenerateControl ctl;
     ctl.first_token = produced;
     engine::RolloutResult const r = e_.generate(ids, mask, s, std::span<std::uint64_t const>(&seed, 1), ctl);
@@ -60,11 +69,6 @@ class RolloutEngineGenerator {
   }
 
  private:
-  static std::uint64_t fnv1a(std::string const& s) {
-    std::uint64_t h = 1469598103934665603ull;
-    for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
-    return h;
-  }
   Engine& e_;
   std::uint64_t seed_;
   std::mutex m_;

@@ -47,6 +47,12 @@ struct PagedEngineConfig {
   int max_num_batched_tokens = 8192;  //!< tokens (prefill chunks plus decodes) in one step
   bool enable_chunked_prefill = true;  //!< split a prefill across steps; off: a sequence prefills in one step
   bool enable_prefix_caching = true;   //!< reuse cached full blocks of an equal token prefix across requests
+  //! Every matrix product one row at a time, so a position's numbers (keys, values, logits,
+  //! log-probs) never depend on what is batched with it: a request's output is the same bits under
+  //! any schedule, cache state or preemption, at the cost of the products' batching (BLAS rounds a
+  //! row differently with the number of rows). Agent rollouts turn it on (their batches follow the
+  //! tools' timing). vLLM: VLLM_BATCH_INVARIANT; SGLang: enable_deterministic_inference.
+  bool batch_invariant = false;
 
   void validate() const {
     auto bad = [](char const* what, double v, char const* fix) {
@@ -240,6 +246,9 @@ class PagedEngine {
 
   model::GPTConfig const& config() const { return cfg_; }
   PagedEngineConfig const& engine_config() const { return pc_; }
+  //! PagedEngineConfig::batch_invariant, switched at any time (a request's tokens are the same
+  //! bits under any schedule only while it is on).
+  void set_batch_invariant(bool on) { pc_.batch_invariant = on; }
   BlockPool const& pool() const { return *pool_; }
 
   //! Copies this rank's slice of a full flat parameter buffer (ParamLayout order) and drops the
@@ -834,12 +843,24 @@ class PagedEngine {
     float const scale = 1.0f / std::sqrt(static_cast<float>(hs));
     std::size_t const block_stride = pool_->shape().floats_per_block();
     float* base = pool_->kv(0, 0, 0, 0);
+    // the products: M rows at once, or one row at a time when batch invariant
+    bool const one_row = pc_.batch_invariant;
+    auto nt = [&](float* out, float const* inp, float const* w, float const* b, int M, int K, int Nout) {
+      if (!one_row) return model::layers::linear_nt_forward(out, inp, w, b, M, K, Nout);
+      for (int m = 0; m < M; ++m)
+        model::layers::linear_nt_forward(out + std::size_t(m) * Nout, inp + std::size_t(m) * K, w, b, 1, K, Nout);
+    };
+    auto nn = [&](float* out, float const* inp, float const* w, float const* b, int M, int K, int Nout, bool acc) {
+      if (!one_row) return model::layers::linear_nn_forward(out, inp, w, b, M, K, Nout, acc);
+      for (int m = 0; m < M; ++m)
+        model::layers::linear_nn_forward(out + std::size_t(m) * Nout, inp + std::size_t(m) * K, w, b, 1, K, Nout, acc);
+    };
     auto row_parallel = [&](float const* inp, float const* w, float const* b, int K) {
       if (!tp) {
-        model::layers::linear_nn_forward(x, inp, w, b, int(N), K, C, true);
+        nn(x, inp, w, b, int(N), K, C, true);
         return;
       }
-      model::layers::linear_nn_forward(part, inp, w, nullptr, int(N), K, C, false);
+      nn(part, inp, w, nullptr, int(N), K, C, false);
       comm_->allreduce_sum(std::span<float>(part, N * C));
       for (std::size_t i = 0; i < N; ++i)
         for (int c = 0; c < C; ++c) x[i * C + c] = (x[i * C + c] + (b ? b[c] : 0.0f)) + part[i * C + c];
@@ -853,7 +874,7 @@ class PagedEngine {
     for (int l = 0; l < L; ++l) {
       auto const& P = lay.layers[std::size_t(l)];
       norm(ln, x, P.ln1_w, P.ln1_b, int(N));
-      model::layers::linear_nt_forward(qkv, ln, at(P.qkv_w), opt(P.qkv_b), int(N), C, QKV);
+      nt(qkv, ln, at(P.qkv_w), opt(P.qkv_b), int(N), C, QKV);
       if (llama) {
         int const Q = NH * hs;
         if (cfg_.qk_norm) {
@@ -889,10 +910,10 @@ class PagedEngine {
       row_parallel(atty, at(P.proj_w), opt(P.proj_b), Cl);
       norm(ln, x, P.ln2_w, P.ln2_b, int(N));
       if (llama) {
-        model::layers::linear_nt_forward(fch, ln, at(P.fc_w), opt(P.fc_b), int(N), C, 2 * F);
+        nt(fch, ln, at(P.fc_w), opt(P.fc_b), int(N), C, 2 * F);
         model::layers::swiglu_forward(act, fch, std::int64_t(N), F);
       } else {
-        model::layers::linear_nt_forward(fch, ln, at(P.fc_w), at(P.fc_b), int(N), C, F);
+        nt(fch, ln, at(P.fc_w), at(P.fc_b), int(N), C, F);
         model::layers::gelu_forward(fch, fch, std::int64_t(N) * F);
       }
       row_parallel(act, at(P.fcproj_w), opt(P.fcproj_b), F);
@@ -908,7 +929,7 @@ class PagedEngine {
     }
     norm(last, ln, lay.lnf_w, lay.lnf_b, nr);
     int const V = cfg_.vocab_size;
-    model::layers::linear_nt_forward(logits_.ensure(std::size_t(nr) * V), last, at(lay.lm_head), nullptr, nr, C, V);
+    nt(logits_.ensure(std::size_t(nr) * V), last, at(lay.lm_head), nullptr, nr, C, V);
   }
 
   static constexpr char const* who = "rlflow::engine::PagedEngine";

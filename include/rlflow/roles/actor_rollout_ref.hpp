@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <random>
 #include <string>
 #include <tuple>        // std::make_from_tuple (engine construction)
@@ -210,6 +211,30 @@ DataProto generate_with(Rollout& rollout, model::Tokenizer const& tok, TrainerCo
   return out;
 }
 
+//! generate_sequences through the agent loop on an unsharded CPU rollout, shared by the hybrid
+//! role and the standalone rollout: on the paged engine every row's conversation is in flight at
+//! once, tools on 'pool' (made with actor_rollout_ref.rollout.agent.num_workers threads on first
+//! use); on the static engine the rows run one at a time (agent::RolloutEngineGenerator). Each row
+//! seeds by its rollout_seed, so a row's output does not depend on the worker or the rows beside
+//! it (on the static engine up to the products' rounding; see generate_with_agent). 'tools' is
+//! loaded on first use (agent_tools). verl: AgentLoopManager.generate_sequences.
+template <class Rollout>
+DataProto agent_generate(Rollout& rollout, model::Tokenizer const& tok, TrainerConfig const& cfg, DataProto const& prompts,
+                         std::shared_ptr<agent::ToolSet const>& tools, std::unique_ptr<agent::ToolPool>& pool) {
+  if (rollout.is_sleeping()) rollout.wake();
+  AgentRolloutSetup const& setup = agent_rollout_setup();
+  if (!tools) tools = agent_tools(cfg, setup);
+  engine::SamplingParams const sp = rollout_sampling(tok, cfg, prompts);
+  if constexpr (requires { rollout.paged(); }) {
+    if (engine::PagedEngine* pg = rollout.paged()) {
+      if (!pool) pool = std::make_unique<agent::ToolPool>(static_cast<int>(cfg.actor_rollout_ref.rollout.agent.num_workers));
+      return generate_with_agent(*pg, tok, cfg, prompts, sp, setup, *tools, pool.get());
+    }
+  }
+  agent::RolloutEngineGenerator gen(rollout);
+  return generate_with_agent(agent::generator_ref(gen), tok, cfg, prompts, sp, setup, *tools);
+}
+
 //! The training TP degree T of a worker's group (actor_rollout_ref.actor.megatron.
 //! tensor_model_parallel_size; the colocated group has one mesh, so the critic uses the actor's
 //! key): 1, or T on a group of a multiple of T workers built with GroupOptions::tp = T. Anything
@@ -363,17 +388,11 @@ class BasicActorRolloutRef {
   }
 
   //! generate_sequences through the agent loop (actor_rollout_ref.rollout.multi_turn.enable, or an
-  //! agent_name column): each row runs its loop with the rollout engine as the generator
-  //! (agent::RolloutEngineGenerator, seeded by the row's rollout_seed); see generate_with_agent
-  //! for the output. The CPU engine with an unsharded rollout only. verl: AgentLoopManager.
+  //! agent_name column): detail::agent_generate. The CPU engine with an unsharded rollout only.
+  //! verl: AgentLoopManager.
   DataProto generate_with_agent_loop(DataProto const& prompts) {
     if constexpr (std::is_same_v<System, cpu::tag> && RolloutTP == 1) {
-      if (rollout_.is_sleeping()) rollout_.wake();
-      AgentRolloutSetup const& setup = agent_rollout_setup();
-      if (!agent_tools_) agent_tools_ = agent_tools(setup_.cfg, setup);
-      agent::RolloutEngineGenerator gen(rollout_);
-      return generate_with_agent(agent::generator_ref(gen), *tok_, setup_.cfg, prompts,
-                                 detail::rollout_sampling(*tok_, setup_.cfg, prompts), setup, *agent_tools_);
+      return detail::agent_generate(rollout_, *tok_, setup_.cfg, prompts, agent_tools_, tool_pool_);
     } else {
       throw config_error("rlflow::roles::ActorRolloutRef: actor_rollout_ref.rollout.multi_turn.enable (agent rollouts) runs on "
                          "the CPU engine with an unsharded rollout (TP<1>); set multi_turn.enable=false or use TP<1>");
@@ -681,6 +700,7 @@ class BasicActorRolloutRef {
   typename E::training ref_;
   comm::MeshCommunicators mesh_;  //!< the rollout mesh's TP and DP groups (RolloutTP > 1)
   std::shared_ptr<agent::ToolSet const> agent_tools_;  //!< agent rollouts' tools, loaded on first use
+  std::unique_ptr<agent::ToolPool> tool_pool_;         //!< agent rollouts' tool threads (agent.num_workers), made on first use
 };
 
 //! The CPU hybrid role with an unsharded rollout (the trainer's default). verl: ActorRolloutRefWorker

@@ -9,11 +9,14 @@
 // (verl/experimental/agent_loop/agent_loop.py).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <rlflow/agent/agent_loop.hpp>
+#include <rlflow/agent/concurrent.hpp>  // run_conversations
 #include <rlflow/agent/tool_config.hpp>
 #include <rlflow/config/trainer_config.hpp>
 #include <rlflow/core/data_proto.hpp>
@@ -95,20 +98,15 @@ inline std::string row_agent_name(DataProto const& prompts, std::size_t i, agent
 inline bool uses_agent_loop(TrainerConfig const& cfg, DataProto const& prompts) {
   return cfg.actor_rollout_ref.rollout.multi_turn.enable || prompts.has_non_tensor("agent_name");
 }
-}  // namespace detail
 
-//! generate_sequences through the agent loop, one row at a time with 'generate'. In: input_ids,
-//! attention_mask (b, P), rollout_seed (b), non-tensors raw_prompt (the prompt's text) and
-//! extra_info (JSON text; its 'messages' list, when present, replaces the raw_prompt user message;
-//! its tools_kwargs reach the tools), optionally agent_name. Each row's request id is
-//! "agent-<rollout_seed>", so a generator that seeds by it replays the row.
-//! Out: as BasicActorRolloutRef::generate_sequences (prompts (b, P) are the loop's prompt ids,
-//! left-padded; responses, response_mask, rollout_log_probs (b, R); input_ids and attention_mask
-//! (b, P + R)) plus num_turns (b) int32 and agent_tool_calls, agent_tool_errors (b) float32.
-//! sp: the sampling parameters (rollout_sampling); the loop sets max_new_tokens per turn.
-inline DataProto generate_with_agent(agent::Generator const& generate, model::Tokenizer const& tok, TrainerConfig const& cfg,
-                                     DataProto const& prompts, engine::SamplingParams const& sp,
-                                     AgentRolloutSetup const& setup, agent::ToolSet const& tools) {
+//! The rows' conversations run, in row order: one at a time or all at once.
+using AgentRunner = std::function<std::vector<agent::AgentLoopOutput>(agent::AgentContext const&, std::vector<agent::AgentRow> const&,
+                                                                      engine::SamplingParams const&, std::string_view default_loop)>;
+
+//! generate_with_agent's body with the conversations run by 'run'.
+inline DataProto agent_batch(AgentRunner const& run, model::Tokenizer const& tok, TrainerConfig const& cfg, DataProto const& prompts,
+                             engine::SamplingParams const& sp, AgentRolloutSetup const& setup, agent::ToolSet const& tools,
+                             agent::ToolPool* pool) {
   Tensor const& ids_in = prompts.tensor("input_ids");
   std::int64_t const b = ids_in.dim(0), P = ids_in.dim(1), R = cfg.data.max_response_length;
   if (!prompts.has_non_tensor("raw_prompt"))
@@ -118,7 +116,6 @@ inline DataProto generate_with_agent(agent::Generator const& generate, model::To
   std::string const default_loop(cfg.actor_rollout_ref.rollout.agent.default_agent_loop.view());
 
   agent::AgentContext ctx;
-  ctx.generate = generate;
   ctx.chat.chat_template = setup.chat_template ? setup.chat_template.get() : passthrough_template().get();
   ctx.chat.tokenizer = &tok;
   ctx.chat.bos_token = setup.bos_token;
@@ -127,19 +124,12 @@ inline DataProto generate_with_agent(agent::Generator const& generate, model::To
   ctx.chat.template_kwargs = setup.template_kwargs;
   ctx.tools = &tools;
   ctx.config = agent_loop_config(cfg);
+  ctx.tool_pool = pool;
 
-  std::int32_t const pad = tok.pad_id();
-  Tensor prompt_ids = Tensor::full(Shape{b, P}, pad);
-  Tensor prompt_am = Tensor::zeros(DType::int32, Shape{b, P});
-  Tensor responses = Tensor::full(Shape{b, R}, pad);
-  Tensor rmask = Tensor::zeros(DType::int32, Shape{b, R});
-  Tensor ramask = Tensor::zeros(DType::int32, Shape{b, R});
-  Tensor rlp = Tensor::zeros(DType::float32, Shape{b, R});
-  std::vector<std::int32_t> turns(static_cast<std::size_t>(b));
-  std::vector<float> calls(static_cast<std::size_t>(b)), errors(static_cast<std::size_t>(b));
+  std::vector<agent::AgentRow> rows(static_cast<std::size_t>(b));
   for (std::int64_t i = 0; i < b; ++i) {
     auto const u = static_cast<std::size_t>(i);
-    agent::AgentRow row;
+    agent::AgentRow& row = rows[u];
     if (prompts.has_non_tensor("extra_info")) {
       Value const& e = prompts.non_tensor("extra_info")[u];
       if (e.is_string() && !e.as_string().empty()) {
@@ -154,7 +144,21 @@ inline DataProto generate_with_agent(agent::Generator const& generate, model::To
     else row.messages = agent::json::array({agent::json{{"role", "user"}, {"content", prompts.non_tensor("raw_prompt")[u].as_string()}}});
     row.agent_name = detail::row_agent_name(prompts, u, row.extra_info);
     row.request_id = msg("agent-", seeds[u]);
-    agent::AgentLoopOutput out = setup.loops.run_row(ctx, row, sp, default_loop);
+  }
+  std::vector<agent::AgentLoopOutput> const outs = run(ctx, rows, sp, default_loop);
+
+  std::int32_t const pad = tok.pad_id();
+  Tensor prompt_ids = Tensor::full(Shape{b, P}, pad);
+  Tensor prompt_am = Tensor::zeros(DType::int32, Shape{b, P});
+  Tensor responses = Tensor::full(Shape{b, R}, pad);
+  Tensor rmask = Tensor::zeros(DType::int32, Shape{b, R});
+  Tensor ramask = Tensor::zeros(DType::int32, Shape{b, R});
+  Tensor rlp = Tensor::zeros(DType::float32, Shape{b, R});
+  std::vector<std::int32_t> turns(static_cast<std::size_t>(b));
+  std::vector<float> calls(static_cast<std::size_t>(b)), errors(static_cast<std::size_t>(b));
+  for (std::int64_t i = 0; i < b; ++i) {
+    auto const u = static_cast<std::size_t>(i);
+    agent::AgentLoopOutput const& out = outs[u];
     std::int64_t const np = static_cast<std::int64_t>(out.prompt_ids.size());
     if (np > P)
       throw shape_error(msg("rlflow::roles::generate_with_agent: row ", i, "'s agent prompt has ", np,
@@ -204,6 +208,48 @@ inline DataProto generate_with_agent(agent::Generator const& generate, model::To
                                {"agent_tool_calls", Tensor::from(calls)},
                                {"agent_tool_errors", Tensor::from(errors)}},
                               prompts.non_tensors());
+}
+
+}  // namespace detail
+
+//! generate_sequences through the agent loop, one row at a time with 'generate'. In: input_ids,
+//! attention_mask (b, P), rollout_seed (b), non-tensors raw_prompt (the prompt's text) and
+//! extra_info (JSON text; its 'messages' list, when present, replaces the raw_prompt user message;
+//! its tools_kwargs reach the tools), optionally agent_name. Each row's request id is
+//! "agent-<rollout_seed>", so a generator that seeds by it replays the row.
+//! Out: as BasicActorRolloutRef::generate_sequences (prompts (b, P) are the loop's prompt ids,
+//! left-padded; responses, response_mask, rollout_log_probs (b, R); input_ids and attention_mask
+//! (b, P + R)) plus num_turns (b) int32 and agent_tool_calls, agent_tool_errors (b) float32.
+//! sp: the sampling parameters (rollout_sampling); the loop sets max_new_tokens per turn.
+inline DataProto generate_with_agent(agent::Generator const& generate, model::Tokenizer const& tok, TrainerConfig const& cfg,
+                                     DataProto const& prompts, engine::SamplingParams const& sp,
+                                     AgentRolloutSetup const& setup, agent::ToolSet const& tools) {
+  detail::AgentRunner const one_at_a_time = [&](agent::AgentContext const& c, std::vector<agent::AgentRow> const& rows,
+                                                engine::SamplingParams const& s, std::string_view def) {
+    agent::AgentContext ctx = c;
+    ctx.generate = generate;
+    std::vector<agent::AgentLoopOutput> out;
+    out.reserve(rows.size());
+    for (auto const& row : rows) out.push_back(setup.loops.run_row(ctx, row, s, def));
+    return out;
+  };
+  return detail::agent_batch(one_at_a_time, tok, cfg, prompts, sp, setup, tools, nullptr);
+}
+
+//! generate_with_agent with every row's conversation in flight at once on 'engine' (idle): each
+//! ready turn is a request (the row's sticky id "agent-<rollout_seed>"), the engine steps
+//! continuously, tools run on 'pool' (actor_rollout_ref.rollout.agent.num_workers threads; null:
+//! a turn's calls on their own threads). The same output, bit for bit, as generate_with_agent with
+//! agent::RolloutEngineGenerator over an engine with the same weights.
+//! verl: AgentLoopWorker.generate_sequences.
+inline DataProto generate_with_agent(engine::PagedEngine& engine, model::Tokenizer const& tok, TrainerConfig const& cfg,
+                                     DataProto const& prompts, engine::SamplingParams const& sp, AgentRolloutSetup const& setup,
+                                     agent::ToolSet const& tools, agent::ToolPool* pool) {
+  detail::AgentRunner const all_at_once = [&](agent::AgentContext const& c, std::vector<agent::AgentRow> const& rows,
+                                              engine::SamplingParams const& s, std::string_view def) {
+    return agent::run_conversations(engine, setup.loops, c, rows, s, def);
+  };
+  return detail::agent_batch(all_at_once, tok, cfg, prompts, sp, setup, tools, pool);
 }
 
 }  // namespace rlflow::roles

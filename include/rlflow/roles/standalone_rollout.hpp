@@ -73,8 +73,10 @@ class StandaloneRollout {
                                                                     : model::layers::default_worker_threads(ctx.local_world_size));
   }
 
-  //! Same contract as the hybrid role's generate_sequences (the same code runs); meta_info
-  //! 'global_step' names the step for the in_generate hook. Never sleeps: the pool only generates.
+  //! Same contract as the hybrid role's generate_sequences (the same code runs, the agent loop
+  //! included); meta_info 'global_step' names the step for the in_generate hook. Never sleeps: the
+  //! pool only generates. A partial rollout never aborts an agent batch: its conversations run to
+  //! their end and a weight sync waits for them.
   //! verl: generate_sequences (AsyncLLMServerManager.generate on a standalone replica)
   RLFLOW_SC_NOINLINE DataProto generate_sequences(DataProto const& prompts) {
     if constexpr (TP > 1) {
@@ -87,6 +89,13 @@ class StandaloneRollout {
       std::int64_t step = -1;
       if (auto const* v = prompts.meta_info().find("global_step"); v && v->is_int()) step = v->as_int();
       hooks_->in_generate(step, ctx_->rank);
+    }
+    if (detail::uses_agent_loop(setup_.cfg, prompts)) {  // agent batches run to their end (no partial rollout)
+      if constexpr (TP == 1)
+        return detail::agent_generate(rollout_, *tok_, setup_.cfg, prompts, agent_tools_, tool_pool_);
+      else
+        throw config_error(msg("rlflow::roles::StandaloneRollout: actor_rollout_ref.rollout.multi_turn.enable (agent rollouts) ",
+                               "runs on an unsharded rollout; the rollout has TP ", TP, "; use TP<1> or multi_turn.enable=false"));
     }
     if (!control_ || !control_->partial_rollout || TP > 1) return detail::generate_with(rollout_, *tok_, setup_.cfg, prompts);
     engine::GenerateControl gc;
@@ -199,6 +208,8 @@ class StandaloneRollout {
   std::shared_ptr<AsyncHooks const> hooks_;
   std::shared_ptr<RolloutControl const> control_;
   comm::MeshCommunicators mesh_;
+  std::shared_ptr<agent::ToolSet const> agent_tools_;  //!< agent rollouts' tools, loaded on first use
+  std::unique_ptr<agent::ToolPool> tool_pool_;         //!< agent rollouts' tool threads (agent.num_workers), made on first use
 };
 
 }  // namespace roles

@@ -109,7 +109,7 @@ namespace rlflow {
   X(actor_rollout_ref.rollout.val_kwargs.top_p, "", "validation top-p")                                             \
   X(actor_rollout_ref.rollout.val_kwargs.n, "", "validation responses per prompt")                                  \
   X(actor_rollout_ref.rollout.val_kwargs.do_sample, "", "sample during validation (needs temperature > 0)")         \
-  X(actor_rollout_ref.rollout.agent.num_workers, "", "agent-loop workers that drive generation")                    \
+  X(actor_rollout_ref.rollout.agent.num_workers, "", "tool-call threads per rollout worker (its conversations are all in flight at once)")                    \
   X(actor_rollout_ref.rollout.agent.default_agent_loop, "", "agent loop of rows without an agent_name column: single_turn_agent, tool_agent or a registered one") \
   X(actor_rollout_ref.rollout.multi_turn.enable, "", "roll out through the agent loop (tool calls over several turns); rows may also name a loop in agent_name") \
   X(actor_rollout_ref.rollout.multi_turn.max_assistant_turns, "", "assistant turns per conversation at most; null: no limit") \

@@ -183,15 +183,12 @@ constexpr bool sampling_ranges(cfg_t const& c) {
   return r.temperature >= 0.0 && r.top_p > 0.0 && r.top_p <= 1.0 && r.top_k >= -1 && r.val_kwargs.temperature >= 0.0 &&
          r.val_kwargs.top_p > 0.0 && r.val_kwargs.top_p <= 1.0 && r.val_kwargs.top_k >= -1 && r.val_kwargs.n >= 1;
 }
-// verl: multi_turn turn limits (null or positive), parallel calls, tool answer length, agent loop name
+// verl: multi_turn turn limits (null or positive), parallel calls, tool answer length, agent loop name, agent workers
 constexpr bool multi_turn_ranges(cfg_t const& c) {
   auto const& m = c.actor_rollout_ref.rollout.multi_turn;
+  auto const& a = c.actor_rollout_ref.rollout.agent;
   return m.max_assistant_turns.value_or(1) >= 1 && m.max_user_turns.value_or(1) >= 1 && m.max_parallel_calls >= 1 &&
-         m.max_tool_response_length >= 0 && !c.actor_rollout_ref.rollout.agent.default_agent_loop.view().empty();
-}
-// rlflow: agent rollouts run in the hybrid actor role, not in separate_async's standalone rollout
-constexpr bool multi_turn_hybrid_rollout(cfg_t const& c) {
-  return !c.actor_rollout_ref.rollout.multi_turn.enable || !c.is_separate_async();
+         m.max_tool_response_length >= 0 && !a.default_agent_loop.view().empty() && a.num_workers >= 1 && a.num_workers <= 4096;
 }
 // verl/trainer/ppo/ray_trainer.py:267-270 (the estimators with needs_sum_pi_squared)
 constexpr bool otb_sum_pi_squared(cfg_t const& c) {
@@ -309,8 +306,7 @@ constexpr bool optimizer_ranges(cfg_t const& c) {
   X(dynamic_bsz_budget_fits, "with use_dynamic_bsz every token budget (ppo_max_token_len_per_gpu, log_prob_max_token_len_per_gpu) must hold one row of data.max_prompt_length + data.max_response_length tokens; raise the budget") \
   X(val_sampling_temperature, "actor_rollout_ref.rollout.val_kwargs.do_sample=true needs val_kwargs.temperature > 0; set a positive temperature or do_sample=false") \
   X(sampling_ranges, "actor_rollout_ref.rollout sampling needs temperature >= 0, 0 < top_p <= 1, top_k >= -1 and val_kwargs.n >= 1; fix the sampling keys") \
-  X(multi_turn_ranges, "actor_rollout_ref.rollout.multi_turn needs max_assistant_turns and max_user_turns null or >= 1, max_parallel_calls >= 1, max_tool_response_length >= 0 and agent.default_agent_loop named; fix the offending key") \
-  X(multi_turn_hybrid_rollout, "actor_rollout_ref.rollout.multi_turn.enable=true needs the hybrid actor role's rollout; use trainer.v1.trainer_mode=sync or colocate_async, or set multi_turn.enable=false") \
+  X(multi_turn_ranges, "actor_rollout_ref.rollout.multi_turn needs max_assistant_turns and max_user_turns null or >= 1, max_parallel_calls >= 1, max_tool_response_length >= 0, agent.default_agent_loop named and agent.num_workers in 1..4096 (tool threads per rollout worker); fix the offending key") \
   X(otb_sum_pi_squared, "algorithm.adv_estimator=optimal_token_baseline needs actor_rollout_ref.actor.calculate_sum_pi_squared=true; set it") \
   X(passk_group_size, "algorithm.adv_estimator=grpo_passk needs actor_rollout_ref.rollout.n >= 2; sample at least two responses per prompt") \
   X(gen_batch_divides_train, "data.gen_batch_size must be at least 1 and divide data.train_batch_size; change data.gen_batch_size") \

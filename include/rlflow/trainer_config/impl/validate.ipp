@@ -205,13 +205,11 @@ RLFLOW_DECL std::string explain(config_check_id id, TrainerConfig const& c) {
       return msg("actor_rollout_ref.rollout.multi_turn.max_assistant_turns=", opt_text(m.max_assistant_turns),
                  " max_user_turns=", opt_text(m.max_user_turns), " max_parallel_calls=", m.max_parallel_calls,
                  " max_tool_response_length=", m.max_tool_response_length, " agent.default_agent_loop='",
-                 r.agent.default_agent_loop, "': need the turn limits null (no limit) or >= 1, max_parallel_calls >= 1, ",
-                 "max_tool_response_length >= 0 (0: no limit) and a loop name (single_turn_agent, tool_agent); fix the offending key");
+                 r.agent.default_agent_loop, "' agent.num_workers=", r.agent.num_workers,
+                 ": need the turn limits null (no limit) or >= 1, max_parallel_calls >= 1, ",
+                 "max_tool_response_length >= 0 (0: no limit), a loop name (single_turn_agent, tool_agent) and ",
+                 "agent.num_workers in 1..4096 (the tool threads of one rollout worker); fix the offending key");
     }
-    case config_check_id::multi_turn_hybrid_rollout:
-      return msg("actor_rollout_ref.rollout.multi_turn.enable=true with trainer.v1.trainer_mode=", c.trainer.v1.trainer_mode,
-                 ": agent rollouts run in the hybrid actor role, and separate_async generates in its standalone rollout fleet; "
-                 "use trainer.v1.trainer_mode=sync or colocate_async, or set multi_turn.enable=false");
     case config_check_id::otb_sum_pi_squared:
       return msg("algorithm.adv_estimator=", c.algorithm.adv_estimator,
                  " needs sum_pi_squared but actor_rollout_ref.actor.calculate_sum_pi_squared=false; set "
