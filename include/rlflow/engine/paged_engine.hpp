@@ -32,6 +32,7 @@
 #include <rlflow/core/tensor.hpp>
 #include <rlflow/engine/block_pool.hpp>      // BlockPool, BlockTable
 #include <rlflow/engine/rollout_engine.hpp>  // RolloutResult, detail::DecodeBook::check_prompts
+#include <rlflow/engine/rollout_layers.hpp>  // the decoder stack both CPU rollout engines run
 #include <rlflow/engine/sampling.hpp>        // SamplingParams, sample_token
 #include <rlflow/model/gpt.hpp>              // GPTConfig, init_params, detail::grow_buffer
 #include <rlflow/model/layers.hpp>           // the CPU layer functions
@@ -808,13 +809,11 @@ class PagedEngine {
   // and read from the blocks. logits_ (rows.size(), V) get the next-token logits of 'rows'.
   void forward(std::vector<Work> const& work, std::vector<Seq*> const& rows) {
     bool const llama = cfg_.llama_family();
-    int const C = cfg_.n_embd, NH = shard_.local_heads(), hs = cfg_.head_dim(), L = cfg_.n_layer;
+    int const C = cfg_.n_embd, NH = shard_.local_heads(), hs = cfg_.head_dim();
     int const Cl = shard_.local_embd(), F = shard_.local_ff();
     int const NKV = shard_.local_kv_heads(), G = NH / NKV;
     int const QKV = (NH + 2 * NKV) * hs;
     int const bs = pc_.block_size;
-    float const eps = cfg_.rms_norm_eps;
-    model::layers::QKVLayout const ql = llama ? model::layers::QKVLayout::grouped(NH, NKV, hs) : model::layers::QKVLayout::gpt2(Cl, NH);
     bool const tp = shard_.shard().size > 1;
     auto const& lay = shard_;
     std::size_t N = 0;
@@ -831,62 +830,21 @@ class PagedEngine {
       }
     tables_.resize(work.size());
     for (std::size_t wi = 0; wi < work.size(); ++wi) tables_[wi] = &work[wi].s->table.ids();
-    float* x = x_.ensure(N * C);
-    float* ln = ln_.ensure(N * C);
-    float* qkv = qkv_.ensure(N * std::size_t(QKV));
-    float* atty = atty_.ensure(N * Cl);
     float* fch = fch_.ensure(N * F * (llama ? 2 : 1));
-    float* act = llama ? act_.ensure(N * F) : fch;
-    float* part = tp ? part_.ensure(N * C) : nullptr;
+    detail::RolloutLayerBuffers const buf{x_.ensure(N * C), ln_.ensure(N * C), qkv_.ensure(N * std::size_t(QKV)), atty_.ensure(N * Cl),
+                                          fch, llama ? act_.ensure(N * F) : fch, tp ? part_.ensure(N * C) : nullptr};
+    float* x = buf.x;
+    float* ln = buf.ln;
     int max_keys = 0;
     for (auto const& w : work) max_keys = std::max(max_keys, w.start + w.count);
     float const scale = 1.0f / std::sqrt(static_cast<float>(hs));
     std::size_t const block_stride = pool_->shape().floats_per_block();
     float* base = pool_->kv(0, 0, 0, 0);
-    // the products: M rows at once, or one row at a time when batch invariant
-    bool const one_row = pc_.batch_invariant;
-    auto nt = [&](float* out, float const* inp, float const* w, float const* b, int M, int K, int Nout) {
-      if (!one_row) return model::layers::linear_nt_forward(out, inp, w, b, M, K, Nout);
-      for (int m = 0; m < M; ++m)
-        model::layers::linear_nt_forward(out + std::size_t(m) * Nout, inp + std::size_t(m) * K, w, b, 1, K, Nout);
-    };
-    auto nn = [&](float* out, float const* inp, float const* w, float const* b, int M, int K, int Nout, bool acc) {
-      if (!one_row) return model::layers::linear_nn_forward(out, inp, w, b, M, K, Nout, acc);
-      for (int m = 0; m < M; ++m)
-        model::layers::linear_nn_forward(out + std::size_t(m) * Nout, inp + std::size_t(m) * K, w, b, 1, K, Nout, acc);
-    };
-    auto row_parallel = [&](float const* inp, float const* w, float const* b, int K) {
-      if (!tp) {
-        nn(x, inp, w, b, int(N), K, C, true);
-        return;
-      }
-      nn(part, inp, w, nullptr, int(N), K, C, false);
-      comm_->allreduce_sum(std::span<float>(part, N * C));
-      for (std::size_t i = 0; i < N; ++i)
-        for (int c = 0; c < C; ++c) x[i * C + c] = (x[i * C + c] + (b ? b[c] : 0.0f)) + part[i * C + c];
-    };
-    auto norm = [&](float* o, float const* in, std::size_t w, std::size_t b, int M) {
-      if (llama) model::layers::rmsnorm_forward(o, nullptr, in, at(w), model::layers::RowSet{M, C, 1, std::size_t(C)}, eps);
-      else model::layers::layernorm_forward(o, nullptr, nullptr, in, at(w), at(b), M, C);
-    };
+    auto weights = [this](std::size_t off) { return at(off); };
     if (llama) model::layers::embedding_forward(x, tok_.data(), at(lay.wte), int(N), C);
     else model::layers::encoder_forward(x, tok_.data(), pos_.data(), at(lay.wte), at(lay.wpe), int(N), C);
-    for (int l = 0; l < L; ++l) {
-      auto const& P = lay.layers[std::size_t(l)];
-      norm(ln, x, P.ln1_w, P.ln1_b, int(N));
-      nt(qkv, ln, at(P.qkv_w), opt(P.qkv_b), int(N), C, QKV);
-      if (llama) {
-        int const Q = NH * hs;
-        if (cfg_.qk_norm) {
-          model::layers::rmsnorm_forward(qkv, nullptr, qkv, at(P.q_norm), model::layers::RowSet{std::int64_t(N) * NH, hs, NH, std::size_t(QKV)}, eps);
-          model::layers::rmsnorm_forward(qkv + Q, nullptr, qkv + Q, at(P.k_norm),
-                                         model::layers::RowSet{std::int64_t(N) * NKV, hs, NKV, std::size_t(QKV)}, eps);
-        }
-        model::layers::rope_apply(qkv, pos_.data(), std::int64_t(N), NH, hs, std::size_t(QKV), rope_cos_.data(), rope_sin_.data(), false);
-        model::layers::rope_apply(qkv + Q, pos_.data(), std::int64_t(N), NKV, hs, std::size_t(QKV), rope_cos_.data(), rope_sin_.data(),
-                                  false);
-      }
-      for (std::size_t i = 0; i < N; ++i) {  // the new keys and values into their blocks
+    auto store = [&](int l, float const* qkv, model::layers::QKVLayout const& ql) {  // the new keys and values into their blocks
+      for (std::size_t i = 0; i < N; ++i) {
         int const p = pos_[i];
         int const b = (*tables_[std::size_t(seq_of_[i])])[std::size_t(p / bs)];
         for (int g = 0; g < NKV; ++g) {
@@ -895,6 +853,8 @@ class PagedEngine {
           std::memcpy(pool_->kv(b, l, 1, g) + std::size_t(p % bs) * hs, src + ql.v(g * G), sizeof(float) * hs);
         }
       }
+    };
+    auto attend = [&](int l, float* atty, float const* qkv, model::layers::QKVLayout const& ql) {
       std::size_t const head_off = std::size_t(bs) * hs;
       std::size_t const k_layer = std::size_t(l) * 2 * NKV * head_off, v_layer = k_layer + std::size_t(NKV) * head_off;
       RLFLOW_MODEL_OMP_FOR_IF(std::int64_t(N) * NH * max_keys * hs > model::layers::parallel_threshold)
@@ -907,17 +867,9 @@ class PagedEngine {
                              base + k_layer + std::size_t(g) * head_off, base + v_layer + std::size_t(g) * head_off, tbl.data(), bs,
                              block_stride, pos_[i] + 1, hs, scale);
       }
-      row_parallel(atty, at(P.proj_w), opt(P.proj_b), Cl);
-      norm(ln, x, P.ln2_w, P.ln2_b, int(N));
-      if (llama) {
-        nt(fch, ln, at(P.fc_w), opt(P.fc_b), int(N), C, 2 * F);
-        model::layers::swiglu_forward(act, fch, std::int64_t(N), F);
-      } else {
-        nt(fch, ln, at(P.fc_w), at(P.fc_b), int(N), C, F);
-        model::layers::gelu_forward(fch, fch, std::int64_t(N) * F);
-      }
-      row_parallel(act, at(P.fcproj_w), opt(P.fcproj_b), F);
-    }
+    };
+    detail::rollout_layers(cfg_, shard_, comm_, weights, pos_.data(), N, buf, rope_cos_.data(), rope_sin_.data(), pc_.batch_invariant,
+                           store, attend);
     // final norm and the LM head on the sampling rows only (each a work item's last position)
     int const nr = int(rows.size());
     if (nr == 0) return;
@@ -927,9 +879,9 @@ class PagedEngine {
       off += std::size_t(w.count);
       if (ri < rows.size() && rows[ri] == w.s) std::memcpy(ln + ri++ * C, x + (off - 1) * C, sizeof(float) * C);
     }
-    norm(last, ln, lay.lnf_w, lay.lnf_b, nr);
+    detail::rollout_norm(cfg_, weights, last, ln, lay.lnf_w, lay.lnf_b, nr);
     int const V = cfg_.vocab_size;
-    nt(logits_.ensure(std::size_t(nr) * V), last, at(lay.lm_head), nullptr, nr, C, V);
+    detail::products_nt(pc_.batch_invariant, logits_.ensure(std::size_t(nr) * V), last, at(lay.lm_head), nullptr, nr, C, V);
   }
 
   static constexpr char const* who = "rlflow::engine::PagedEngine";

@@ -25,6 +25,7 @@
 #include <rlflow/model/layers.hpp>      // the CPU layer functions
 #include <rlflow/model/tensor_parallel.hpp>  // TPRank, ShardLayout
 #include <rlflow/comm/communicator.hpp>  // comm::Communicator (the TP group's all-reduce)
+#include <rlflow/engine/rollout_layers.hpp>  // the decoder stack both CPU rollout engines run
 #include <rlflow/engine/sampling.hpp>   // SamplingParams, sample_token
 
 namespace rlflow::engine {
@@ -504,12 +505,10 @@ class RolloutEngine {
   void run(int s0, int n) {
     if (shared_) cur_rep_ = ready_replicated();  // every rank's part of this version written
     bool const llama = cfg_.llama_family();
-    int const C = cfg_.n_embd, NH = shard_.local_heads(), hs = cfg_.head_dim(), L = cfg_.n_layer;
+    int const C = cfg_.n_embd, NH = shard_.local_heads(), hs = cfg_.head_dim();
     int const Cl = shard_.local_embd(), F = shard_.local_ff();
     int const NKV = shard_.local_kv_heads(), G = NH / NKV;
     int const QKV = (NH + 2 * NKV) * hs;  // floats of a token's q|k|v row (3 Cl for GPT-2)
-    float const eps = cfg_.rms_norm_eps;
-    model::layers::QKVLayout const ql = llama ? model::layers::QKVLayout::grouped(NH, NKV, hs) : model::layers::QKVLayout::gpt2(Cl, NH);
     bool const tp = shard_.shard().size > 1;
     auto const& active = book_.active;
     int const nr = static_cast<int>(active.size()), S = book_.S, B = book_.B;
@@ -518,34 +517,17 @@ class RolloutEngine {
     tok_.resize(N);
     pos_.resize(N);
     book_.gather(s0, n, tok_.data(), pos_.data());
-    float* x = x_.ensure(N * C);
-    float* ln = ln_.ensure(N * C);
-    float* qkv = qkv_.ensure(N * std::size_t(QKV));
-    float* atty = atty_.ensure(N * Cl);
     float* fch = fch_.ensure(N * F * (llama ? 2 : 1));
-    float* act = llama ? act_.ensure(N * F) : fch;  // silu(gate) * up; GPT-2's GELU runs in place
+    detail::RolloutLayerBuffers const buf{x_.ensure(N * C), ln_.ensure(N * C), qkv_.ensure(N * std::size_t(QKV)), atty_.ensure(N * Cl),
+                                          fch, llama ? act_.ensure(N * F) : fch, tp ? part_.ensure(N * C) : nullptr};
+    float* x = buf.x;
+    float* ln = buf.ln;
     float* probs = probs_.ensure(N * std::size_t(NH) * S);
-    float* part = tp ? part_.ensure(N * C) : nullptr;
     float* kv = kv_.t.data<float>();
     std::size_t const head_stride = std::size_t(S) * hs, row_stride = std::size_t(NKV) * head_stride;
     std::size_t const layer_stride = 2 * std::size_t(B) * row_stride;
     float const scale = 1.0f / std::sqrt(static_cast<float>(hs));
-    // x (N, C) += bias + (the sum over the TP group of) inp (N, K) w (K, C): a row-parallel product
-    auto row_parallel = [&](float const* inp, float const* w, float const* b, int K) {
-      if (!tp) {
-        model::layers::linear_nn_forward(x, inp, w, b, int(N), K, C, true);
-        return;
-      }
-      model::layers::linear_nn_forward(part, inp, w, nullptr, int(N), K, C, false);
-      comm_->allreduce_sum(std::span<float>(part, N * C));
-      for (std::size_t i = 0; i < N; ++i)
-        for (int c = 0; c < C; ++c) x[i * C + c] = (x[i * C + c] + (b ? b[c] : 0.0f)) + part[i * C + c];
-    };
-    // input norm: RMSNorm (Llama family) or LayerNorm (GPT-2); b is null for RMSNorm
-    auto norm = [&](float* out, float const* in, std::size_t w, std::size_t b, int M) {
-      if (llama) model::layers::rmsnorm_forward(out, nullptr, in, at(w), model::layers::RowSet{M, C, 1, std::size_t(C)}, eps);
-      else model::layers::layernorm_forward(out, nullptr, nullptr, in, at(w), at(b), M, C);
-    };
+    auto weights = [this](std::size_t off) { return at(off); };
     if (llama && !shard_.split_embedding()) {
       model::layers::embedding_forward(x, tok_.data(), at(lay.wte), int(N), C);
     } else if (llama) {  // vocabulary-parallel embedding of a tied model
@@ -558,24 +540,11 @@ class RolloutEngine {
     } else {
       model::layers::encoder_forward(x, tok_.data(), pos_.data(), at(lay.wte), at(lay.wpe), int(N), C);
     }
-    for (int l = 0; l < L; ++l) {
-      auto const& P = lay.layers[std::size_t(l)];
-      float* kc = kv + std::size_t(l) * layer_stride;  // (B, NKV, S, hs), this rank's key/value heads
+    // the cache of layer l: (B, NKV, S, hs) keys then values, this rank's key/value heads
+    auto store = [&](int l, float const* qkv, model::layers::QKVLayout const& ql) {
+      float* kc = kv + std::size_t(l) * layer_stride;
       float* vc = kc + std::size_t(B) * row_stride;
-      norm(ln, x, P.ln1_w, P.ln1_b, int(N));
-      model::layers::linear_nt_forward(qkv, ln, at(P.qkv_w), opt(P.qkv_b), int(N), C, QKV);
-      if (llama) {
-        int const Q = NH * hs;
-        if (cfg_.qk_norm) {
-          model::layers::rmsnorm_forward(qkv, nullptr, qkv, at(P.q_norm), model::layers::RowSet{std::int64_t(N) * NH, hs, NH, std::size_t(QKV)}, eps);
-          model::layers::rmsnorm_forward(qkv + Q, nullptr, qkv + Q, at(P.k_norm),
-                                         model::layers::RowSet{std::int64_t(N) * NKV, hs, NKV, std::size_t(QKV)}, eps);
-        }
-        model::layers::rope_apply(qkv, pos_.data(), std::int64_t(N), NH, hs, std::size_t(QKV), rope_cos_.data(), rope_sin_.data(), false);
-        model::layers::rope_apply(qkv + Q, pos_.data(), std::int64_t(N), NKV, hs, std::size_t(QKV), rope_cos_.data(), rope_sin_.data(),
-                                  false);
-      }
-      for (int i = 0; i < nr; ++i)  // scatter the new keys and values into the cache
+      for (int i = 0; i < nr; ++i)
         for (int k = 0; k < n; ++k)
           for (int g = 0; g < NKV; ++g) {
             float const* src = qkv + (std::size_t(i) * n + k) * QKV;
@@ -583,6 +552,10 @@ class RolloutEngine {
             std::memcpy(kc + dst, src + ql.k(g * G), sizeof(float) * hs);
             std::memcpy(vc + dst, src + ql.v(g * G), sizeof(float) * hs);
           }
+    };
+    auto attend = [&](int l, float* atty, float const* qkv, model::layers::QKVLayout const& ql) {
+      float const* kc = kv + std::size_t(l) * layer_stride;
+      float const* vc = kc + std::size_t(B) * row_stride;
       RLFLOW_MODEL_OMP_FOR_IF(std::int64_t(N) * NH * (s0 + n) * hs > model::layers::parallel_threshold)
       for (std::int64_t q = 0; q < std::int64_t(N) * NH; ++q) {
         int const h = int(q % NH);
@@ -593,22 +566,14 @@ class RolloutEngine {
         model::layers::attend_one(atty + tokn * Cl + std::size_t(h) * hs, probs + std::size_t(q) * S, qkv + tokn * QKV + ql.q(h),
                                   kc + base, hs, vc + base, hs, book_.seq_valid.data() + std::size_t(r) * S, s0 + k + 1, hs, scale);
       }
-      row_parallel(atty, at(P.proj_w), opt(P.proj_b), Cl);
-      norm(ln, x, P.ln2_w, P.ln2_b, int(N));
-      if (llama) {
-        model::layers::linear_nt_forward(fch, ln, at(P.fc_w), opt(P.fc_b), int(N), C, 2 * F);
-        model::layers::swiglu_forward(act, fch, std::int64_t(N), F);
-      } else {
-        model::layers::linear_nt_forward(fch, ln, at(P.fc_w), at(P.fc_b), int(N), C, F);
-        model::layers::gelu_forward(fch, fch, std::int64_t(N) * F);
-      }
-      row_parallel(act, at(P.fcproj_w), opt(P.fcproj_b), F);
-    }
+    };
+    detail::rollout_layers(cfg_, shard_, comm_, weights, pos_.data(), N, buf, rope_cos_.data(), rope_sin_.data(),
+                           /*one_row=*/false, store, attend);
     // final norm and the LM head (replicated; tied to wte unless the model has lm_head) on the
     // last slot of each row only
     float* last = lnf_.ensure(std::size_t(nr) * C);
     for (int i = 0; i < nr; ++i) std::memcpy(ln + std::size_t(i) * C, x + (std::size_t(i) * n + n - 1) * C, sizeof(float) * C);
-    norm(last, ln, lay.lnf_w, lay.lnf_b, nr);
+    detail::rollout_norm(cfg_, weights, last, ln, lay.lnf_w, lay.lnf_b, nr);
     int const Vl = vocab_end() - vocab_begin();  // vocabulary-parallel: this rank's rows of wte (the ones it holds)
     model::layers::linear_nt_forward(logits_.ensure(std::size_t(nr) * Vl), last, at(lay.lm_head), nullptr, nr, C, Vl);
   }
