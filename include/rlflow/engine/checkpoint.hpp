@@ -194,6 +194,38 @@ inline void write_checkpoint(std::filesystem::path const& path, model::GPTConfig
 }
 }  // namespace detail
 
+namespace detail {
+inline std::string lora_metadata(model::LoraLayout const& lay) {
+  std::string t;
+  for (auto const& k : lay.kinds()) t += (t.empty() ? "" : ",") + k;
+  return msg("r=", lay.rank(), ";lora_alpha=", lay.config().alpha, ";target_modules=", t);
+}
+//! A LoRA engine's checkpoint: the frozen base weights under their names, the adapters as
+//! "lora.<PEFT name>", and the AdamW moments of the adapters only
+//! ("optimizer.exp_avg.lora.<PEFT name>", ...); metadata "rlflow.lora" records r, alpha, targets.
+inline void write_lora_checkpoint(std::filesystem::path const& path, TrainingEngine const& eng,
+                                  std::map<std::string, std::string> extra_metadata) {
+  model::ParamLayout const& lay = eng.layout();
+  model::LoraLayout const& ll = eng.lora_layout();
+  auto const p = eng.params();
+  auto const a = eng.trainable();
+  auto const m = eng.optimizer().m(), v = eng.optimizer().v();
+  std::int64_t const step = eng.step();
+  std::vector<safetensors::TensorRecord> recs;
+  for (auto const& t : lay.tensors()) recs.push_back({t.name, DType::float32, t.shape, as_bytes(p.subspan(t.offset, t.numel))});
+  for (auto const& t : ll.tensors()) recs.push_back({"lora." + t.name, DType::float32, t.shape, as_bytes(a.subspan(t.offset, t.numel))});
+  for (auto const& t : ll.tensors())
+    recs.push_back({"optimizer.exp_avg.lora." + t.name, DType::float32, t.shape, as_bytes(m.subspan(t.offset, t.numel))});
+  for (auto const& t : ll.tensors())
+    recs.push_back({"optimizer.exp_avg_sq.lora." + t.name, DType::float32, t.shape, as_bytes(v.subspan(t.offset, t.numel))});
+  recs.push_back({"optimizer.step", DType::int64, {1}, std::as_bytes(std::span<std::int64_t const>(&step, 1))});
+  extra_metadata["format"] = "pt";
+  extra_metadata["rlflow.gpt_config"] = config_json(eng.config());
+  extra_metadata["rlflow.lora"] = lora_metadata(ll);
+  safetensors::save(path, recs, extra_metadata);
+}
+}  // namespace detail
+
 //! Parameters, AdamW moments ("optimizer.exp_avg.<name>", "optimizer.exp_avg_sq.<name>") and the
 //! step counter ("optimizer.step", int64) of a training engine, written atomically. The file always
 //! holds the full model (ParamLayout); a tensor-parallel engine saves with save_checkpoint_gathered.
@@ -202,6 +234,10 @@ inline void save_checkpoint(std::filesystem::path const& path, TrainingEngine co
   if (eng.tp().size > 1)
     throw config_error(msg("rlflow::engine::save_checkpoint: the engine is tensor-parallel rank ", eng.tp().rank, " of ",
                            eng.tp().size, " and holds a shard; call save_checkpoint_gathered on every rank of its TP group"));
+  if (eng.lora_on()) {
+    detail::write_lora_checkpoint(path, eng, std::move(extra_metadata));
+    return;
+  }
   detail::write_checkpoint(path, eng.config(), eng.params(), eng.optimizer().m(), eng.optimizer().v(), eng.step(),
                            std::move(extra_metadata));
 }
@@ -245,6 +281,32 @@ inline std::map<std::string, std::string> load_checkpoint(std::filesystem::path 
   if (!f.contains("optimizer.step") || f.info("optimizer.step").dtype != DType::int64 || f.bytes("optimizer.step").size() != 8)
     throw format_error(msg("rlflow::engine::load_checkpoint: ", f.path(), " lacks the int64 'optimizer.step'; it holds weights only (use load_weights)"));
   auto const& lay = eng.layout();
+  auto const lora_meta = f.metadata().find("rlflow.lora");
+  bool const file_lora = lora_meta != f.metadata().end();
+  if (file_lora != eng.lora_on() || (file_lora && lora_meta->second != detail::lora_metadata(eng.lora_layout())))
+    throw config_error(msg("rlflow::engine::load_checkpoint: ", f.path(), " was saved ",
+                           file_lora ? "with LoRA adapters (" + lora_meta->second + ")" : std::string("without LoRA"),
+                           " but the engine has ", eng.lora_on() ? "LoRA (" + detail::lora_metadata(eng.lora_layout()) + ")" : std::string("no LoRA"),
+                           "; set actor_rollout_ref.model.lora_rank, lora_alpha and target_modules as the run that saved it"));
+  if (eng.lora_on()) {
+    auto const& ll = eng.lora_layout();
+    std::vector<float> p(lay.size()), a(ll.size()), m(ll.size()), v(ll.size());
+    for (auto const& t : lay.tensors()) detail::read_f32(f, t.name, t.shape, p.data() + t.offset);
+    for (auto const& t : ll.tensors()) {
+      detail::read_f32(f, "lora." + t.name, t.shape, a.data() + t.offset);
+      detail::read_f32(f, "optimizer.exp_avg.lora." + t.name, t.shape, m.data() + t.offset);
+      detail::read_f32(f, "optimizer.exp_avg_sq.lora." + t.name, t.shape, v.data() + t.offset);
+    }
+    std::int64_t step = 0;
+    std::memcpy(&step, f.bytes("optimizer.step").data(), 8);
+    if (step < 0) throw format_error(msg("rlflow::engine::load_checkpoint: ", f.path(), " records a negative step ", step));
+    std::copy(p.begin(), p.end(), eng.params().begin());
+    std::copy(a.begin(), a.end(), eng.trainable().begin());
+    std::copy(m.begin(), m.end(), eng.optimizer().m().begin());
+    std::copy(v.begin(), v.end(), eng.optimizer().v().begin());
+    eng.optimizer().set_steps_taken(step);
+    return f.metadata();
+  }
   std::size_t const n = lay.size();
   std::vector<float> p(n), m(n), v(n);
   for (auto const& t : lay.tensors()) {

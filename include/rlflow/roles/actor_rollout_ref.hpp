@@ -75,7 +75,11 @@ struct engines<cpu::tag> {
   struct device_binding {
     explicit device_binding(WorkerContext const&) {}
   };
-  static void load_rollout(rollout& r, training const& t) { r.load_weights(t.params()); }
+  //! The base weights, then (LoRA) the adapters merged into the rollout's copy: no other copy of the model.
+  static void load_rollout(rollout& r, training const& t) {
+    r.load_weights(t.params());
+    if (t.lora_on()) r.merge_lora(t.lora_layout(), t.trainable());
+  }
   //! The rollout engine of TP rank 'tp': the paged engine from actor_rollout_ref.rollout.*, the
   //! static one for TP > 1 or RoleSetup::static_rollout.
   static rollout make_rollout(RoleSetup const& s, model::TPRank tp) { return CpuRollout(s.policy_model, tp, s.cfg, s.static_rollout); }
