@@ -57,7 +57,7 @@ RUN_ENV := OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 # libFuzzer runs (make fuzz): clang with compiler-rt's libFuzzer, ASan, UBSan and float-cast-overflow.
 FUZZ_BUILD ?= build-fuzz
 FUZZ_TIME ?= 60
-FUZZ_TARGETS ?= data_proto safetensors checkpoint config command_line data_files tokenizer hf_config hf_tokenizer chat_template gsm8k paged_engine tool_call tool_config sft_rows agent_rollout
+FUZZ_TARGETS ?= data_proto safetensors checkpoint config command_line data_files tokenizer hf_config hf_tokenizer chat_template gsm8k paged_engine tool_call tool_config sft_rows agent_rollout peft_adapter
 FUZZ_PACKAGES := clang libclang-rt-14-dev
 # compare-verl: Debian's PyTorch (1.13, CPU) to time verl's vectorized GRPO advantage in Python
 COMPARE_PACKAGES := python3-torch python3-numpy

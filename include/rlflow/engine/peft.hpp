@@ -128,13 +128,15 @@ inline PeftAdapter parse_peft(std::string_view config_text, safetensors::File co
   PeftAdapter out;
   out.config = parse_adapter_config(config_text, where);
   model::LoraLayout const lay(cfg, out.config);  // checks the module names against the family
-  out.adapters.assign(lay.size(), 0.0f);
   std::size_t want = 0;
   std::vector<std::string> expected;
   int const C = cfg.n_embd, hs = cfg.head_dim(), r = lay.rank();
-  for (auto const& m : lay.modules()) {
+  auto name_of = [](model::LoraModule const& m, int ab) {
+    return "base_model.model." + m.path + (ab == 0 ? ".lora_A.weight" : ".lora_B.weight");
+  };
+  for (auto const& m : lay.modules())  // names and shapes first: nothing is allocated for a file that does not fit
     for (int ab = 0; ab < 2; ++ab) {
-      std::string const name = "base_model.model." + m.path + (ab == 0 ? ".lora_A.weight" : ".lora_B.weight");
+      std::string const name = name_of(m, ab);
       std::vector<std::int64_t> const shape = ab == 0 ? std::vector<std::int64_t>{r, m.in} : std::vector<std::int64_t>{m.out, r};
       if (!f.contains(name))
         throw format_error(msg("rlflow::engine::peft: ", f.path(), " lacks '", name, "' (adapter_config.json targets ", m.kind,
@@ -144,6 +146,13 @@ inline PeftAdapter parse_peft(std::string_view config_text, safetensors::File co
         throw format_error(msg("rlflow::engine::peft: '", name, "' in ", f.path(), " has shape ", model::hf::detail::shape_str(info.shape),
                                " but the base model (", arch_name(cfg.arch), ", hidden ", C, ") and r = ", r, " need ",
                                model::hf::detail::shape_str(shape), "; the adapter was trained on another model or rank"));
+      ++want;
+      expected.push_back(name);
+    }
+  out.adapters.assign(lay.size(), 0.0f);
+  for (auto const& m : lay.modules())
+    for (int ab = 0; ab < 2; ++ab) {
+      std::string const name = name_of(m, ab);
       std::vector<float> const v = model::hf::tensor_as_f32(f, name);
       for (float x : v)
         if (!std::isfinite(x)) throw format_error(msg("rlflow::engine::peft: '", name, "' in ", f.path(), " holds a non-finite value"));
@@ -154,10 +163,7 @@ inline PeftAdapter parse_peft(std::string_view config_text, safetensors::File co
       } else {
         std::memcpy(dst, v.data(), sizeof(float) * v.size());
       }
-      ++want;
-      expected.push_back(name);
     }
-  }
   if (f.names().size() != want)  // every wanted tensor is there: the others are extra
     for (auto const& n : f.names())
       if (std::find(expected.begin(), expected.end(), n) == expected.end())

@@ -61,6 +61,10 @@ struct ModelConfig {
   config_string lm_head = "auto";
   //! verl: model.use_remove_padding (packed sequences in the actor's and reference's passes).
   bool use_remove_padding = false;
+  //! verl: model.lora_rank (0: full fine-tuning), lora_alpha, target_modules (model/lora.hpp).
+  std::int64_t lora_rank = 0;
+  double lora_alpha = 16.0;
+  string_list target_modules = "all-linear";
 };
 
 //! verl: actor_rollout_ref.actor.policy_loss.*.
