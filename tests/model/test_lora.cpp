@@ -399,3 +399,29 @@ TEST_CASE("adapter_config.json fields are checked", "[lora][peft]") {
   CHECK_THROWS_WITH(parse_adapter_config(R"([1, 2])", "t"), Catch::Contains("object"));
   CHECK_THROWS_WITH(parse_adapter_config(R"({"r": 4)", "t"), Catch::Contains("not valid JSON"));
 }
+
+TEST_CASE("a LoRA checkpoint exports its merged weights and its PEFT adapters", "[lora][peft]") {
+  auto const arch = GENERATE(Arch::gpt2, Arch::qwen2);
+  GPTConfig const cfg = lora_cfg(arch);
+  std::mt19937 g(47);
+  TrainingEngine e(cfg);
+  random_lora_engine(e, cfg, lora_of(arch, 2, true), g);
+  auto const dir = std::filesystem::temp_directory_path() / ("rlflow_lora_export_" + std::to_string(int(arch)));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  rlflow::engine::save_checkpoint(dir / "actor.safetensors", e);
+  rlflow::engine::export_hf(dir / "actor.safetensors", dir / "hf");
+  std::vector<float> want(e.layout().size());
+  e.policy_weights(want);
+  auto const m = rlflow::model::hf::load_model(dir / "hf");
+  REQUIRE(m.params == want);
+  rlflow::engine::export_peft(dir, dir / "peft", "base");
+  auto const p = rlflow::engine::load_peft(dir / "peft", cfg);
+  REQUIRE(std::equal(p.adapters.begin(), p.adapters.end(), e.trainable().begin(), e.trainable().end()));
+  CHECK(p.config.alpha == e.lora_layout().config().alpha);
+  TrainingEngine plain(cfg);
+  plain.load_weights(want);
+  rlflow::engine::save_checkpoint(dir / "plain.safetensors", plain);
+  CHECK_THROWS_WITH(rlflow::engine::export_peft(dir / "plain.safetensors", dir / "peft2"), Catch::Contains("no LoRA adapters"));
+  std::filesystem::remove_all(dir);
+}

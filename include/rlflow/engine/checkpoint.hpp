@@ -6,6 +6,8 @@
 #pragma once
 #include <algorithm>  // std::all_of
 #include <cstdint>
+#include <cstdio>       // std::snprintf
+#include <cstdlib>      // std::strtol, std::strtod
 #include <cstring>      // std::memcpy
 #include <filesystem>
 #include <map>
@@ -198,8 +200,60 @@ namespace detail {
 inline std::string lora_metadata(model::LoraLayout const& lay) {
   std::string t;
   for (auto const& k : lay.kinds()) t += (t.empty() ? "" : ",") + k;
-  return msg("r=", lay.rank(), ";lora_alpha=", lay.config().alpha, ";target_modules=", t);
+  char alpha[40];
+  std::snprintf(alpha, sizeof alpha, "%.17g", lay.config().alpha);  // exact round trip
+  return msg("r=", lay.rank(), ";lora_alpha=", alpha, ";target_modules=", t);
 }
+}  // namespace detail
+
+//! The LoRA settings a checkpoint records ('rlflow.lora' metadata: "r=R;lora_alpha=A;target_modules=a,b");
+//! rank 0 when the checkpoint has no adapters. A malformed record is a format_error.
+inline model::LoraConfig checkpoint_lora(safetensors::File const& f) {
+  model::LoraConfig lc;
+  auto const it = f.metadata().find("rlflow.lora");
+  if (it == f.metadata().end()) return lc;
+  std::string const& s = it->second;
+  auto bad = [&](char const* what) {
+    throw format_error(msg("rlflow::engine::checkpoint_lora: ", f.path(), ": metadata rlflow.lora = '", s.substr(0, 120), "' ", what,
+                           "; it should read r=R;lora_alpha=A;target_modules=a,b as rlflow writes it"));
+  };
+  std::string r, a, t;
+  std::size_t pos = 0;
+  int fields = 0;
+  while (pos <= s.size()) {
+    std::size_t const end = std::min(s.find(';', pos), s.size());
+    std::string const kv = s.substr(pos, end - pos);
+    if (kv.starts_with("r=")) r = kv.substr(2), fields |= 1;
+    else if (kv.starts_with("lora_alpha=")) a = kv.substr(11), fields |= 2;
+    else if (kv.starts_with("target_modules=")) t = kv.substr(15), fields |= 4;
+    else bad("has an unknown field");
+    pos = end + 1;
+  }
+  if (fields != 7) bad("lacks a field");
+  char* e = nullptr;
+  long const rank = std::strtol(r.c_str(), &e, 10);
+  if (r.empty() || *e || rank < 1 || rank > model::LoraConfig::max_rank) bad("has a bad rank");
+  double const alpha = std::strtod(a.c_str(), &e);
+  if (a.empty() || *e || !std::isfinite(alpha) || !(alpha > 0.0)) bad("has a bad lora_alpha");
+  lc.rank = int(rank);
+  lc.alpha = alpha;
+  lc.target_modules.clear();
+  for (std::size_t p = 0; p <= t.size();) {
+    std::size_t const end = std::min(t.find(',', p), t.size());
+    lc.target_modules.push_back(t.substr(p, end - p));
+    p = end + 1;
+  }
+  return lc;
+}
+
+//! The adapters ("lora.<PEFT name>") of a LoRA checkpoint, in 'lay' order.
+inline std::vector<float> load_lora_adapters(safetensors::File const& f, model::LoraLayout const& lay) {
+  std::vector<float> a(lay.size());
+  for (auto const& t : lay.tensors()) detail::read_f32(f, "lora." + t.name, t.shape, a.data() + t.offset);
+  return a;
+}
+
+namespace detail {
 //! A LoRA engine's checkpoint: the frozen base weights under their names, the adapters as
 //! "lora.<PEFT name>", and the AdamW moments of the adapters only
 //! ("optimizer.exp_avg.lora.<PEFT name>", ...); metadata "rlflow.lora" records r, alpha, targets.

@@ -21,7 +21,8 @@
 #include <nlohmann/json.hpp>
 #include <rlflow/core/error.hpp>
 #include <rlflow/detail/json_text.hpp>         // check_json_depth, json_int_in, json_preview
-#include <rlflow/engine/checkpoint.hpp>        // safetensors I/O (save, File)
+#include <rlflow/engine/checkpoint.hpp>        // safetensors I/O (save, File), checkpoint_lora
+#include <rlflow/engine/hf_export.hpp>         // checkpoint_config
 #include <rlflow/engine/training_engine.hpp>   // TrainingEngine
 #include <rlflow/model/hf_folder.hpp>          // export_model, tensor_as_f32
 #include <rlflow/model/lora.hpp>               // LoraConfig, LoraLayout
@@ -252,6 +253,21 @@ inline void save_peft(std::filesystem::path const& dir, TrainingEngine const& e,
     throw config_error("rlflow::engine::save_peft: the engine has no LoRA adapters (actor_rollout_ref.model.lora_rank = 0); "
                        "export full weights with export_hf");
   save_peft(dir, e.lora_layout(), e.trainable(), base_model_name_or_path);
+}
+
+//! The adapters of a LoRA actor's checkpoint (a .safetensors file, or a global_step_N folder
+//! holding actor.safetensors) as a PEFT folder (rlflow_export --peft).
+inline void export_peft(std::filesystem::path checkpoint, std::filesystem::path const& out_dir,
+                        std::string const& base_model_name_or_path = "") {
+  if (std::filesystem::is_directory(checkpoint)) checkpoint /= "actor.safetensors";
+  auto f = safetensors::File::load(checkpoint);
+  model::GPTConfig const cfg = checkpoint_config(f);
+  model::LoraConfig const lc = checkpoint_lora(f);
+  if (!lc.enabled())
+    throw config_error(msg("rlflow::engine::export_peft: ", f.path(), " holds no LoRA adapters (the run trained full weights, "
+                           "actor_rollout_ref.model.lora_rank=0); export its weights as a model folder (rlflow_export without --peft)"));
+  model::LoraLayout const lay(cfg, lc);
+  save_peft(out_dir, lay, load_lora_adapters(f, lay), base_model_name_or_path);
 }
 
 //! The merged weights (base + s B A, PEFT's merge_and_unload) as a Hugging Face folder of the
