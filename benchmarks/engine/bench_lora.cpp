@@ -115,7 +115,7 @@ void BM_LoraForward(benchmark::State& state, bool merged) {
   plain.load_weights(full);
   rlflow::model::GPT& m = merged ? plain.model() : lora.model();
   int const B = 8, T = rows / B;
-  std::vector<std::int32_t> ids(std::size_t(rows)), mask(std::size_t(rows), 1);
+  std::vector<std::int32_t> ids(static_cast<std::size_t>(rows)), mask(static_cast<std::size_t>(rows), 1);
   for (auto& t : ids) t = std::int32_t(g() % 512u);
   for (auto _ : state) m.forward(ids.data(), mask.data(), B, T);
   state.counters["rows/s"] = benchmark::Counter(double(rows), benchmark::Counter::kIsIterationInvariantRate);

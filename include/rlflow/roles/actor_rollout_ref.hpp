@@ -317,7 +317,7 @@ class BasicActorRolloutRef {
       E::set_weights(actor_, *setup_.policy_init);
     }
     if (setup_.cfg.actor_rollout_ref.model.lora_rank > 0) {  // LoRA on the actor; the reference stays the base model
-      if constexpr (requires { actor_.enable_lora(model::LoraConfig{}); }) {
+      if constexpr (requires(typename E::training& t, model::LoraConfig const& lc) { t.enable_lora(lc); }) {
         if (train_tp_ > 1 || RolloutTP > 1)
           throw config_error(msg("rlflow::roles::ActorRolloutRef: actor_rollout_ref.model.lora_rank=", setup_.cfg.actor_rollout_ref.model.lora_rank,
                                  " needs training and rollout TP 1 (got ", train_tp_, " and ", RolloutTP,
