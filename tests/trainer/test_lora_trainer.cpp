@@ -39,6 +39,7 @@ TrainerConfig lora_run(rlflow::examples::DemoFiles const& f, fs::path const& out
   c.actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu = 8;
   c.actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu = 8;
   c.actor_rollout_ref.actor.use_kl_loss = true;  // the reference (the base model) is used
+  c.actor_rollout_ref.actor.entropy_coeff = 0.01;  // a gradient whatever the rewards
   c.actor_rollout_ref.model.lora_rank = 4;
   c.actor_rollout_ref.model.lora_alpha = 8;
   c.actor_rollout_ref.model.target_modules = "q_proj,v_proj,o_proj,down_proj";
