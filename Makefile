@@ -114,7 +114,7 @@ SANITIZE_CTEST = cd $(ASAN_BUILD) && $(RUN_ENV) ASAN_OPTIONS=detect_leaks=1:abor
 # test executables that do not compile the Trainer. Sized in docs/development.md ('Sanitizers in
 # CI'): the whole sanitizer build does not fit next to make test in CI's 90 minutes.
 SANITIZE_CI_TARGETS := test_foundation test_data_proto test_dispatch test_kernels test_config test_hardening \
-  test_bpe test_hf_tokenizer test_chat_template test_data_files test_gsm8k_prep test_hf_gpt2 test_tools test_agent $(addprefix fuzz_,$(FUZZ_TARGETS))
+  test_bpe test_hf_tokenizer test_chat_template test_data_files test_gsm8k_prep test_hf_gpt2 test_tools test_agent test_lora $(addprefix fuzz_,$(FUZZ_TARGETS))
 empty :=
 space := $(empty) $(empty)
 SANITIZE_CI_TESTS := ^($(subst $(space),|,$(patsubst fuzz_%,fuzz[.]%,$(SANITIZE_CI_TARGETS))))([.]|$$)
