@@ -61,7 +61,7 @@ fuzz::outcome fuzz_one(std::string_view in) {
   std::string_view const json = in.substr(0, at);
   std::string_view const st = at == std::string_view::npos ? std::string_view{} : in.substr(at + sep.size());
   std::vector<std::byte> bytes(st.size());
-  std::memcpy(bytes.data(), st.data(), st.size());
+  if (!st.empty()) std::memcpy(bytes.data(), st.data(), st.size());
   auto const f = engine::safetensors::File::from_bytes(std::move(bytes), "adapter_model.safetensors");
   bool silent = false, any = false;
   std::exception_ptr first_error;
