@@ -400,7 +400,7 @@ TEST_CASE("adapter_config.json fields are checked", "[lora][peft]") {
   CHECK_THROWS_WITH(parse_adapter_config(R"({"r": 4)", "t"), Catch::Contains("not valid JSON"));
 }
 
-TEST_CASE("a LoRA checkpoint exports its merged weights and its PEFT adapters", "[lora][peft]") {
+TEST_CASE("a LoRA checkpoint exports and loads as its merged weights, and its PEFT adapters", "[lora][peft]") {
   auto const arch = GENERATE(Arch::gpt2, Arch::qwen2);
   GPTConfig const cfg = lora_cfg(arch);
   std::mt19937 g(47);
@@ -415,6 +415,7 @@ TEST_CASE("a LoRA checkpoint exports its merged weights and its PEFT adapters", 
   e.policy_weights(want);
   auto const m = rlflow::model::hf::load_model(dir / "hf");
   REQUIRE(m.params == want);
+  REQUIRE(rlflow::engine::load_weights(dir / "actor.safetensors", cfg) == want);  // e.g. TrainerOptions::init_weights
   rlflow::engine::export_peft(dir, dir / "peft", "base");
   auto const p = rlflow::engine::load_peft(dir / "peft", cfg);
   REQUIRE(std::equal(p.adapters.begin(), p.adapters.end(), e.trainable().begin(), e.trainable().end()));

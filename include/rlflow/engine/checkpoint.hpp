@@ -167,16 +167,6 @@ inline void save_weights(std::filesystem::path const& path, model::GPTConfig con
   safetensors::save(path, recs, {{"format", "pt"}, {"rlflow.gpt_config", detail::config_json(cfg)}});
 }
 
-//! Reads the parameters of a model with this config; the whole file is validated first.
-inline std::vector<float> load_weights(std::filesystem::path const& path, model::GPTConfig const& cfg) {
-  auto f = safetensors::File::load(path);
-  detail::check_config(f, cfg);
-  model::ParamLayout const lay(cfg);
-  std::vector<float> out(lay.size());
-  for (auto const& t : lay.tensors()) detail::read_f32(f, t.name, t.shape, out.data() + t.offset);
-  return out;
-}
-
 namespace detail {
 //! The file save_checkpoint writes, from full (ParamLayout order) parameters and moments.
 inline void write_checkpoint(std::filesystem::path const& path, model::GPTConfig const& cfg, std::span<float const> p,
@@ -251,6 +241,21 @@ inline std::vector<float> load_lora_adapters(safetensors::File const& f, model::
   std::vector<float> a(lay.size());
   for (auto const& t : lay.tensors()) detail::read_f32(f, "lora." + t.name, t.shape, a.data() + t.offset);
   return a;
+}
+
+//! Reads the parameters of a model with this config; the whole file is validated first. A LoRA
+//! actor's checkpoint gives its policy: the base merged with the adapters (base + s B A).
+inline std::vector<float> load_weights(std::filesystem::path const& path, model::GPTConfig const& cfg) {
+  auto f = safetensors::File::load(path);
+  detail::check_config(f, cfg);
+  model::ParamLayout const lay(cfg);
+  std::vector<float> out(lay.size());
+  for (auto const& t : lay.tensors()) detail::read_f32(f, t.name, t.shape, out.data() + t.offset);
+  if (model::LoraConfig const lc = checkpoint_lora(f); lc.enabled()) {
+    model::LoraLayout const ll(cfg, lc);
+    model::lora_merge(ll, load_lora_adapters(f, ll), out);
+  }
+  return out;
 }
 
 namespace detail {

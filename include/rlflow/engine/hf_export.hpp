@@ -36,11 +36,7 @@ inline void export_hf(std::filesystem::path checkpoint, std::filesystem::path co
   if (fs::is_directory(checkpoint)) checkpoint /= "actor.safetensors";
   auto f = safetensors::File::load(checkpoint);
   model::GPTConfig const cfg = checkpoint_config(f);
-  auto flat = load_weights(checkpoint, cfg);
-  if (model::LoraConfig const lc = checkpoint_lora(f); lc.enabled()) {  // a LoRA actor: its merged weights
-    model::LoraLayout const lay(cfg, lc);
-    model::lora_merge(lay, load_lora_adapters(f, lay), flat);
-  }
+  auto const flat = load_weights(checkpoint, cfg);  // a LoRA actor's: merged
   model::hf::export_model(out_dir, cfg, flat, dtype, bos_id, eos_id);
   if (!tokenizer_dir.empty()) {
     int copied = 0;
