@@ -57,7 +57,7 @@ RUN_ENV := OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 # libFuzzer runs (make fuzz): clang with compiler-rt's libFuzzer, ASan, UBSan and float-cast-overflow.
 FUZZ_BUILD ?= build-fuzz
 FUZZ_TIME ?= 60
-FUZZ_TARGETS ?= data_proto safetensors checkpoint config command_line data_files tokenizer hf_config hf_tokenizer chat_template gsm8k paged_engine tool_call tool_config sft_rows agent_rollout
+FUZZ_TARGETS ?= data_proto safetensors checkpoint config command_line data_files tokenizer hf_config hf_tokenizer chat_template gsm8k paged_engine tool_call tool_config sft_rows agent_rollout peft_adapter
 FUZZ_PACKAGES := clang libclang-rt-14-dev
 # compare-verl: Debian's PyTorch (1.13, CPU) to time verl's vectorized GRPO advantage in Python
 COMPARE_PACKAGES := python3-torch python3-numpy
@@ -114,7 +114,7 @@ SANITIZE_CTEST = cd $(ASAN_BUILD) && $(RUN_ENV) ASAN_OPTIONS=detect_leaks=1:abor
 # test executables that do not compile the Trainer. Sized in docs/development.md ('Sanitizers in
 # CI'): the whole sanitizer build does not fit next to make test in CI's 90 minutes.
 SANITIZE_CI_TARGETS := test_foundation test_data_proto test_dispatch test_kernels test_config test_hardening \
-  test_bpe test_hf_tokenizer test_chat_template test_data_files test_gsm8k_prep test_hf_gpt2 test_tools test_agent test_agent_concurrent $(addprefix fuzz_,$(FUZZ_TARGETS))
+  test_bpe test_hf_tokenizer test_chat_template test_data_files test_gsm8k_prep test_hf_gpt2 test_tools test_agent test_agent_concurrent test_lora $(addprefix fuzz_,$(FUZZ_TARGETS))
 empty :=
 space := $(empty) $(empty)
 SANITIZE_CI_TESTS := ^($(subst $(space),|,$(patsubst fuzz_%,fuzz[.]%,$(SANITIZE_CI_TARGETS))))([.]|$$)

@@ -713,6 +713,7 @@ TEST_CASE("each start-up check fires alone with the keys, values and a fix", "[c
       {"training_length", {"trainer.total_training_steps=0"}, {"total_training_steps=0"}},
       {"logging_ranges", {"trainer.log_freq=0"}, {"trainer.log_freq=0"}},
       {"optimizer_ranges", {"critic.optim.betas=[0.9,1.0]"}, {"betas=[0.9, 1]"}},
+      {"lora_settings", {"actor_rollout_ref.model.lora_rank=-2"}, {"lora_rank=-2", "lora_rank in [1, 65536]"}},
   };
   std::set<std::string> covered;
   for (auto const& cs : cases) {

@@ -105,7 +105,8 @@ TEST_CASE("engine.checkpointing_actor: checkpointed log-prob gradients equal the
   Arch const arch = GENERATE(Arch::gpt2, Arch::llama, Arch::qwen2, Arch::qwen3);
   bool const packed = GENERATE(false, true);
   unsigned const seed = GENERATE(1u, 2u, 3u);
-  INFO("arch " << rlflow::model::arch_name(arch) << ", packed " << packed << ", seed " << seed);
+  bool const lora = GENERATE(false, true);  // the recompute runs the adapters' forward too
+  INFO("arch " << rlflow::model::arch_name(arch) << ", packed " << packed << ", seed " << seed << ", lora " << lora);
   std::mt19937 g(seed * 104729u + unsigned(arch) * 31u + (packed ? 7u : 0u));
   GPTConfig const cfg = random_cfg(g, arch, false);
   auto const w = fixtures::perturbed_weights(cfg, seed, 0.2f);
@@ -114,6 +115,14 @@ TEST_CASE("engine.checkpointing_actor: checkpointed log-prob gradients equal the
   TrainingEngine keep(cfg, opt), ckpt(cfg, opt);
   keep.load_weights(w);
   ckpt.load_weights(w);
+  if (lora) {
+    rlflow::model::LoraConfig lc;
+    lc.rank = 2;
+    lc.alpha = 5.0;
+    lc.seed = seed;
+    keep.enable_lora(lc);
+    ckpt.enable_lora(lc);
+  }
   keep.set_remove_padding(packed);
   ckpt.set_remove_padding(packed);
   ckpt.set_gradient_checkpointing(true);

@@ -56,7 +56,7 @@ inline std::int64_t json_int_in(nlohmann::json const& v, std::string const& key,
   if (!v.is_number_integer()) fail(msg("is ", v.type_name(), ", not an integer"));
   if (v.is_number_unsigned()) {
     auto const u = v.get<std::uint64_t>();
-    if (u > static_cast<std::uint64_t>(hi)) fail("is out of range");
+    if (u > static_cast<std::uint64_t>(hi) || static_cast<std::int64_t>(u) < lo) fail("is out of range");  // 0 parses as unsigned
     return static_cast<std::int64_t>(u);
   }
   auto const x = v.get<std::int64_t>();

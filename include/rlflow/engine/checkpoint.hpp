@@ -6,6 +6,8 @@
 #pragma once
 #include <algorithm>  // std::all_of
 #include <cstdint>
+#include <cstdio>       // std::snprintf
+#include <cstdlib>      // std::strtol, std::strtod
 #include <cstring>      // std::memcpy
 #include <filesystem>
 #include <map>
@@ -165,16 +167,6 @@ inline void save_weights(std::filesystem::path const& path, model::GPTConfig con
   safetensors::save(path, recs, {{"format", "pt"}, {"rlflow.gpt_config", detail::config_json(cfg)}});
 }
 
-//! Reads the parameters of a model with this config; the whole file is validated first.
-inline std::vector<float> load_weights(std::filesystem::path const& path, model::GPTConfig const& cfg) {
-  auto f = safetensors::File::load(path);
-  detail::check_config(f, cfg);
-  model::ParamLayout const lay(cfg);
-  std::vector<float> out(lay.size());
-  for (auto const& t : lay.tensors()) detail::read_f32(f, t.name, t.shape, out.data() + t.offset);
-  return out;
-}
-
 namespace detail {
 //! The file save_checkpoint writes, from full (ParamLayout order) parameters and moments.
 inline void write_checkpoint(std::filesystem::path const& path, model::GPTConfig const& cfg, std::span<float const> p,
@@ -194,6 +186,105 @@ inline void write_checkpoint(std::filesystem::path const& path, model::GPTConfig
 }
 }  // namespace detail
 
+namespace detail {
+inline std::string lora_metadata(model::LoraLayout const& lay) {
+  std::string t;
+  for (auto const& k : lay.kinds()) t += (t.empty() ? "" : ",") + k;
+  char alpha[40];
+  std::snprintf(alpha, sizeof alpha, "%.17g", lay.config().alpha);  // exact round trip
+  return msg("r=", lay.rank(), ";lora_alpha=", alpha, ";target_modules=", t);
+}
+}  // namespace detail
+
+//! The LoRA settings a checkpoint records ('rlflow.lora' metadata: "r=R;lora_alpha=A;target_modules=a,b");
+//! rank 0 when the checkpoint has no adapters. A malformed record is a format_error.
+inline model::LoraConfig checkpoint_lora(safetensors::File const& f) {
+  model::LoraConfig lc;
+  auto const it = f.metadata().find("rlflow.lora");
+  if (it == f.metadata().end()) return lc;
+  std::string const& s = it->second;
+  auto bad = [&](char const* what) {
+    throw format_error(msg("rlflow::engine::checkpoint_lora: ", f.path(), ": metadata rlflow.lora = '", s.substr(0, 120), "' ", what,
+                           "; it should read r=R;lora_alpha=A;target_modules=a,b as rlflow writes it"));
+  };
+  std::string r, a, t;
+  std::size_t pos = 0;
+  int fields = 0;
+  while (pos <= s.size()) {
+    std::size_t const end = std::min(s.find(';', pos), s.size());
+    std::string const kv = s.substr(pos, end - pos);
+    if (kv.starts_with("r=")) r = kv.substr(2), fields |= 1;
+    else if (kv.starts_with("lora_alpha=")) a = kv.substr(11), fields |= 2;
+    else if (kv.starts_with("target_modules=")) t = kv.substr(15), fields |= 4;
+    else bad("has an unknown field");
+    pos = end + 1;
+  }
+  if (fields != 7) bad("lacks a field");
+  char* e = nullptr;
+  long const rank = std::strtol(r.c_str(), &e, 10);
+  if (r.empty() || *e || rank < 1 || rank > model::LoraConfig::max_rank) bad("has a bad rank");
+  double const alpha = std::strtod(a.c_str(), &e);
+  if (a.empty() || *e || !std::isfinite(alpha) || !(alpha > 0.0)) bad("has a bad lora_alpha");
+  lc.rank = int(rank);
+  lc.alpha = alpha;
+  lc.target_modules.clear();
+  for (std::size_t p = 0; p <= t.size();) {
+    std::size_t const end = std::min(t.find(',', p), t.size());
+    lc.target_modules.push_back(t.substr(p, end - p));
+    p = end + 1;
+  }
+  return lc;
+}
+
+//! The adapters ("lora.<PEFT name>") of a LoRA checkpoint, in 'lay' order.
+inline std::vector<float> load_lora_adapters(safetensors::File const& f, model::LoraLayout const& lay) {
+  std::vector<float> a(lay.size());
+  for (auto const& t : lay.tensors()) detail::read_f32(f, "lora." + t.name, t.shape, a.data() + t.offset);
+  return a;
+}
+
+//! Reads the parameters of a model with this config; the whole file is validated first. A LoRA
+//! actor's checkpoint gives its policy: the base merged with the adapters (base + s B A).
+inline std::vector<float> load_weights(std::filesystem::path const& path, model::GPTConfig const& cfg) {
+  auto f = safetensors::File::load(path);
+  detail::check_config(f, cfg);
+  model::ParamLayout const lay(cfg);
+  std::vector<float> out(lay.size());
+  for (auto const& t : lay.tensors()) detail::read_f32(f, t.name, t.shape, out.data() + t.offset);
+  if (model::LoraConfig const lc = checkpoint_lora(f); lc.enabled()) {
+    model::LoraLayout const ll(cfg, lc);
+    model::lora_merge(ll, load_lora_adapters(f, ll), out);
+  }
+  return out;
+}
+
+namespace detail {
+//! A LoRA engine's checkpoint: the frozen base weights under their names, the adapters as
+//! "lora.<PEFT name>", and the AdamW moments of the adapters only
+//! ("optimizer.exp_avg.lora.<PEFT name>", ...); metadata "rlflow.lora" records r, alpha, targets.
+inline void write_lora_checkpoint(std::filesystem::path const& path, TrainingEngine const& eng,
+                                  std::map<std::string, std::string> extra_metadata) {
+  model::ParamLayout const& lay = eng.layout();
+  model::LoraLayout const& ll = eng.lora_layout();
+  auto const p = eng.params();
+  auto const a = eng.trainable();
+  auto const m = eng.optimizer().m(), v = eng.optimizer().v();
+  std::int64_t const step = eng.step();
+  std::vector<safetensors::TensorRecord> recs;
+  for (auto const& t : lay.tensors()) recs.push_back({t.name, DType::float32, t.shape, as_bytes(p.subspan(t.offset, t.numel))});
+  for (auto const& t : ll.tensors()) recs.push_back({"lora." + t.name, DType::float32, t.shape, as_bytes(a.subspan(t.offset, t.numel))});
+  for (auto const& t : ll.tensors())
+    recs.push_back({"optimizer.exp_avg.lora." + t.name, DType::float32, t.shape, as_bytes(m.subspan(t.offset, t.numel))});
+  for (auto const& t : ll.tensors())
+    recs.push_back({"optimizer.exp_avg_sq.lora." + t.name, DType::float32, t.shape, as_bytes(v.subspan(t.offset, t.numel))});
+  recs.push_back({"optimizer.step", DType::int64, {1}, std::as_bytes(std::span<std::int64_t const>(&step, 1))});
+  extra_metadata["format"] = "pt";
+  extra_metadata["rlflow.gpt_config"] = config_json(eng.config());
+  extra_metadata["rlflow.lora"] = lora_metadata(ll);
+  safetensors::save(path, recs, extra_metadata);
+}
+}  // namespace detail
+
 //! Parameters, AdamW moments ("optimizer.exp_avg.<name>", "optimizer.exp_avg_sq.<name>") and the
 //! step counter ("optimizer.step", int64) of a training engine, written atomically. The file always
 //! holds the full model (ParamLayout); a tensor-parallel engine saves with save_checkpoint_gathered.
@@ -202,6 +293,10 @@ inline void save_checkpoint(std::filesystem::path const& path, TrainingEngine co
   if (eng.tp().size > 1)
     throw config_error(msg("rlflow::engine::save_checkpoint: the engine is tensor-parallel rank ", eng.tp().rank, " of ",
                            eng.tp().size, " and holds a shard; call save_checkpoint_gathered on every rank of its TP group"));
+  if (eng.lora_on()) {
+    detail::write_lora_checkpoint(path, eng, std::move(extra_metadata));
+    return;
+  }
   detail::write_checkpoint(path, eng.config(), eng.params(), eng.optimizer().m(), eng.optimizer().v(), eng.step(),
                            std::move(extra_metadata));
 }
@@ -245,6 +340,32 @@ inline std::map<std::string, std::string> load_checkpoint(std::filesystem::path 
   if (!f.contains("optimizer.step") || f.info("optimizer.step").dtype != DType::int64 || f.bytes("optimizer.step").size() != 8)
     throw format_error(msg("rlflow::engine::load_checkpoint: ", f.path(), " lacks the int64 'optimizer.step'; it holds weights only (use load_weights)"));
   auto const& lay = eng.layout();
+  auto const lora_meta = f.metadata().find("rlflow.lora");
+  bool const file_lora = lora_meta != f.metadata().end();
+  if (file_lora != eng.lora_on() || (file_lora && lora_meta->second != detail::lora_metadata(eng.lora_layout())))
+    throw config_error(msg("rlflow::engine::load_checkpoint: ", f.path(), " was saved ",
+                           file_lora ? "with LoRA adapters (" + lora_meta->second + ")" : std::string("without LoRA"),
+                           " but the engine has ", eng.lora_on() ? "LoRA (" + detail::lora_metadata(eng.lora_layout()) + ")" : std::string("no LoRA"),
+                           "; set actor_rollout_ref.model.lora_rank, lora_alpha and target_modules as the run that saved it"));
+  if (eng.lora_on()) {
+    auto const& ll = eng.lora_layout();
+    std::vector<float> p(lay.size()), a(ll.size()), m(ll.size()), v(ll.size());
+    for (auto const& t : lay.tensors()) detail::read_f32(f, t.name, t.shape, p.data() + t.offset);
+    for (auto const& t : ll.tensors()) {
+      detail::read_f32(f, "lora." + t.name, t.shape, a.data() + t.offset);
+      detail::read_f32(f, "optimizer.exp_avg.lora." + t.name, t.shape, m.data() + t.offset);
+      detail::read_f32(f, "optimizer.exp_avg_sq.lora." + t.name, t.shape, v.data() + t.offset);
+    }
+    std::int64_t step = 0;
+    std::memcpy(&step, f.bytes("optimizer.step").data(), 8);
+    if (step < 0) throw format_error(msg("rlflow::engine::load_checkpoint: ", f.path(), " records a negative step ", step));
+    std::copy(p.begin(), p.end(), eng.params().begin());
+    std::copy(a.begin(), a.end(), eng.trainable().begin());
+    std::copy(m.begin(), m.end(), eng.optimizer().m().begin());
+    std::copy(v.begin(), v.end(), eng.optimizer().v().begin());
+    eng.optimizer().set_steps_taken(step);
+    return f.metadata();
+  }
   std::size_t const n = lay.size();
   std::vector<float> p(n), m(n), v(n);
   for (auto const& t : lay.tensors()) {

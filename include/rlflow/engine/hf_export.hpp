@@ -26,7 +26,8 @@ inline model::GPTConfig checkpoint_config(safetensors::File const& f) {
 }
 
 //! Exports 'checkpoint' (a .safetensors file, or a global_step_N folder holding actor.safetensors)
-//! to 'out_dir' as a folder of its family in 'dtype'. tokenizer_dir, when not empty, is a folder whose
+//! to 'out_dir' as a folder of its family in 'dtype'. A LoRA actor's checkpoint exports its merged
+//! weights (base + s B A; its adapters alone: engine::export_peft). tokenizer_dir, when not empty, is a folder whose
 //! tokenizer.json / vocab.json / merges.txt / tokenizer_config.json (those present) are copied alongside.
 //! bos / eos ids go into config.json (-1: vocab_size - 1, GPT-2's <|endoftext|> position).
 inline void export_hf(std::filesystem::path checkpoint, std::filesystem::path const& out_dir, DType dtype = DType::float32,
@@ -35,7 +36,7 @@ inline void export_hf(std::filesystem::path checkpoint, std::filesystem::path co
   if (fs::is_directory(checkpoint)) checkpoint /= "actor.safetensors";
   auto f = safetensors::File::load(checkpoint);
   model::GPTConfig const cfg = checkpoint_config(f);
-  auto const flat = load_weights(checkpoint, cfg);
+  auto const flat = load_weights(checkpoint, cfg);  // a LoRA actor's: merged
   model::hf::export_model(out_dir, cfg, flat, dtype, bos_id, eos_id);
   if (!tokenizer_dir.empty()) {
     int copied = 0;

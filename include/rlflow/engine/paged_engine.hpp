@@ -261,6 +261,17 @@ class PagedEngine {
     shard_.load(flat, weights_.span<float>());
     pool_->reset_cache();
   }
+  //! Adds LoRA adapters into the loaded weights (W += s B A, model::lora_merge): after
+  //! load_weights of the base, the engine samples from base + adapters. Merging costs r in out
+  //! multiply-adds per module once per sync, where applying the adapters on the fly would cost
+  //! 2 r (in + out) per token and module (docs/trainer.md, LoRA). TP 1. PEFT: merge_and_unload.
+  void merge_lora(model::LoraLayout const& lay, std::span<float const> adapters) {
+    if (shard_.shard().size > 1)
+      throw config_error(msg(who, "::merge_lora: LoRA adapters merge into a rollout of TP 1 only (this one has TP ",
+                             shard_.shard().size, "); set actor_rollout_ref.rollout.tensor_model_parallel_size=1"));
+    model::lora_merge(lay, adapters, weights_.span<float>());
+    pool_->reset_cache();
+  }
   //! As load_weights, from a buffer already in this rank's ShardLayout order (a training engine
   //! sharded alike). verl: update_weights when the training and rollout layouts coincide.
   void load_shard(std::span<float const> shard) {

@@ -284,6 +284,14 @@ class RolloutEngine {
     end_shared_load();
   }
 
+  //! Adds LoRA adapters into the loaded weights (W += s B A, model::lora_merge), as
+  //! PagedEngine::merge_lora. TP 1 only. PEFT: merge_and_unload.
+  void merge_lora(model::LoraLayout const& lay, std::span<float const> adapters) {
+    if (shard_.shard().size > 1 || shared_)
+      throw config_error(msg("rlflow::engine::RolloutEngine::merge_lora: LoRA adapters merge into a rollout of TP 1 only (this one "
+                             "has TP ", shard_.shard().size, "); set actor_rollout_ref.rollout.tensor_model_parallel_size=1"));
+    model::lora_merge(lay, adapters, weights_.span<float>());
+  }
   //! As load_weights, from a buffer already in this rank's ShardLayout order (a training engine
   //! sharded like this rollout: same GPTConfig and TPRank), so no full copy of the model exists:
   //! one memcpy of the shard, or, after share_replicated(), a collective of the TP group (one

@@ -133,6 +133,35 @@ class TrainingEngine {
     mark_split();
   }
   model::LMHead lm_head() const { return model_.lm_head(); }
+
+  //! LoRA (model::GPT::enable_lora): adapters on the linears 'lc' targets; from then on grads(),
+  //! the optimizer's moments and optimizer_step() cover the adapters only (trainable()), the base
+  //! weights (params()) stay frozen and get no gradient buffer, and policy_weights() merges
+  //! base + adapters for a rollout. Before the first optimizer step only; TP = 1, policy only.
+  //! verl: actor_rollout_ref.model.lora_rank / lora_alpha / target_modules (PEFT get_peft_model).
+  void enable_lora(model::LoraConfig const& lc) {
+    if (step() > 0)
+      throw config_error(msg("rlflow::engine::TrainingEngine::enable_lora: the engine has taken ", step(),
+                             " optimizer steps of full fine-tuning; add adapters before training"));
+    model_.enable_lora(lc);
+    grads_ = Tensor{};
+    optim_ = AdamW(opt_, model_.trainable_size(), std::vector<std::uint8_t>(model_.trainable_size(), 1));
+  }
+  bool lora_on() const { return model_.lora_on(); }
+  model::LoraLayout const& lora_layout() const { return model_.lora_layout(); }
+  //! What the optimizer updates: the adapters under LoRA (lora_layout() order), else params().
+  std::span<float> trainable() { return lora_on() ? model_.lora_params() : model_.params(); }
+  std::span<float const> trainable() const { return lora_on() ? model_.lora_params() : model_.params(); }
+  //! The policy's weights in full layout(): params() merged with s B A under LoRA (PEFT's
+  //! merge_and_unload), else a copy of params(). TP = 1.
+  void policy_weights(std::span<float> full) const {
+    if (full.size() != layout().size() || tp().size > 1)
+      throw shape_error(msg("rlflow::engine::TrainingEngine::policy_weights: ", full.size(), " floats for a model of ",
+                            layout().size(), " parameters (TP 1 only)"));
+    auto const p = params();
+    std::copy(p.begin(), p.end(), full.begin());
+    if (lora_on()) model::lora_merge(lora_layout(), model_.lora_params(), full);
+  }
   model::GPT& model() { return model_; }
   model::GPT const& model() const { return model_; }
   AdamW& optimizer() { return optim_; }
@@ -141,7 +170,8 @@ class TrainingEngine {
   //! The flat parameter buffer (layout()); write to it to load weights.
   std::span<float> params() { return model_.params(); }
   std::span<float const> params() const { return model_.params(); }
-  //! The flat gradient buffer: all-reduce (average) it across data-parallel ranks before optimizer_step().
+  //! The flat gradient buffer (trainable(): the adapters under LoRA): all-reduce (average) it
+  //! across data-parallel ranks before optimizer_step().
   std::span<float> grads() { return grad_buffer().span<float>(); }
   std::span<float const> grads() const { return grad_buffer().span<float const>(); }
 
@@ -320,7 +350,7 @@ class TrainingEngine {
   //! Tensor parallel: the norm is the full model's (the split floats' squares summed over the TP
   //! group, the replicated ones counted once), so every rank clips by the same factor.
   float optimizer_step() {
-    if (tp().size == 1) return optim_.step(params(), grads());
+    if (tp().size == 1) return optim_.step(trainable(), grads());
     return optim_.step(params(), grads(), grad_norm());
   }
   //! The full model's gradient L2 norm (a collective of the TP group when tensor-parallel).
@@ -457,7 +487,7 @@ class TrainingEngine {
   //! The gradient buffer, allocated (zero) on first use: an engine that never trains (the
   //! reference policy) holds no gradients.
   Tensor& grad_buffer() const {
-    if (!grads_.defined()) grads_ = Tensor::zeros(DType::float32, Shape{static_cast<std::int64_t>(model_.shard_layout().size())});
+    if (!grads_.defined()) grads_ = Tensor::zeros(DType::float32, Shape{static_cast<std::int64_t>(model_.trainable_size())});
     return grads_;
   }
   mutable Tensor grads_;

@@ -33,6 +33,7 @@
 #include <rlflow/core/error.hpp>         // config_error, shape_error, key_error
 #include <rlflow/core/tensor.hpp>        // Tensor: flat buffers through the caching host resource
 #include <rlflow/model/layers.hpp>  // the CPU layer functions
+#include <rlflow/model/lora.hpp>    // LoraLayout, lora_forward / lora_backward (adapters)
 #include <rlflow/model/param_layout.hpp>     // GPTConfig, ParamLayout, init_params
 #include <rlflow/model/tensor_parallel.hpp>  // TPRank, ShardLayout
 #include <rlflow/comm/communicator.hpp>  // comm::Communicator (the TP group's all-reduces)
@@ -183,6 +184,34 @@ class GPT {
   }
   std::span<float const> params() const { return params_.span<float const>(); }
 
+  //! Adds LoRA adapters (model/lora.hpp) to the linears 'lc' targets, A seeded from lc.seed and B
+  //! zero (the outputs stay the base model's until B trains). From then on the backward passes
+  //! write the adapters' gradients only (the gradient buffer follows lora_layout(), size
+  //! trainable_size()) and params() are the frozen base weights. Policy models at TP = 1 only.
+  //! PEFT: get_peft_model(model, LoraConfig); verl: actor_rollout_ref.model.lora_rank.
+  void enable_lora(LoraConfig const& lc) {
+    if (cfg_.value_head)
+      throw config_error("rlflow::model::GPT::enable_lora: LoRA adapts the policy only; the critic (value head) trains full weights "
+                         "(leave critic.model.lora_rank at 0)");
+    if (sl_.shard().size > 1)
+      throw config_error(msg("rlflow::model::GPT::enable_lora: LoRA is not available with training tensor parallelism (TP ",
+                             sl_.shard().size, "); set actor_rollout_ref.actor.megatron.tensor_model_parallel_size=1 or lora_rank=0"));
+    LoraLayout lay(cfg_, lc);
+    Tensor t = Tensor::empty(DType::float32, Shape{static_cast<std::int64_t>(std::max<std::size_t>(lay.size(), 1))});
+    init_lora(lay, t.span<float>().first(lay.size()));
+    lora_lay_ = std::move(lay);
+    lora_ = std::move(t);
+  }
+  bool lora_on() const { return lora_.defined(); }
+  LoraLayout const& lora_layout() const { return lora_lay_; }
+  //! The adapters (lora_layout() order); empty without LoRA.
+  std::span<float> lora_params() { return lora_on() ? lora_.span<float>().first(lora_lay_.size()) : std::span<float>{}; }
+  std::span<float const> lora_params() const {
+    return lora_on() ? lora_.span<float const>().first(lora_lay_.size()) : std::span<float const>{};
+  }
+  //! Floats a gradient buffer holds: the adapters under LoRA, else this rank's parameters.
+  std::size_t trainable_size() const { return lora_on() ? lora_lay_.size() : sl_.size(); }
+
   //! Trunk forward over ids (B, T) int32 with attention mask (B, T) (nonzero = real token);
   //! positions follow the mask, so left padding does not shift a sequence. Keeps activations.
   void forward(std::int32_t const* ids, std::int32_t const* mask, int B, int T) {
@@ -290,13 +319,17 @@ class GPT {
       float const* res = a + al_.residual_in(l);
       layers::layernorm_forward(a + A.ln1, a + A.ln1_mean, a + A.ln1_rstd, res, P + W.ln1_w, P + W.ln1_b, int(N), C);
       layers::linear_nt_forward(a + A.qkv, a + A.ln1, P + W.qkv_w, P + W.qkv_b, int(N), C, 3 * Cl);
+      lora_fwd(l, LoraSite::qkv, a + A.qkv, 3 * Cl, a + A.ln1, N);
       attention(a + A.atty, a + A.att, a + A.qkv, layers::QKVLayout::gpt2(Cl, NH));
       row_parallel_forward(a + A.res2, res, a + A.atty, P + W.proj_w, P + W.proj_b, int(N), Cl);
+      lora_fwd(l, LoraSite::proj, a + A.res2, C, a + A.atty, N);
       layers::layernorm_forward(a + A.ln2, a + A.ln2_mean, a + A.ln2_rstd, a + A.res2, P + W.ln2_w, P + W.ln2_b,
                                 int(N), C);
       layers::linear_nt_forward(a + A.fch, a + A.ln2, P + W.fc_w, P + W.fc_b, int(N), C, F);
+      lora_fwd(l, LoraSite::fc, a + A.fch, F, a + A.ln2, N);
       layers::gelu_forward(a + A.fch_gelu, a + A.fch, std::int64_t(N) * F);
       row_parallel_forward(a + A.res3, a + A.res2, a + A.fch_gelu, P + W.fcproj_w, P + W.fcproj_b, int(N), F);
+      lora_fwd(l, LoraSite::fcproj, a + A.res3, C, a + A.fch_gelu, N);
     }
   }
   //! Attention over this forward's rows: padded (B_, T_) with valid_, or per packed sequence.
@@ -438,7 +471,7 @@ class GPT {
       layers::logprob_backward_row(dlg + std::size_t(r) * V, lg + std::size_t(r) * V, V, targets_[std::size_t(r)],
                                    inv_temp_, rows_[std::size_t(r)], dlogp[r], dentropy ? dentropy[r] : 0.0f);
     float* dlnf = dlnf_.ensure(head_rows_ * C);
-    layers::linear_nt_backward(dlnf, grads.data() + sl_.lm_head, nullptr, dlg, lnf_.t.data<float>(),
+    layers::linear_nt_backward(dlnf, lora_on() ? nullptr : grads.data() + sl_.lm_head, nullptr, dlg, lnf_.t.data<float>(),
                                params_.data<float>() + sl_.lm_head, int(head_rows_), C, V);
     backward_from_head(grads);
   }
@@ -508,9 +541,9 @@ class GPT {
       throw config_error(msg("rlflow::model::GPT::", fn, ": the model has no value head; set GPTConfig::value_head = true"));
   }
   void check_grads(std::span<float> grads) const {
-    if (grads.size() != sl_.size())
+    if (grads.size() != trainable_size())
       throw shape_error(msg("rlflow::model::GPT: gradient buffer holds ", grads.size(), " floats but the model (this rank's shard) has ",
-                            sl_.size(), " parameters"));
+                            trainable_size(), lora_on() ? " adapter parameters (LoRA: only the adapters train)" : " parameters"));
   }
 
   //! out (M, C) = res + b + inp (M, K) w (K, C) (the residual joins without a copy); tensor-parallel:
@@ -640,7 +673,8 @@ class GPT {
     int const C = cfg_.n_embd, NH = sl_.local_heads(), B = B_, T = T_, Cl = sl_.local_embd(), F = sl_.local_ff();
     std::size_t const N = std::size_t(B) * T;
     float const* P = params_.data<float>();
-    float* G = grads.data();
+    float* G = lora_on() ? nullptr : grads.data();  // LoRA: the base weights are frozen
+    float* GL = grads.data();
     float* a = acts_.t.data<float>();
     // scratch: g (N, C) residual gradient, dln (N, C), dqkv (N, 3C), datty (N, C), dfch (N, 4C)
     float* ws = grads_ws_.ensure(N * C * 10);
@@ -653,7 +687,7 @@ class GPT {
     std::memset(g, 0, sizeof(float) * N * C);
     float* dhin = dln;  // (B*R, C) fits in (N, C)
     std::memset(dhin, 0, sizeof(float) * head_rows_ * C);
-    layers::layernorm_backward(dhin, G + sl_.lnf_w, G + sl_.lnf_b, dlnf_.t.data<float>(), head_in_.t.data<float>(),
+    layers::layernorm_backward(dhin, opt(G, sl_.lnf_w), opt(G, sl_.lnf_b), dlnf_.t.data<float>(), head_in_.t.data<float>(),
                                P + sl_.lnf_w, lnf_mean_.t.data<float>(), lnf_rstd_.t.data<float>(), int(head_rows_), C);
     scatter_head_grad(g, dhin);
     for (int l = cfg_.n_layer - 1; l >= 0; --l) {
@@ -662,25 +696,38 @@ class GPT {
       ActivationLayout::Layer const A = al_.layer(l);
       float const* res = a + al_.residual_in(l);
       // res3 = res2 + gelu(fc(ln2(res2))) Wp + bp : g is d res3
-      layers::linear_nn_backward(dfch, G + W.fcproj_w, G + W.fcproj_b, g, a + A.fch_gelu, P + W.fcproj_w, int(N), F, C);
+      layers::linear_nn_backward(dfch, opt(G, W.fcproj_w), opt(G, W.fcproj_b), g, a + A.fch_gelu, P + W.fcproj_w, int(N), F, C);
+      lora_bwd(l, LoraSite::fcproj, dfch, g, C, a + A.fch_gelu, N, GL);
       layers::gelu_backward(dfch, a + A.fch, dfch, std::int64_t(N) * F);
-      layers::linear_nt_backward(dln, G + W.fc_w, G + W.fc_b, dfch, a + A.ln2, P + W.fc_w, int(N), C, F);
+      layers::linear_nt_backward(dln, opt(G, W.fc_w), opt(G, W.fc_b), dfch, a + A.ln2, P + W.fc_w, int(N), C, F);
+      lora_bwd(l, LoraSite::fc, dln, dfch, F, a + A.ln2, N, GL);
       tp_allreduce(dln, N * C);  // column-parallel input gradient: sum of the ranks' partials
-      layers::layernorm_backward(g, G + W.ln2_w, G + W.ln2_b, dln, a + A.res2, P + W.ln2_w, a + A.ln2_mean,
+      layers::layernorm_backward(g, opt(G, W.ln2_w), opt(G, W.ln2_b), dln, a + A.res2, P + W.ln2_w, a + A.ln2_mean,
                                  a + A.ln2_rstd, int(N), C);  // g is now d res2
-      layers::linear_nn_backward(datty, G + W.proj_w, G + W.proj_b, g, a + A.atty, P + W.proj_w, int(N), Cl, C);
+      layers::linear_nn_backward(datty, opt(G, W.proj_w), opt(G, W.proj_b), g, a + A.atty, P + W.proj_w, int(N), Cl, C);
+      lora_bwd(l, LoraSite::proj, datty, g, C, a + A.atty, N, GL);
       attention_grad(dqkv, datty, a + A.qkv, a + A.att, layers::QKVLayout::gpt2(Cl, NH));
-      layers::linear_nt_backward(dln, G + W.qkv_w, G + W.qkv_b, dqkv, a + A.ln1, P + W.qkv_w, int(N), C, 3 * Cl);
+      layers::linear_nt_backward(dln, opt(G, W.qkv_w), opt(G, W.qkv_b), dqkv, a + A.ln1, P + W.qkv_w, int(N), C, 3 * Cl);
+      lora_bwd(l, LoraSite::qkv, dln, dqkv, 3 * Cl, a + A.ln1, N, GL);
       tp_allreduce(dln, N * C);
-      layers::layernorm_backward(g, G + W.ln1_w, G + W.ln1_b, dln, res, P + W.ln1_w, a + A.ln1_mean, a + A.ln1_rstd,
+      layers::layernorm_backward(g, opt(G, W.ln1_w), opt(G, W.ln1_b), dln, res, P + W.ln1_w, a + A.ln1_mean, a + A.ln1_rstd,
                                  int(N), C);  // g is now d res
     }
-    layers::encoder_backward(G + sl_.wte, G + sl_.wpe, g, ids_.data(), pos_.data(), int(N), C, vocab_begin(), vocab_end());
+    if (G) layers::encoder_backward(opt(G, sl_.wte), opt(G, sl_.wpe), g, ids_.data(), pos_.data(), int(N), C, vocab_begin(), vocab_end());
   }
 
   //! A parameter the model may lack (ParamLayout::none): null then.
-  static float* opt(float* base, std::size_t off) { return off == ParamLayout::none ? nullptr : base + off; }
-  static float const* opt(float const* base, std::size_t off) { return off == ParamLayout::none ? nullptr : base + off; }
+  //! Also null when 'base' is (the base weights' gradients under LoRA: frozen).
+  static float* opt(float* base, std::size_t off) { return off == ParamLayout::none || !base ? nullptr : base + off; }
+  static float const* opt(float const* base, std::size_t off) { return off == ParamLayout::none || !base ? nullptr : base + off; }
+  //! The adapters of (layer, site) added to a site's output (no-op without LoRA).
+  void lora_fwd(int l, LoraSite site, float* out, int ld, float const* x, std::size_t N) {
+    if (lora_on()) lora_forward(lora_lay_, lora_.data<float>(), l, site, out, ld, x, int(N), lora_ws_);
+  }
+  //! Their backward: adapter gradients into GL (the gradient buffer under LoRA), dx += their input gradient.
+  void lora_bwd(int l, LoraSite site, float* dx, float const* dy, int ld, float const* x, std::size_t N, float* GL) {
+    if (lora_on()) lora_backward(lora_lay_, lora_.data<float>(), GL, l, site, dx, dy, ld, x, int(N), lora_ws_);
+  }
   //! This rank's heads: NH / tp query heads and their NKV / tp key/value heads.
   layers::QKVLayout qkv_layout() const {
     return layers::QKVLayout::grouped(sl_.local_heads(), sl_.local_kv_heads(), cfg_.head_dim());
@@ -728,6 +775,7 @@ class GPT {
       float* qkv = a + A.qkv;
       layers::rmsnorm_forward(a + A.ln1, a + A.ln1_rstd, res, P + W.ln1_w, rows, eps);
       layers::linear_nt_forward(qkv, a + A.ln1, P + W.qkv_w, opt(P, W.qkv_b), int(N), C, QKV);
+      lora_fwd(l, LoraSite::qkv, qkv, QKV, a + A.ln1, N);
       if (cfg_.qk_norm) {
         std::memcpy(a + A.qkv_raw, qkv, sizeof(float) * N * std::size_t(QKV));
         layers::rmsnorm_forward(qkv, a + A.qk_rstd, qkv, P + W.q_norm, layers::RowSet{std::int64_t(N) * NH, hd, NH, std::size_t(QKV)}, eps);
@@ -738,10 +786,13 @@ class GPT {
       layers::rope_apply(qkv + Q, pos_.data(), std::int64_t(N), NKV, hd, std::size_t(QKV), rope_cos_.data(), rope_sin_.data(), false);
       attention(a + A.atty, a + A.att, qkv, qkv_layout());
       row_parallel_forward(a + A.res2, res, a + A.atty, P + W.proj_w, opt(P, W.proj_b), int(N), Q);
+      lora_fwd(l, LoraSite::proj, a + A.res2, C, a + A.atty, N);
       layers::rmsnorm_forward(a + A.ln2, a + A.ln2_rstd, a + A.res2, P + W.ln2_w, rows, eps);
       layers::linear_nt_forward(a + A.fch, a + A.ln2, P + W.fc_w, opt(P, W.fc_b), int(N), C, 2 * F);
+      lora_fwd(l, LoraSite::fc, a + A.fch, 2 * F, a + A.ln2, N);
       layers::swiglu_forward(a + A.fch_gelu, a + A.fch, std::int64_t(N), F);
       row_parallel_forward(a + A.res3, a + A.res2, a + A.fch_gelu, P + W.fcproj_w, opt(P, W.fcproj_b), int(N), F);
+      lora_fwd(l, LoraSite::fcproj, a + A.res3, C, a + A.fch_gelu, N);
     }
   }
 
@@ -751,7 +802,8 @@ class GPT {
     int const QKV = (NH + 2 * NKV) * hd, Q = NH * hd, F = sl_.local_ff();
     std::size_t const N = std::size_t(B) * T;
     float const* P = params_.data<float>();
-    float* G = grads.data();
+    float* G = lora_on() ? nullptr : grads.data();  // LoRA: the base weights are frozen
+    float* GL = grads.data();
     float* a = acts_.t.data<float>();
     layers::RowSet const rows{std::int64_t(N), C, 1, std::size_t(C)};
     // scratch: g (N, C) residual gradient, dln (N, C), dqkv (N, QKV), datty (N, Q), dfch (N, 2F), dh (N, F)
@@ -765,7 +817,7 @@ class GPT {
     std::memset(g, 0, sizeof(float) * N * C);
     float* dhin = dln;  // (B*R, C) fits in (N, C)
     std::memset(dhin, 0, sizeof(float) * head_rows_ * C);
-    layers::rmsnorm_backward(dhin, G + sl_.lnf_w, dlnf_.t.data<float>(), head_in_.t.data<float>(), P + sl_.lnf_w,
+    layers::rmsnorm_backward(dhin, opt(G, sl_.lnf_w), dlnf_.t.data<float>(), head_in_.t.data<float>(), P + sl_.lnf_w,
                              lnf_rstd_.t.data<float>(), layers::RowSet{std::int64_t(head_rows_), C, 1, std::size_t(C)});
     scatter_head_grad(g, dhin);
     for (int l = cfg_.n_layer - 1; l >= 0; --l) {
@@ -774,12 +826,15 @@ class GPT {
       ActivationLayout::Layer const A = al_.layer(l);
       float const* res = a + al_.residual_in(l);
       // res3 = res2 + (silu(gate) * up) Wd + bd : g is d res3
-      layers::linear_nn_backward(dh, G + W.fcproj_w, opt(G, W.fcproj_b), g, a + A.fch_gelu, P + W.fcproj_w, int(N), F, C);
+      layers::linear_nn_backward(dh, opt(G, W.fcproj_w), opt(G, W.fcproj_b), g, a + A.fch_gelu, P + W.fcproj_w, int(N), F, C);
+      lora_bwd(l, LoraSite::fcproj, dh, g, C, a + A.fch_gelu, N, GL);
       layers::swiglu_backward(dfch, a + A.fch, dh, std::int64_t(N), F);
-      layers::linear_nt_backward(dln, G + W.fc_w, opt(G, W.fc_b), dfch, a + A.ln2, P + W.fc_w, int(N), C, 2 * F);
+      layers::linear_nt_backward(dln, opt(G, W.fc_w), opt(G, W.fc_b), dfch, a + A.ln2, P + W.fc_w, int(N), C, 2 * F);
+      lora_bwd(l, LoraSite::fc, dln, dfch, 2 * F, a + A.ln2, N, GL);
       tp_allreduce(dln, N * C);  // column-parallel input gradient: sum of the ranks' partials
-      layers::rmsnorm_backward(g, G + W.ln2_w, dln, a + A.res2, P + W.ln2_w, a + A.ln2_rstd, rows);  // g is now d res2
-      layers::linear_nn_backward(datty, G + W.proj_w, opt(G, W.proj_b), g, a + A.atty, P + W.proj_w, int(N), Q, C);
+      layers::rmsnorm_backward(g, opt(G, W.ln2_w), dln, a + A.res2, P + W.ln2_w, a + A.ln2_rstd, rows);  // g is now d res2
+      layers::linear_nn_backward(datty, opt(G, W.proj_w), opt(G, W.proj_b), g, a + A.atty, P + W.proj_w, int(N), Q, C);
+      lora_bwd(l, LoraSite::proj, datty, g, C, a + A.atty, N, GL);
       attention_grad(dqkv, datty, a + A.qkv, a + A.att, qkv_layout());
       layers::rope_apply(dqkv, pos_.data(), std::int64_t(N), NH, hd, std::size_t(QKV), rope_cos_.data(), rope_sin_.data(), true);
       layers::rope_apply(dqkv + Q, pos_.data(), std::int64_t(N), NKV, hd, std::size_t(QKV), rope_cos_.data(), rope_sin_.data(), true);
@@ -789,23 +844,25 @@ class GPT {
         bool const tp = sl_.shard().size > 1;
         float* qk = tp ? qk_grad_.ensure(2 * std::size_t(hd)) : nullptr;
         if (tp) std::memset(qk, 0, sizeof(float) * 2 * std::size_t(hd));
-        layers::rmsnorm_backward(dqkv, tp ? qk : G + W.q_norm, dqkv, a + A.qkv_raw, P + W.q_norm, a + A.qk_rstd,
+        layers::rmsnorm_backward(dqkv, tp ? qk : opt(G, W.q_norm), dqkv, a + A.qkv_raw, P + W.q_norm, a + A.qk_rstd,
                                  layers::RowSet{std::int64_t(N) * NH, hd, NH, std::size_t(QKV)}, false);
-        layers::rmsnorm_backward(dqkv + Q, tp ? qk + hd : G + W.k_norm, dqkv + Q, a + A.qkv_raw + Q, P + W.k_norm,
+        layers::rmsnorm_backward(dqkv + Q, tp ? qk + hd : opt(G, W.k_norm), dqkv + Q, a + A.qkv_raw + Q, P + W.k_norm,
                                  a + A.qk_rstd + N * NH, layers::RowSet{std::int64_t(N) * NKV, hd, NKV, std::size_t(QKV)}, false);
         if (tp) {
           comm_->allreduce_sum(std::span<float>(qk, 2 * std::size_t(hd)));
           for (int i = 0; i < hd; ++i) G[W.q_norm + std::size_t(i)] += qk[i], G[W.k_norm + std::size_t(i)] += qk[hd + i];
         }
       }
-      layers::linear_nt_backward(dln, G + W.qkv_w, opt(G, W.qkv_b), dqkv, a + A.ln1, P + W.qkv_w, int(N), C, QKV);
+      layers::linear_nt_backward(dln, opt(G, W.qkv_w), opt(G, W.qkv_b), dqkv, a + A.ln1, P + W.qkv_w, int(N), C, QKV);
+      lora_bwd(l, LoraSite::qkv, dln, dqkv, QKV, a + A.ln1, N, GL);
       tp_allreduce(dln, N * C);
-      layers::rmsnorm_backward(g, G + W.ln1_w, dln, res, P + W.ln1_w, a + A.ln1_rstd, rows);  // g is now d res
+      layers::rmsnorm_backward(g, opt(G, W.ln1_w), dln, res, P + W.ln1_w, a + A.ln1_rstd, rows);  // g is now d res
     }
+    if (!G) return;  // LoRA: the embedding is frozen
     if (sl_.split_embedding())
-      layers::embedding_backward(G + sl_.wte, g, ids_.data(), int(N), C, vocab_begin(), vocab_end());
+      layers::embedding_backward(opt(G, sl_.wte), g, ids_.data(), int(N), C, vocab_begin(), vocab_end());
     else
-      layers::embedding_backward(G + sl_.wte, g, ids_.data(), int(N), C);
+      layers::embedding_backward(opt(G, sl_.wte), g, ids_.data(), int(N), C);
   }
 
   GPTConfig cfg_;
@@ -836,6 +893,9 @@ class GPT {
   detail::grow_buffer maxima_, gather_, full_logits_;  //!< vocabulary-parallel head: row maxima, logits_forward()'s gather
   std::vector<float> gathered_;                          //!< gather_full's receive buffer
   mutable std::vector<double> stats_;   //!< vocabulary-parallel head: per-row partial sums
+  LoraLayout lora_lay_;  //!< the adapters' layout (enable_lora)
+  Tensor lora_;          //!< the adapters (lora_lay_ order); undefined without LoRA
+  LoraScratch lora_ws_;
 };
 
 }  // namespace rlflow::model

@@ -322,13 +322,15 @@ inline void layernorm_forward(float* out, float* mean, float* rstd, float const*
 //! are split across threads they take a second, serial pass (same order, same bits).
 inline void layernorm_backward(float* dinp, float* dw, float* db, float const* dout, float const* inp, float const* w,
                                float const* mean, float const* rstd, int N, int C) {
+  bool const params = dw && db;  // null: frozen weights (LoRA), the input gradient only
   if (std::int64_t{N} * C <= parallel_threshold) {
-    detail::layernorm_backward_rows(dinp, dw, db, dout, inp, w, mean, rstd, 0, N, C, true);
+    detail::layernorm_backward_rows(dinp, dw, db, dout, inp, w, mean, rstd, 0, N, C, params);
     return;
   }
   RLFLOW_MODEL_OMP_FOR_IF(true)
   for (int n = 0; n < N; n += 16)
     detail::layernorm_backward_rows(dinp, dw, db, dout, inp, w, mean, rstd, n, std::min(N, n + 16), C, false);
+  if (!params) return;
   RLFLOW_MODEL_OMP_FOR_IF(C > 32)
   for (int c0 = 0; c0 < C; c0 += 32) {  // by blocks of columns: each column in row order (same bits)
     int const c1 = std::min(C, c0 + 32);
@@ -383,11 +385,12 @@ inline void linear_nt_forward(float* out, float const* inp, float const* w, floa
   detail::set_rows(out, b, M, N, accumulate);
   sgemm(CblasNoTrans, CblasTrans, M, N, K, 1.0f, inp, K, w, K, 1.0f, out, N);
 }
-//! dinp (M, K) = dout W (skipped when null); dw (N, K) += dout^T inp; db (N) += column sums.
+//! dinp (M, K) = dout W; dw (N, K) += dout^T inp; db (N) += column sums (each skipped when null:
+//! a frozen weight, e.g. under LoRA).
 inline void linear_nt_backward(float* dinp, float* dw, float* db, float const* dout, float const* inp, float const* w,
                                int M, int K, int N) {
   if (dinp) sgemm(CblasNoTrans, CblasNoTrans, M, K, N, 1.0f, dout, N, w, K, 0.0f, dinp, K);
-  sgemm(CblasTrans, CblasNoTrans, N, K, M, 1.0f, dout, N, inp, K, 1.0f, dw, K);
+  if (dw) sgemm(CblasTrans, CblasNoTrans, N, K, M, 1.0f, dout, N, inp, K, 1.0f, dw, K);
   if (db) detail::add_column_sums(db, dout, M, N);
 }
 //! out (M, N) = inp (M, K) W + b, W (K, N); with accumulate, out +=.
@@ -412,11 +415,11 @@ inline void linear_nn_forward_residual(float* out, float const* res, float const
   }
   sgemm(CblasNoTrans, CblasNoTrans, M, N, K, 1.0f, inp, K, w, N, 1.0f, out, N);
 }
-//! dinp (M, K) = dout W^T; dw (K, N) += inp^T dout; db (N) += column sums.
+//! dinp (M, K) = dout W^T; dw (K, N) += inp^T dout; db (N) += column sums (each skipped when null).
 inline void linear_nn_backward(float* dinp, float* dw, float* db, float const* dout, float const* inp, float const* w,
                                int M, int K, int N) {
   if (dinp) sgemm(CblasNoTrans, CblasTrans, M, K, N, 1.0f, dout, N, w, N, 0.0f, dinp, K);
-  sgemm(CblasTrans, CblasNoTrans, K, N, M, 1.0f, inp, K, dout, N, 1.0f, dw, N);
+  if (dw) sgemm(CblasTrans, CblasNoTrans, K, N, M, 1.0f, inp, K, dout, N, 1.0f, dw, N);
   if (db) detail::add_column_sums(db, dout, M, N);
 }
 
@@ -796,7 +799,7 @@ inline void rmsnorm_forward(float* out, float* rstd, float const* inp, float con
 //! may be dout itself (each row is read whole before it is written).
 inline void rmsnorm_backward(float* dinp, float* dw, float const* dout, float const* inp, float const* w, float const* rstd, RowSet rs,
                              bool accumulate = true) {
-  for (std::int64_t r = 0; r < rs.rows; ++r) {  // dw first: dout may be overwritten below
+  for (std::int64_t r = 0; dw && r < rs.rows; ++r) {  // dw first (null: frozen): dout may be overwritten below
     float const* x = inp + rs.at(r);
     float const* d = dout + rs.at(r);
     float const s = rstd[r];

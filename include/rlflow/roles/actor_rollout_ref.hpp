@@ -76,7 +76,11 @@ struct engines<cpu::tag> {
   struct device_binding {
     explicit device_binding(WorkerContext const&) {}
   };
-  static void load_rollout(rollout& r, training const& t) { r.load_weights(t.params()); }
+  //! The base weights, then (LoRA) the adapters merged into the rollout's copy: no other copy of the model.
+  static void load_rollout(rollout& r, training const& t) {
+    r.load_weights(t.params());
+    if (t.lora_on()) r.merge_lora(t.lora_layout(), t.trainable());
+  }
   //! The rollout engine of TP rank 'tp': the paged engine from actor_rollout_ref.rollout.*, the
   //! static one for TP > 1 or RoleSetup::static_rollout.
   static rollout make_rollout(RoleSetup const& s, model::TPRank tp) { return CpuRollout(s.policy_model, tp, s.cfg, s.static_rollout); }
@@ -86,7 +90,13 @@ struct engines<cpu::tag> {
   //! Floats of the full model (a training-TP engine's params() hold only its shard).
   static std::size_t full_size(training const& t) { return t.layout().size(); }
   static void allreduce_grads(WorkerContext const& ctx, training& t) { detail::allreduce_mean(ctx, t.grads()); }
-  static std::vector<float> weights(training const& t) { return {t.params().begin(), t.params().end()}; }
+  //! The policy's weights: params(), merged with the LoRA adapters when the actor has them.
+  static std::vector<float> weights(training const& t) {
+    if (!t.lora_on()) return {t.params().begin(), t.params().end()};
+    std::vector<float> full(t.layout().size());
+    t.policy_weights(full);
+    return full;
+  }
   static void save(std::string const& path, training const& t) { engine::save_checkpoint(path, t); }
   static void load(std::string const& path, training& t) { engine::load_checkpoint(path, t); }
   //! Device memory counters of this worker's device (allocated, peak, reserved, peak reserved);
@@ -99,6 +109,16 @@ template <class System>
 concept has_engines = requires { typename engines<System>::training; };
 
 namespace detail {
+//! The actor's LoRA settings from actor_rollout_ref.model.* (A seeded from the model's seed).
+inline model::LoraConfig lora_config(TrainerConfig const& cfg, model::GPTConfig const& m) {
+  auto const& mc = cfg.actor_rollout_ref.model;
+  model::LoraConfig lc;
+  lc.rank = static_cast<int>(mc.lora_rank);
+  lc.alpha = mc.lora_alpha;
+  lc.target_modules = mc.target_modules.items();
+  lc.seed = m.seed ^ 0x4c6f5241ull;  // "LoRA": independent of the base weights' draws
+  return lc;
+}
 //! The rollout engine of TP rank 'tp' on engines 'E' (E::make_rollout, else E::rollout_args).
 template <class E>
 typename E::rollout make_rollout(RoleSetup const& s, model::TPRank tp) {
@@ -329,6 +349,18 @@ class BasicActorRolloutRef {
         throw shape_error(msg("rlflow::roles::ActorRolloutRef: the initial weights hold ", setup_.policy_init->size(),
                               " floats but the model has ", have));
       E::set_weights(actor_, *setup_.policy_init);
+    }
+    if (setup_.cfg.actor_rollout_ref.model.lora_rank > 0) {  // LoRA on the actor; the reference stays the base model
+      if constexpr (requires(typename E::training& t, model::LoraConfig const& lc) { t.enable_lora(lc); }) {
+        if (train_tp_ > 1 || RolloutTP > 1)
+          throw config_error(msg("rlflow::roles::ActorRolloutRef: actor_rollout_ref.model.lora_rank=", setup_.cfg.actor_rollout_ref.model.lora_rank,
+                                 " needs training and rollout TP 1 (got ", train_tp_, " and ", RolloutTP,
+                                 "); use TP<1> and actor_rollout_ref.actor.megatron.tensor_model_parallel_size=1, or lora_rank=0"));
+        actor_.enable_lora(detail::lora_config(setup_.cfg, setup_.policy_model));
+      } else {
+        throw config_error("rlflow::roles::ActorRolloutRef: actor_rollout_ref.model.lora_rank > 0 needs the CPU engines (the CUDA "
+                           "training engine trains full weights); set lora_rank=0 or use Backend<cpu::tag>");
+      }
     }
     if (train_tp_ == 1) {
       E::load_rollout(rollout_, actor_);

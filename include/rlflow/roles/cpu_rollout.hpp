@@ -57,6 +57,10 @@ class CpuRollout {
 
   void load_weights(std::span<float const> flat) { pg_ ? pg_->load_weights(flat) : st_->load_weights(flat); }
   void load_shard(std::span<float const> shard) { pg_ ? pg_->load_shard(shard) : st_->load_shard(shard); }
+  //! W += s B A into the loaded weights (LoRA; TP 1).
+  void merge_lora(model::LoraLayout const& lay, std::span<float const> adapters) {
+    pg_ ? pg_->merge_lora(lay, adapters) : st_->merge_lora(lay, adapters);
+  }
   std::span<float const> weights() const { return pg_ ? pg_->weights() : st_->weights(); }
   std::vector<float> shard_weights() const {
     if (pg_) return {pg_->weights().begin(), pg_->weights().end()};

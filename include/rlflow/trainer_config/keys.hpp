@@ -37,6 +37,9 @@ namespace rlflow {
   X(actor_rollout_ref.model.lm_head, "auto|vocab_parallel|replicated", "rlflow: the LM head's split under tensor parallelism (rollout TP<N>, training TP); auto: vocab_parallel from 256 tokens") \
   X(actor_rollout_ref.model.use_remove_padding, "", "pack the rows' real tokens end to end (no padding) in the actor's and reference's log-prob and update passes") \
   X(actor_rollout_ref.model.enable_gradient_checkpointing, "", "activation checkpointing in the actor and reference: keep each layer's input only, recompute the layer in the backward (bit-identical gradients; CPU engines; verl's default true, rlflow's false)") \
+  X(actor_rollout_ref.model.lora_rank, "", "LoRA rank r of the actor's adapters; 0: train full weights") \
+  X(actor_rollout_ref.model.lora_alpha, "", "LoRA alpha: the adapters' output is scaled by lora_alpha / lora_rank") \
+  X(actor_rollout_ref.model.target_modules, "all-linear|q_proj|k_proj|v_proj|o_proj|gate_proj|up_proj|down_proj|c_attn|c_proj|c_fc", "linears that get LoRA adapters: all-linear (every projection of a block) or a list of module names") \
   X(actor_rollout_ref.actor.strategy, "fsdp|fsdp2|megatron", "training backend name (rlflow trains data-parallel)") \
   X(actor_rollout_ref.actor.ppo_mini_batch_size, "", "prompts per optimizer step (M); rows = M × rollout.n")         \
   X(actor_rollout_ref.actor.ppo_micro_batch_size, "", "deprecated global micro-batch; use ppo_micro_batch_size_per_gpu") \

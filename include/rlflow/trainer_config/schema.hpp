@@ -65,6 +65,10 @@ struct ModelConfig {
   //! layer's input only; the backward recomputes the rest). verl's default: true; rlflow's: false,
   //! since it costs about one more trunk forward per update and the CUDA engine does not do it.
   bool enable_gradient_checkpointing = false;
+  //! verl: model.lora_rank (0: full fine-tuning), lora_alpha, target_modules (model/lora.hpp).
+  std::int64_t lora_rank = 0;
+  double lora_alpha = 16.0;
+  string_list target_modules = "all-linear";
 };
 
 //! verl: actor_rollout_ref.actor.policy_loss.*.

@@ -43,6 +43,14 @@ constexpr bool actor_tensor_parallel_divides(cfg_t const& c) {
   return (c.world_size() < 1 || c.world_size() % tp == 0) &&
          (c.actor_rollout_ref.model.n_head < 1 || c.actor_rollout_ref.model.n_head % tp == 0);
 }
+// verl: model.lora_rank >= 0 (0 off), lora_alpha > 0; rlflow's LoRA runs at training TP 1 and
+// adapts the actor only (critic.model.lora_rank stays rejected in verl_keys.hpp).
+constexpr bool lora_settings(cfg_t const& c) {
+  auto const& m = c.actor_rollout_ref.model;
+  if (m.lora_rank == 0) return true;
+  return m.lora_rank > 0 && m.lora_rank <= 65536 && m.lora_alpha > 0.0 && m.lora_alpha < 1e9 && !m.target_modules.joined.view().empty() &&
+         c.actor_rollout_ref.actor.megatron.tensor_model_parallel_size == 1 && c.actor_rollout_ref.rollout.tensor_model_parallel_size == 1;
+}
 // verl/utils/config.py:86-113 (FSDP: divisible by the device count)
 constexpr bool real_batch_divisible_by_world(cfg_t const& c) {
   auto const w = c.world_size();
@@ -279,6 +287,7 @@ constexpr bool optimizer_ranges(cfg_t const& c) {
   X(lengths_positive, "data.max_prompt_length and data.max_response_length must be at least 1; set positive lengths") \
   X(sequence_parallel_divides_world, "the device count trainer.nnodes * trainer.n_gpus_per_node must be divisible by ulysses_sequence_parallel_size; change one of them") \
   X(actor_tensor_parallel_divides, "actor_rollout_ref.actor.megatron.tensor_model_parallel_size must be at least 1 and divide both the device count and actor_rollout_ref.model.n_head; pick a common divisor") \
+  X(lora_settings, "actor_rollout_ref.model.lora_rank must be 0 (off) or in [1, 65536] with lora_alpha > 0, target_modules not empty, and training and rollout tensor_model_parallel_size 1; fix the LoRA keys") \
   X(real_batch_divisible_by_world, "data.train_batch_size * actor_rollout_ref.rollout.n must be divisible by trainer.nnodes * trainer.n_gpus_per_node; change data.train_batch_size or the device count") \
   X(actor_micro_exclusive, "actor_rollout_ref.actor.ppo_micro_batch_size and ppo_micro_batch_size_per_gpu are both set; set only ppo_micro_batch_size_per_gpu") \
   X(actor_micro_required, "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu is not set and use_dynamic_bsz is false; set ppo_micro_batch_size_per_gpu") \

@@ -71,8 +71,12 @@ inline constexpr std::string_view instead_logprobs_mode = "drop the key; actor_r
 inline constexpr std::string_view why_rollout_feature =
     "quantized, speculative (MTP), MoE-routing, oversampled, ignore-EOS and skipped rollouts are not in rlflow";
 inline constexpr std::string_view instead_none = "drop the key";
-inline constexpr std::string_view why_lora = "LoRA is not in rlflow's Trainer yet (it trains full weights)";
-inline constexpr std::string_view instead_lora = "drop the key to train full weights";
+inline constexpr std::string_view why_lora = "rlflow's LoRA adapts the actor only (the critic trains full weights)";
+inline constexpr std::string_view instead_lora = "drop the key; actor_rollout_ref.model.lora_rank adapts the actor";
+inline constexpr std::string_view why_lora_more =
+    "rlflow's LoRA adapts whole module kinds (target_modules) and starts from fresh adapters";
+inline constexpr std::string_view instead_lora_more =
+    "list the modules in actor_rollout_ref.model.target_modules; load a PEFT folder with engine::load_peft / apply_peft";
 inline constexpr std::string_view why_chat_template = "rlflow renders prompts with the folder's Jinja template or a built-in one";
 inline constexpr std::string_view instead_chat_template = "use data.chat_template=model|chatml|llama3|plain";
 inline constexpr std::string_view why_hf_config = "rlflow reads config.json from actor_rollout_ref.model.path";
@@ -272,11 +276,8 @@ inline constexpr verl_key_rule verl_key_rules[] = {
     {"actor_rollout_ref.model.external_lib", verl_key_use::rejected, why_python_model, instead_hf_config, "null"},
     {"actor_rollout_ref.model.override_config", verl_key_use::rejected, why_python_model, instead_hf_config, "{}"},
     {"actor_rollout_ref.model.enable_activation_offload", verl_key_use::no_effect, why_kernels, {}, {}},
-    {"actor_rollout_ref.model.lora_rank", verl_key_use::rejected, why_lora, instead_lora, "0"},
-    {"actor_rollout_ref.model.lora_alpha", verl_key_use::rejected, why_lora, instead_lora, "16"},
-    {"actor_rollout_ref.model.target_modules", verl_key_use::rejected, why_lora, instead_lora, "all-linear"},
-    {"actor_rollout_ref.model.exclude_modules", verl_key_use::rejected, why_lora, instead_lora, "null"},
-    {"actor_rollout_ref.model.lora_adapter_path", verl_key_use::rejected, why_lora, instead_lora, "null"},
+    {"actor_rollout_ref.model.exclude_modules", verl_key_use::rejected, why_lora_more, instead_lora_more, "null"},
+    {"actor_rollout_ref.model.lora_adapter_path", verl_key_use::rejected, why_lora_more, instead_lora_more, "null"},
     {"actor_rollout_ref.model.use_liger", verl_key_use::no_effect, why_kernels, {}, {}},
     {"actor_rollout_ref.model.use_fused_kernels", verl_key_use::no_effect, why_kernels, {}, {}},
     {"actor_rollout_ref.model.fused_kernel_options.impl_backend", verl_key_use::no_effect, why_kernels, {}, {}},

@@ -285,6 +285,15 @@ RLFLOW_DECL std::string explain(config_check_id id, TrainerConfig const& c) {
     case config_check_id::logging_ranges:
       return msg("trainer.log_freq=", c.trainer.log_freq, " must be at least 1 and trainer.log_train_generations=",
                  c.trainer.log_train_generations, " at least 0; set e.g. trainer.log_freq=10 trainer.log_train_generations=2");
+    case config_check_id::lora_settings: {
+      auto const& m = c.actor_rollout_ref.model;
+      return msg("actor_rollout_ref.model.lora_rank=", m.lora_rank, " lora_alpha=", num(m.lora_alpha), " target_modules=[",
+                 m.target_modules.joined.view(), "] with actor_rollout_ref.actor.megatron.tensor_model_parallel_size=",
+                 a.megatron.tensor_model_parallel_size, " and actor_rollout_ref.rollout.tensor_model_parallel_size=",
+                 r.tensor_model_parallel_size, ": LoRA needs lora_rank in [1, 65536] (0 turns it off), lora_alpha > 0, target "
+                 "modules (all-linear or names), and both tensor_model_parallel_size=1 (adapters are not sharded); fix the "
+                 "offending key");
+    }
     case config_check_id::optimizer_ranges: {
       auto const o = [](std::string_view p, OptimConfig const& x) {
         return msg(p, ".optim.lr=", num(x.lr), " weight_decay=", num(x.weight_decay), " betas=[", num(x.betas[0]), ", ",
