@@ -223,7 +223,7 @@ TEST_CASE("adapter gradients equal the chain rule through the merged model, and 
   }
 }
 
-TEST_CASE("training moves the adapters only; optimizer state covers the adapters", "[lora]") {
+TEST_CASE("training moves the adapters only, optimizer state covers the adapters", "[lora]") {
   auto const arch = GENERATE(Arch::gpt2, Arch::qwen2);
   GPTConfig const cfg = lora_cfg(arch);
   std::mt19937 g(31);
@@ -348,7 +348,7 @@ TEST_CASE("bad LoRA settings are refused by name", "[lora]") {
   CHECK_THROWS_WITH(cr.enable_lora(lora_of(Arch::qwen2, 2, true)), Catch::Contains("critic"));
 }
 
-TEST_CASE("a PEFT export reloads to the same logits; bad folders are refused by name", "[lora][peft]") {
+TEST_CASE("a PEFT export reloads to the same logits, bad folders are refused by name", "[lora][peft]") {
   auto const arch = GENERATE(Arch::gpt2, Arch::llama, Arch::qwen2, Arch::qwen3);
   auto const all = GENERATE(true, false);
   GPTConfig const cfg = lora_cfg(arch);
