@@ -6,4 +6,6 @@
 #pragma once
 #define RLFLOW_COMPILED_PART 1
 #include <rlflow/rlflow.hpp>
+#include <rlflow/engine/peft.hpp>     // not in the umbrella header: its bodies are compiled here too
+#include <rlflow/trainer/report.hpp>
 #include <rlflow/trainer/separate_compilation.hpp>
