@@ -486,11 +486,14 @@ TEST_CASE("trainer.logger, trainer.rollout_data_dir and trainer.val_only", "[con
 TEST_CASE("rollout TP 2 on the paged engine: the static engine's responses and log-probs, the paged metrics",
           "[config][trainer][paged][tp]") {
   // Trainer<..., TP<2>> on 2 workers: one rollout replica of TP 2. With the replicated LM head
-  // (the paged engine's) both engines split the heads alike and all-reduce the same partial sums,
-  // so the rows' tokens are the same; the log-probs are compared within 2e-5 (the paged engine's
-  // own TP-vs-one-rank bound, tests/model/test_paged_engine.cpp), since the two engines' attention
-  // kernels may add in a different order. lm_head=auto on this vocabulary (>= 256 tokens) asks for
-  // the vocabulary-parallel head, which only the static engine has: that run reports no paged metrics.
+  // (the paged engine's) both engines split the heads alike and all-reduce rank-order sums, so the
+  // rows' tokens are the same. The log-probs are not always the same bits at TP 2 (the engines'
+  // products run over batches of different shapes: the paged engine's scheduled tokens, the static
+  // engine's padded rows; seen up to 4.8e-7, one float step at |log p| of 4 to 8): they are
+  // compared within 2e-5, the paged engine's own TP-vs-one-rank bound (test_paged_engine.cpp).
+  // The actor recomputes its log-probs, so the same rows train to the same weights bit for bit.
+  // lm_head=auto on this vocabulary (>= 256 tokens) asks for the vocabulary-parallel head, which
+  // only the static engine has: that run reports no paged metrics.
   fixtures::TempDir d;
   auto const f = rlflow::examples::write_demo_files(d.p / "in", 7, 12, 3, 1, 4, 16, 128, 120, rlflow::model::Arch::qwen2);
   std::mt19937_64 rng(GENERATE(take(1, random(1, 1000000))));
@@ -524,6 +527,9 @@ TEST_CASE("rollout TP 2 on the paged engine: the static engine's responses and l
   auto const prompts = rlflow::DataProto::from_dict({{"input_ids", ids}, {"attention_mask", am}, {"rollout_seed", rlflow::Tensor::from(seeds)}});
   auto const gs = ts.actor_rollout_wg().call<&Trainer::actor_role::generate_sequences>(prompts);
   auto const gp = tp.actor_rollout_wg().call<&Trainer::actor_role::generate_sequences>(prompts);
+  // the paged engine's counters come with its batch only
+  REQUIRE(gs.meta_info().find(std::string(rlflow::metrics_key)) == nullptr);
+  REQUIRE(gp.meta_info().find(std::string(rlflow::metrics_key)) != nullptr);
   auto const rs = gs.tensor("responses").span<std::int32_t>(), rp = gp.tensor("responses").span<std::int32_t>();
   REQUIRE(std::vector<std::int32_t>(rp.begin(), rp.end()) == std::vector<std::int32_t>(rs.begin(), rs.end()));
   auto const ms = gs.tensor("response_mask").span<std::int32_t>(), mp = gp.tensor("response_mask").span<std::int32_t>();
@@ -547,12 +553,7 @@ TEST_CASE("rollout TP 2 on the paged engine: the static engine's responses and l
     double const rows = 4.0 * 2.0;  // train_batch_size x n
     REQUIRE(m_p.at("perf/rollout/generation_tokens") == Approx(m_p.at("response_length/mean") * rows).margin(0.5));
   }
-  auto const ws = ts.actor_weights(), wp = tp.actor_weights();
-  REQUIRE(ws.size() == wp.size());
-  double dw = 0;
-  for (std::size_t i = 0; i < ws.size(); ++i) dw = std::max(dw, double(std::fabs(ws[i] - wp[i])));
-  INFO("largest weight difference " << dw);
-  REQUIRE(dw <= 1e-4);
+  REQUIRE(tp.actor_weights() == ts.actor_weights());
   // lm_head=auto here means the vocabulary-parallel head: the static engine, no paged metrics
   Trainer ta(run_config("auto", "auto"), po);
   REQUIRE(ta.step().count("perf/rollout/generation_tokens") == 0);
