@@ -3,7 +3,8 @@
 // of verl's trainer config (tests/config/verl_keys.txt) is honoured, an alias, accepted with a
 // notice or rejected with the rlflow equivalent; a verl GRPO GSM8K command line from verl's docs
 // starts with notices only; suggestions come only from close keys of the same section; and
-// trainer.logger, trainer.rollout_data_dir and trainer.val_only on a small run from files.
+// trainer.logger, trainer.rollout_data_dir and trainer.val_only on a small run from files; on the
+// same small run at rollout TP 2, the paged engine against the static one (RoleSetup::static_rollout).
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -480,4 +481,80 @@ TEST_CASE("trainer.logger, trainer.rollout_data_dir and trainer.val_only", "[con
     c2.data.val_files = "";
     CHECK_THROWS_WITH(Trainer(c2, opts), Catch::Contains("trainer.val_only=true") && Catch::Contains("data.val_files"));
   }
+}
+
+TEST_CASE("rollout TP 2 on the paged engine: the static engine's responses and log-probs, the paged metrics",
+          "[config][trainer][paged][tp]") {
+  // Trainer<..., TP<2>> on 2 workers: one rollout replica of TP 2. With the replicated LM head
+  // (the paged engine's) both engines split the heads alike and all-reduce rank-order sums, so the
+  // rows' tokens are the same. The log-probs are not always the same bits at TP 2 (the engines'
+  // products run over batches of different shapes: the paged engine's scheduled tokens, the static
+  // engine's padded rows; seen up to 4.8e-7, one float step at |log p| of 4 to 8): they are
+  // compared within 2e-5, the paged engine's own TP-vs-one-rank bound (test_paged_engine.cpp).
+  // The actor recomputes its log-probs, so the same rows train to the same weights bit for bit.
+  // lm_head=auto on this vocabulary (>= 256 tokens) asks for the vocabulary-parallel head, which
+  // only the static engine has: that run reports no paged metrics.
+  fixtures::TempDir d;
+  auto const f = rlflow::examples::write_demo_files(d.p / "in", 7, 12, 3, 1, 4, 16, 128, 120, rlflow::model::Arch::qwen2);
+  std::mt19937_64 rng(GENERATE(take(1, random(1, 1000000))));
+  std::uint64_t const seed = rng();
+  INFO("seed " << seed);
+  auto run_config = [&](char const* dir, char const* head) {
+    auto c = small_run(f, d.p / dir);
+    c.actor_rollout_ref.model.lm_head = head;
+    c.seed = std::int64_t(seed % 100000);
+    return c;
+  };
+  rlflow::TrainerOptions so, po;
+  so.console = po.console = false;
+  so.static_rollout = true;
+  Trainer ts(run_config("static", "replicated"), so), tp(run_config("paged", "replicated"), po);
+  int const V = static_cast<int>(tp.tokenizer().vocab_size());
+  REQUIRE(V >= rlflow::engine::vocab_parallel_min_vocab);
+  // a random left-padded prompt batch with one seed per row, through each trainer's rollout group
+  int const B = 6, P = 12;
+  rlflow::Tensor ids = rlflow::Tensor::empty(rlflow::DType::int32, rlflow::Shape{B, P});
+  rlflow::Tensor am = rlflow::Tensor::empty(rlflow::DType::int32, rlflow::Shape{B, P});
+  std::vector<std::int64_t> seeds;
+  for (int i = 0; i < B; ++i) {
+    int const pad = int(rng() % std::uint64_t(P - 1));
+    for (int t = 0; t < P; ++t) {
+      ids.at<std::int32_t>(i, t) = t < pad ? 0 : std::int32_t(rng() % std::uint64_t(V));
+      am.at<std::int32_t>(i, t) = t < pad ? 0 : 1;
+    }
+    seeds.push_back(std::int64_t(rng() % 1000000));
+  }
+  auto const prompts = rlflow::DataProto::from_dict({{"input_ids", ids}, {"attention_mask", am}, {"rollout_seed", rlflow::Tensor::from(seeds)}});
+  auto const gs = ts.actor_rollout_wg().call<&Trainer::actor_role::generate_sequences>(prompts);
+  auto const gp = tp.actor_rollout_wg().call<&Trainer::actor_role::generate_sequences>(prompts);
+  // the paged engine's counters come with its batch only
+  REQUIRE(gs.meta_info().find(std::string(rlflow::metrics_key)) == nullptr);
+  REQUIRE(gp.meta_info().find(std::string(rlflow::metrics_key)) != nullptr);
+  auto const rs = gs.tensor("responses").span<std::int32_t>(), rp = gp.tensor("responses").span<std::int32_t>();
+  REQUIRE(std::vector<std::int32_t>(rp.begin(), rp.end()) == std::vector<std::int32_t>(rs.begin(), rs.end()));
+  auto const ms = gs.tensor("response_mask").span<std::int32_t>(), mp = gp.tensor("response_mask").span<std::int32_t>();
+  REQUIRE(std::vector<std::int32_t>(mp.begin(), mp.end()) == std::vector<std::int32_t>(ms.begin(), ms.end()));
+  auto const ls = gs.tensor("rollout_log_probs").span<float>(), lp = gp.tensor("rollout_log_probs").span<float>();
+  REQUIRE(ls.size() == lp.size());
+  double worst = 0;
+  for (std::size_t i = 0; i < ls.size(); ++i) worst = std::max(worst, double(std::fabs(ls[i] - lp[i])));
+  INFO("largest log-prob difference " << worst);
+  REQUIRE(worst <= 2e-5);
+  // the training steps: the same rows, so the same scores and lengths; the paged metrics at TP 2
+  for (int s = 0; s < 2; ++s) {
+    INFO("step " << s + 1);
+    auto const m_s = ts.step(), m_p = tp.step();
+    REQUIRE(m_s.count("perf/rollout/generation_tokens") == 0);
+    REQUIRE(m_p.count("perf/rollout/generation_tokens") == 1);
+    REQUIRE(m_p.count("perf/rollout/prefix_cache_hit_rate") == 1);
+    REQUIRE(m_p.at("response_length/mean") == m_s.at("response_length/mean"));
+    REQUIRE(m_p.at("critic/score/mean") == m_s.at("critic/score/mean"));
+    // each generated token counted once (the TP ranks of the replica generate the same rows)
+    double const rows = 4.0 * 2.0;  // train_batch_size x n
+    REQUIRE(m_p.at("perf/rollout/generation_tokens") == Approx(m_p.at("response_length/mean") * rows).margin(0.5));
+  }
+  REQUIRE(tp.actor_weights() == ts.actor_weights());
+  // lm_head=auto here means the vocabulary-parallel head: the static engine, no paged metrics
+  Trainer ta(run_config("auto", "auto"), po);
+  REQUIRE(ta.step().count("perf/rollout/generation_tokens") == 0);
 }

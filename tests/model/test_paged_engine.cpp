@@ -547,6 +547,40 @@ TEST_CASE("tensor-parallel ranks hold their heads' share of the blocks and agree
     for (std::size_t i = 0; i < gs.size(); ++i) require_same(outs[std::size_t(r)][i], ref[i]);
 }
 
+TEST_CASE("a tensor-parallel engine given its communicator after construction agrees with one rank", "[engine][paged][tp]") {
+  auto const arch = GENERATE(Arch::gpt2, Arch::llama);
+  GPTConfig const cfg = model_of(arch);
+  auto const w = fixtures::perturbed_weights(cfg, 18, 0.3f);
+  auto const gs = random_groups(3, 2, cfg.vocab_size, 97);
+  SamplingParams const sp = sampled(10);
+  PagedEngineConfig pc;
+  pc.block_size = 4;
+  pc.max_num_batched_tokens = 11;
+  PagedEngine one(cfg, pc);
+  one.load_weights(w);
+  auto const ref = one.generate(prompts_of(gs), params_of(gs, sp));
+  auto wrong_size = rlflow::comm::LocalCommunicator::make_group(3);
+  auto wrong_rank = rlflow::comm::LocalCommunicator::make_group(2);
+  auto const outs = fixtures::on_ranks(2, [&](int r, rlflow::comm::LocalCommunicator& comm) {
+    PagedEngine eng(cfg, pc, rlflow::model::TPRank{r, 2});  // the roles split the mesh later
+    eng.load_weights(w);
+    // no communicator yet: refused before any request is queued, naming the fix
+    REQUIRE_THROWS_WITH(eng.generate(prompts_of(gs), params_of(gs, sp)), Catch::Contains("set_tp_communicator"));
+    REQUIRE_FALSE(eng.has_unfinished());
+    REQUIRE_THROWS_WITH(eng.set_tp_communicator(nullptr), Catch::Contains("got none"));
+    REQUIRE_THROWS_WITH(eng.set_tp_communicator(wrong_size[std::size_t(r)].get()), Catch::Contains("got size 3"));
+    REQUIRE_THROWS_WITH(eng.set_tp_communicator(wrong_rank[std::size_t(1 - r)].get()), Catch::Contains(rlflow::msg("got size 2, rank ", 1 - r)));
+    eng.set_tp_communicator(&comm);
+    auto o = eng.generate(prompts_of(gs), params_of(gs, sp));
+    REQUIRE(eng.pool().num_used() == 0);
+    return o;
+  });
+  for (int r = 0; r < 2; ++r)
+    for (std::size_t i = 0; i < gs.size(); ++i) require_same(outs[std::size_t(r)][i], ref[i]);
+  // a wrong communicator given at construction is refused the same way
+  REQUIRE_THROWS_WITH(PagedEngine(cfg, pc, rlflow::model::TPRank{0, 2}, wrong_size[0].get()), Catch::Contains("needs its TP group's communicator"));
+}
+
 TEST_CASE("the static engine's batch contract: left-padded rows, groups of repeated prompts", "[engine][paged]") {
   auto const arch = GENERATE(Arch::gpt2, Arch::llama);
   GPTConfig const cfg = model_of(arch);

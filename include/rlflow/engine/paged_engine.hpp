@@ -204,6 +204,7 @@ inline std::size_t available_memory_bytes() {
 //! The paged rollout engine. Weights are a private copy (load_weights); the KV cache is one block
 //! pool. With tp.size > 1 it holds TP rank tp.rank's shard (its heads' share of every block; the
 //! LM head replicated) and 'tp_comm' sums the row-parallel outputs; every rank makes the same calls.
+//! The communicator may come later (set_tp_communicator), before the first request.
 //! Not thread-safe: one thread drives add_request / step / abort.
 //! vLLM: LLMEngine (add_request, step, abort_request), LLM.generate; verl: vLLMRollout.
 class PagedEngine {
@@ -217,9 +218,7 @@ class PagedEngine {
       : cfg_(cfg), pc_(pc), lay_(cfg), shard_(cfg, tp, false), comm_(tp_comm) {
     cfg_.validate();
     pc_.validate();
-    if (tp.size > 1 && (!comm_ || comm_->size() != tp.size || comm_->rank() != tp.rank))
-      throw config_error(msg(who, ": TP rank ", tp.rank, " of ", tp.size, " needs its TP group's communicator (size ", tp.size,
-                             ", rank ", tp.rank, ")"));
+    if (tp_comm) set_tp_communicator(tp_comm);
     weights_ = Tensor::empty(DType::float32, Shape{static_cast<std::int64_t>(shard_.size())});
     Tensor full = Tensor::empty(DType::float32, Shape{static_cast<std::int64_t>(lay_.size())});
     model::init_params(cfg_, full.span<float>());
@@ -284,6 +283,16 @@ class PagedEngine {
   //! This rank's weights (ShardLayout order; the full model when not tensor-parallel).
   std::span<float const> weights() const { return weights_.span<float const>(); }
   model::ShardLayout const& shard_layout() const { return shard_; }
+  //! Gives a tensor-parallel engine its TP group's communicator (size tp.size, this rank at
+  //! tp.rank), when the group is made after the engine (the roles split the mesh on the first
+  //! generation). Required before the first request at tp.size > 1. RolloutEngine::set_tp_communicator.
+  void set_tp_communicator(comm::Communicator* c) {
+    model::TPRank const tp = shard_.shard();
+    if (!c || c->size() != tp.size || c->rank() != tp.rank)
+      throw config_error(msg(who, ": TP rank ", tp.rank, " of ", tp.size, " needs its TP group's communicator (size ", tp.size,
+                             ", rank ", tp.rank, "); got ", c ? msg("size ", c->size(), ", rank ", c->rank()) : std::string("none")));
+    comm_ = c;
+  }
   //! The LM head is replicated on every TP rank (RolloutEngine also offers a vocabulary-parallel one).
   model::LMHead lm_head() const { return model::LMHead::replicated; }
 
@@ -346,6 +355,7 @@ class PagedEngine {
   //! Runs the prompts to completion on an idle engine: request i is prompt i with params[i] (or
   //! params[0] for all); returns the outputs in prompt order. verl: generate_sequences.
   std::vector<RequestOutput> generate(std::vector<std::vector<std::int32_t>> const& prompts, std::vector<RequestParams> const& params) {
+    require_comm("generate");
     if (has_unfinished())
       throw value_error(msg(who, "::generate: ", reqs_.size(), " requests are in flight; generate() runs on an idle engine "
                                  "(drive step() yourself, or abort them first)"));
@@ -374,6 +384,7 @@ class PagedEngine {
   //! unfinished_generated. verl: generate_sequences (abort_all_requests for ctl.abort).
   RolloutResult generate(Tensor const& prompt_ids, Tensor const& prompt_mask, SamplingParams const& sp,
                          std::span<std::uint64_t const> seeds, GenerateControl const& ctl = {}) {
+    require_comm("generate");
     sp.validate(cfg_.vocab_size);
     detail::DecodeBook::check_prompts(who, prompt_ids, prompt_mask, sp.max_new_tokens, cfg_);
     int const B = static_cast<int>(prompt_ids.dim(0)), P = static_cast<int>(prompt_ids.dim(1)), R = sp.max_new_tokens;
@@ -530,7 +541,16 @@ class PagedEngine {
     return s;
   }
 
+  //! A tensor-parallel engine runs only with its TP group's communicator.
+  void require_comm(char const* where) const {
+    model::TPRank const tp = shard_.shard();
+    if (tp.size > 1 && !comm_)
+      throw config_error(msg(who, "::", where, ": TP rank ", tp.rank, " of ", tp.size, " has no TP group communicator; pass it to "
+                             "the constructor or call set_tp_communicator(c) (size ", tp.size, ", rank ", tp.rank, ") first"));
+  }
+
   void check_request(std::string const& id, std::vector<std::int32_t> const& prompt, RequestParams const& p) const {
+    require_comm("add_request");
     if (reqs_.count(id)) throw value_error(msg(who, "::add_request: request id '", id, "' is already in flight; use a unique id"));
     int const V = cfg_.vocab_size, P = int(prompt.size());
     if (P < 1) throw shape_error(msg(who, "::add_request: request '", id, "' has an empty prompt; pass at least one token"));

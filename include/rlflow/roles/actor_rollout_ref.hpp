@@ -82,7 +82,7 @@ struct engines<cpu::tag> {
     if (t.lora_on()) r.merge_lora(t.lora_layout(), t.trainable());
   }
   //! The rollout engine of TP rank 'tp': the paged engine from actor_rollout_ref.rollout.*, the
-  //! static one for TP > 1 or RoleSetup::static_rollout.
+  //! static one for a TP > 1 vocabulary-parallel LM head or RoleSetup::static_rollout.
   static rollout make_rollout(RoleSetup const& s, model::TPRank tp) { return CpuRollout(s.policy_model, tp, s.cfg, s.static_rollout); }
   //! Sets the training engine's weights from a full flat copy (weights from model.path); a
   //! training-TP engine keeps its slice.
