@@ -32,7 +32,7 @@ TrainerConfig tiny(fs::path const& dir) {
   return c;
 }
 using rlflow::testing::fresh_dir;
-tasks::StringTask const task{};
+using rlflow::testing::task;
 }  // namespace
 
 TEST_CASE("Trainer: bypass mode takes old_log_probs from the rollout and reports rollout_corr metrics", "[trainer][rollout_corr]") {

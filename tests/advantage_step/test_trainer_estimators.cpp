@@ -25,7 +25,7 @@ using namespace rlflow::testing;
 namespace fs = std::filesystem;
 
 namespace {
-tasks::StringTask const task{};
+using rlflow::testing::task;
 using Reward = roles::RuleReward<Score>;
 
 template <class T>

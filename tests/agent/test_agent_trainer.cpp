@@ -27,7 +27,7 @@ namespace {
 using namespace rlflow::testing;
 using agent::json;
 
-tasks::StringTask const task{};
+using rlflow::testing::task;
 PromptDataset dataset() { return task.make_dataset(256, 3); }
 
 std::atomic<int> tool_calls{0};

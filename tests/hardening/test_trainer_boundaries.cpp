@@ -21,7 +21,7 @@ namespace fs = std::filesystem;
 
 namespace {
 using namespace rlflow::testing;
-tasks::StringTask const task{};
+using rlflow::testing::task;
 PromptDataset dataset() { return task.make_dataset(64, 3); }
 
 std::string slurp(fs::path const& p) {

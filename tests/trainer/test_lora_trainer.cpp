@@ -19,12 +19,12 @@
 
 namespace fs = std::filesystem;
 using rlflow::TrainerConfig;
-using Trainer = rlflow::Trainer<rlflow::GRPO, rlflow::Colocate<3>>;
-using actor_role = Trainer::actor_role;
+using LoraTrainer = rlflow::Trainer<rlflow::GRPO, rlflow::Colocate<3>>;
+using actor_role = LoraTrainer::actor_role;
 
 namespace {
 TrainerConfig lora_run(rlflow::examples::DemoFiles const& f, fs::path const& out) {
-  TrainerConfig c = Trainer::program_defaults();
+  TrainerConfig c = LoraTrainer::program_defaults();
   c.actor_rollout_ref.model.path = f.model_dir.string();
   c.data.train_files = f.train_file.string();
   c.data.val_files = f.val_file.string();
@@ -58,7 +58,7 @@ TrainerConfig lora_run(rlflow::examples::DemoFiles const& f, fs::path const& out
 TEST_CASE("GRPO with LoRA trains the adapters only and the rollout samples from base + adapters", "[trainer][lora]") {
   fixtures::TempDir d;
   auto const f = rlflow::examples::write_demo_files(d.p / "in", 6, 12, 3, 1, 4, 16, 128, 120, rlflow::model::Arch::qwen2);
-  Trainer t(lora_run(f, d.p / "run"), rlflow::TrainerOptions{.console = false});
+  LoraTrainer t(lora_run(f, d.p / "run"), rlflow::TrainerOptions{.console = false});
   t.fit();
   auto const init = rlflow::model::hf::load_model(f.model_dir);
   rlflow::model::ParamLayout const lay(init.config);
@@ -113,16 +113,16 @@ TEST_CASE("LoRA keys the Trainer does not support are refused before any work", 
   {
     auto c = lora_run(f, d.p / "run");
     c.actor_rollout_ref.model.target_modules = "q_proj,c_attn";  // a GPT-2 name on a Qwen2 folder
-    CHECK_THROWS_WITH(Trainer(c, rlflow::TrainerOptions{.console = false}), Catch::Contains("'c_attn'") && Catch::Contains("gate_proj"));
+    CHECK_THROWS_WITH(LoraTrainer(c, rlflow::TrainerOptions{.console = false}), Catch::Contains("'c_attn'") && Catch::Contains("gate_proj"));
   }
   {
     auto c = lora_run(f, d.p / "run");
     c.actor_rollout_ref.model.lora_rank = -4;
-    CHECK_THROWS_WITH(Trainer(c, rlflow::TrainerOptions{.console = false}), Catch::Contains("lora_rank=-4"));
+    CHECK_THROWS_WITH(LoraTrainer(c, rlflow::TrainerOptions{.console = false}), Catch::Contains("lora_rank=-4"));
   }
   {
     auto c = lora_run(f, d.p / "run");
     c.actor_rollout_ref.actor.megatron.tensor_model_parallel_size = 2;
-    CHECK_THROWS_WITH(Trainer(c, rlflow::TrainerOptions{.console = false}), Catch::Contains("tensor_model_parallel_size=1"));
+    CHECK_THROWS_WITH(LoraTrainer(c, rlflow::TrainerOptions{.console = false}), Catch::Contains("tensor_model_parallel_size=1"));
   }
 }

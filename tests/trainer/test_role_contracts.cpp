@@ -114,19 +114,19 @@ struct CriticWithoutUpdate {
 using rlflow::testing::fresh_dir;
 using rlflow::testing::quiet;
 //! The shared tiny configuration, two steps.
-TrainerConfig tiny_config(fs::path const& dir) {
+TrainerConfig two_step_config(fs::path const& dir) {
   TrainerConfig c = rlflow::testing::tiny_config(dir);
   c.trainer.total_training_steps = 2;
   return c;
 }
 
-tasks::StringTask const task{};
+using rlflow::testing::task;
 
 //! The metrics of 'steps' steps of trainer type T, without the wall-clock ones.
 template <class T>
 std::vector<Metrics> run_steps(std::string const& name, int steps) {
   auto dir = fresh_dir(name);
-  T t(tiny_config(dir), task.make_dataset(64, 3), task.charset(), quiet());
+  T t(two_step_config(dir), task.make_dataset(64, 3), task.charset(), quiet());
   std::vector<Metrics> out;
   for (int i = 0; i < steps; ++i) out.push_back(rlflow::testing::deterministic_part(t.step()));
   fs::remove_all(dir);

@@ -7,6 +7,8 @@
 #include <rlflow/core/metrics.hpp>
 #include <rlflow/tasks/string_tasks.hpp>
 
+#include "trainer/trainer_fixtures.hpp"
+
 #include <fstream>
 #include <random>
 #include <set>
@@ -14,13 +16,7 @@
 using namespace rlflow;
 namespace fs = std::filesystem;
 
-namespace {
-fs::path fresh_dir(std::string const& name) {
-  auto p = fs::temp_directory_path() / ("rlflow_test_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(p);
-  return p;
-}
-}  // namespace
+using rlflow::testing::fresh_dir;
 
 TEST_CASE("CheckpointWriter commits atomically and verify_checkpoint detects corruption", "[trainer][checkpoint]") {
   auto root = fresh_dir("ckpt");

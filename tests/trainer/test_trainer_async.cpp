@@ -39,16 +39,11 @@ using Reward = roles::RuleReward<examples::ReverseScore>;
 using SyncTrainer = Trainer<GRPO, Colocate<3>, Reward>;
 using SepTrainer = Trainer<GRPO, SeparateAsync, Reward>;
 
-tasks::StringTask const task{};
+using rlflow::testing::task;
 
-PromptDataset dataset() { return task.make_dataset(256, 7); }
+PromptDataset async_dataset() { return task.make_dataset(256, 7); }
 
-TrainerOptions quiet(std::shared_ptr<AsyncHooks const> hooks = nullptr) {
-  TrainerOptions o;
-  o.console = false;
-  o.async_hooks = std::move(hooks);
-  return o;
-}
+using rlflow::testing::quiet;
 
 //! 8 prompts x 4 samples a step, one actor update a step (parameter_sync_step 1), 2 trainer workers.
 TrainerConfig base_config(char const* name, std::int64_t steps = 6) {
@@ -113,12 +108,12 @@ std::vector<std::pair<std::int64_t, double>> logged(fs::path const& file, std::s
 
 TEST_CASE("SeparateAsync with staleness bound 0 gives the sync trainer's weights exactly", "[trainer][async]") {
   auto const sc = base_config("sync");
-  SyncTrainer sync(sc, dataset(), task.charset(), quiet());
+  SyncTrainer sync(sc, async_dataset(), task.charset(), quiet());
   auto const ms = run(sync);
   auto const ws = sync.actor_weights();
   for (int rollout_devices : {2, 1}) {
     INFO("rollout devices " << rollout_devices);
-    SepTrainer sep(separate_config("sep0", rollout_devices, 0), dataset(), task.charset(), quiet());
+    SepTrainer sep(separate_config("sep0", rollout_devices, 0), async_dataset(), task.charset(), quiet());
     REQUIRE(sep.config().is_separate_async());
     REQUIRE(sep.rollout_replicas() == rollout_devices);
     REQUIRE(sep.async_rollout() != nullptr);
@@ -138,7 +133,7 @@ TEST_CASE("SeparateAsync with staleness bound 0 gives the sync trainer's weights
   // trains on other samples and ends elsewhere
   auto hooks = std::make_shared<AsyncHooks>();
   hooks->before_train = [](std::int64_t, DataProto const&) { std::this_thread::sleep_for(std::chrono::milliseconds(20)); };
-  SepTrainer one_off(separate_config("sep1", 1, 1), dataset(), task.charset(), quiet(hooks));
+  SepTrainer one_off(separate_config("sep1", 1, 1), async_dataset(), task.charset(), quiet(hooks));
   auto const m1 = run(one_off);
   REQUIRE(m1[1].at("training/off_policy/trajectory_staleness/max") == 1);
   REQUIRE(one_off.actor_weights() != ws);
@@ -146,12 +141,12 @@ TEST_CASE("SeparateAsync with staleness bound 0 gives the sync trainer's weights
 
 TEST_CASE("colocate_async with staleness bound 0 gives the sync trainer's weights exactly", "[trainer][async]") {
   auto const sc = base_config("sync_c");
-  SyncTrainer sync(sc, dataset(), task.charset(), quiet());
+  SyncTrainer sync(sc, async_dataset(), task.charset(), quiet());
   auto const ms = run(sync);
   auto c = base_config("coloc0");
   c.trainer.v1.trainer_mode = "colocate_async";
   c.trainer.v1.colocate_async.num_warmup_batches = 0;
-  SyncTrainer co(c, dataset(), task.charset(), quiet());
+  SyncTrainer co(c, async_dataset(), task.charset(), quiet());
   REQUIRE(co.async_rollout() != nullptr);
   auto const ma = run(co);
   REQUIRE(co.actor_weights() == sync.actor_weights());
@@ -215,16 +210,16 @@ TEST_CASE("the staleness bound holds under random delays, every batch is used on
         REQUIRE(t.async_rollout()->max_buffer_depth() <= std::size_t(k + 1));
       };
       if (separate) {
-        SepTrainer t(c, dataset(), task.charset(), quiet(hooks));
+        SepTrainer t(c, async_dataset(), task.charset(), quiet(hooks));
         check(t);
       } else {
-        SyncTrainer t(c, dataset(), task.charset(), quiet(hooks));
+        SyncTrainer t(c, async_dataset(), task.charset(), quiet(hooks));
         check(t);
       }
       // every step once, in order, with the dataset's prompts in order (none lost, none twice)
       REQUIRE(steps_seen.size() == std::size_t(steps));
       for (std::size_t i = 0; i < steps_seen.size(); ++i) REQUIRE(steps_seen[i] == std::int64_t(i + 1));
-      PromptDataset d = dataset();
+      PromptDataset d = async_dataset();
       DataPosition pos;
       for (auto const& p : prompts_seen) {
         auto items = d.next_batch(pos, 8);
@@ -240,7 +235,7 @@ TEST_CASE("a rollout worker that throws fails the step with the pool, role and r
   hooks->in_generate = [](std::int64_t step, int rank) {
     if (step == 3 && rank == 1) throw std::runtime_error("injected generation failure");
   };
-  SepTrainer t(separate_config("throw", 2, 1), dataset(), task.charset(), quiet(hooks));
+  SepTrainer t(separate_config("throw", 2, 1), async_dataset(), task.charset(), quiet(hooks));
   t.step();
   t.step();
   try {
@@ -260,7 +255,7 @@ TEST_CASE("a failing weight sync fails a step with the pool and the version, no 
   hooks->on_sync = [](std::int64_t version) {
     if (version == 2) throw std::runtime_error("injected sync failure");
   };
-  SepTrainer t(separate_config("syncfail", 1, 1), dataset(), task.charset(), quiet(hooks));
+  SepTrainer t(separate_config("syncfail", 1, 1), async_dataset(), task.charset(), quiet(hooks));
   try {
     t.fit();
     FAIL("no step failed");
@@ -279,7 +274,7 @@ TEST_CASE("a failed async step leaves a trainer that fails again at once, joins 
   // bound 0: a schedule that does not depend on timing, so the resumed run must end with the
   // uninterrupted run's weights exactly (which equal the sync trainer's)
   auto const full_cfg = separate_config("fail_full", 2, 0, 5);
-  SepTrainer full(full_cfg, dataset(), task.charset(), quiet());
+  SepTrainer full(full_cfg, async_dataset(), task.charset(), quiet());
   run(full);
   auto const want = full.actor_weights();
   for (std::string const kind : {"generate", "update_weights"}) {
@@ -303,13 +298,13 @@ TEST_CASE("a failed async step leaves a trainer that fails again at once, joins 
           if (rank == 1 && ++loads_rank1 == 3) throw std::runtime_error("injected load failure");
         };
       auto const make = [&](std::shared_ptr<AsyncHooks const> h) -> std::unique_ptr<SepTrainer> {
-        return std::make_unique<SepTrainer>(cfg, dataset(), task.charset(), quiet(std::move(h)));
+        return std::make_unique<SepTrainer>(cfg, async_dataset(), task.charset(), quiet(std::move(h)));
       };
       std::string first_error;
       {
         std::unique_ptr<SepTrainer> sep;
         std::unique_ptr<SyncTrainer> co;
-        if (colocate) co = std::make_unique<SyncTrainer>(cfg, dataset(), task.charset(), quiet(hooks));
+        if (colocate) co = std::make_unique<SyncTrainer>(cfg, async_dataset(), task.charset(), quiet(hooks));
         else sep = make(hooks);
         auto fail_step = [&]() -> std::string {
           try {
@@ -346,7 +341,7 @@ TEST_CASE("a failed async step leaves a trainer that fails again at once, joins 
       // a new trainer resumes from the step-2 checkpoint and ends with the uninterrupted weights
       std::vector<float> got;
       if (colocate) {
-        SyncTrainer co(cfg, dataset(), task.charset(), quiet());
+        SyncTrainer co(cfg, async_dataset(), task.charset(), quiet());
         REQUIRE(co.global_step() == 2);
         run(co);
         got = co.actor_weights();
@@ -388,8 +383,8 @@ TEST_CASE("a driver-side failure after an async step took its batch fails every 
           };
         return o;
       };
-      auto const make = [&](bool failing) { return std::make_unique<SepTrainer>(cfg, dataset(), task.charset(), options(failing)); };
-      auto const make_co = [&](bool failing) { return std::make_unique<SyncTrainer>(cfg, dataset(), task.charset(), options(failing)); };
+      auto const make = [&](bool failing) { return std::make_unique<SepTrainer>(cfg, async_dataset(), task.charset(), options(failing)); };
+      auto const make_co = [&](bool failing) { return std::make_unique<SyncTrainer>(cfg, async_dataset(), task.charset(), options(failing)); };
       // the uninterrupted run (same config, its own directory); bound 0 makes the schedule, and so
       // the weights, independent of timing (with bound 1 the resumed run is checked to finish)
       std::vector<float> want;
@@ -399,11 +394,11 @@ TEST_CASE("a driver-side failure after an async step took its batch fails every 
         full_cfg.trainer.resume_mode = "disable";
         full_cfg.trainer.default_local_dir = (dir + "_full").c_str();
         if (colocate) {
-          SyncTrainer t(full_cfg, dataset(), task.charset(), quiet());
+          SyncTrainer t(full_cfg, async_dataset(), task.charset(), quiet());
           run(t);
           want = t.actor_weights();
         } else {
-          SepTrainer t(full_cfg, dataset(), task.charset(), quiet());
+          SepTrainer t(full_cfg, async_dataset(), task.charset(), quiet());
           run(t);
           want = t.actor_weights();
         }
@@ -484,10 +479,10 @@ TEST_CASE("the async modes' rollout workers run with TrainerOptions::threads_per
       auto o = quiet(hooks);
       o.threads_per_worker = threads;
       if (colocate) {
-        SyncTrainer t(cfg, dataset(), task.charset(), std::move(o));
+        SyncTrainer t(cfg, async_dataset(), task.charset(), std::move(o));
         run(t);
       } else {
-        SepTrainer t(cfg, dataset(), task.charset(), std::move(o));
+        SepTrainer t(cfg, async_dataset(), task.charset(), std::move(o));
         run(t);
       }
       REQUIRE(seen.size() == 2);  // both rollout ranks generated
@@ -506,7 +501,7 @@ TEST_CASE("ReMax in the async modes: bound 0 gives the sync ReMax trainer's weig
           "[trainer][async][remax]") {
   using SyncRemax = Trainer<ReMax, Colocate<3>, Reward>;
   using SepRemax = Trainer<ReMax, SeparateAsync, Reward>;
-  SyncRemax sync(base_config("remax_sync", 4), dataset(), task.charset(), quiet());
+  SyncRemax sync(base_config("remax_sync", 4), async_dataset(), task.charset(), quiet());
   auto const ms = run(sync);
   for (bool const separate : {true, false}) {
     INFO((separate ? "separate_async" : "colocate_async"));
@@ -518,11 +513,11 @@ TEST_CASE("ReMax in the async modes: bound 0 gives the sync ReMax trainer's weig
     std::vector<Metrics> ma;
     std::vector<float> w;
     if (separate) {
-      SepRemax t(cfg, dataset(), task.charset(), quiet());
+      SepRemax t(cfg, async_dataset(), task.charset(), quiet());
       ma = run(t);
       w = t.actor_weights();
     } else {
-      SyncRemax t(cfg, dataset(), task.charset(), quiet());
+      SyncRemax t(cfg, async_dataset(), task.charset(), quiet());
       ma = run(t);
       w = t.actor_weights();
     }
@@ -540,7 +535,7 @@ TEST_CASE("ReMax in the async modes: bound 0 gives the sync ReMax trainer's weig
   std::vector<Metrics> m_full;
   auto const run_lockstep = [](TrainerConfig const& c, std::vector<float>& w, std::vector<Metrics>& out) {
     auto holder = std::make_shared<SepRemax*>(nullptr);
-    SepRemax t(c, dataset(), task.charset(), quiet(lockstep_hooks(holder, 1)));
+    SepRemax t(c, async_dataset(), task.charset(), quiet(lockstep_hooks(holder, 1)));
     *holder = &t;
     out = run(t);
     w = t.actor_weights();
@@ -564,7 +559,7 @@ TEST_CASE("ReMax in the async modes: bound 0 gives the sync ReMax trainer's weig
     auto rc = base_config("remax_regen", 6);
     rc.trainer.resume_mode = "resume_path";
     rc.trainer.resume_from_path = (dir / ("global_step_" + std::to_string(v))).string().c_str();
-    SyncRemax t(rc, dataset(), task.charset(), quiet());
+    SyncRemax t(rc, async_dataset(), task.charset(), quiet());
     REQUIRE(t.global_step() == v);
     Tensor const& p = greedy.tensor("prompts");
     Tensor const& am = greedy.tensor("attention_mask");
@@ -609,7 +604,7 @@ TEST_CASE("ReMax in the async modes: bound 0 gives the sync ReMax trainer's weig
 
 TEST_CASE("a trainer destroyed with the buffer full and the producer waiting joins it", "[trainer][async]") {
   auto hooks = std::make_shared<AsyncHooks>();
-  SepTrainer t(separate_config("early", 1, 2, 8), dataset(), task.charset(), quiet(hooks));
+  SepTrainer t(separate_config("early", 1, 2, 8), async_dataset(), task.charset(), quiet(hooks));
   t.step();
   std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the producer fills the buffer and waits
   REQUIRE(t.async_rollout()->max_buffer_depth() >= 1);
@@ -618,8 +613,8 @@ TEST_CASE("a trainer destroyed with the buffer full and the producer waiting joi
 TEST_CASE("separate_async start-up errors come before any work and name the key and the fix", "[trainer][async][config]") {
   auto const rejects = [](TrainerConfig const& c, std::vector<std::string> const& parts, bool separate = true) {
     try {
-      if (separate) SepTrainer t(c, dataset(), task.charset(), quiet());
-      else SyncTrainer t(c, dataset(), task.charset(), quiet());
+      if (separate) SepTrainer t(c, async_dataset(), task.charset(), quiet());
+      else SyncTrainer t(c, async_dataset(), task.charset(), quiet());
       FAIL("accepted");
     } catch (config_error const& e) {
       for (auto const& p : parts) REQUIRE_THAT(e.what(), Catch::Contains(p));
@@ -668,7 +663,7 @@ TEST_CASE("SeparateAsync's pools follow the planner's accounting (the mission's 
   c.actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu = 4;
   c.actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu = 4;
   using T = Trainer<GRPO, SeparateAsync, TP<2>, Reward>;
-  T t(c, dataset(), task.charset(), quiet());
+  T t(c, async_dataset(), task.charset(), quiet());
   auto const p = plan(t.config());
   REQUIRE(p.train_devices == 8);
   REQUIRE(p.standalone_rollout_devices == 4);
@@ -693,31 +688,31 @@ TEST_CASE("SeparateAsync's pools follow the planner's accounting (the mission's 
   {
     auto v = c;
     v.actor_rollout_ref.model.lm_head = "vocab_parallel";
-    T tv(v, dataset(), task.charset(), quiet());
+    T tv(v, async_dataset(), task.charset(), quiet());
     auto const heads = tv.async_rollout()->workers().template call<&AR::role::lm_head>();
     REQUIRE(heads.size() == 4);
     for (auto h : heads) REQUIRE(h == 1);
   }
   // partial rollout needs rollout TP 1: an error before work
   c.async_training.partial_rollout = true;
-  REQUIRE_THROWS_WITH(T(c, dataset(), task.charset(), quiet()),
+  REQUIRE_THROWS_WITH(T(c, async_dataset(), task.charset(), quiet()),
                       Catch::Contains("async_training.partial_rollout=true needs rollout TP 1") && Catch::Contains("TP<1>"));
 }
 
 TEST_CASE("separate_async resumes from a checkpoint: exact with bound 0, from the saved buffer with bound 1", "[trainer][async][resume]") {
   // uninterrupted: 6 steps
   auto full_cfg = separate_config("resume_full", 1, 0, 6);
-  SepTrainer full(full_cfg, dataset(), task.charset(), quiet());
+  SepTrainer full(full_cfg, async_dataset(), task.charset(), quiet());
   run(full);
   // interrupted: 3 steps, a checkpoint at step 3, a new trainer resumes and runs to 6
   auto cfg = separate_config("resume", 1, 0, 6);
   cfg.trainer.save_freq = 3;
   cfg.trainer.resume_mode = "auto";
   {
-    SepTrainer first(cfg, dataset(), task.charset(), quiet());
+    SepTrainer first(cfg, async_dataset(), task.charset(), quiet());
     for (int i = 0; i < 3; ++i) first.step();
   }  // destroyed with the producer waiting for version 3
-  SepTrainer second(cfg, dataset(), task.charset(), quiet());
+  SepTrainer second(cfg, async_dataset(), task.charset(), quiet());
   REQUIRE(second.global_step() == 3);
   REQUIRE(second.data_position().index == 24);
   run(second);
@@ -728,10 +723,10 @@ TEST_CASE("separate_async resumes from a checkpoint: exact with bound 0, from th
   cfg1.trainer.save_freq = 3;
   cfg1.trainer.resume_mode = "auto";
   {
-    SepTrainer first(cfg1, dataset(), task.charset(), quiet());
+    SepTrainer first(cfg1, async_dataset(), task.charset(), quiet());
     for (int i = 0; i < 3; ++i) first.step();
   }
-  SepTrainer second1(cfg1, dataset(), task.charset(), quiet());
+  SepTrainer second1(cfg1, async_dataset(), task.charset(), quiet());
   REQUIRE(second1.global_step() == 3);
   auto const ms = run(second1);
   auto const st = nlohmann::json::parse(std::ifstream(fs::path(std::string(cfg1.trainer.default_local_dir.view())) /
@@ -749,13 +744,13 @@ TEST_CASE("separate_async with parameter_sync_step 2: two actor updates per sync
   auto sc = base_config("pss_sync", 4);
   sc.actor_rollout_ref.actor.ppo_mini_batch_size = 4;
   sc.actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu = 8;
-  SyncTrainer sync(sc, dataset(), task.charset(), quiet());
+  SyncTrainer sync(sc, async_dataset(), task.charset(), quiet());
   auto const ms = run(sync);
   auto c = separate_config("pss", 1, 0, 4);
   c.actor_rollout_ref.actor.ppo_mini_batch_size = 4;
   c.actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu = 8;
   c.trainer.v1.separate_async.parameter_sync_step = 2;
-  SepTrainer sep(c, dataset(), task.charset(), quiet());
+  SepTrainer sep(c, async_dataset(), task.charset(), quiet());
   auto const ma = run(sep);
   REQUIRE(sep.actor_weights() == sync.actor_weights());
   require_same_metrics(ms, ma);
@@ -784,7 +779,7 @@ TEST_CASE("async resume with batches in the buffer is exact: the resumed run equ
       auto run_lockstep = [&](TrainerConfig const& c, std::vector<float>& w, std::vector<Metrics>& ms, std::int64_t bound) {
         auto go = [&]<class T>() {
           auto holder = std::make_shared<T*>(nullptr);
-          T t(c, dataset(), task.charset(), quiet(lockstep_hooks(holder, bound)));
+          T t(c, async_dataset(), task.charset(), quiet(lockstep_hooks(holder, bound)));
           *holder = &t;
           ms = run(t);
           w = t.actor_weights();
@@ -844,7 +839,7 @@ TEST_CASE("async resume with batches in the buffer is exact: the resumed run equ
       if (!separate) {  // the sync mode resumes the colocate_async checkpoint without its buffer, saying so
         auto scfg = rcfg;
         scfg.trainer.v1.trainer_mode = "sync";
-        SyncTrainer st_sync(scfg, dataset(), task.charset(), quiet());
+        SyncTrainer st_sync(scfg, async_dataset(), task.charset(), quiet());
         REQUIRE(st_sync.global_step() == 3);
         bool said = false;
         for (auto const& w : st_sync.startup_warnings()) said = said || w.find("no batches generated ahead") != std::string::npos;
@@ -863,7 +858,7 @@ TEST_CASE("separate_async (K = 1) killed with -9 at random moments, then resumed
   cfg.trainer.resume_mode = "auto";
   auto const lockstep_run = [&](TrainerConfig const& c) {
     auto holder = std::make_shared<SepTrainer*>(nullptr);
-    SepTrainer t(c, dataset(), task.charset(), quiet(lockstep_hooks(holder, 1)));
+    SepTrainer t(c, async_dataset(), task.charset(), quiet(lockstep_hooks(holder, 1)));
     *holder = &t;
     t.fit();
     return t.actor_weights();
@@ -953,7 +948,7 @@ TEST_CASE("partial rollout: aborted after every token and continued, a generatio
   auto hooks = std::make_shared<AsyncHooks>();
   hooks->before_train = [&](std::int64_t, DataProto const& b) { step_batch = b; };
   o.async_hooks = hooks;
-  SepTrainer t(c, dataset(), task.charset(), o);
+  SepTrainer t(c, async_dataset(), task.charset(), o);
   t.step();
   auto* a = t.async_rollout();
   using Role = std::remove_reference_t<decltype(*a)>::role;
@@ -1014,7 +1009,7 @@ TEST_CASE("partial rollout in separate_async: a weight sync aborts the batch in 
       std::this_thread::sleep_for(std::chrono::microseconds(200));
   };
   c.async_training.partial_rollout = true;  // the config key (the first test uses TrainerOptions::partial_rollout)
-  SepTrainer t(c, dataset(), task.charset(), quiet(hooks));
+  SepTrainer t(c, async_dataset(), task.charset(), quiet(hooks));
   *holder = &t;
   auto const ms = run(t);
   REQUIRE(ms.size() == 6);
@@ -1038,7 +1033,7 @@ TEST_CASE("partial rollout in separate_async: a weight sync aborts the batch in 
   };
   auto c2 = separate_config("partial_off", 1, 1, 6);
   c2.data.max_response_length = 8;
-  SepTrainer t2(c2, dataset(), task.charset(), quiet(hooks2));
+  SepTrainer t2(c2, async_dataset(), task.charset(), quiet(hooks2));
   *holder2 = &t2;
   auto const m2 = run(t2);
   for (std::size_t i = 0; i < m2.size(); ++i) {
@@ -1053,7 +1048,7 @@ TEST_CASE("colocate_async puts its rollout workers to sleep when idle: the KV ca
   auto c = base_config("sleep", 6);
   c.trainer.v1.trainer_mode = "colocate_async";
   c.trainer.v1.colocate_async.num_warmup_batches = 1;
-  SyncTrainer t(c, dataset(), task.charset(), quiet());
+  SyncTrainer t(c, async_dataset(), task.charset(), quiet());
   auto const ms = run(t);
   double released = 0;
   for (auto const& m : ms) released += m.at("colocate_async/rollout_memory_released_bytes");
@@ -1062,7 +1057,7 @@ TEST_CASE("colocate_async puts its rollout workers to sleep when idle: the KV ca
   using Role = std::remove_reference_t<decltype(*t.async_rollout())>::role;
   for (auto b : t.async_rollout()->workers().call<&Role::memory_bytes>()) REQUIRE(b == 0);
   // separate_async keeps its cache (own devices): no such metric
-  SepTrainer sep(separate_config("nosleep", 1, 1, 2), dataset(), task.charset(), quiet());
+  SepTrainer sep(separate_config("nosleep", 1, 1, 2), async_dataset(), task.charset(), quiet());
   auto const m2 = run(sep);
   REQUIRE(m2.back().count("separate_async/rollout_memory_released_bytes") == 0);
   using SRole = std::remove_reference_t<decltype(*sep.async_rollout())>::role;

@@ -46,7 +46,7 @@ TrainerConfig tp_config(char const* name, int workers) {
   return c;
 }
 
-tasks::StringTask const task{};
+using rlflow::testing::task;
 
 model::GPTConfig policy_of(TrainerConfig const& c) {
   return fixtures::policy_gpt(c, model::CharTokenizer(task.charset()).vocab_size());
@@ -123,15 +123,7 @@ void compare_with_tp1(int workers, int steps) {
     require_synced(b, N);
   }
   auto const wa = a.actor_weights(), wb = b.actor_weights();
-  REQUIRE(wa.size() == wb.size());
-  double num = 0, den = 0;
-  for (std::size_t i = 0; i < wa.size(); ++i) {
-    num += (double(wa[i]) - wb[i]) * (double(wa[i]) - wb[i]);
-    den += double(wa[i]) * wa[i];
-  }
-  INFO("relative L2 difference of the final weights: " << std::sqrt(num / den));
-  REQUIRE(std::sqrt(num / den) <= 1e-4);
-  for (std::size_t i = 0; i < wa.size(); ++i) REQUIRE(close(wb[i], wa[i], 1e-4));
+  rlflow::testing::require_weights_close(wa, wb, c1.actor_rollout_ref.actor.optim.lr, steps);
 }
 }  // namespace
 
@@ -268,7 +260,7 @@ void compare_training_tp(int dp, int train_tp, int steps, std::int64_t seed, std
   // every rank of every TP group gathers the same full weights (replicated tensors kept identical)
   auto const per_rank = b.actor_rollout_wg().template call<&T::actor_role::gather_actor_weights>();
   auto const wa = a.actor_weights(), wb = b.actor_weights();
-  rlflow::testing::require_tp_weights_match(per_rank, wa, wb);
+  rlflow::testing::require_tp_weights_match(per_rank, wa, wb, c1.actor_rollout_ref.actor.optim.lr, steps);
   check_log_probs(1e-4);  // after training: the weights differ by rounding (within 1e-4 above)
 }
 }  // namespace
@@ -489,10 +481,7 @@ TEST_CASE("a checkpoint written at one training TP loads at another: same file b
         INFO("step " << S + 1 + i);
         require_metrics(t.step(), ref[std::size_t(S + i)], 1e-4);
       }
-      auto const wa = writer2.actor_weights(), wb = t.actor_weights();
-      INFO("relative L2 difference of the final weights: " << rel_l2(wb, wa));
-      REQUIRE(rel_l2(wb, wa) <= 1e-4);
-      for (std::size_t i = 0; i < wa.size(); ++i) REQUIRE(close(wb[i], wa[i], 1e-4));
+      rlflow::testing::require_weights_close(writer2.actor_weights(), t.actor_weights(), c.actor_rollout_ref.actor.optim.lr, int(S + more));
     }
   }
   fs::remove_all(root);
@@ -564,12 +553,8 @@ TEST_CASE("PPO with a critic: training TP = 2 trains actor and critic as TP = 1"
   }
   auto const per_rank = b.critic_wg().call<&roles::ValueCritic::gather_critic_weights>();
   for (auto const& w : per_rank) REQUIRE(w == per_rank[0]);  // replicated tensors kept identical
-  for (auto const& [wa, wb] : {std::pair{a.actor_weights(), b.actor_weights()}, std::pair{a.critic_weights(), b.critic_weights()}}) {
-    REQUIRE(wa.size() == wb.size());
-    INFO("relative L2 difference of the final weights: " << rel_l2(wb, wa));
-    REQUIRE(rel_l2(wb, wa) <= 1e-4);
-    for (std::size_t i = 0; i < wa.size(); ++i) REQUIRE(close(wb[i], wa[i], 1e-4));
-  }
+  rlflow::testing::require_weights_close(a.actor_weights(), b.actor_weights(), c1.actor_rollout_ref.actor.optim.lr, steps);
+  rlflow::testing::require_weights_close(a.critic_weights(), b.critic_weights(), c1.critic.optim.lr, steps);
   check_values(1e-4);
   fs::remove_all(root);
 }

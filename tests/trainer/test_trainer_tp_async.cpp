@@ -37,14 +37,9 @@ using Reward = roles::RuleReward<examples::ReverseScore>;
 using SyncTrainer = Trainer<GRPO, Colocate<3>, Reward>;  // also trainer_mode=colocate_async
 using SepTrainer = Trainer<GRPO, SeparateAsync, Reward>;
 
-tasks::StringTask const task{};
+using rlflow::testing::task;
 
-TrainerOptions quiet(std::shared_ptr<AsyncHooks const> hooks = nullptr) {
-  TrainerOptions o;
-  o.console = false;
-  o.async_hooks = std::move(hooks);
-  return o;
-}
+using rlflow::testing::quiet;
 
 
 //! 8 prompts x 4 samples a step, training TP 'train_tp' on train_tp trainer workers (DP 1), bound 0.
@@ -113,7 +108,7 @@ void compare_async_training_tp(bool separate, std::int64_t seed, std::int64_t st
   auto const per_rank = b.actor_rollout_wg().template call<&T::actor_role::gather_actor_weights>();
   REQUIRE(per_rank.size() == 2);
   auto const wa = a.actor_weights(), wb = b.actor_weights();
-  rlflow::testing::require_tp_weights_match(per_rank, wa, wb);
+  rlflow::testing::require_tp_weights_match(per_rank, wa, wb, a.config().actor_rollout_ref.actor.optim.lr, int(steps));
   // the rollout workers (TP<1>: each rank the whole model) generated the last step's batch with
   // version steps - 1 (bound 0) and generate nothing after it: they hold those gathered weights
   auto const rw = b.async_rollout()->workers().template call<&roles::StandaloneRollout<cpu::tag, 1>::rollout_weights>();
