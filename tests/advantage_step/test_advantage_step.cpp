@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+namespace test_advantage_step {
+
 using namespace rlflow;
 namespace k = rlflow::kernels;
 using fvec = std::vector<float>;
@@ -399,3 +401,5 @@ TEST_CASE("a response_mask of another dtype is converted once at the boundary: e
   b.set_tensor("response_mask", Tensor::zeros(DType::bfloat16, Shape{f.B, f.T}));
   CHECK_THROWS_WITH(compute_advantage(b, algo("grpo")), Catch::Contains("response_mask has dtype bfloat16") && Catch::Contains("int32"));
 }
+
+}  // namespace test_advantage_step

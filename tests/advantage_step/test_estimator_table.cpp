@@ -17,6 +17,8 @@
 #include <type_traits>
 #include <vector>
 
+namespace test_estimator_table {
+
 using namespace rlflow;
 
 namespace {
@@ -242,3 +244,5 @@ TEST_CASE("estimator table: every entry runs in compute_advantage and reads what
     for (auto const& e : estimator_table) CHECK_THAT(err.what(), Catch::Contains(std::string(e.name)));
   }
 }
+
+}  // namespace test_estimator_table

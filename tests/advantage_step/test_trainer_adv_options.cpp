@@ -11,6 +11,8 @@
 
 #include "trainer/trainer_fixtures.hpp"
 
+namespace test_trainer_adv_options {
+
 using namespace rlflow;
 namespace fs = std::filesystem;
 
@@ -82,3 +84,5 @@ TEST_CASE("Trainer: decoupled rollout correction and PF-PPO", "[trainer][rollout
   CHECK(m.count("critic/vf_loss") == 1);
   fs::remove_all(dir);
 }
+
+}  // namespace test_trainer_adv_options

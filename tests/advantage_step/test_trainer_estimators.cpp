@@ -20,6 +20,8 @@
 #include "kernels/reference.hpp"
 #include "trainer/trainer_fixtures.hpp"
 
+namespace test_trainer_estimators {
+
 using namespace rlflow;
 using namespace rlflow::testing;
 namespace fs = std::filesystem;
@@ -345,3 +347,5 @@ TEST_CASE("the optimal token baseline gets sum_pi_squared from the actor's old-l
   }
   fs::remove_all(dir);
 }
+
+}  // namespace test_trainer_estimators

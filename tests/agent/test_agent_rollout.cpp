@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+namespace test_agent_rollout {
+
 using namespace rlflow;
 using agent::json;
 
@@ -378,3 +380,5 @@ TEST_CASE("agent rollout: generate_sequences with multi_turn.enable on the tiny 
     }
   }
 }
+
+}  // namespace test_agent_rollout

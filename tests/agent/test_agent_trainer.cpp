@@ -20,6 +20,8 @@
 
 #include "trainer/trainer_fixtures.hpp"
 
+namespace test_agent_trainer {
+
 using namespace rlflow;
 namespace fs = std::filesystem;
 
@@ -252,3 +254,5 @@ TEST_CASE("agent rollouts resume exactly: saved at step 2, resumed, equal to the
     fs::remove_all(cut_dir);
   }
 }
+
+}  // namespace test_agent_trainer

@@ -10,6 +10,8 @@
 
 #include <rlflow/config/planner.hpp>
 
+namespace test_planner {
+
 using rlflow::TrainerConfig;
 
 namespace {
@@ -229,3 +231,5 @@ TEST_CASE("training TP: the plan's DP size is world / TP, and so are the rows pe
   for (auto const& v : p.violations) all += v + "\n";
   CHECK_THAT(all, Catch::Contains("tensor_model_parallel_size=3"));
 }
+
+}  // namespace test_planner

@@ -15,6 +15,8 @@
 
 #include <rlflow/config/trainer_config.hpp>
 
+namespace test_trainer_config {
+
 using rlflow::TrainerConfig;
 
 namespace {
@@ -879,3 +881,5 @@ TEST_CASE("an unterminated quote is a format_error at the line where it opens", 
   CHECK_THROWS_WITH(c.apply_text("data:\n  prompt_key: \"question\n  train_batch_size: 3\n", "yaml", "x.yaml"),
                     Catch::Contains("x.yaml:2:"));
 }
+
+}  // namespace test_trainer_config

@@ -10,6 +10,8 @@
 
 #include "data_proto/dp_test_util.hpp"
 
+namespace test_data_proto_bounds {
+
 using namespace rlflow;
 
 namespace {
@@ -101,3 +103,5 @@ TEST_CASE("bounds: row counts are checked before anything is allocated", "[data_
   CHECK(small.repeat(2, false).tensor("x").span<float>()[3] == 2.0f);
   CHECK(DataProto::concat({z, z}).size() == 4);
 }
+
+}  // namespace test_data_proto_bounds

@@ -5,6 +5,8 @@
 
 #include "data_proto/dp_test_util.hpp"
 
+namespace test_data_proto_laws {
+
 using namespace rlflow;
 using dp_test::rows_match;
 
@@ -135,3 +137,5 @@ TEST_CASE("law: fold/unfold, union of a key split, select + pop", "[data_proto][
     }
   }
 }
+
+}  // namespace test_data_proto_laws

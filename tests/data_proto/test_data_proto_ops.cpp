@@ -4,6 +4,8 @@
 
 #include "data_proto/dp_test_util.hpp"
 
+namespace test_data_proto_ops {
+
 using namespace rlflow;
 using dp_test::floats;
 using dp_test::strings;
@@ -550,3 +552,5 @@ TEST_CASE("equality", "[data_proto]") {
   auto y = DataProto::from_dict({{"q", iota_f(2, 1)}, {"p", iota_f(2, 1)}});
   CHECK(x == y);
 }
+
+}  // namespace test_data_proto_ops

@@ -10,6 +10,8 @@
 
 #include "data_proto/dp_test_util.hpp"
 
+namespace test_data_proto_serialize {
+
 using namespace rlflow;
 
 namespace {
@@ -281,3 +283,5 @@ TEST_CASE("expect_format_error_or_exact helper sanity", "[data_proto][serialize]
   b.pop_back();
   expect_format_error_or_exact(b);
 }
+
+}  // namespace test_data_proto_serialize

@@ -6,6 +6,8 @@
 
 #include <rlflow/core/value.hpp>
 
+namespace test_value {
+
 using namespace rlflow;
 
 TEST_CASE("Value kinds and typed access", "[data_proto][value]") {
@@ -73,3 +75,5 @@ TEST_CASE("Dict is an insertion-ordered map", "[data_proto][value]") {
   CHECK(dup.size() == 1);
   CHECK(dup.get("k").as_int() == 2);
 }
+
+}  // namespace test_value

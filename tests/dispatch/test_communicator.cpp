@@ -15,6 +15,8 @@
 #include "dispatch/roles.hpp"
 #include "fixtures.hpp"
 
+namespace test_communicator {
+
 using namespace rlflow;
 
 namespace {
@@ -231,3 +233,5 @@ TEST_CASE("gather to one rank: the root gets every rank's input in rank order, t
   for (auto& t : ts) t.join();
   for (auto const& e : errs) REQUIRE_THAT(e, Catch::Contains("every rank must pass the same length"));
 }
+
+}  // namespace test_communicator

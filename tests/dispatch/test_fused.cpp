@@ -6,6 +6,8 @@
 
 #include "dispatch/roles.hpp"
 
+namespace test_fused {
+
 using namespace rlflow;
 using namespace test_dispatch;
 
@@ -75,3 +77,5 @@ TEST_CASE("a fused-class method composing two roles equals the chained role call
   auto again = g.execute_all<&Critic::sub>(2.0);  // unregistered path reaches role objects too
   REQUIRE(again == std::vector<double>{0.5, 0.5});
 }
+
+}  // namespace test_fused

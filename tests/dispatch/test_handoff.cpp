@@ -12,6 +12,8 @@
 
 #include "dispatch/roles.hpp"
 
+namespace test_handoff {
+
 using namespace rlflow;
 using namespace std::chrono_literals;
 
@@ -141,3 +143,5 @@ TEST_CASE("GroupOptions::idle_spin must not be negative", "[dispatch][group][han
   REQUIRE_THROWS_WITH(WorkerGroup<Echo>(pool, opts), Catch::Contains("GroupOptions::idle_spin is -1 us"));
   REQUIRE(pool.used_slots() == std::vector<int>{0, 0});  // the lease was returned
 }
+
+}  // namespace test_handoff

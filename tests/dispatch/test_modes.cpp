@@ -9,6 +9,8 @@
 #include "dispatch/laws.hpp"
 #include "dispatch/support.hpp"
 
+namespace test_modes {
+
 using namespace rlflow;
 using test_dispatch::ids_of;
 using test_dispatch::make_rows;
@@ -194,3 +196,5 @@ TEST_CASE("Dist<bool>::for_rank returns each rank's value (std::vector<bool> hol
     CHECK(Dist<bool>::broadcast(v[0]).for_rank(ws - 1) == v[0]);
   }
 }
+
+}  // namespace test_modes

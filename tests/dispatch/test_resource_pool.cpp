@@ -7,6 +7,8 @@
 
 #include "dispatch/roles.hpp"
 
+namespace test_resource_pool {
+
 using namespace rlflow;
 using namespace test_dispatch;
 
@@ -77,3 +79,5 @@ TEST_CASE("ResourcePoolManager maps roles to pools and checks the device count",
   REQUIRE_THROWS_WITH(mgr.get_resource_pool("ref"), Catch::Contains("'ref' has no pool"));
   REQUIRE_THROWS_AS(ResourcePoolManager({{"a", {1}}}, {{"actor", "b"}}), config_error);
 }
+
+}  // namespace test_resource_pool

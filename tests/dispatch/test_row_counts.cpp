@@ -10,6 +10,8 @@
 
 #include "dispatch/support.hpp"
 
+namespace test_row_counts {
+
 using namespace rlflow;
 using test_dispatch::ids_of;
 using test_dispatch::make_rows;
@@ -85,3 +87,5 @@ TEST_CASE("a mode that declares changes_row_count collects any row count", "[dis
   for (auto id : ids_of(d)) want.insert(want.end(), {id, id});
   REQUIRE(ids_of(out) == want);
 }
+
+}  // namespace test_row_counts

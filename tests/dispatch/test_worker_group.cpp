@@ -9,6 +9,8 @@
 
 #include "dispatch/roles.hpp"
 
+namespace test_worker_group {
+
 using namespace rlflow;
 using namespace test_dispatch;
 
@@ -224,3 +226,5 @@ TEST_CASE("worker identity and env (A-35)", "[dispatch][group][env]") {
   bad.env = {{"WORLD_SIZE", "3"}};
   REQUIRE_THROWS_WITH(WorkerGroup<Calc>(pool, bad), Catch::Contains("WORLD_SIZE") && Catch::Contains("protected"));
 }
+
+}  // namespace test_worker_group

@@ -10,6 +10,8 @@
 
 #include <rlflow/mpi/mpi.hpp>
 
+namespace test_mpi_communicator {
+
 using namespace rlflow;
 
 namespace {
@@ -243,3 +245,5 @@ TEST_CASE("MpiCommunicator: gather to one rank equals the loop, non-roots' buffe
   c.allreduce_sum(std::span<float>(one));
   REQUIRE(one[0] == static_cast<float>(ws));
 }
+
+}  // namespace test_mpi_communicator

@@ -14,6 +14,8 @@
 
 #include "dispatch/roles.hpp"
 
+namespace test_mpi_group {
+
 using namespace rlflow;
 using namespace test_dispatch;
 using MpiCalc = WorkerGroup<Calc, dispatch::Mpi>;
@@ -315,3 +317,5 @@ TEST_CASE("mpi: place_pool puts a pool's groups on their own processes", "[mpi][
   REQUIRE(ga.call<&Calc::reduce>(-1) == ra.call<&Calc::reduce>(-1));
   REQUIRE_THROWS_WITH(gb.call<&Calc::fail_on>(0), Catch::Contains("(MPI rank " + std::to_string(1 + half) + ")"));
 }
+
+}  // namespace test_mpi_group

@@ -14,6 +14,8 @@
 
 #include "dispatch/support.hpp"
 
+namespace test_wire {
+
 using namespace rlflow;
 
 namespace {
@@ -154,3 +156,5 @@ TEST_CASE("wire: shared pointers and number vectors (inline and as bulk segments
     REQUIRE(*back == *w);
   }
 }
+
+}  // namespace test_wire

@@ -10,6 +10,8 @@
 #include <string>
 #include <string_view>
 
+namespace test_error_msg {
+
 namespace {
 template <class... Args>
 std::string reference(Args const&... args) {
@@ -53,3 +55,5 @@ TEST_CASE("RLFLOW_EXPECTS throws the message built by msg", "[foundation][error]
   auto fails = [&] { RLFLOW_EXPECTS(n > 5, "n = ", n, " must be > 5; raise it"); };
   CHECK_THROWS_MATCHES(fails(), rlflow::value_error, Catch::Matchers::Message("n = 3 must be > 5; raise it"));
 }
+
+}  // namespace test_error_msg

@@ -6,6 +6,8 @@
 #include <limits>
 #include <random>
 
+namespace test_tensor {
+
 using namespace rlflow;
 
 TEST_CASE("Tensor: empty/zeros/from/full have the right dtype, shape and bytes", "[foundation][tensor]") {
@@ -140,3 +142,5 @@ TEST_CASE("caching_host_resource reuses freed blocks of the same size class", "[
   REQUIRE(caching_host_resource::size_class((1u << 20) + 1) == (2u << 20));
   REQUIRE(reinterpret_cast<std::uintptr_t>(b.raw_data()) % host_alignment == 0);
 }
+
+}  // namespace test_tensor

@@ -15,6 +15,8 @@
 #include <random>
 #include <unistd.h>
 
+namespace test_checkpoint_metadata {
+
 using namespace rlflow;
 namespace fs = std::filesystem;
 namespace st = rlflow::engine::safetensors;
@@ -301,3 +303,5 @@ TEST_CASE("safetensors: a file rlflow wrote must carry its checksums, a foreign 
   REQUIRE_THAT(note, Catch::Contains(q.string()) && Catch::Contains("no rlflow checksum"));
   fs::remove_all(root);
 }
+
+}  // namespace test_checkpoint_metadata

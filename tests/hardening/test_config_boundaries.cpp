@@ -9,6 +9,8 @@
 #include <fstream>
 #include <unistd.h>
 
+namespace test_config_boundaries {
+
 using namespace rlflow;
 namespace fs = std::filesystem;
 
@@ -64,3 +66,5 @@ TEST_CASE("a config file argument that is a folder is an io_error, not an empty 
   fs::remove_all(dir);
   REQUIRE_THROWS_AS(parse_command_line(3, argv), io_error);  // missing
 }
+
+}  // namespace test_config_boundaries

@@ -8,6 +8,8 @@
 
 #include <atomic>
 
+namespace test_dispatch_boundaries {
+
 using namespace rlflow;
 
 namespace {
@@ -81,3 +83,5 @@ TEST_CASE("a non-tensor column shorter than the batch is a shape_error, never a 
   REQUIRE_THROWS_WITH(g.call<&Two::one>(e), Catch::Contains("label") && Catch::Contains("length 5"));
   REQUIRE(calls == 0);
 }
+
+}  // namespace test_dispatch_boundaries

@@ -16,6 +16,8 @@
 #include <random>
 #include <unistd.h>
 
+namespace test_file_boundaries {
+
 using namespace rlflow;
 namespace fs = std::filesystem;
 namespace hf = rlflow::model::hf;
@@ -227,3 +229,5 @@ TEST_CASE("an rlflow weights file's GPT config: fields exact (export reads it va
   }
   fs::remove_all(dir);
 }
+
+}  // namespace test_file_boundaries

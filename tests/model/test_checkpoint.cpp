@@ -17,6 +17,8 @@
 
 #include "fixtures.hpp"
 
+namespace test_checkpoint {
+
 using rlflow::Shape;
 using rlflow::Tensor;
 using namespace rlflow::engine;
@@ -170,3 +172,5 @@ TEST_CASE("a failed write leaves no file behind and keeps the old one", "[engine
   for (auto const& e : fs::directory_iterator(dir.p)) { (void)e; ++files; }
   REQUIRE(files == 1);  // no temporary left over
 }
+
+}  // namespace test_checkpoint

@@ -17,6 +17,8 @@
 
 #include "fixtures.hpp"
 
+namespace test_gpt {
+
 using rlflow::DType;
 using rlflow::Shape;
 using rlflow::Tensor;
@@ -438,3 +440,5 @@ TEST_CASE("sum_pi_squared matches the double-precision softmax of the reference 
       CHECK(got <= 1.0f + 1e-6f);
     }
 }
+
+}  // namespace test_gpt

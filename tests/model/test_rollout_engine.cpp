@@ -16,6 +16,8 @@
 
 #include "fixtures.hpp"
 
+namespace test_rollout_engine {
+
 using rlflow::DType;
 using rlflow::Shape;
 using rlflow::Tensor;
@@ -370,3 +372,5 @@ TEST_CASE("rollout input errors name the problem", "[engine][rollout]") {
   REQUIRE_THROWS_WITH(ro.generate(Tensor::from(ids, Shape{1, 4}), Tensor::from(ones, Shape{1, 4}), sp, std::vector<std::uint64_t>{1}),
                       Catch::Contains("max_seq_len"));
 }
+
+}  // namespace test_rollout_engine

@@ -19,6 +19,8 @@
 
 #include "fixtures.hpp"
 
+namespace test_rollout_tp {
+
 using rlflow::DType;
 using rlflow::Shape;
 using rlflow::Tensor;
@@ -522,3 +524,5 @@ TEST_CASE("shared weight sync: a sync aborted in its barrier changes nothing, an
     require_close(g.logp, want.logp);
   }
 }
+
+}  // namespace test_rollout_tp

@@ -13,6 +13,8 @@
 #include <rlflow/engine/training_engine.hpp>
 #include <rlflow/model/tokenizer.hpp>
 
+namespace test_training_engine {
+
 using rlflow::DType;
 using rlflow::Shape;
 using rlflow::Tensor;
@@ -182,3 +184,5 @@ TEST_CASE("gradients and AdamW moments take memory only once an engine trains", 
   for (float m : eng.optimizer().m()) moved += std::abs(m);
   CHECK(moved > 0);
 }
+
+}  // namespace test_training_engine

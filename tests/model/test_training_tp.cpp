@@ -27,6 +27,8 @@
 
 #include "fixtures.hpp"
 
+namespace test_training_tp {
+
 using rlflow::DType;
 using rlflow::Shape;
 using rlflow::Tensor;
@@ -541,3 +543,5 @@ TEST_CASE("training TP checkpoints: a shard cannot be saved alone, a bad file le
   REQUIRE(std::equal(e.params().begin(), e.params().end(), before.begin(), before.end()));
   fs::remove_all(dir);
 }
+
+}  // namespace test_training_tp

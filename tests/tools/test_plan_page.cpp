@@ -10,6 +10,8 @@
 
 #include "plan_page.hpp"
 
+namespace test_plan_page {
+
 using rlflow::TrainerConfig;
 
 namespace {
@@ -146,3 +148,5 @@ TEST_CASE("plan page: split_violation keeps problem and fix", "[tools][plan_page
   CHECK(v.at("fix") == "set a=2");
   CHECK(rlflow::plan_page::split_violation("no fix here").at("fix") == "");
 }
+
+}  // namespace test_plan_page

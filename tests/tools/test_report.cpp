@@ -17,6 +17,8 @@
 
 #include <rlflow/trainer/report.hpp>
 
+namespace test_report {
+
 namespace fs = std::filesystem;
 using rlflow::report::Run;
 
@@ -246,3 +248,5 @@ TEST_CASE("report: report_main writes the file beside a single run", "[tools][re
   CHECK(fs::exists(d.path / "r" / "report.html"));
   CHECK(out.str().find("(1 run, 2 steps)") != std::string::npos);
 }
+
+}  // namespace test_report
