@@ -3,7 +3,8 @@
 // runs it in process and under mpiexec -np 5 (driver, 2 trainer processes, 2 rollout processes:
 // the rollout pool in processes of its own, the weights synced over MPI by MpiCheckpointEngine)
 // and compares the files byte for byte. Usage: test_mpi_async OUT_FILE [key=value ...] (training
-// TP, for one, is a key: actor_rollout_ref.actor.megatron.tensor_model_parallel_size).
+// TP, for one, is a key: actor_rollout_ref.actor.megatron.tensor_model_parallel_size; rollout TP
+// is RLFLOW_TEST_ROLLOUT_TP in the environment).
 //
 // With RLFLOW_TEST_DRIVER_THROW_AT=S (run_fault.cmake, bound K = 1) the driver's after_advantage
 // hook throws at step S once the producer has started the batch of step S + 1, whose generation
@@ -23,15 +24,12 @@
 
 #include "../../examples/common/reverse_task.hpp"
 
-// RLFLOW_TEST_ROLLOUT_TP=N (test_mpi_async_tp2): the rollout pool as replicas of N tensor-parallel
-// ranks, whose TP group under mpiexec is an MPI sub-communicator of the pool's processes.
-#ifndef RLFLOW_TEST_ROLLOUT_TP
-#define RLFLOW_TEST_ROLLOUT_TP 1
-#endif
-using Trainer = rlflow::Trainer<rlflow::GRPO, rlflow::SeparateAsync, rlflow::TP<RLFLOW_TEST_ROLLOUT_TP>,
-                                rlflow::roles::RuleReward<rlflow::examples::ReverseScore>>;
-
-int main(int argc, char** argv) {
+//! RolloutTP: the rollout pool as replicas of RolloutTP tensor-parallel ranks, whose TP group under
+//! mpiexec is an MPI sub-communicator of the pool's processes.
+template <int RolloutTP>
+int run(int argc, char** argv) {
+  using Trainer = rlflow::Trainer<rlflow::GRPO, rlflow::SeparateAsync, rlflow::TP<RolloutTP>,
+                                  rlflow::roles::RuleReward<rlflow::examples::ReverseScore>>;
   try {
     if (argc < 2) throw std::runtime_error("usage: test_mpi_async OUT_FILE [key=value ...]");
     rlflow::TrainerConfig cfg = rlflow::examples::grpo_separate_async_config();
@@ -83,7 +81,7 @@ int main(int argc, char** argv) {
     }
     std::printf("checkpoint engine: %s; training TP %lld, rollout TP %d in %lld replica(s)\n",
                 std::string(t.async_rollout()->checkpoint_engine_name()).c_str(),
-                static_cast<long long>(t.config().actor_rollout_ref.actor.megatron.tensor_model_parallel_size), RLFLOW_TEST_ROLLOUT_TP,
+                static_cast<long long>(t.config().actor_rollout_ref.actor.megatron.tensor_model_parallel_size), RolloutTP,
                 static_cast<long long>(t.rollout_replicas()));
     std::ofstream f(argv[1], std::ios::binary);
     f.write(reinterpret_cast<char const*>(after.data()), static_cast<std::streamsize>(after.size() * sizeof(float)));
@@ -93,4 +91,13 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;
   }
+}
+
+//! RLFLOW_TEST_ROLLOUT_TP=2 in the environment: rollout TP 2 (default 1).
+int main(int argc, char** argv) {
+  std::string const tp = std::getenv("RLFLOW_TEST_ROLLOUT_TP") ? std::getenv("RLFLOW_TEST_ROLLOUT_TP") : "1";
+  if (tp == "1") return run<1>(argc, argv);
+  if (tp == "2") return run<2>(argc, argv);
+  std::fprintf(stderr, "error: RLFLOW_TEST_ROLLOUT_TP=%s: this test runs rollout TP 1 or 2\n", tp.c_str());
+  return 2;
 }
