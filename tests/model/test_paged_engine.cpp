@@ -717,12 +717,14 @@ TEST_CASE("the paged engine's LM head choice: defaults, set_lm_head and its erro
   pc.block_size = 4;
   REQUIRE(PagedEngine(small, pc, rlflow::model::TPRank{0, 2}).lm_head() == rlflow::model::LMHead::replicated);
   REQUIRE(PagedEngine(big, pc).lm_head() == rlflow::model::LMHead::replicated);  // TP 1
-  GPTConfig tiny = small;
-  tiny.vocab_size = 1;  // fewer vocabulary rows than TP ranks
-  PagedEngine one_row(tiny, pc, rlflow::model::TPRank{1, 2});
-  REQUIRE_THROWS_WITH(one_row.set_lm_head(rlflow::model::LMHead::vocab_parallel),
-                      Catch::Contains("needs vocab_size (1) >= the TP size (2)") && Catch::Contains("LMHead::replicated"));
-  REQUIRE(one_row.lm_head() == rlflow::model::LMHead::replicated);
+  GPTConfig tiny = model_of(Arch::gpt2);
+  tiny.n_head = 4;
+  tiny.vocab_size = 3;  // fewer vocabulary rows than TP ranks
+  tiny.validate();
+  PagedEngine few_rows(tiny, pc, rlflow::model::TPRank{1, 4});
+  REQUIRE_THROWS_WITH(few_rows.set_lm_head(rlflow::model::LMHead::vocab_parallel),
+                      Catch::Contains("needs vocab_size (3) >= the TP size (4)") && Catch::Contains("LMHead::replicated"));
+  REQUIRE(few_rows.lm_head() == rlflow::model::LMHead::replicated);
   auto const w = fixtures::perturbed_weights(big, 43, 0.3f);
   auto const gs = random_groups(3, 2, big.vocab_size, 151, 2, 12);
   auto const ps = params_of(gs, sampled(8));
