@@ -212,7 +212,8 @@ inline std::size_t available_memory_bytes() {
 class PagedEngine {
  public:
   //! Called with each sampled token's logits row (its vocabulary, before filters; this rank's
-  //! slice [vocab_begin(), vocab_end()) under the vocabulary-parallel head): tests and debugging. An exception thrown from it propagates out of step() (see step()).
+  //! slice [vocab_begin(), vocab_end()) under the vocabulary-parallel head): tests and debugging.
+  //! An exception thrown from it propagates out of step() (see step()).
   using LogitsObserver = std::function<void(std::string_view request_id, int sample, int index, std::span<float const> logits)>;
 
   PagedEngine(model::GPTConfig const& cfg, PagedEngineConfig const& pc = {}, model::TPRank tp = {},
