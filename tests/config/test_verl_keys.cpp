@@ -492,8 +492,10 @@ TEST_CASE("rollout TP 2 on the paged engine: the static engine's responses and l
   // engine's padded rows; seen up to 4.8e-7, one float step at |log p| of 4 to 8): they are
   // compared within 2e-5, the paged engine's own TP-vs-one-rank bound (test_paged_engine.cpp).
   // The actor recomputes its log-probs, so the same rows train to the same weights bit for bit.
-  // lm_head=auto on this vocabulary (>= 256 tokens) asks for the vocabulary-parallel head, which
-  // only the static engine has: that run reports no paged metrics.
+  // lm_head=auto on this vocabulary (>= 256 tokens), and lm_head=vocab_parallel, ask for the
+  // vocabulary-parallel head: the paged engine runs it too (its metrics come with the batch), and
+  // both engines draw through one sampler, so their rows are the same and their log-probs are
+  // within the same bound.
   fixtures::TempDir d;
   auto const f = rlflow::examples::write_demo_files(d.p / "in", 7, 12, 3, 1, 4, 16, 128, 120, rlflow::model::Arch::qwen2);
   std::mt19937_64 rng(GENERATE(take(1, random(1, 1000000))));
@@ -525,21 +527,27 @@ TEST_CASE("rollout TP 2 on the paged engine: the static engine's responses and l
     seeds.push_back(std::int64_t(rng() % 1000000));
   }
   auto const prompts = rlflow::DataProto::from_dict({{"input_ids", ids}, {"attention_mask", am}, {"rollout_seed", rlflow::Tensor::from(seeds)}});
-  auto const gs = ts.actor_rollout_wg().call<&Trainer::actor_role::generate_sequences>(prompts);
-  auto const gp = tp.actor_rollout_wg().call<&Trainer::actor_role::generate_sequences>(prompts);
-  // the paged engine's counters come with its batch only
-  REQUIRE(gs.meta_info().find(std::string(rlflow::metrics_key)) == nullptr);
-  REQUIRE(gp.meta_info().find(std::string(rlflow::metrics_key)) != nullptr);
-  auto const rs = gs.tensor("responses").span<std::int32_t>(), rp = gp.tensor("responses").span<std::int32_t>();
-  REQUIRE(std::vector<std::int32_t>(rp.begin(), rp.end()) == std::vector<std::int32_t>(rs.begin(), rs.end()));
-  auto const ms = gs.tensor("response_mask").span<std::int32_t>(), mp = gp.tensor("response_mask").span<std::int32_t>();
-  REQUIRE(std::vector<std::int32_t>(mp.begin(), mp.end()) == std::vector<std::int32_t>(ms.begin(), ms.end()));
-  auto const ls = gs.tensor("rollout_log_probs").span<float>(), lp = gp.tensor("rollout_log_probs").span<float>();
-  REQUIRE(ls.size() == lp.size());
-  double worst = 0;
-  for (std::size_t i = 0; i < ls.size(); ++i) worst = std::max(worst, double(std::fabs(ls[i] - lp[i])));
-  INFO("largest log-prob difference " << worst);
-  REQUIRE(worst <= 2e-5);
+  // the static and the paged engine's batches of these prompts: the same rows, log-probs within
+  // 2e-5; the paged engine's counters come with its batch only; each rollout rank's LM head
+  auto same_rollout = [&](Trainer& st, Trainer& pg, std::int64_t head) {
+    auto const gs = st.actor_rollout_wg().call<&Trainer::actor_role::generate_sequences>(prompts);
+    auto const gp = pg.actor_rollout_wg().call<&Trainer::actor_role::generate_sequences>(prompts);
+    REQUIRE(gs.meta_info().find(std::string(rlflow::metrics_key)) == nullptr);
+    REQUIRE(gp.meta_info().find(std::string(rlflow::metrics_key)) != nullptr);
+    auto const rs = gs.tensor("responses").span<std::int32_t>(), rp = gp.tensor("responses").span<std::int32_t>();
+    REQUIRE(std::vector<std::int32_t>(rp.begin(), rp.end()) == std::vector<std::int32_t>(rs.begin(), rs.end()));
+    auto const ms = gs.tensor("response_mask").span<std::int32_t>(), mp = gp.tensor("response_mask").span<std::int32_t>();
+    REQUIRE(std::vector<std::int32_t>(mp.begin(), mp.end()) == std::vector<std::int32_t>(ms.begin(), ms.end()));
+    auto const ls = gs.tensor("rollout_log_probs").span<float>(), lp = gp.tensor("rollout_log_probs").span<float>();
+    REQUIRE(ls.size() == lp.size());
+    double worst = 0;
+    for (std::size_t i = 0; i < ls.size(); ++i) worst = std::max(worst, double(std::fabs(ls[i] - lp[i])));
+    INFO("largest log-prob difference " << worst);
+    REQUIRE(worst <= 2e-5);
+    for (Trainer* t : {&st, &pg})
+      for (auto const& heads : t->actor_rollout_wg().call<&Trainer::actor_role::lm_heads>()) REQUIRE(heads.at(2) == head);
+  };
+  same_rollout(ts, tp, 0);
   // the training steps: the same rows, so the same scores and lengths; the paged metrics at TP 2
   for (int s = 0; s < 2; ++s) {
     INFO("step " << s + 1);
@@ -554,7 +562,11 @@ TEST_CASE("rollout TP 2 on the paged engine: the static engine's responses and l
     REQUIRE(m_p.at("perf/rollout/generation_tokens") == Approx(m_p.at("response_length/mean") * rows).margin(0.5));
   }
   REQUIRE(tp.actor_weights() == ts.actor_weights());
-  // lm_head=auto here means the vocabulary-parallel head: the static engine, no paged metrics
-  Trainer ta(run_config("auto", "auto"), po);
-  REQUIRE(ta.step().count("perf/rollout/generation_tokens") == 0);
+  // lm_head=auto here, and vocab_parallel, mean the vocabulary-parallel head, on the paged engine too
+  for (char const* head : {"auto", "vocab_parallel"}) {
+    INFO("lm_head=" << head);
+    Trainer sv(run_config((std::string("static_") + head).c_str(), head), so), pv(run_config((std::string("paged_") + head).c_str(), head), po);
+    same_rollout(sv, pv, 1);
+    REQUIRE(pv.step().count("perf/rollout/generation_tokens") == 1);
+  }
 }

@@ -3,7 +3,8 @@
 // family), their invariance under the schedule (max_num_seqs, block_size, chunk size, arrival
 // order, preemption), chunked against one-shot prefill logits, prompt sharing within a group,
 // prefix caching across requests, the pool's bookkeeping (no leak after runs, aborts and an
-// exception), min-p, resumption, and input errors.
+// exception), min-p, resumption, input errors, and tensor parallelism with either LM head
+// (replicated, or vocabulary-parallel against the static engine's).
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -123,6 +124,14 @@ SamplingParams sampled(int R) {
   sp.max_new_tokens = R;
   sp.eos_id = 2;
   return sp;
+}
+
+// the tensor-parallel cases' reference: one unsharded paged engine with weights w
+std::vector<RequestOutput> one_rank(GPTConfig const& cfg, PagedEngineConfig const& pc, std::vector<float> const& w,
+                                    std::vector<std::vector<std::int32_t>> const& prompts, std::vector<RequestParams> const& params) {
+  PagedEngine one(cfg, pc);
+  one.load_weights(w);
+  return one.generate(prompts, params);
 }
 
 }  // namespace
@@ -532,9 +541,7 @@ TEST_CASE("tensor-parallel ranks hold their heads' share of the blocks and agree
   PagedEngineConfig pc;
   pc.block_size = 4;
   pc.max_num_batched_tokens = 9;  // chunked prefills mixed with decodes
-  PagedEngine one(cfg, pc);
-  one.load_weights(w);
-  auto const ref = one.generate(prompts_of(gs), params_of(gs, sp));
+  auto const ref = one_rank(cfg, pc, w, prompts_of(gs), params_of(gs, sp));
   auto const outs = fixtures::on_ranks(2, [&](int r, rlflow::comm::LocalCommunicator& comm) {
     PagedEngine eng(cfg, pc, rlflow::model::TPRank{r, 2}, &comm);
     eng.load_weights(w);
@@ -556,9 +563,7 @@ TEST_CASE("a tensor-parallel engine given its communicator after construction ag
   PagedEngineConfig pc;
   pc.block_size = 4;
   pc.max_num_batched_tokens = 11;
-  PagedEngine one(cfg, pc);
-  one.load_weights(w);
-  auto const ref = one.generate(prompts_of(gs), params_of(gs, sp));
+  auto const ref = one_rank(cfg, pc, w, prompts_of(gs), params_of(gs, sp));
   auto wrong_size = rlflow::comm::LocalCommunicator::make_group(3);
   auto wrong_rank = rlflow::comm::LocalCommunicator::make_group(2);
   auto const outs = fixtures::on_ranks(2, [&](int r, rlflow::comm::LocalCommunicator& comm) {
@@ -579,6 +584,196 @@ TEST_CASE("a tensor-parallel engine given its communicator after construction ag
     for (std::size_t i = 0; i < gs.size(); ++i) require_same(outs[std::size_t(r)][i], ref[i]);
   // a wrong communicator given at construction is refused the same way
   REQUIRE_THROWS_WITH(PagedEngine(cfg, pc, rlflow::model::TPRank{0, 2}, wrong_size[0].get()), Catch::Contains("needs its TP group's communicator"));
+}
+
+namespace {
+// the largest |a - b| over the log-probs of equal token sequences (tokens checked by the caller)
+double worst_logprob_gap(std::vector<RequestOutput> const& a, std::vector<RequestOutput> const& b) {
+  double worst = 0;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    for (std::size_t k = 0; k < a[i].samples.size(); ++k)
+      for (std::size_t j = 0; j < a[i].samples[k].logprobs.size(); ++j)
+        worst = std::max(worst, std::fabs(double(a[i].samples[k].logprobs[j]) - double(b[i].samples[k].logprobs[j])));
+  return worst;
+}
+std::vector<std::vector<std::vector<std::int32_t>>> tokens_of(std::vector<RequestOutput> const& o) {
+  std::vector<std::vector<std::vector<std::int32_t>>> t;
+  for (auto const& r : o) {
+    t.emplace_back();
+    for (auto const& s : r.samples) t.back().push_back(s.tokens);
+  }
+  return t;
+}
+}  // namespace
+
+TEST_CASE("the vocabulary-parallel LM head at TP 2: the static engine's tokens, the one-rank log-probs", "[engine][paged][tp][vocab_parallel]") {
+  // V = 301 >= vocab_parallel_min_vocab: both engines default to the vocabulary-parallel head at
+  // TP 2, each rank holding 150 or 151 of wte's rows (uneven slices). The draws share one sampler
+  // (detail::VocabParallelSampler), so the two engines' tokens are equal whenever their logits
+  // are; those differ from one rank's only by the rounding of the row-parallel all-reduces and of
+  // BLAS over different batch shapes (a few float ulps of logits of order 1 to 10), and the
+  // log-sum-exp is summed in double over the ranks: the log-probs are compared within 2e-5, the
+  // bound of the replicated TP cases above.
+  auto const arch = GENERATE(Arch::gpt2, Arch::llama);
+  auto const mode = GENERATE(0, 1, 2, 3);  // greedy, top-k + top-p, plain temperature, top-p alone
+  INFO("arch " << int(arch) << " mode " << mode);
+  GPTConfig cfg = model_of(arch);
+  cfg.vocab_size = 301;
+  cfg.validate();
+  auto const w = fixtures::perturbed_weights(cfg, 31 + unsigned(mode), 0.3f);
+  auto const gs = random_groups(4, 3, cfg.vocab_size, 131 + unsigned(mode), 2, 20);
+  SamplingParams sp = sampled(12);
+  if (mode == 0) sp.temperature = 0.0f;
+  if (mode == 2) { sp.top_k = 0; sp.top_p = 1.0f; sp.temperature = 1.1f; }
+  if (mode == 3) { sp.top_k = 0; sp.top_p = 0.8f; }
+  PagedEngineConfig pc;
+  pc.block_size = 4;
+  pc.max_num_batched_tokens = 13;  // chunked prefills mixed with decodes
+  auto const ref = one_rank(cfg, pc, w, prompts_of(gs), params_of(gs, sp));
+  struct Rank {
+    std::vector<RequestOutput> out;
+    std::vector<std::vector<Sample>> stat;  // the static engine's samples, group by group
+    rlflow::model::LMHead paged_head{}, static_head{};
+    int v0 = 0, v1 = 0, used = -1;
+  };
+  auto const ranks = fixtures::on_ranks(2, [&](int r, rlflow::comm::LocalCommunicator& comm) {
+    Rank k;
+    RolloutEngine ro(cfg, rlflow::model::TPRank{r, 2}, &comm);
+    ro.load_weights(w);
+    k.static_head = ro.lm_head();
+    for (auto const& g : gs) k.stat.push_back(static_group(ro, g, sp));
+    PagedEngine eng(cfg, pc, rlflow::model::TPRank{r, 2}, &comm);
+    eng.load_weights(w);
+    k.paged_head = eng.lm_head();
+    k.v0 = eng.vocab_begin();
+    k.v1 = eng.vocab_end();
+    k.out = eng.generate(prompts_of(gs), params_of(gs, sp));
+    k.used = eng.pool().num_used();
+    return k;
+  });
+  for (int r = 0; r < 2; ++r) {
+    INFO("rank " << r);
+    auto const& k = ranks[std::size_t(r)];
+    REQUIRE(k.paged_head == rlflow::model::LMHead::vocab_parallel);
+    REQUIRE(k.static_head == rlflow::model::LMHead::vocab_parallel);
+    REQUIRE(k.v0 == cfg.vocab_size * r / 2);
+    REQUIRE(k.v1 == cfg.vocab_size * (r + 1) / 2);
+    REQUIRE(k.used == 0);
+    // the same tokens as the static engine with the same head, and as one rank
+    REQUIRE(tokens_of(k.out) == tokens_of(ref));
+    for (std::size_t i = 0; i < gs.size(); ++i)
+      for (std::size_t s = 0; s < gs[i].seeds.size(); ++s) {
+        REQUIRE(k.out[i].samples[s].tokens == k.stat[i][s].tokens);
+        for (std::size_t j = 0; j < k.stat[i][s].logprobs.size(); ++j)
+          REQUIRE(k.out[i].samples[s].logprobs[j] == Approx(k.stat[i][s].logprobs[j]).margin(2e-5));
+      }
+    double const gap = worst_logprob_gap(k.out, ref);
+    INFO("largest log-prob difference from one rank " << gap);
+    REQUIRE(gap <= 2e-5);
+  }
+  REQUIRE(tokens_of(ranks[0].out) == tokens_of(ranks[1].out));
+}
+
+TEST_CASE("the vocabulary-parallel head with per-request filters, min-p and vocab_limit in one step equals one rank",
+          "[engine][paged][tp][vocab_parallel]") {
+  // requests with different filters run batched in the same steps: the sampler's greedy, plain,
+  // top-k and top-p draws side by side, min-p's cut and a vocabulary limit on the slices
+  auto const arch = GENERATE(Arch::gpt2, Arch::qwen3);
+  GPTConfig cfg = model_of(arch);
+  cfg.vocab_size = 280;
+  cfg.validate();
+  auto const w = fixtures::perturbed_weights(cfg, 41, 0.3f);
+  auto const gs = random_groups(6, 2, cfg.vocab_size, 141, 2, 16);
+  std::vector<RequestParams> ps = params_of(gs, sampled(10));
+  ps[0].temperature = 0.0f;                              // greedy
+  ps[1].top_k = 0; ps[1].top_p = 1.0f;                   // plain
+  ps[2].top_k = 0; ps[2].top_p = 0.7f;                   // top-p alone
+  ps[3].min_p = 0.05f;                                   // top-k, top-p and min-p
+  ps[4].top_k = 0; ps[4].top_p = 1.0f; ps[4].min_p = 0.1f;  // min-p alone
+  ps[5].vocab_limit = 200;                               // ids >= 200 never drawn (on rank 1's slice)
+  ps[5].top_k = 0;
+  PagedEngineConfig pc;
+  pc.block_size = 4;
+  auto const ref = one_rank(cfg, pc, w, prompts_of(gs), ps);
+  auto const outs = fixtures::on_ranks(2, [&](int r, rlflow::comm::LocalCommunicator& comm) {
+    PagedEngine eng(cfg, pc, rlflow::model::TPRank{r, 2}, &comm);
+    eng.load_weights(w);
+    return eng.generate(prompts_of(gs), ps);
+  });
+  for (int r = 0; r < 2; ++r) {
+    REQUIRE(tokens_of(outs[std::size_t(r)]) == tokens_of(ref));
+    REQUIRE(worst_logprob_gap(outs[std::size_t(r)], ref) <= 2e-5);
+  }
+  for (auto const& s : outs[0][5].samples)
+    for (auto t : s.tokens) REQUIRE(t < 200);
+}
+
+TEST_CASE("the paged engine's LM head choice: defaults, set_lm_head and its errors", "[engine][paged][tp][vocab_parallel]") {
+  GPTConfig big = model_of(Arch::llama);  // untied: the embedding stays whole, the head is split
+  big.vocab_size = rlflow::engine::vocab_parallel_min_vocab;
+  big.validate();
+  GPTConfig const small = model_of(Arch::llama);
+  PagedEngineConfig pc;
+  pc.block_size = 4;
+  REQUIRE(PagedEngine(small, pc, rlflow::model::TPRank{0, 2}).lm_head() == rlflow::model::LMHead::replicated);
+  REQUIRE(PagedEngine(big, pc).lm_head() == rlflow::model::LMHead::replicated);  // TP 1
+  GPTConfig tiny = model_of(Arch::gpt2);
+  tiny.n_head = 4;
+  tiny.vocab_size = 3;  // fewer vocabulary rows than TP ranks
+  tiny.validate();
+  PagedEngine few_rows(tiny, pc, rlflow::model::TPRank{1, 4});
+  REQUIRE_THROWS_WITH(few_rows.set_lm_head(rlflow::model::LMHead::vocab_parallel),
+                      Catch::Contains("needs vocab_size (3) >= the TP size (4)") && Catch::Contains("LMHead::replicated"));
+  REQUIRE(few_rows.lm_head() == rlflow::model::LMHead::replicated);
+  auto const w = fixtures::perturbed_weights(big, 43, 0.3f);
+  auto const gs = random_groups(3, 2, big.vocab_size, 151, 2, 12);
+  auto const ps = params_of(gs, sampled(8));
+  auto const ref = one_rank(big, pc, w, prompts_of(gs), ps);
+  struct Rank {
+    std::vector<RequestOutput> out;
+    std::string refused_replicated, refused_abort;
+    bool default_vp = false, replicated_whole = false;
+  };
+  auto const ranks = fixtures::on_ranks(2, [&](int r, rlflow::comm::LocalCommunicator& comm) {
+    Rank k;
+    {  // the default, and the replicated head chosen before the load: wte whole, one rank's tokens
+      PagedEngine eng(big, pc, rlflow::model::TPRank{r, 2}, &comm);
+      k.default_vp = eng.lm_head() == rlflow::model::LMHead::vocab_parallel && eng.vocab_end() - eng.vocab_begin() == big.vocab_size / 2;
+      eng.set_lm_head(rlflow::model::LMHead::replicated);
+      k.replicated_whole = eng.vocab_begin() == 0 && eng.vocab_end() == big.vocab_size &&
+                           eng.weights().size() == rlflow::model::ShardLayout(big, rlflow::model::TPRank{r, 2}).size();
+      eng.load_weights(w);
+      k.out = eng.generate(prompts_of(gs), ps);
+      // to vocab_parallel after a load: the rank keeps its rows; back to replicated is refused
+      eng.set_lm_head(rlflow::model::LMHead::vocab_parallel);
+      try {
+        eng.set_lm_head(rlflow::model::LMHead::replicated);
+      } catch (rlflow::config_error const& e) {
+        k.refused_replicated = e.what();
+      }
+      // an abortable generation needs the replicated head
+      std::atomic<bool> stop{false};
+      GenerateControl ctl;
+      ctl.abort = &stop;
+      try {
+        Tensor const ids = Tensor::from(std::vector<std::int32_t>{3, 4}, Shape{1, 2});
+        Tensor const mask = Tensor::from(std::vector<std::int32_t>{1, 1}, Shape{1, 2});
+        std::vector<std::uint64_t> const seeds{1};
+        eng.generate(ids, mask, sampled(4), seeds, ctl);
+      } catch (rlflow::value_error const& e) {
+        k.refused_abort = e.what();
+      }
+    }
+    return k;
+  });
+  for (auto const& k : ranks) {
+    REQUIRE(k.default_vp);
+    REQUIRE(k.replicated_whole);
+    REQUIRE(tokens_of(k.out) == tokens_of(ref));
+    REQUIRE(worst_logprob_gap(k.out, ref) <= 2e-5);
+    REQUIRE_THAT(k.refused_replicated, Catch::Contains("before load_weights") && Catch::Contains("lm_head"));
+    REQUIRE_THAT(k.refused_abort, Catch::Contains("needs the replicated LM head"));
+  }
 }
 
 TEST_CASE("the static engine's batch contract: left-padded rows, groups of repeated prompts", "[engine][paged]") {

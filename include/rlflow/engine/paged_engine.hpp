@@ -34,6 +34,7 @@
 #include <rlflow/engine/rollout_engine.hpp>  // RolloutResult, detail::DecodeBook::check_prompts
 #include <rlflow/engine/rollout_layers.hpp>  // the decoder stack both CPU rollout engines run
 #include <rlflow/engine/sampling.hpp>        // SamplingParams, sample_token
+#include <rlflow/engine/vocab_parallel_sampling.hpp>  // the vocabulary-parallel head's sampling
 #include <rlflow/model/gpt.hpp>              // GPTConfig, init_params, detail::grow_buffer
 #include <rlflow/model/layers.hpp>           // the CPU layer functions
 #include <rlflow/model/tensor_parallel.hpp>  // TPRank, ShardLayout
@@ -203,19 +204,21 @@ inline std::size_t available_memory_bytes() {
 
 //! The paged rollout engine. Weights are a private copy (load_weights); the KV cache is one block
 //! pool. With tp.size > 1 it holds TP rank tp.rank's shard (its heads' share of every block; the
-//! LM head replicated) and 'tp_comm' sums the row-parallel outputs; every rank makes the same calls.
+//! LM head replicated or split by vocabulary rows, as RolloutEngine: set_lm_head) and 'tp_comm'
+//! sums the row-parallel outputs; every rank makes the same calls and gets the same tokens.
 //! The communicator may come later (set_tp_communicator), before the first request.
 //! Not thread-safe: one thread drives add_request / step / abort.
 //! vLLM: LLMEngine (add_request, step, abort_request), LLM.generate; verl: vLLMRollout.
 class PagedEngine {
  public:
-  //! Called with each sampled token's logits row (its vocabulary, before filters): tests and
-  //! debugging. An exception thrown from it propagates out of step() (see step()).
+  //! Called with each sampled token's logits row (its vocabulary, before filters; this rank's
+  //! slice [vocab_begin(), vocab_end()) under the vocabulary-parallel head): tests and debugging.
+  //! An exception thrown from it propagates out of step() (see step()).
   using LogitsObserver = std::function<void(std::string_view request_id, int sample, int index, std::span<float const> logits)>;
 
   PagedEngine(model::GPTConfig const& cfg, PagedEngineConfig const& pc = {}, model::TPRank tp = {},
               comm::Communicator* tp_comm = nullptr)
-      : cfg_(cfg), pc_(pc), lay_(cfg), shard_(cfg, tp, false), comm_(tp_comm) {
+      : cfg_(cfg), pc_(pc), lay_(cfg), shard_(cfg, tp, tp.size > 1 && cfg.vocab_size >= vocab_parallel_min_vocab), comm_(tp_comm) {
     cfg_.validate();
     pc_.validate();
     if (tp_comm) set_tp_communicator(tp_comm);
@@ -239,6 +242,7 @@ class PagedEngine {
     if (cfg_.llama_family()) model::layers::rope_tables(rope_cos_, rope_sin_, model::rope_inv_freq(cfg_), cfg_.max_seq_len);
     metrics_.num_blocks = nb;
     metrics_.block_bytes = s.bytes_per_block();
+    if (shard_.split_vocab()) head_ = model::LMHead::vocab_parallel;
   }
   PagedEngine(PagedEngine const&) = delete;
   PagedEngine& operator=(PagedEngine const&) = delete;
@@ -258,6 +262,7 @@ class PagedEngine {
       throw shape_error(msg(who, "::load_weights: ", flat.size(), " floats for a model of ", lay_.size(),
                             " parameters; the trainer and the rollout must share one GPTConfig"));
     shard_.load(flat, weights_.span<float>());
+    loaded_ = true;
     pool_->reset_cache();
   }
   //! Adds LoRA adapters into the loaded weights (W += s B A, model::lora_merge): after
@@ -278,6 +283,7 @@ class PagedEngine {
       throw shape_error(msg(who, "::load_shard: ", shard.size(), " floats for a shard of ", shard_.size(),
                             "; the training engine must share this rollout's GPTConfig and TP rank"));
     std::copy(shard.begin(), shard.end(), weights_.data<float>());
+    loaded_ = true;
     pool_->reset_cache();
   }
   //! This rank's weights (ShardLayout order; the full model when not tensor-parallel).
@@ -293,8 +299,33 @@ class PagedEngine {
                              ", rank ", tp.rank, "); got ", c ? msg("size ", c->size(), ", rank ", c->rank()) : std::string("none")));
     comm_ = c;
   }
-  //! The LM head is replicated on every TP rank (RolloutEngine also offers a vocabulary-parallel one).
-  model::LMHead lm_head() const { return model::LMHead::replicated; }
+  //! Chooses the LM head of a tensor-parallel engine, as RolloutEngine::set_lm_head (no effect at
+  //! TP = 1; every rank of the group chooses the same). Default: vocab_parallel when vocab_size >=
+  //! vocab_parallel_min_vocab. vocab_parallel: the rank holds wte's rows [vocab_begin(),
+  //! vocab_end()) only and computes their logits; the tokens and log-probs are RolloutEngine's with
+  //! the same head (detail::VocabParallelSampler), the logits observer sees the rank's slice. The
+  //! weights are cut again locally: to vocab_parallel at any time (the rank keeps its rows), to
+  //! replicated only before the first load (the seeded weights are cut again); on an idle engine.
+  void set_lm_head(model::LMHead h) {
+    if (h == model::LMHead::vocab_parallel && cfg_.vocab_size < shard_.shard().size)
+      throw config_error(msg(who, "::set_lm_head: a vocabulary-parallel head needs vocab_size (", cfg_.vocab_size,
+                             ") >= the TP size (", shard_.shard().size, "); use LMHead::replicated"));
+    bool const split = h == model::LMHead::vocab_parallel && shard_.shard().size > 1;
+    if (split != shard_.split_vocab()) {
+      if (has_unfinished())
+        throw value_error(msg(who, "::set_lm_head: ", reqs_.size(), " requests are in flight; change the LM head on an idle engine"));
+      if (!split && loaded_)
+        throw config_error(msg(who, "::set_lm_head: TP rank ", shard_.shard().rank, " holds wte's vocabulary rows [", vocab_begin(),
+                               ", ", vocab_end(), ") only and has loaded weights, so it cannot take the replicated head's whole "
+                               "wte; choose the head before load_weights (actor_rollout_ref.model.lm_head)"));
+      weights_ = model::recut_for_head(cfg_, shard_, weights_, split);
+    }
+    head_ = h;
+  }
+  model::LMHead lm_head() const { return head_; }
+  //! This rank's vocabulary rows [vocab_begin(), vocab_end()) (all of them unless vocabulary-parallel).
+  int vocab_begin() const { return shard_.vocab_begin(); }
+  int vocab_end() const { return shard_.vocab_end(); }
 
   void set_logits_observer(LogitsObserver f) { observer_ = std::move(f); }
 
@@ -386,6 +417,9 @@ class PagedEngine {
                          std::span<std::uint64_t const> seeds, GenerateControl const& ctl = {}) {
     require_comm("generate");
     sp.validate(cfg_.vocab_size);
+    if (ctl.abort && shard_.split_vocab())
+      throw value_error(msg(who, "::generate: an abortable generation (partial rollout) needs the replicated LM head; TP ranks "
+                                 "could stop at different steps otherwise (actor_rollout_ref.model.lm_head=replicated)"));
     detail::DecodeBook::check_prompts(who, prompt_ids, prompt_mask, sp.max_new_tokens, cfg_);
     int const B = static_cast<int>(prompt_ids.dim(0)), P = static_cast<int>(prompt_ids.dim(1)), R = sp.max_new_tokens;
     if (seeds.size() != std::size_t(B))
@@ -726,8 +760,8 @@ class PagedEngine {
       w.s->computed += w.count;
       cache_full_blocks(w.s);
     }
-    int const V = cfg_.vocab_size;
-    float const* lg = rows.empty() ? nullptr : logits_.t.data<float>();
+    int const V = vocab_end() - vocab_begin();  // this rank's logits per row (all V unless vocabulary-parallel)
+    float* lg = rows.empty() ? nullptr : logits_.t.data<float>();
     // the draws of this step: each sampling row, and for a request whose prompt just finished
     // prefilling, all n samples from its one row (the siblings take the prompt's blocks)
     draws_.clear();
@@ -752,9 +786,13 @@ class PagedEngine {
     if (observer_)
       for (auto const& d : draws_) observer_(d.s->req->id, d.s->k, d.s->generated(), std::span<float const>(d.row, std::size_t(V)));
     int const nd = int(draws_.size());
-    // per draw: a sample (an exp per candidate) and its log-prob (two passes, an exp each): weighed as RolloutEngine does
-    RLFLOW_MODEL_OMP_FOR_IF(std::int64_t{nd} * V * model::layers::exp_weight > model::layers::parallel_threshold)
-    for (int i = 0; i < nd; ++i) draw(draws_[std::size_t(i)]);
+    if (shard_.split_vocab()) {
+      draw_vocab_parallel();
+    } else {
+      // per draw: a sample (an exp per candidate) and its log-prob (two passes, an exp each): weighed as RolloutEngine does
+      RLFLOW_MODEL_OMP_FOR_IF(std::int64_t{nd} * V * model::layers::exp_weight > model::layers::parallel_threshold)
+      for (int i = 0; i < nd; ++i) draw(draws_[std::size_t(i)]);
+    }
     std::vector<Seq*> finished;
     for (auto const& d : draws_)
       if (record(d)) finished.push_back(d.s);
@@ -786,7 +824,7 @@ class PagedEngine {
 
   struct Draw {
     Seq* s;
-    float const* row;  // its logits (V)
+    float* row;  // its logits (V, or this rank's slice under the vocabulary-parallel head)
     std::int32_t tok = 0;
     float logprob = 0;
   };
@@ -813,6 +851,32 @@ class PagedEngine {
     d.tok = sample_token(src, Vs, p.sampling(), p.seed_of(d.s->k), counter, idx.data(), w.data());
     float const inv_t = p.temperature > 0.0f ? 1.0f / p.temperature : 1.0f;
     d.logprob = model::layers::logprob_forward_row(d.row, Vs, d.tok, inv_t).log_prob;
+  }
+  // every draw of the step under the vocabulary-parallel head, collectively over the TP group:
+  // ids at or beyond a request's vocab_limit masked to -inf in its row (the siblings of a fork
+  // share the row and the limit), then RolloutEngine's draw (detail::VocabParallelSampler)
+  void draw_vocab_parallel() {
+    int const v0 = vocab_begin(), v1 = vocab_end();
+    vp_draws_.resize(draws_.size());
+    vp_sp_.resize(draws_.size());
+    for (std::size_t i = 0; i < draws_.size(); ++i) {
+      Draw const& d = draws_[i];
+      RequestParams const& p = d.s->req->p;
+      if (p.vocab_limit > 0 && p.vocab_limit < cfg_.vocab_size) detail::mask_vocab_beyond(d.row, 1, v0, v1, p.vocab_limit);
+      vp_sp_[i] = p.sampling();
+      auto& q = vp_draws_[i];
+      q = {};
+      q.row = d.row;
+      q.sp = &vp_sp_[i];
+      q.min_p = p.min_p;
+      q.seed = p.seed_of(d.s->k);
+      q.counter = p.first_token + std::uint64_t(d.s->generated());
+    }
+    vp_.sample(*comm_, shard_.shard().rank, shard_.shard().size, v0, v1, cfg_.vocab_size, vp_draws_);
+    for (std::size_t i = 0; i < draws_.size(); ++i) {
+      draws_[i].tok = vp_draws_[i].tok;
+      draws_[i].logprob = vp_draws_[i].logprob;
+    }
   }
   // appends a drawn token; true when its sequence finished
   bool record(Draw const& d) {
@@ -872,8 +936,7 @@ class PagedEngine {
     std::size_t const block_stride = pool_->shape().floats_per_block();
     float* base = pool_->kv(0, 0, 0, 0);
     auto weights = [this](std::size_t off) { return at(off); };
-    if (llama) model::layers::embedding_forward(x, tok_.data(), at(lay.wte), int(N), C);
-    else model::layers::encoder_forward(x, tok_.data(), pos_.data(), at(lay.wte), at(lay.wpe), int(N), C);
+    detail::rollout_embed(cfg_, shard_, comm_, weights, tok_.data(), pos_.data(), N, x);
     auto store = [&](int l, float const* qkv, model::layers::QKVLayout const& ql) {  // the new keys and values into their blocks
       for (std::size_t i = 0; i < N; ++i) {
         int const p = pos_[i];
@@ -911,8 +974,8 @@ class PagedEngine {
       if (ri < rows.size() && rows[ri] == w.s) std::memcpy(ln + ri++ * C, x + (off - 1) * C, sizeof(float) * C);
     }
     detail::rollout_norm(cfg_, weights, last, ln, lay.lnf_w, lay.lnf_b, nr);
-    int const V = cfg_.vocab_size;
-    detail::products_nt(pc_.batch_invariant, logits_.ensure(std::size_t(nr) * V), last, at(lay.lm_head), nullptr, nr, C, V);
+    int const Vl = vocab_end() - vocab_begin();  // vocabulary-parallel: this rank's rows of the head
+    detail::products_nt(pc_.batch_invariant, logits_.ensure(std::size_t(nr) * Vl), last, at(lay.lm_head), nullptr, nr, C, Vl);
   }
 
   static constexpr char const* who = "rlflow::engine::PagedEngine";
@@ -931,6 +994,11 @@ class PagedEngine {
   std::vector<float> rope_cos_, rope_sin_;
   model::detail::grow_buffer x_, ln_, qkv_, atty_, fch_, act_, part_, lnf_, logits_;
   bool sleeping_ = false;
+  bool loaded_ = false;  // load_weights or load_shard has run (set_lm_head cannot cut wte whole again then)
+  model::LMHead head_ = model::LMHead::replicated;
+  detail::VocabParallelSampler vp_;
+  std::vector<detail::VocabParallelDraw> vp_draws_;
+  std::vector<SamplingParams> vp_sp_;
   std::vector<std::int32_t> tok_, pos_;
   std::vector<int> seq_of_;
   std::vector<std::vector<int> const*> tables_;

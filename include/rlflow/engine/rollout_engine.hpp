@@ -5,9 +5,10 @@
 // log-probs, sleep / wake (release and re-acquire the cache), in-place weight updates.
 // Tensor parallel: an engine built with a TPRank of size N > 1 and the TP group's communicator
 // holds one rank's shard (model/tensor_parallel.hpp: heads and MLP columns split, KV cache split
-// by heads, LM head replicated) and all-reduces the two row-parallel outputs of every layer; the
-// N ranks of a replica call it together and get identical logits and tokens. Does not train. Letters: B sequences, P prompt width, R = max_new_tokens, S = P + R cache
-// slots, C width, NH heads, hs = C / NH, V vocabulary, L layers.
+// by heads, LM head replicated or split by vocabulary rows: set_lm_head) and all-reduces the two
+// row-parallel outputs of every layer; the N ranks of a replica call it together and get
+// identical tokens. Does not train. Letters: B sequences, P prompt width, R = max_new_tokens,
+// S = P + R cache slots, C width, NH heads, hs = C / NH, V vocabulary, L layers.
 #pragma once
 #include <atomic>
 #include <algorithm>  // std::copy, std::fill, std::max, std::partial_sort
@@ -27,6 +28,7 @@
 #include <rlflow/comm/communicator.hpp>  // comm::Communicator (the TP group's all-reduce)
 #include <rlflow/engine/rollout_layers.hpp>  // the decoder stack both CPU rollout engines run
 #include <rlflow/engine/sampling.hpp>   // SamplingParams, sample_token
+#include <rlflow/engine/vocab_parallel_sampling.hpp>  // the vocabulary-parallel head's sampling
 
 namespace rlflow::engine {
 
@@ -417,7 +419,7 @@ class RolloutEngine {
       int const n = static_cast<int>(active.size());
       float const* lg = logits_.t.data<float>();
       if (vocab_parallel()) {
-        if (Vs < V) mask_beyond(n, Vs);
+        if (Vs < V) detail::mask_vocab_beyond(logits_.t.data<float>(), n, vocab_begin(), vocab_end(), Vs);
         sample_vocab_parallel(n, sp, seeds, std::uint64_t(j) + ctl.first_token);
         for (int i = 0; i < n; ++i) {
           int const r = active[std::size_t(i)];
@@ -536,18 +538,7 @@ class RolloutEngine {
     std::size_t const layer_stride = 2 * std::size_t(B) * row_stride;
     float const scale = 1.0f / std::sqrt(static_cast<float>(hs));
     auto weights = [this](std::size_t off) { return at(off); };
-    if (llama && !shard_.split_embedding()) {
-      model::layers::embedding_forward(x, tok_.data(), at(lay.wte), int(N), C);
-    } else if (llama) {  // vocabulary-parallel embedding of a tied model
-      model::layers::embedding_slice_forward(x, tok_.data(), at(lay.wte), vocab_begin(), vocab_end(), int(N), C);
-      comm_->allreduce_sum(std::span<float>(x, N * C));
-    } else if (shard_.split_vocab()) {  // vocabulary-parallel embedding: my rows or zeros, summed over the group
-      model::layers::embedding_slice_forward(x, tok_.data(), at(lay.wte), vocab_begin(), vocab_end(), int(N), C);
-      comm_->allreduce_sum(std::span<float>(x, N * C));
-      model::layers::add_positions(x, pos_.data(), at(lay.wpe), int(N), C);
-    } else {
-      model::layers::encoder_forward(x, tok_.data(), pos_.data(), at(lay.wte), at(lay.wpe), int(N), C);
-    }
+    detail::rollout_embed(cfg_, shard_, comm_, weights, tok_.data(), pos_.data(), N, x);
     // the cache of layer l: (B, NKV, S, hs) keys then values, this rank's key/value heads
     auto store = [&](int l, float const* qkv, model::layers::QKVLayout const& ql) {
       float* kc = kv + std::size_t(l) * layer_stride;
@@ -590,15 +581,6 @@ class RolloutEngine {
 
   //! The vocabulary-parallel head at TP > 1 (set_lm_head keeps the cut in step with the head).
   bool vocab_parallel() const { return shard_.split_vocab(); }
-
-  //! Sets this rank's logits of ids >= limit to -inf (n rows of its vocabulary slice): they get no
-  //! probability in the sampling and the log-probs (SamplingParams::vocab_limit).
-  void mask_beyond(int n, int limit) {
-    int const v0 = vocab_begin(), Vl = vocab_end() - v0;
-    float* lg = logits_.t.data<float>();
-    for (int i = 0; i < n; ++i)
-      for (int v = std::max(limit - v0, 0); v < Vl; ++v) lg[std::size_t(i) * Vl + v] = -INFINITY;
-  }
 
   // set_lm_head's new cut of the weights (model::recut_for_head): wte split by vocabulary rows
   // (the rank keeps its rows) or whole (the seeded weights cut again: nothing loaded yet).
@@ -663,185 +645,24 @@ class RolloutEngine {
 
   // Vocabulary-parallel sampling of the n running rows from this rank's logit slice (n, Vl):
   // writes book_.next[i] and vp_lp_[i] (the log-prob under softmax(logits / T), T = 1 when greedy),
-  // as generate() does with the replicated head. Collectives (batched over the rows):
-  //  1. all-gather of each rank's (max logit, its first id): the global max and the greedy token;
-  //  2. all-reduce of each rank's partial sums exp(z - m) (and z exp(z - m)) in its own slot, so
-  //     every rank sees every rank's partial: the log-sum-exp, and the inverse-CDF search over
-  //     ranks in vocabulary order;
-  //  3. unfiltered sampling: all-reduce of (token, its logit) from the rank whose range holds the
-  //     draw; top-k: all-gather of each rank's k best (logit, id), then every rank draws from the
-  //     merged top k exactly as sample_token does (top-p only: all-gather of every logit).
+  // as generate() does with the replicated head (detail::VocabParallelSampler, shared with PagedEngine).
   void sample_vocab_parallel(int n, SamplingParams const& sp, std::span<std::uint64_t const> seeds, std::uint64_t step) {
-    int const N = tp().size, me = tp().rank, v0 = vocab_begin(), Vl = vocab_end() - v0, V = cfg_.vocab_size;
-    auto const& active = book_.active;
-    auto& next = book_.next;
+    int const v0 = vocab_begin(), Vl = vocab_end() - v0;
     float const* lg = logits_.t.data<float>();
-    bool const greedy = sp.temperature == 0.0f;
-    float const inv_t_lp = greedy ? 1.0f : 1.0f / sp.temperature;  // generate()'s log-prob temperature
-    double const inv_t = greedy ? 1.0 : 1.0 / double(sp.temperature);  // sample_token's
-    std::size_t const un = std::size_t(n), uN = std::size_t(N);
-    // 1. local (max, first argmax) -> global
-    vp_f_.assign(2 * un, 0.0f);
+    vp_draws_.resize(std::size_t(n));
     for (int i = 0; i < n; ++i) {
-      float const* row = lg + std::size_t(i) * Vl;
-      int best = 0;
-      for (int v = 1; v < Vl; ++v)
-        if (row[v] > row[best]) best = v;
-      vp_f_[2 * i] = row[best];
-      vp_f_[2 * i + 1] = float(v0 + best);  // exact: ids < 2^24
+      auto& d = vp_draws_[std::size_t(i)];
+      d = {};
+      d.row = lg + std::size_t(i) * Vl;
+      d.sp = &sp;
+      d.seed = seeds[std::size_t(book_.active[std::size_t(i)])];
+      d.counter = step;
     }
-    vp_g_.resize(2 * un * uN);
-    comm_->allgather(std::span<float const>(vp_f_), std::span<float>(vp_g_));
-    vp_max_.resize(un);
-    std::vector<std::int32_t>& argmax = vp_arg_;
-    argmax.resize(un);
+    vp_.sample(*comm_, tp().rank, tp().size, v0, vocab_end(), cfg_.vocab_size, vp_draws_);
+    vp_lp_.resize(std::size_t(n));
     for (int i = 0; i < n; ++i) {
-      float bv = vp_g_[2 * std::size_t(i)];
-      std::int32_t bi = std::int32_t(vp_g_[2 * std::size_t(i) + 1]);
-      for (int r = 1; r < N; ++r) {  // ranks hold ascending ids: strict > keeps the first maximal id
-        float const v = vp_g_[(std::size_t(r) * un + std::size_t(i)) * 2];
-        if (v > bv) {
-          bv = v;
-          bi = std::int32_t(vp_g_[(std::size_t(r) * un + std::size_t(i)) * 2 + 1]);
-        }
-      }
-      vp_max_[std::size_t(i)] = bv;
-      argmax[std::size_t(i)] = bi;
-    }
-    // 2. partial sums in this rank's slot: {sample weights, log-prob weights, log-prob z-weights}
-    vp_d_.assign(un * uN * 3, 0.0);
-    for (int i = 0; i < n; ++i) {
-      float const* row = lg + std::size_t(i) * Vl;
-      double const ms = double(vp_max_[std::size_t(i)]) * inv_t, ml = double(vp_max_[std::size_t(i)]) * inv_t_lp;
-      double ss = 0, sl = 0, sz = 0;
-      for (int v = 0; v < Vl; ++v) {
-        ss += std::exp(double(row[v]) * inv_t - ms);
-        double const z = double(row[v]) * inv_t_lp, e = std::exp(z - ml);
-        sl += e;
-        sz += e * z;
-      }
-      double* slot = vp_d_.data() + (std::size_t(i) * uN + std::size_t(me)) * 3;
-      slot[0] = ss;
-      slot[1] = sl;
-      slot[2] = sz;
-    }
-    comm_->allreduce_sum(std::span<double>(vp_d_));
-    // 3. the token and its logit
-    vp_tok_.assign(2 * un, 0.0);  // {token, logit} from the owning rank, 0 elsewhere
-    bool const filtered = !greedy && ((sp.top_k > 0 && sp.top_k < V) || sp.top_p < 1.0f);
-    if (greedy) {
-      for (int i = 0; i < n; ++i) {
-        vp_tok_[2 * std::size_t(i)] = argmax[std::size_t(i)];
-        vp_tok_[2 * std::size_t(i) + 1] = vp_max_[std::size_t(i)];
-      }
-    } else if (!filtered) {
-      for (int i = 0; i < n; ++i) {
-        double const* parts = vp_d_.data() + std::size_t(i) * uN * 3;
-        double total = 0;
-        for (int r = 0; r < N; ++r) total += parts[std::size_t(r) * 3];
-        double const u = detail::sampling_uniform(seeds[std::size_t(active[std::size_t(i)])], step);
-        double const target = u * total;
-        int owner = -1;
-        double start = 0;
-        for (int r = 0; r < N; ++r) {
-          if (target < start + parts[std::size_t(r) * 3]) {
-            owner = r;
-            break;
-          }
-          start += parts[std::size_t(r) * 3];
-        }
-        bool const past_end = owner < 0;  // rounding left target == total: the last rank with mass,
-        if (past_end)                      // its last nonzero token (as sample_token does)
-          for (int r = N - 1; r >= 0 && owner < 0; --r)
-            if (parts[std::size_t(r) * 3] > 0) owner = r;
-        if (owner != me) continue;
-        float const* row = lg + std::size_t(i) * Vl;
-        double const ms = double(vp_max_[std::size_t(i)]) * inv_t;
-        double cum = start;
-        int pick = -1, last_nz = 0;
-        for (int v = 0; v < Vl; ++v) {
-          double const w = std::exp(double(row[v]) * inv_t - ms);
-          if (w > 0) last_nz = v;
-          cum += w;
-          if (!past_end && target < cum) {
-            pick = v;
-            break;
-          }
-        }
-        if (pick < 0) pick = last_nz;
-        vp_tok_[2 * std::size_t(i)] = v0 + pick;
-        vp_tok_[2 * std::size_t(i) + 1] = row[pick];
-      }
-      comm_->allreduce_sum(std::span<double>(vp_tok_));
-    } else {
-      // candidates: each rank's k best by (logit desc, id asc), or all of its logits (top-p only)
-      int const Vmax = (V + N - 1) / N;  // the widest rank's slice
-      int const K = (sp.top_k > 0 && sp.top_k < V) ? std::min(sp.top_k, Vmax) : Vmax;
-      vp_f_.assign(un * std::size_t(K) * 2, 0.0f);
-      idx_.resize(std::size_t(std::max(Vl, 1)));
-      for (int i = 0; i < n; ++i) {
-        float const* row = lg + std::size_t(i) * Vl;
-        for (int v = 0; v < Vl; ++v) idx_[std::size_t(v)] = v;
-        auto by_logit = [row](std::int32_t a, std::int32_t b) { return row[a] > row[b] || (row[a] == row[b] && a < b); };
-        int const k = std::min(K, Vl);
-        std::partial_sort(idx_.begin(), idx_.begin() + k, idx_.begin() + Vl, by_logit);
-        for (int c = 0; c < K; ++c) {
-          float* o = vp_f_.data() + (std::size_t(i) * K + std::size_t(c)) * 2;
-          o[0] = c < k ? row[idx_[std::size_t(c)]] : -INFINITY;
-          o[1] = c < k ? float(v0 + idx_[std::size_t(c)]) : -1.0f;
-        }
-      }
-      vp_g_.resize(vp_f_.size() * uN);
-      comm_->allgather(std::span<float const>(vp_f_), std::span<float>(vp_g_));
-      std::size_t const per_rank = un * std::size_t(K) * 2;
-      int const kept = (sp.top_k > 0 && sp.top_k < V) ? sp.top_k : V;
-      cand_logit_.resize(std::size_t(N) * K);
-      cand_id_.resize(std::size_t(N) * K);
-      cand_w_.resize(std::size_t(N) * K);
-      for (int i = 0; i < n; ++i) {
-        int nc = 0;
-        for (int r = 0; r < N; ++r)
-          for (int c = 0; c < K; ++c) {
-            float const* o = vp_g_.data() + std::size_t(r) * per_rank + (std::size_t(i) * K + std::size_t(c)) * 2;
-            if (o[1] < 0) continue;  // padding
-            cand_logit_[std::size_t(nc)] = o[0];
-            cand_id_[std::size_t(nc)] = std::int32_t(o[1]);
-            ++nc;
-          }
-        // order the merged candidates as sample_token does: (logit desc, id asc); keep the top 'kept'
-        std::vector<int>& ord = cand_ord_;
-        ord.resize(std::size_t(nc));
-        for (int c = 0; c < nc; ++c) ord[std::size_t(c)] = c;
-        std::sort(ord.begin(), ord.end(), [&](int a, int b) {
-          float const la = cand_logit_[std::size_t(a)], lb = cand_logit_[std::size_t(b)];
-          return la > lb || (la == lb && cand_id_[std::size_t(a)] < cand_id_[std::size_t(b)]);
-        });
-        int const nk = std::min(kept, nc);
-        double const ms = double(vp_max_[std::size_t(i)]) * inv_t;
-        vp_ids_.resize(std::size_t(nk));
-        for (int c = 0; c < nk; ++c) {
-          vp_ids_[std::size_t(c)] = cand_id_[std::size_t(ord[std::size_t(c)])];
-          cand_w_[std::size_t(c)] = std::exp(double(cand_logit_[std::size_t(ord[std::size_t(c)])]) * inv_t - ms);
-        }
-        double const u = detail::sampling_uniform(seeds[std::size_t(active[std::size_t(i)])], step);
-        std::int32_t const tok = detail::draw_candidates(vp_ids_.data(), cand_w_.data(), nk, sp.top_p, u);
-        float logit = 0;
-        for (int c = 0; c < nk; ++c)
-          if (vp_ids_[std::size_t(c)] == tok) logit = cand_logit_[std::size_t(ord[std::size_t(c)])];
-        vp_tok_[2 * std::size_t(i)] = tok;
-        vp_tok_[2 * std::size_t(i) + 1] = logit;
-      }
-    }
-    // log-prob of the token: z_tok - (m + log sum exp(z - m)), as layers::logprob_forward_row
-    vp_lp_.resize(un);
-    for (int i = 0; i < n; ++i) {
-      double const* parts = vp_d_.data() + std::size_t(i) * uN * 3;
-      double sl = 0;
-      for (int r = 0; r < N; ++r) sl += parts[std::size_t(r) * 3 + 1];
-      double const lse = double(vp_max_[std::size_t(i)]) * inv_t_lp + std::log(sl);
-      float const logit = float(vp_tok_[2 * std::size_t(i) + 1]);
-      next[std::size_t(i)] = std::int32_t(vp_tok_[2 * std::size_t(i)]);
-      vp_lp_[std::size_t(i)] = float(double(logit) * inv_t_lp - lse);
+      book_.next[std::size_t(i)] = vp_draws_[std::size_t(i)].tok;
+      vp_lp_[std::size_t(i)] = vp_draws_[std::size_t(i)].logprob;
     }
   }
 
@@ -863,11 +684,10 @@ class RolloutEngine {
   std::uint64_t version_ = 0;                         //!< loads since share_replicated()
   float const* cur_rep_ = nullptr;                    //!< the current version's buffer, set by run()
   std::vector<std::size_t> rep_base_;                 //!< where each replicated segment starts in it
-  // vocabulary-parallel sampling scratch (reused across steps)
-  std::vector<float> vp_f_, vp_g_, vp_max_, vp_lp_, cand_logit_;
-  std::vector<double> vp_d_, vp_tok_, cand_w_;
-  std::vector<std::int32_t> vp_arg_, vp_ids_, cand_id_;
-  std::vector<int> cand_ord_;
+  // vocabulary-parallel sampling (its scratch reused across steps)
+  detail::VocabParallelSampler vp_;
+  std::vector<detail::VocabParallelDraw> vp_draws_;
+  std::vector<float> vp_lp_;
   std::vector<std::int32_t> tok_, pos_, idx_;
   std::vector<double> w_;
 };

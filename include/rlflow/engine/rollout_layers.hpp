@@ -51,6 +51,25 @@ void rollout_norm(model::GPTConfig const& cfg, Weights const& at, float* out, fl
   else model::layers::layernorm_forward(out, nullptr, nullptr, in, at(w), at(b), M, C);
 }
 
+//! The embedded rows x (N, C) of tokens tok at positions pos (GPT-2 adds wpe; the Llama family
+//! has RoPE instead). A tied model under the vocabulary-parallel head holds wte's rows
+//! [vocab_begin, vocab_end) only: each rank writes its tokens' rows (zeros elsewhere) and the TP
+//! group sums them, so every rank gets the whole rows, bit for bit.
+template <class Weights>
+void rollout_embed(model::GPTConfig const& cfg, model::ShardLayout const& shard, comm::Communicator* comm, Weights const& at,
+                   std::int32_t const* tok, std::int32_t const* pos, std::size_t N, float* x) {
+  int const C = cfg.n_embd;
+  if (shard.split_embedding()) {
+    model::layers::embedding_slice_forward(x, tok, at(shard.wte), shard.vocab_begin(), shard.vocab_end(), int(N), C);
+    comm->allreduce_sum(std::span<float>(x, N * C));
+    if (!cfg.llama_family()) model::layers::add_positions(x, pos, at(shard.wpe), int(N), C);
+  } else if (cfg.llama_family()) {
+    model::layers::embedding_forward(x, tok, at(shard.wte), int(N), C);
+  } else {
+    model::layers::encoder_forward(x, tok, pos, at(shard.wte), at(shard.wpe), int(N), C);
+  }
+}
+
 //! The L decoder layers over N token rows at positions pos: x (in buf) holds the embedded rows on
 //! entry and the last layer's output on return. After each layer's q|k|v projection (and, for
 //! the Llama family, q/k norm and RoPE at the rows' positions, so a cached key keeps its rotation)

@@ -1,7 +1,7 @@
 // rlflow/roles/cpu_rollout.hpp: the CPU roles' rollout engine: the paged, continuously batched
-// engine (engine::PagedEngine) configured from actor_rollout_ref.rollout.*, at any rollout TP,
-// or the static KV-cache engine (engine::RolloutEngine) where a tensor-parallel rollout uses the
-// vocabulary-parallel LM head, and as the tests' reference (RoleSetup::static_rollout).
+// engine (engine::PagedEngine) configured from actor_rollout_ref.rollout.*, at any rollout TP and
+// with either LM head, or the static KV-cache engine (engine::RolloutEngine) as the tests'
+// reference (RoleSetup::static_rollout).
 // verl: the rollout worker's inference engine (vLLMRollout).
 #pragma once
 #include <cstdint>
@@ -42,7 +42,8 @@ inline engine::PagedEngineConfig paged_engine_config(RolloutConfig const& rc) {
 
 //! Whether a rollout of TP size 'tp' runs the vocabulary-parallel LM head under
 //! actor_rollout_ref.model.lm_head: "vocab_parallel", or "auto" with vocab_size >=
-//! engine::vocab_parallel_min_vocab (RolloutEngine's default); never at TP 1.
+//! engine::vocab_parallel_min_vocab (the default of both CPU engines); never at TP 1. Either
+//! engine has either head.
 inline bool rollout_vocab_parallel(model::GPTConfig const& model, int tp, TrainerConfig const& cfg) {
   if (tp <= 1) return false;
   std::string_view const h = cfg.actor_rollout_ref.model.lm_head.view();
@@ -50,18 +51,16 @@ inline bool rollout_vocab_parallel(model::GPTConfig const& model, int tp, Traine
 }
 
 //! One CPU rollout engine with the static engine's interface. The paged engine runs at every
-//! rollout TP with the replicated LM head; the static engine runs when 'use_static' (the tests'
-//! reference) or when a TP > 1 rollout uses the vocabulary-parallel head
-//! (rollout_vocab_parallel: actor_rollout_ref.model.lm_head=vocab_parallel, or auto on a
-//! vocabulary of 256 tokens or more), which only the static engine has; so every lm_head value
-//! keeps the head it names, and lm_head=replicated puts a large vocabulary on the paged engine.
+//! rollout TP and every actor_rollout_ref.model.lm_head value (the head it names, or by
+//! vocabulary size for auto: rollout_vocab_parallel); the static engine runs only when
+//! 'use_static' asks for it (the tests' reference). Both give the same tokens for the same seeds.
 //! The TP group's communicator reaches either engine (set_tp_communicator, before the first
 //! generation). The paged engine keeps its own copy of the replicated tensors: share_replicated()
 //! shares nothing there and answers false.
 class CpuRollout {
  public:
   CpuRollout(model::GPTConfig const& model, model::TPRank tp, TrainerConfig const& cfg, bool use_static) {
-    if (use_static || rollout_vocab_parallel(model, tp.size, cfg)) st_ = std::make_unique<engine::RolloutEngine>(model, tp);
+    if (use_static) st_ = std::make_unique<engine::RolloutEngine>(model, tp);
     else pg_ = std::make_unique<engine::PagedEngine>(model, paged_engine_config(cfg.actor_rollout_ref.rollout), tp);
   }
 
@@ -85,16 +84,8 @@ class CpuRollout {
   void set_tp_communicator(comm::Communicator* c) { pg_ ? pg_->set_tp_communicator(c) : st_->set_tp_communicator(c); }
   //! The static engine's shared replicated tensors; false (nothing shared) on the paged engine.
   bool share_replicated() { return st_ ? st_->share_replicated() : false; }
-  //! The static engine's head choice. The paged engine has the replicated head only: the
-  //! vocabulary-parallel one at TP > 1 is refused (the constructor picks the static engine when
-  //! actor_rollout_ref.model.lm_head asks for it, so the roles never get here).
-  void set_lm_head(model::LMHead h) {
-    if (st_) return st_->set_lm_head(h);
-    if (h == model::LMHead::vocab_parallel && pg_->shard_layout().shard().size > 1)
-      throw config_error(msg("rlflow::roles::CpuRollout::set_lm_head: the paged rollout engine (TP ", pg_->shard_layout().shard().size,
-                             ") has the replicated LM head only; set actor_rollout_ref.model.lm_head=vocab_parallel in the "
-                             "config the rollout is built from (the static engine then runs), or use lm_head=replicated"));
-  }
+  //! The engine's head choice (PagedEngine::set_lm_head, RolloutEngine::set_lm_head).
+  void set_lm_head(model::LMHead h) { pg_ ? pg_->set_lm_head(h) : st_->set_lm_head(h); }
   model::LMHead lm_head() const { return pg_ ? pg_->lm_head() : st_->lm_head(); }
 
   void sleep() { pg_ ? pg_->sleep() : st_->sleep(); }

@@ -40,8 +40,8 @@ struct RoleSetup {
   //! 0: from the machine (OMP_NUM_THREADS when set, else the cores shared by the node's workers).
   int threads_per_worker = 0;
   //! CPU: generate with the static KV-cache engine instead of the paged one (the reference the
-  //! tests compare the paged engine with). Without it a TP > 1 rollout uses the static engine only
-  //! for the vocabulary-parallel LM head (roles::CpuRollout).
+  //! tests compare the paged engine with). Without it every rollout, at any TP and with either LM
+  //! head, runs on the paged engine (roles::CpuRollout).
   bool static_rollout = false;
 };
 

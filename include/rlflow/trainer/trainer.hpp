@@ -91,8 +91,8 @@ struct TrainerOptions {
   //! the seeded initialisation, or model.path's weights. verl: model.path set to the SFT output.
   std::string init_weights;
   //! CPU: generate with the static KV-cache engine instead of the paged one: the reference the
-  //! tests compare the paged engine with. Without it a rollout TP > 1 uses the static engine only
-  //! for the vocabulary-parallel LM head (actor_rollout_ref.model.lm_head; roles::CpuRollout).
+  //! tests compare the paged engine with. Without it every rollout, at any TP and with either LM
+  //! head (actor_rollout_ref.model.lm_head), runs on the paged engine (roles::CpuRollout).
   bool static_rollout = false;
 };
 
