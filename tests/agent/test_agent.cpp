@@ -28,6 +28,8 @@
 #include <rlflow/model/hf_tokenizer.hpp>
 #include <rlflow/model/tokenizer.hpp>
 
+namespace test_agent {
+
 using namespace rlflow;
 using agent::json;
 namespace fs = std::filesystem;
@@ -880,3 +882,5 @@ TEST_CASE("tool_agent on a tiny random Qwen3-shaped RolloutEngine through the ad
   CHECK(o2.response_ids == o.response_ids);
   CHECK(o2.response_mask == o.response_mask);
 }
+
+}  // namespace test_agent

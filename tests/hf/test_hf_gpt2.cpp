@@ -22,6 +22,8 @@
 
 #include "fixtures.hpp"
 
+namespace test_hf_gpt2 {
+
 namespace fs = std::filesystem;
 using rlflow::DType;
 using rlflow::model::GPTConfig;
@@ -450,3 +452,5 @@ TEST_CASE("an rlflow checkpoint exports to a GPT-2 folder that loads back bit fo
   CHECK(error_of([&] { rlflow::engine::export_hf(out.p / "model.safetensors", dir.p / "x"); }).find("rlflow.gpt_config") !=
         std::string::npos);
 }
+
+}  // namespace test_hf_gpt2

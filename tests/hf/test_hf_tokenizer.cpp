@@ -21,6 +21,8 @@
 #include "fixtures.hpp"
 #include "hf/bpe_test_util.hpp"
 
+namespace test_hf_tokenizer {
+
 namespace fs = std::filesystem;
 using rlflow::model::HFTokenizer;
 
@@ -348,3 +350,5 @@ TEST_CASE("Llama-3.1's tokenizer.json gives @huggingface/tokenizers' ids", "[hf]
   CHECK(tok.special_prefix() == std::vector<std::int32_t>{128000});
   CHECK(tok.encode_with_special("Hello world") == std::vector<std::int32_t>{128000, 9906, 1917});
 }
+
+}  // namespace test_hf_tokenizer

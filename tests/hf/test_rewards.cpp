@@ -13,6 +13,8 @@
 #include <rlflow/rewards/math.hpp>
 #include <rlflow/tasks/reward_score.hpp>
 
+namespace test_rewards {
+
 using namespace rlflow::rewards;
 
 namespace {
@@ -133,3 +135,5 @@ TEST_CASE("the data_source registry holds verl's gsm8k and MATH scorers", "[rewa
   CHECK(default_compute_score("DigitalLearningGmbH/MATH-lighteval", "\\boxed{3}", "4") == 0.0);
   CHECK(default_compute_score("reverse", "cba", "cba") == 1.0);
 }
+
+}  // namespace test_rewards

@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+namespace test_sft {
+
 using namespace rlflow;
 using json = nlohmann::json;
 namespace fs = std::filesystem;
@@ -384,3 +386,5 @@ TEST_CASE("SFT from a Hugging Face folder and JSON-lines rows: verl's road, chec
   CHECK(fs::exists(root / "hf" / "tokenizer.json"));
   fs::remove_all(root);
 }
+
+}  // namespace test_sft
