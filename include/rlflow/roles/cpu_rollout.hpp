@@ -40,19 +40,9 @@ inline engine::PagedEngineConfig paged_engine_config(RolloutConfig const& rc) {
   return pc;
 }
 
-//! Whether a rollout of TP size 'tp' runs the vocabulary-parallel LM head under
-//! actor_rollout_ref.model.lm_head: "vocab_parallel", or "auto" with vocab_size >=
-//! engine::vocab_parallel_min_vocab (the default of both CPU engines); never at TP 1. Either
-//! engine has either head.
-inline bool rollout_vocab_parallel(model::GPTConfig const& model, int tp, TrainerConfig const& cfg) {
-  if (tp <= 1) return false;
-  std::string_view const h = cfg.actor_rollout_ref.model.lm_head.view();
-  return h == "vocab_parallel" || (h == "auto" && model.vocab_size >= engine::vocab_parallel_min_vocab);
-}
-
 //! One CPU rollout engine with the static engine's interface. The paged engine runs at every
-//! rollout TP and every actor_rollout_ref.model.lm_head value (the head it names, or by
-//! vocabulary size for auto: rollout_vocab_parallel); the static engine runs only when
+//! rollout TP and every actor_rollout_ref.model.lm_head value (the head it names; for auto, the
+//! vocabulary-parallel head from engine::vocab_parallel_min_vocab tokens at TP > 1); the static engine runs only when
 //! 'use_static' asks for it (the tests' reference). Both give the same tokens for the same seeds.
 //! The TP group's communicator reaches either engine (set_tp_communicator, before the first
 //! generation). The paged engine keeps its own copy of the replicated tensors: share_replicated()

@@ -34,7 +34,7 @@ inline constexpr std::string_view why_fsdp =
 inline constexpr std::string_view why_profiler = "profiler settings: rlflow has no profiler hooks; run perf or nsys around the program";
 inline constexpr std::string_view why_ray = "Ray / NCCL cluster settings: rlflow runs in one process, or one per rank under mpirun";
 inline constexpr std::string_view why_kernels =
-    "PyTorch compile, kernel and activation-memory options: rlflow's kernels are its own C++ and keep every activation";
+    "PyTorch compile, kernel and activation-memory options: rlflow's kernels are its own C++ (what the backward keeps: actor_rollout_ref.model.enable_gradient_checkpointing)";
 inline constexpr std::string_view why_rollout_n = "verl fills it from actor_rollout_ref.rollout.n, which rlflow reads";
 inline constexpr std::string_view why_lengths = "verl fills it from data.max_prompt_length / data.max_response_length, which rlflow reads";
 inline constexpr std::string_view why_checkpoint =
