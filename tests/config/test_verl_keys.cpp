@@ -23,6 +23,7 @@
 
 #include "common/files_demo.hpp"
 #include "fixtures.hpp"
+#include "trainer/trainer_fixtures.hpp"
 
 namespace fs = std::filesystem;
 using rlflow::TrainerConfig;
@@ -378,7 +379,7 @@ TEST_CASE("keys the program's type fixes: a conflicting value names the type, --
   }
   TrainerConfig c = defaults;
   c.max_colocate_count = 5;
-  CHECK_THROWS_WITH(Trainer(c, rlflow::TrainerOptions{.console = false}), Catch::Contains("Colocate<3>") && Catch::Contains("max_colocate_count=5"));
+  CHECK_THROWS_WITH(Trainer(c, rlflow::testing::quiet()), Catch::Contains("Colocate<3>") && Catch::Contains("max_colocate_count=5"));
 }
 
 namespace {

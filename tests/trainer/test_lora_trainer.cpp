@@ -16,6 +16,7 @@
 
 #include "common/files_demo.hpp"
 #include "fixtures.hpp"
+#include "trainer/trainer_fixtures.hpp"
 
 namespace fs = std::filesystem;
 using rlflow::TrainerConfig;
@@ -58,7 +59,7 @@ TrainerConfig lora_run(rlflow::examples::DemoFiles const& f, fs::path const& out
 TEST_CASE("GRPO with LoRA trains the adapters only and the rollout samples from base + adapters", "[trainer][lora]") {
   fixtures::TempDir d;
   auto const f = rlflow::examples::write_demo_files(d.p / "in", 6, 12, 3, 1, 4, 16, 128, 120, rlflow::model::Arch::qwen2);
-  LoraTrainer t(lora_run(f, d.p / "run"), rlflow::TrainerOptions{.console = false});
+  LoraTrainer t(lora_run(f, d.p / "run"), rlflow::testing::quiet());
   t.fit();
   auto const init = rlflow::model::hf::load_model(f.model_dir);
   rlflow::model::ParamLayout const lay(init.config);
@@ -113,16 +114,16 @@ TEST_CASE("LoRA keys the Trainer does not support are refused before any work", 
   {
     auto c = lora_run(f, d.p / "run");
     c.actor_rollout_ref.model.target_modules = "q_proj,c_attn";  // a GPT-2 name on a Qwen2 folder
-    CHECK_THROWS_WITH(LoraTrainer(c, rlflow::TrainerOptions{.console = false}), Catch::Contains("'c_attn'") && Catch::Contains("gate_proj"));
+    CHECK_THROWS_WITH(LoraTrainer(c, rlflow::testing::quiet()), Catch::Contains("'c_attn'") && Catch::Contains("gate_proj"));
   }
   {
     auto c = lora_run(f, d.p / "run");
     c.actor_rollout_ref.model.lora_rank = -4;
-    CHECK_THROWS_WITH(LoraTrainer(c, rlflow::TrainerOptions{.console = false}), Catch::Contains("lora_rank=-4"));
+    CHECK_THROWS_WITH(LoraTrainer(c, rlflow::testing::quiet()), Catch::Contains("lora_rank=-4"));
   }
   {
     auto c = lora_run(f, d.p / "run");
     c.actor_rollout_ref.actor.megatron.tensor_model_parallel_size = 2;
-    CHECK_THROWS_WITH(LoraTrainer(c, rlflow::TrainerOptions{.console = false}), Catch::Contains("tensor_model_parallel_size=1"));
+    CHECK_THROWS_WITH(LoraTrainer(c, rlflow::testing::quiet()), Catch::Contains("tensor_model_parallel_size=1"));
   }
 }
