@@ -9,6 +9,8 @@
 
 #include "trainer/trainer_fixtures.hpp"
 
+namespace test_checkpointing_trainer {
+
 using namespace rlflow;
 using namespace rlflow::testing;
 
@@ -60,3 +62,5 @@ TEST_CASE("trainer.checkpointing_through_trainer: PPO with gradient checkpointin
   }
   std::filesystem::remove_all(dir);
 }
+
+}  // namespace test_checkpointing_trainer

@@ -11,6 +11,8 @@
 
 #include "common/reverse_task.hpp"
 
+namespace test_default_reward {
+
 using namespace rlflow;
 
 namespace {
@@ -136,3 +138,5 @@ TEST_CASE("a Trainer without a reward option scores as RuleReward<ReverseScore>"
   REQUIRE(a.actor_rollout_wg().call<&roles::ActorRolloutRef::actor_weights>() ==
           b.actor_rollout_wg().call<&roles::ActorRolloutRef::actor_weights>());
 }
+
+}  // namespace test_default_reward

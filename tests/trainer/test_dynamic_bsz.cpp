@@ -16,6 +16,8 @@
 #include <rlflow/roles/actor_rollout_ref.hpp>
 #include <rlflow/roles/critic.hpp>
 
+namespace test_dynamic_bsz {
+
 using namespace rlflow;
 
 namespace {
@@ -270,3 +272,5 @@ TEST_CASE("trainer.dynamic_bsz_critic_grads: the critic's gradient is the same f
     else require_close(padded_ref, ref_grads, 1e-5, "packed vs padded critic gradients");
   }
 }
+
+}  // namespace test_dynamic_bsz

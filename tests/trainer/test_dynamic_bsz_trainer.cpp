@@ -10,6 +10,8 @@
 
 #include "trainer/trainer_fixtures.hpp"
 
+namespace test_dynamic_bsz_trainer {
+
 using namespace rlflow;
 using namespace rlflow::testing;
 
@@ -45,3 +47,5 @@ TEST_CASE("trainer.dynamic_bsz_through_trainer: PPO with token budgets and packe
   }
   std::filesystem::remove_all(dir);
 }
+
+}  // namespace test_dynamic_bsz_trainer

@@ -18,6 +18,8 @@
 #include "fixtures.hpp"
 #include "trainer/trainer_fixtures.hpp"
 
+namespace test_lora_trainer {
+
 namespace fs = std::filesystem;
 using rlflow::TrainerConfig;
 using LoraTrainer = rlflow::Trainer<rlflow::GRPO, rlflow::Colocate<3>>;
@@ -127,3 +129,5 @@ TEST_CASE("LoRA keys the Trainer does not support are refused before any work", 
     CHECK_THROWS_WITH(LoraTrainer(c, rlflow::testing::quiet()), Catch::Contains("tensor_model_parallel_size=1"));
   }
 }
+
+}  // namespace test_lora_trainer

@@ -14,6 +14,8 @@
 
 #include "trainer/trainer_fixtures.hpp"
 
+namespace test_role_contracts {
+
 using namespace rlflow;
 namespace fs = std::filesystem;
 
@@ -194,3 +196,5 @@ TEST_CASE("custom actor and critic roles run through the Trainer like the built-
   auto builtin = run_steps<Trainer<PPO, roles::ValueCritic, roles::RuleReward<Score>>>("builtin", 2);
   require_same(custom, builtin);
 }
+
+}  // namespace test_role_contracts

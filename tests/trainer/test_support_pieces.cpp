@@ -13,6 +13,8 @@
 #include <random>
 #include <set>
 
+namespace test_support_pieces {
+
 using namespace rlflow;
 namespace fs = std::filesystem;
 
@@ -181,3 +183,5 @@ TEST_CASE("MetricsLogger prints every log_freq steps, the first and the last, wi
   REQUIRE(bar.rfind("[############............] 5/10  50% | score 0.25 | elapsed 1.0s | eta", 0) == 0);
   REQUIRE_THROWS_WITH(MetricsLogger({}, 10, true, false, ConsoleOptions{0, 0}), Catch::Contains("trainer.log_freq=0"));
 }
+
+}  // namespace test_support_pieces

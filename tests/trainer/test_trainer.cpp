@@ -15,6 +15,8 @@
 
 #include "trainer/trainer_fixtures.hpp"
 
+namespace test_trainer {
+
 using namespace rlflow;
 namespace fs = std::filesystem;
 
@@ -380,3 +382,5 @@ TEST_CASE("start-up validation rejects bad configurations before any work", "[tr
   REQUIRE_FALSE(fs::exists(dir / "metrics.jsonl"));
   fs::remove_all(dir);
 }
+
+}  // namespace test_trainer

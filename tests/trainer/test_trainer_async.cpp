@@ -30,6 +30,8 @@
 
 #include "common/reverse_task.hpp"
 
+namespace test_trainer_async {
+
 using namespace rlflow;
 using rlflow::testing::lockstep_hooks;
 namespace fs = std::filesystem;
@@ -1063,3 +1065,5 @@ TEST_CASE("colocate_async puts its rollout workers to sleep when idle: the KV ca
   using SRole = std::remove_reference_t<decltype(*sep.async_rollout())>::role;
   REQUIRE(sep.async_rollout()->workers().call<&SRole::memory_bytes>()[0] > 0);
 }
+
+}  // namespace test_trainer_async

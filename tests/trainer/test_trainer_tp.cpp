@@ -20,6 +20,8 @@
 #include "fixtures.hpp"
 #include "trainer/trainer_fixtures.hpp"
 
+namespace test_trainer_tp {
+
 using namespace rlflow;
 namespace fs = std::filesystem;
 
@@ -588,3 +590,5 @@ TEST_CASE("PPO under training TP = 2 resumes exactly, critic included", "[traine
   REQUIRE(plain.step() > 0);
   fs::remove_all(root);
 }
+
+}  // namespace test_trainer_tp

@@ -26,6 +26,8 @@
 #include "common/reverse_task.hpp"
 #include "trainer/trainer_fixtures.hpp"  // close, rel_l2, lockstep_hooks
 
+namespace test_trainer_tp_async {
+
 using namespace rlflow;
 namespace fs = std::filesystem;
 using rlflow::testing::close;
@@ -245,3 +247,5 @@ TEST_CASE("training TP = 2 in separate_async resumes from a checkpoint exactly, 
   INFO("seed " << seed << ", bound " << k);
   resume_under_training_tp<SepTrainer>(true, k, seed);
 }
+
+}  // namespace test_trainer_tp_async

@@ -6,6 +6,8 @@
 
 #include "trainer/trainer_fixtures.hpp"
 
+namespace test_trainer_learning {
+
 using namespace rlflow;
 
 namespace {
@@ -65,3 +67,5 @@ TEST_CASE("GRPO with colocate_async (one batch ahead) learns to reverse strings"
   REQUIRE(first < 0.3);
   REQUIRE(last > first + 0.15);
 }
+
+}  // namespace test_trainer_learning
