@@ -57,7 +57,7 @@ inline void require_weights_close(std::vector<float> const& wa, std::vector<floa
 }
 
 //! The training-TP run's final weights 'wb' against the TP = 1 run's 'wa': every rank's gathered
-//! copy ('per_rank') identical and equal to wb, and wb within 1e-4 of wa (relative L2 and per weight).
+//! copy ('per_rank') identical and equal to wb, and wb close to wa (require_weights_close).
 inline void require_tp_weights_match(std::vector<std::vector<float>> const& per_rank, std::vector<float> const& wa,
                                      std::vector<float> const& wb, double lr, int steps) {
   for (auto const& w : per_rank) REQUIRE(w == per_rank[0]);
