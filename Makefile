@@ -114,9 +114,9 @@ SANITIZE_CTEST = cd $(ASAN_BUILD) && $(RUN_ENV) ASAN_OPTIONS=detect_leaks=1:abor
 # test executables that do not compile the Trainer. Sized in docs/development.md ('Sanitizers in
 # CI'): the whole sanitizer build does not fit next to make test in CI's 90 minutes.
 # SANITIZE_CI_TARGETS: the programs to build; SANITIZE_CI_PREFIXES: the CTest names they run
-# (a program may hold several tests' cases: test_hf, test_agent).
+# (a program may hold several tests' cases: test_hf, test_agent, test_engines).
 SANITIZE_CI_TARGETS := test_foundation test_data_proto test_dispatch test_kernels test_config test_hardening \
-  test_hf test_tools test_agent test_lora $(addprefix fuzz_,$(FUZZ_TARGETS))
+  test_hf test_tools test_agent test_engines $(addprefix fuzz_,$(FUZZ_TARGETS))
 SANITIZE_CI_PREFIXES := test_foundation test_data_proto test_dispatch test_kernels test_config test_hardening \
   test_bpe test_hf_tokenizer test_chat_template test_data_files test_gsm8k_prep test_hf_gpt2 test_tools agent \
   test_agent_concurrent test_lora $(addprefix fuzz_,$(FUZZ_TARGETS))

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "common/reverse_task.hpp"
+#include "trainer_cuda_reference.hpp"  // the CPU steps, compiled by the host compiler
 
 // Everything in a named namespace (not 'using namespace rlflow' at global scope: nvcc's generated
 // stub code names ::cuda::std unqualified, which rlflow::cuda would make ambiguous).
@@ -25,11 +26,9 @@ namespace fs = std::filesystem;
 namespace {
 
 using Score = examples::ReverseScore;
-using CpuGRPO = Trainer<GRPO, Colocate<3>, roles::RuleReward<Score>>;
 using CudaGRPO = Trainer<GRPO, Colocate<3>, roles::RuleReward<Score>, Backend<rlflow::cuda::tag>>;
-using CpuPPO = Trainer<PPO, Colocate<3>, roles::ValueCritic, roles::RuleReward<Score>>;
 using CudaPPO = Trainer<PPO, Colocate<3>, roles::ValueCritic, roles::RuleReward<Score>, Backend<rlflow::cuda::tag>>;
-static_assert(CudaGRPO::on_cuda && !CpuGRPO::on_cuda);
+static_assert(CudaGRPO::on_cuda);
 static_assert(std::is_same_v<CudaGRPO::actor_role, roles::CudaActorRolloutRef>);
 
 int gpu_count() {
@@ -92,15 +91,18 @@ void weights_close(std::vector<float> const& a, std::vector<float> const& b, dou
   REQUIRE(double(near) >= 0.99 * double(a.size()));
 }
 
-template <class CpuT, class CudaT>
-void step_matches(std::string const& name, bool ppo, void (*tweak)(TrainerConfig&) = nullptr) {
+//! The CUDA Trainer's step against cpu_step's (the CPU Trainer of the same roles) on the same config.
+template <class CudaT>
+void step_matches(std::string const& name, CpuStep (*cpu_step)(TrainerConfig const&), bool ppo,
+                  void (*tweak)(TrainerConfig&) = nullptr) {
   auto const dcpu = fresh_dir(name + "_cpu"), dgpu = fresh_dir(name + "_gpu");
   TrainerConfig c = small(dcpu), g = small(dgpu);
   if (tweak) tweak(c), tweak(g);
-  CpuT a(c, task.make_dataset(256, 3), task.charset(), quiet());
+  CpuStep a = cpu_step(c);
   CudaT b(g, task.make_dataset(256, 3), task.charset(), quiet());
-  REQUIRE(a.actor_weights() == b.actor_weights());  // both initialise on the host from the seed
-  Metrics ma = a.step(), mb = b.step();
+  REQUIRE(a.initial_weights == b.actor_weights());  // both initialise on the host from the seed
+  Metrics& ma = a.metrics;
+  Metrics mb = b.step();
   // same tokens: scores, rewards, advantages and lengths are equal
   for (char const* k : {"critic/score/mean", "critic/score/max", "response_length/mean", "response_length/clip_ratio"}) {
     INFO(k);
@@ -115,7 +117,7 @@ void step_matches(std::string const& name, bool ppo, void (*tweak)(TrainerConfig
     rel_close(ma, mb, "critic/values/mean", 1e-6);  // the critic runs on the CPU engine on both paths
     rel_close(ma, mb, "critic/vf_loss", 1e-4);
   }
-  weights_close(a.actor_weights(), b.actor_weights(), 3e-3);
+  weights_close(a.final_weights, b.actor_weights(), 3e-3);
   // memory metrics: present, ordered, and the estimate bounds the measured peak
   REQUIRE(mb.count("perf/max_memory_allocated_gb") == 1);
   REQUIRE(ma.count("perf/max_memory_allocated_gb") == 0);
@@ -176,7 +178,7 @@ TEST_CASE("cuda trainer: one GRPO step equals the CPU step", "[cuda][trainer]") 
     WARN("no CUDA device: skipping");
     return;
   }
-  step_matches<CpuGRPO, CudaGRPO>("grpo", false);
+  step_matches<CudaGRPO>("grpo", cpu_grpo_step, false);
 }
 
 TEST_CASE("cuda trainer: one PPO step equals the CPU step (critic on the CPU engine)", "[cuda][trainer]") {
@@ -184,7 +186,7 @@ TEST_CASE("cuda trainer: one PPO step equals the CPU step (critic on the CPU eng
     WARN("no CUDA device: skipping");
     return;
   }
-  step_matches<CpuPPO, CudaPPO>("ppo", true);
+  step_matches<CudaPPO>("ppo", cpu_ppo_step, true);
 }
 
 TEST_CASE("cuda trainer: one GRPO step in rollout-correction bypass mode equals the CPU step", "[cuda][trainer]") {
@@ -194,7 +196,7 @@ TEST_CASE("cuda trainer: one GRPO step in rollout-correction bypass mode equals 
   }
   // old_log_probs := rollout_log_probs; the actor's loss (bypass_mode, token IS + token_k1
   // rejection, ppo_clip) runs its rollout correction on cuda::par on the device path
-  step_matches<CpuGRPO, CudaGRPO>("grpo_bypass", false, [](TrainerConfig& c) {
+  step_matches<CudaGRPO>("grpo_bypass", cpu_grpo_step, false, [](TrainerConfig& c) {
     c.algorithm.rollout_correction.bypass_mode = true;
     c.algorithm.rollout_correction.rollout_is = "token";
     c.algorithm.rollout_correction.rollout_rs = "token_k1";

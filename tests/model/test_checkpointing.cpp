@@ -17,6 +17,8 @@
 
 #include "fixtures.hpp"
 
+namespace test_checkpointing {
+
 using rlflow::DType;
 using rlflow::Shape;
 using rlflow::Tensor;
@@ -314,3 +316,5 @@ TEST_CASE("engine.checkpointing_memory: the engine allocates the checkpointed la
     else REQUIRE(ckpt.model().activation_bytes() < keep.model().activation_bytes());
   }
 }
+
+}  // namespace test_checkpointing

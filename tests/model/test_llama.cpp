@@ -28,6 +28,8 @@
 
 #include "fixtures.hpp"
 
+namespace test_llama {
+
 namespace fs = std::filesystem;
 using namespace rlflow;
 using model::Arch;
@@ -557,3 +559,5 @@ TEST_CASE("SamplingParams::vocab_limit: the rollout never samples a padding row 
   bad.vocab_limit = 65;
   CHECK_THROWS_WITH(bad.validate(64), Catch::Contains("vocab_limit"));
 }
+
+}  // namespace test_llama

@@ -20,6 +20,8 @@
 
 #include "fixtures.hpp"
 
+namespace test_lora {
+
 using rlflow::DType;
 using rlflow::Shape;
 using rlflow::Tensor;
@@ -426,3 +428,5 @@ TEST_CASE("a LoRA checkpoint exports and loads as its merged weights, and its PE
   CHECK_THROWS_WITH(rlflow::engine::export_peft(dir / "plain.safetensors", dir / "peft2"), Catch::Contains("no LoRA adapters"));
   std::filesystem::remove_all(dir);
 }
+
+}  // namespace test_lora

@@ -15,6 +15,8 @@
 
 #include "fixtures.hpp"
 
+namespace test_packing {
+
 using rlflow::DType;
 using rlflow::Shape;
 using rlflow::Tensor;
@@ -215,3 +217,5 @@ TEST_CASE("engine.packing_rejects: bad packed offsets name the sequence and the 
   std::vector<std::int32_t> outside{3, 10};
   REQUIRE_THROWS_WITH(m.select_tokens(outside), Catch::Contains("row 10 (entry 1) is outside [0, 10)"));
 }
+
+}  // namespace test_packing

@@ -21,6 +21,8 @@
 
 #include "fixtures.hpp"
 
+namespace test_paged_engine {
+
 using rlflow::Shape;
 using rlflow::Tensor;
 using rlflow::engine::GenerateControl;
@@ -928,3 +930,5 @@ TEST_CASE("new weights drop the prefix cache: a repeated prompt gives the new we
   pe.generate(prompts_of(gs), params_of(gs, sp));
   REQUIRE(pe.metrics().prefix_cache_hits == hits);
 }
+
+}  // namespace test_paged_engine
