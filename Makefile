@@ -66,8 +66,9 @@ FUZZ_FLAGS := -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined,float-cast-o
   -fno-sanitize-recover=undefined,float-cast-overflow -Iinclude -Itests
 # PCRE2 runs the tokenizer.json regexes (fuzz_hf_tokenizer and every target that reaches the trainer's files)
 FUZZ_LIBS := $(shell pkg-config --libs libpcre2-8 2>/dev/null || echo -lpcre2-8)
-# OpenBLAS: the model's layers (fuzz_paged_engine runs a tiny model)
-FUZZ_LIBS += -lopenblas
+# yaml-cpp: the config parser (fuzz_config, fuzz_command_line, ...); OpenBLAS: the model's layers
+# (fuzz_paged_engine runs a tiny model)
+FUZZ_LIBS += $(shell pkg-config --libs yaml-cpp 2>/dev/null || echo -lyaml-cpp) -lopenblas
 
 .PHONY: all deps deps-browser configure build test test-sanitize test-sanitize-ci test-long demo demo-mpi bench plan plan-page report gpu-check clean fuzz compare-verl
 
@@ -114,9 +115,9 @@ SANITIZE_CTEST = cd $(ASAN_BUILD) && $(RUN_ENV) ASAN_OPTIONS=detect_leaks=1:abor
 # test executables that do not compile the Trainer. Sized in docs/development.md ('Sanitizers in
 # CI'): the whole sanitizer build does not fit next to make test in CI's 90 minutes.
 # SANITIZE_CI_TARGETS: the programs to build; SANITIZE_CI_PREFIXES: the CTest names they run
-# (a program may hold several tests' cases: test_hf, test_agent, test_engines).
+# (a program may hold several tests' cases: test_hf, test_agent, test_engines, fuzz_all).
 SANITIZE_CI_TARGETS := test_foundation test_data_proto test_dispatch test_kernels test_config test_hardening \
-  test_hf test_tools test_agent test_engines $(addprefix fuzz_,$(FUZZ_TARGETS))
+  test_hf test_tools test_agent test_engines fuzz_all
 SANITIZE_CI_PREFIXES := test_foundation test_data_proto test_dispatch test_kernels test_config test_hardening \
   test_bpe test_hf_tokenizer test_chat_template test_data_files test_gsm8k_prep test_hf_gpt2 test_tools agent \
   test_agent_concurrent test_lora $(addprefix fuzz_,$(FUZZ_TARGETS))

@@ -5,10 +5,11 @@
 # per kind of program, by a donor target, and each program reuses the donor's precompiled header
 # (CMake's REUSE_FROM): 'test' (the in-process tests: rlflow, the compiled part, Catch2) and
 # 'program' (the examples and the MPI tests: rlflow, the compiled part and, when found, the MPI
-# backend). A donor is compiled
-# with the same definitions and options as the programs that use it; a compiler that finds the
-# precompiled header unusable for a program (-Winvalid-pch warns) parses the headers itself, so the
-# result never depends on the option. ccache caches such compiles when its sloppiness allows it
+# backend). A donor is compiled with the definitions and options of the programs that use it,
+# RLFLOW_TESTS_OPT included: a program compiled at another optimisation level must not reuse it
+# (GCC 12 crashed in its IPA passes on an -O3 unity TU that did). A compiler that finds the
+# precompiled header unusable for a program (-Winvalid-pch warns) parses the headers itself, so
+# the result never depends on the option. ccache caches such compiles when its sloppiness allows it
 # (RLFLOW_CCACHE sets pch_defines and time_macros).
 #
 #   rlflow_use_pch(<target> test|program)

@@ -4,12 +4,13 @@
 // calculator call, then an answer) over a printable character tokenizer.
 // Silent accept: an accepted batch whose response_mask is 1 outside the attention mask, whose
 // rollout log-probs are not 0 at mask 0, or whose prompt is not left-padded.
-#define RLFLOW_FUZZ_NAME "agent_rollout"
 #include "fuzz/fuzz_driver.hpp"
 
 #include <map>
 
 #include <rlflow/roles/agent_rollout.hpp>
+
+namespace fuzz_agent_rollout {
 
 using namespace rlflow;
 
@@ -80,3 +81,6 @@ fuzz::outcome fuzz_one(std::string_view in) {
   for (std::int64_t t = 1; t < P; ++t) silent |= am.at<std::int32_t>(0, t - 1) > am.at<std::int32_t>(0, t);
   return silent ? fuzz::outcome::silent_accept : fuzz::outcome::accepted;
 }
+
+}  // namespace fuzz_agent_rollout
+RLFLOW_FUZZ_TARGET(agent_rollout)

@@ -4,10 +4,11 @@
 // input is the template source. Tight limits bound loops, recursion and output. Silent accept: a
 // render longer than Limits::max_output_bytes, or two renders of the same template and data that
 // differ (rendering must be deterministic; templates calling strftime_now are exempt).
-#define RLFLOW_FUZZ_NAME "chat_template"
 #include "fuzz/fuzz_driver.hpp"
 
 #include <rlflow/data/chat_template.hpp>
+
+namespace fuzz_chat_template {
 
 using namespace rlflow;
 
@@ -70,3 +71,6 @@ fuzz::outcome fuzz_one(std::string_view in) {
   if (a != b && in.find("strftime_now") == std::string_view::npos) return fuzz::outcome::silent_accept;
   return fuzz::outcome::accepted;
 }
+
+}  // namespace fuzz_chat_template
+RLFLOW_FUZZ_TARGET(chat_template)

@@ -3,12 +3,13 @@
 // trainer_state.json (read_trainer_state). The input holds the files' contents separated by a
 // marker line. Silent accept: the checkpoint verifies although a listed file's bytes differ from
 // the seed's (corrupt data passing the manifest).
-#define RLFLOW_FUZZ_NAME "checkpoint"
 #include "fuzz/fuzz_driver.hpp"
 
 #include <rlflow/trainer/checkpoint.hpp>
 
 #include <unistd.h>
+
+namespace fuzz_checkpoint {
 
 using namespace rlflow;
 namespace fs = std::filesystem;
@@ -86,3 +87,6 @@ fuzz::outcome fuzz_one(std::string_view in) {
   bool const same = parts[2] == state_seed && parts[3] == weights_seed;
   return same ? fuzz::outcome::accepted : fuzz::outcome::silent_accept;
 }
+
+}  // namespace fuzz_checkpoint
+RLFLOW_FUZZ_TARGET(checkpoint)

@@ -1,10 +1,11 @@
 // Fuzz target: a command line (arguments separated by NUL bytes) through parse_command_line,
 // then validate. Config files named by --config are read if they exist (the fuzzer rarely names
 // one). Silent accept: an accepted config whose JSON dump, loaded back, differs.
-#define RLFLOW_FUZZ_NAME "command_line"
 #include "fuzz/fuzz_driver.hpp"
 
 #include <rlflow/config/trainer_config.hpp>
+
+namespace fuzz_command_line {
 
 using namespace rlflow;
 
@@ -39,3 +40,6 @@ fuzz::outcome fuzz_one(std::string_view in) {
   back.apply_json(cl.config.to_json(), "<round trip>");
   return back.to_json() == cl.config.to_json() ? fuzz::outcome::accepted : fuzz::outcome::silent_accept;
 }
+
+}  // namespace fuzz_command_line
+RLFLOW_FUZZ_TARGET(command_line)

@@ -1,11 +1,12 @@
 // Fuzz target: config text (the first byte picks JSON or YAML), then the start-up checks a
 // Trainer runs on it (validate, check_size_limits). Silent accept: an accepted config whose JSON
 // dump, loaded back, gives a different config (a value stored lossily).
-#define RLFLOW_FUZZ_NAME "config"
 #include "fuzz/fuzz_driver.hpp"
 
 #include <rlflow/config/config_limits.hpp>
 #include <rlflow/config/trainer_config.hpp>
+
+namespace fuzz_config {
 
 using namespace rlflow;
 
@@ -39,3 +40,6 @@ fuzz::outcome fuzz_one(std::string_view in) {
   back.apply_json(c.to_json(), "<round trip>");
   return back.to_json() == c.to_json() ? fuzz::outcome::accepted : fuzz::outcome::silent_accept;
 }
+
+}  // namespace fuzz_config
+RLFLOW_FUZZ_TARGET(config)

@@ -5,12 +5,13 @@
 // Silent accept: the file is accepted but the rows counted differ from the file's own rows (a
 // dropped or invented line: for JSON lines, one row per non-blank line; for an array, its size),
 // or a kept prompt differs from what the row says (a string, or its messages rendered).
-#define RLFLOW_FUZZ_NAME "data_files"
 #include "fuzz/fuzz_driver.hpp"
 
 #include <rlflow/data/data_files.hpp>
 
 #include <unistd.h>
+
+namespace fuzz_data_files {
 
 using namespace rlflow;
 namespace fs = std::filesystem;
@@ -82,3 +83,6 @@ fuzz::outcome fuzz_one(std::string_view in) {
   }
   return k == got.items.size() ? fuzz::outcome::accepted : fuzz::outcome::silent_accept;
 }
+
+}  // namespace fuzz_data_files
+RLFLOW_FUZZ_TARGET(data_files)

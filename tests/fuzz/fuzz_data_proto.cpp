@@ -2,10 +2,11 @@
 // byte picks the mode: odd = recompute the CRC-32C trailer after mutation (so the parser behind
 // the checksum is explored), even = bytes as they are. Silent accept: accepted bytes that do not
 // serialize back to themselves (a lossy or non-canonical parse).
-#define RLFLOW_FUZZ_NAME "data_proto"
 #include "fuzz/fuzz_driver.hpp"
 
 #include <rlflow/core/data_proto.hpp>
+
+namespace fuzz_data_proto {
 
 using namespace rlflow;
 
@@ -51,3 +52,6 @@ fuzz::outcome fuzz_one(std::string_view in) {
   if (again.size() != bytes.size() || std::memcmp(again.data(), bytes.data(), bytes.size()) != 0) return fuzz::outcome::silent_accept;
   return fuzz::outcome::accepted;
 }
+
+}  // namespace fuzz_data_proto
+RLFLOW_FUZZ_TARGET(data_proto)

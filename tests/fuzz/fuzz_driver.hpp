@@ -1,17 +1,19 @@
-// tests/fuzz/fuzz_driver.hpp: the shared harness of rlflow's fuzz targets. A target
-// defines
+// tests/fuzz/fuzz_driver.hpp: the shared harness of rlflow's fuzz targets. A target file
+// fuzz_<name>.cpp includes this header and defines, in namespace fuzz_<name>,
 //   std::vector<std::string> fuzz_seeds();                 // valid inputs built through the API
 //   rlflow::fuzz::outcome fuzz_one(std::string_view in);  // may throw rlflow::error
-// and includes this header once. Every input ends in one of: accepted, a clean rlflow::error, a
-// silent accept (accepted although it should not have been: the target's own law, e.g. data that
-// changed while its checksum still passed), or a bug: a foreign exception (abort) or a sanitizer
-// report (crash). Built two ways:
-//  - with clang -fsanitize=fuzzer: libFuzzer drives LLVMFuzzerTestOneInput ('make fuzz');
-//  - with RLFLOW_FUZZ_STANDALONE: a main() runs the seeds, the files of --corpus folders (the
-//    checked-in regression corpus of minimised crashers), then --runs seeded mutations of them
-//    (bit flips, byte sets, inserts, deletes, splices, interesting integers and tokens, deep
-//    nesting); used under ASan +
-//    UBSan by CTest. --write-seeds DIR writes the seeds for libFuzzer.
+// then names itself with RLFLOW_FUZZ_TARGET(<name>) after that namespace. Every input ends in one
+// of: accepted, a clean rlflow::error, a silent accept (accepted although it should not have
+// been: the target's own law, e.g. data that changed while its checksum still passed), or a bug:
+// a foreign exception (abort) or a sanitizer report (crash). Built two ways:
+//  - with clang -fsanitize=fuzzer, one file per program: RLFLOW_FUZZ_TARGET defines libFuzzer's
+//    LLVMFuzzerTestOneInput for the file's target ('make fuzz');
+//  - with RLFLOW_FUZZ_STANDALONE, every target in one program (fuzz_all = fuzz_main.cpp and the
+//    target files): RLFLOW_FUZZ_TARGET registers the target, and main() runs the one named by
+//    --target: its seeds, the files of --corpus folders (the checked-in regression corpus of
+//    minimised crashers), then --runs seeded mutations of them (bit flips, byte sets, inserts,
+//    deletes, splices, interesting integers and tokens, deep nesting); used under ASan + UBSan by
+//    CTest. --write-seeds DIR writes the seeds for libFuzzer.
 // Both print "fuzz <target>: runs R, accepted A, clean errors E, silent accepts S" at exit.
 #pragma once
 #include <algorithm>
@@ -31,13 +33,29 @@
 
 #include <rlflow/core/error.hpp>
 
-#ifndef RLFLOW_FUZZ_NAME
-#error "define RLFLOW_FUZZ_NAME before including fuzz_driver.hpp"
-#endif
-
 namespace rlflow::fuzz {
 
 enum class outcome { accepted, silent_accept };
+
+//! A fuzz target: its name, its seeds and its one-input check.
+struct Target {
+  char const* name = "";
+  std::vector<std::string> (*seeds)() = nullptr;
+  outcome (*one)(std::string_view) = nullptr;
+};
+//! The target this process runs (one per process).
+inline Target& current() {
+  static Target t;
+  return t;
+}
+//! Every target of the program (standalone build), in registration order.
+inline std::vector<Target>& registry() {
+  static std::vector<Target> r;
+  return r;
+}
+struct Registrar {
+  explicit Registrar(Target t) { registry().push_back(t); }
+};
 
 struct Stats {
   std::uint64_t runs = 0, accepted = 0, clean_errors = 0, silent_accepts = 0;
@@ -69,7 +87,7 @@ inline std::filesystem::path scratch_dir(std::string_view tag) {
 }
 inline void print_stats() {
   auto const& s = stats();
-  std::fprintf(stderr, "fuzz %s: runs %llu, accepted %llu, clean errors %llu, silent accepts %llu\n", RLFLOW_FUZZ_NAME,
+  std::fprintf(stderr, "fuzz %s: runs %llu, accepted %llu, clean errors %llu, silent accepts %llu\n", current().name,
                static_cast<unsigned long long>(s.runs), static_cast<unsigned long long>(s.accepted),
                static_cast<unsigned long long>(s.clean_errors), static_cast<unsigned long long>(s.silent_accepts));
 }
@@ -80,30 +98,24 @@ inline void save_last_input() {
   std::uint64_t h = 1469598103934665603ull;
   for (unsigned char c : last_input()) h = (h ^ c) * 1099511628211ull;
   char name[128];
-  std::snprintf(name, sizeof name, "fuzz-crash-%s-%016llx", RLFLOW_FUZZ_NAME, static_cast<unsigned long long>(h));
+  std::snprintf(name, sizeof name, "fuzz-crash-%s-%016llx", current().name, static_cast<unsigned long long>(h));
   if (std::FILE* f = std::fopen(name, "wb")) {
     std::fwrite(last_input().data(), 1, last_input().size(), f);
     std::fclose(f);
-    std::fprintf(stderr, "fuzz %s: the failing input is in %s\n", RLFLOW_FUZZ_NAME, name);
+    std::fprintf(stderr, "fuzz %s: the failing input is in %s\n", current().name, name);
   }
 #endif
 }
 
-}  // namespace rlflow::fuzz
-
-std::vector<std::string> fuzz_seeds();
-rlflow::fuzz::outcome fuzz_one(std::string_view in);
-
-namespace rlflow::fuzz {
 inline void run_one(std::string_view in) {
   ++stats().runs;
 #ifdef RLFLOW_FUZZ_STANDALONE
   last_input().assign(in);
 #endif
   try {
-    if (fuzz_one(in) == outcome::silent_accept) {
+    if (current().one(in) == outcome::silent_accept) {
       ++stats().silent_accepts;
-      std::fprintf(stderr, "fuzz %s: SILENT ACCEPT\n", RLFLOW_FUZZ_NAME);
+      std::fprintf(stderr, "fuzz %s: SILENT ACCEPT\n", current().name);
       last_input().assign(in);
       save_last_input();
     } else {
@@ -112,7 +124,7 @@ inline void run_one(std::string_view in) {
   } catch (rlflow::error const&) {
     ++stats().clean_errors;
   } catch (std::exception const& e) {
-    std::fprintf(stderr, "fuzz %s: foreign exception (not rlflow::error): %s\n", RLFLOW_FUZZ_NAME, e.what());
+    std::fprintf(stderr, "fuzz %s: foreign exception (not rlflow::error): %s\n", current().name, e.what());
     last_input().assign(in);
     save_last_input();
     std::abort();
@@ -123,23 +135,31 @@ inline void run_one(std::string_view in) {
 extern "C" void __sanitizer_set_death_callback(void (*)(void)) __attribute__((weak));
 
 #ifndef RLFLOW_FUZZ_STANDALONE
-//! RLFLOW_FUZZ_WRITE_SEEDS=DIR: write the target's seeds into DIR and exit (make fuzz).
-extern "C" int LLVMFuzzerInitialize(int*, char***) {
+namespace rlflow::fuzz {
+//! libFuzzer's start: RLFLOW_FUZZ_WRITE_SEEDS=DIR writes the target's seeds into DIR and exits
+//! (make fuzz).
+inline int libfuzzer_initialize(Target t) {
+  current() = t;
   if (char const* dir = std::getenv("RLFLOW_FUZZ_WRITE_SEEDS")) {
-    auto const seeds = fuzz_seeds();
+    auto const seeds = t.seeds();
     std::filesystem::create_directories(dir);
     for (std::size_t i = 0; i < seeds.size(); ++i)
       std::ofstream(std::filesystem::path(dir) / ("seed-" + std::to_string(i)), std::ios::binary) << seeds[i];
-    std::fprintf(stderr, "fuzz %s: wrote %zu seeds to %s\n", RLFLOW_FUZZ_NAME, seeds.size(), dir);
+    std::fprintf(stderr, "fuzz %s: wrote %zu seeds to %s\n", t.name, seeds.size(), dir);
     std::exit(0);
   }
-  std::atexit(rlflow::fuzz::print_stats);
+  std::atexit(print_stats);
   return 0;
 }
-extern "C" int LLVMFuzzerTestOneInput(std::uint8_t const* data, std::size_t size) {
-  rlflow::fuzz::run_one(std::string_view(reinterpret_cast<char const*>(data), size));
-  return 0;
-}
+}  // namespace rlflow::fuzz
+#define RLFLOW_FUZZ_TARGET(target)                                                                         \
+  extern "C" int LLVMFuzzerInitialize(int*, char***) {                                                    \
+    return ::rlflow::fuzz::libfuzzer_initialize({#target, &fuzz_##target::fuzz_seeds, &fuzz_##target::fuzz_one}); \
+  }                                                                                                        \
+  extern "C" int LLVMFuzzerTestOneInput(std::uint8_t const* data, std::size_t size) {                      \
+    ::rlflow::fuzz::run_one(std::string_view(reinterpret_cast<char const*>(data), size));                  \
+    return 0;                                                                                              \
+  }
 #else
 namespace rlflow::fuzz {
 //! One random edit of 'x' (libFuzzer's basic mutations), splicing from 'other'.
@@ -211,59 +231,7 @@ inline void mutate(std::string& x, std::string const& other, std::mt19937_64& rn
   if (x.size() > (1u << 20)) x.resize(1u << 20);
 }
 }  // namespace rlflow::fuzz
-
-int main(int argc, char** argv) {
-  namespace fs = std::filesystem;
-  using namespace rlflow::fuzz;
-  std::uint64_t runs = 10000, seed = 1;
-  std::vector<std::string> corpus_dirs;
-  std::string write_seeds;
-  for (int i = 1; i < argc; ++i) {
-    std::string_view const a = argv[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "%s needs a value\n", argv[i]);
-        std::exit(2);
-      }
-      return argv[++i];
-    };
-    if (a == "--runs") runs = std::stoull(next());
-    else if (a == "--seed") seed = std::stoull(next());
-    else if (a == "--corpus") corpus_dirs.push_back(next());
-    else if (a == "--write-seeds") write_seeds = next();
-    else {
-      std::fprintf(stderr, "usage: %s [--runs N] [--seed S] [--corpus DIR]... [--write-seeds DIR]\n", argv[0]);
-      return 2;
-    }
-  }
-  if (__sanitizer_set_death_callback) __sanitizer_set_death_callback(save_last_input);
-  std::vector<std::string> pool = fuzz_seeds();
-  if (!write_seeds.empty()) {
-    fs::create_directories(write_seeds);
-    for (std::size_t i = 0; i < pool.size(); ++i)
-      std::ofstream(fs::path(write_seeds) / ("seed-" + std::to_string(i)), std::ios::binary) << pool[i];
-    std::fprintf(stderr, "fuzz %s: wrote %zu seeds to %s\n", RLFLOW_FUZZ_NAME, pool.size(), write_seeds.c_str());
-    return 0;
-  }
-  for (auto const& d : corpus_dirs) {
-    if (!fs::is_directory(d)) continue;
-    std::vector<fs::path> files;
-    for (auto const& e : fs::directory_iterator(d))
-      if (e.is_regular_file()) files.push_back(e.path());
-    std::sort(files.begin(), files.end());
-    for (auto const& f : files) {
-      std::ifstream in(f, std::ios::binary);
-      pool.emplace_back(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-    }
-  }
-  for (auto const& x : pool) run_one(x);
-  std::mt19937_64 rng(seed);
-  for (std::uint64_t r = 0; r < runs && !pool.empty(); ++r) {
-    std::string x = pool[rng() % pool.size()];
-    mutate(x, pool[rng() % pool.size()], rng);
-    run_one(x);
-  }
-  print_stats();
-  return stats().silent_accepts == 0 ? 0 : 1;
-}
+#define RLFLOW_FUZZ_TARGET(target)                                      \
+  static ::rlflow::fuzz::Registrar const rlflow_fuzz_registrar_##target{ \
+      {#target, &fuzz_##target::fuzz_seeds, &fuzz_##target::fuzz_one}};
 #endif

@@ -2,10 +2,11 @@
 // row's JSON text through gsm8k_rl_row. Silent accept: a row accepted whose ground truth is not
 // the first '#### <number>' of its answer with the commas removed (checked here by a scan of its
 // own), whose prompt is not the question with verl's instruction, or that carries other values.
-#define RLFLOW_FUZZ_NAME "gsm8k"
 #include "fuzz/fuzz_driver.hpp"
 
 #include <rlflow/data/gsm8k.hpp>
+
+namespace fuzz_gsm8k {
 
 using namespace rlflow;
 
@@ -56,3 +57,6 @@ fuzz::outcome fuzz_one(std::string_view in) {
     return fuzz::outcome::silent_accept;
   return fuzz::outcome::accepted;
 }
+
+}  // namespace fuzz_gsm8k
+RLFLOW_FUZZ_TARGET(gsm8k)

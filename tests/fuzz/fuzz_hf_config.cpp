@@ -5,10 +5,11 @@
 // a field that differs from the file's integer (a narrowed or converted value), whose parameter
 // count does not fit, or that does not round-trip through the config.json rlflow writes; a
 // shard path that leaves the folder.
-#define RLFLOW_FUZZ_NAME "hf_config"
 #include "fuzz/fuzz_driver.hpp"
 
 #include <rlflow/model/hf_folder.hpp>
+
+namespace fuzz_hf_config {
 
 
 using namespace rlflow;
@@ -104,3 +105,6 @@ fuzz::outcome fuzz_one(std::string_view in) {
   if (first_error) std::rethrow_exception(first_error);
   return fuzz::outcome::accepted;
 }
+
+}  // namespace fuzz_hf_config
+RLFLOW_FUZZ_TARGET(hf_config)

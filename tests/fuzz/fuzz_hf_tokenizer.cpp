@@ -4,10 +4,11 @@
 // outside [0, vocab_size), a special id outside the vocabulary, or decode(encode(s)) != s (after
 // NFC when the file normalizes) where the pre-tokenizer keeps every byte (no Removed split, no
 // prefix space).
-#define RLFLOW_FUZZ_NAME "hf_tokenizer"
 #include "fuzz/fuzz_driver.hpp"
 
 #include <rlflow/model/hf_tokenizer.hpp>
+
+namespace fuzz_hf_tokenizer {
 
 using namespace rlflow;
 
@@ -93,3 +94,6 @@ fuzz::outcome fuzz_one(std::string_view in) {
   }
   return fuzz::outcome::accepted;
 }
+
+}  // namespace fuzz_hf_tokenizer
+RLFLOW_FUZZ_TARGET(hf_tokenizer)

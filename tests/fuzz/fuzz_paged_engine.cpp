@@ -7,13 +7,14 @@
 // by an idle engine or after abort_all, a step over max_num_batched_tokens), or an output that
 // breaks its request (not n samples, more than max_tokens tokens, an id outside the vocabulary, a
 // stop reason without its stop token, a log-prob above 0 or not finite).
-#define RLFLOW_FUZZ_NAME "paged_engine"
 #include "fuzz/fuzz_driver.hpp"
 
 #include <cmath>
 #include <map>
 
 #include <rlflow/engine/paged_engine.hpp>
+
+namespace fuzz_paged_engine {
 
 using namespace rlflow;
 
@@ -159,3 +160,6 @@ fuzz::outcome fuzz_one(std::string_view in) {
   if (pe.pool().num_used() != 0) bad = true;
   return bad ? fuzz::outcome::silent_accept : fuzz::outcome::accepted;
 }
+
+}  // namespace fuzz_paged_engine
+RLFLOW_FUZZ_TARGET(paged_engine)

@@ -4,10 +4,11 @@
 // JSON, a marker line, the safetensors bytes. Silent accept: an adapter accepted whose rank or
 // alpha differs from the JSON's, whose buffer does not match its layout, that holds a non-finite
 // value, or that does not round-trip through the folder save_peft writes.
-#define RLFLOW_FUZZ_NAME "peft_adapter"
 #include "fuzz/fuzz_driver.hpp"
 
 #include <rlflow/engine/peft.hpp>
+
+namespace fuzz_peft_adapter {
 
 using namespace rlflow;
 namespace fs = std::filesystem;
@@ -86,3 +87,6 @@ fuzz::outcome fuzz_one(std::string_view in) {
   if (!any && first_error) std::rethrow_exception(first_error);
   return fuzz::outcome::accepted;
 }
+
+}  // namespace fuzz_peft_adapter
+RLFLOW_FUZZ_TARGET(peft_adapter)

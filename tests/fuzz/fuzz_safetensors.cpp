@@ -4,7 +4,6 @@
 // metadata key and the index checksum present) accepted with tensors (names, dtypes, shapes or
 // bytes) that differ from every seed's, or a converted value that differs from an independent
 // decoding of its bits.
-#define RLFLOW_FUZZ_NAME "safetensors"
 #include "fuzz/fuzz_driver.hpp"
 
 #include <rlflow/engine/checkpoint.hpp>
@@ -15,6 +14,8 @@
 #include <cmath>
 #include <set>
 #include <unistd.h>
+
+namespace fuzz_safetensors {
 
 using namespace rlflow;
 namespace st = rlflow::engine::safetensors;
@@ -132,3 +133,6 @@ fuzz::outcome fuzz_one(std::string_view in) {
   if (checksummed && !seed_digests().count(digest(f))) return fuzz::outcome::silent_accept;
   return fuzz::outcome::accepted;
 }
+
+}  // namespace fuzz_safetensors
+RLFLOW_FUZZ_TARGET(safetensors)

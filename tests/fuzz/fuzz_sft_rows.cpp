@@ -7,10 +7,11 @@
 // of mask-1 tokens are " " + content + "\n" of each assistant message in order and the text is
 // the plain template's; single-turn, the text is BOS + prompt + response + EOS with the mask on
 // the response and EOS; always loss_mask[0] == 0 and at most data.max_length tokens.
-#define RLFLOW_FUZZ_NAME "sft_rows"
 #include "fuzz/fuzz_driver.hpp"
 
 #include <rlflow/trainer/sft.hpp>
+
+namespace fuzz_sft_rows {
 
 using namespace rlflow;
 using json = nlohmann::json;
@@ -95,3 +96,6 @@ fuzz::outcome fuzz_one(std::string_view in) {
   }
   return got == runs ? fuzz::outcome::accepted : fuzz::outcome::silent_accept;
 }
+
+}  // namespace fuzz_sft_rows
+RLFLOW_FUZZ_TARGET(sft_rows)

@@ -2,10 +2,11 @@
 // files a Hugging Face model folder holds). The input is vocab.json, a marker line, merges.txt.
 // Silent accept: an accepted tokenizer that breaks byte-level BPE's laws on fixed texts: an id
 // outside [0, vocab_size), or decode(encode(s)) != s (every byte string must round-trip).
-#define RLFLOW_FUZZ_NAME "tokenizer"
 #include "fuzz/fuzz_driver.hpp"
 
 #include <rlflow/model/bpe_tokenizer.hpp>
+
+namespace fuzz_tokenizer {
 
 
 using namespace rlflow;
@@ -55,3 +56,6 @@ fuzz::outcome fuzz_one(std::string_view in) {
   }
   return fuzz::outcome::accepted;
 }
+
+}  // namespace fuzz_tokenizer
+RLFLOW_FUZZ_TARGET(tokenizer)

@@ -4,10 +4,11 @@
 // Silent accept: a well-formed call whose raw text does not parse to an object with that name and
 // those arguments, a raw text holding the closing tag, a tool answer that throws, or a
 // calculator answer that is neither an error nor an integer.
-#define RLFLOW_FUZZ_NAME "tool_call"
 #include "fuzz/fuzz_driver.hpp"
 
 #include <rlflow/agent/tools.hpp>
+
+namespace fuzz_tool_call {
 
 using namespace rlflow;
 using agent::json;
@@ -55,3 +56,6 @@ fuzz::outcome fuzz_one(std::string_view in) {
   }
   return silent ? fuzz::outcome::silent_accept : fuzz::outcome::accepted;
 }
+
+}  // namespace fuzz_tool_call
+RLFLOW_FUZZ_TARGET(tool_call)

@@ -3,10 +3,11 @@
 // with the built-in classes (calculator, subprocess; nothing is run). The input is the YAML text.
 // Silent accept: an accepted file whose tools have an empty or repeated name, or whose schemas do
 // not round-trip through the OpenAI form the chat template receives.
-#define RLFLOW_FUZZ_NAME "tool_config"
 #include "fuzz/fuzz_driver.hpp"
 
 #include <rlflow/agent/tool_config.hpp>
+
+namespace fuzz_tool_config {
 
 using namespace rlflow;
 
@@ -59,3 +60,6 @@ fuzz::outcome fuzz_one(std::string_view in) {
   }
   return silent ? fuzz::outcome::silent_accept : fuzz::outcome::accepted;
 }
+
+}  // namespace fuzz_tool_config
+RLFLOW_FUZZ_TARGET(tool_config)
