@@ -7,10 +7,10 @@
 # 'program' (the examples and the MPI tests: rlflow, the compiled part and, when found, the MPI
 # backend). A donor is compiled with the definitions and options of the programs that use it,
 # RLFLOW_TESTS_OPT included: a program compiled at another optimisation level must not reuse it
-# (GCC 12 crashed in its IPA passes on an -O3 unity TU that did). A compiler that finds the
-# precompiled header unusable for a program (-Winvalid-pch warns) parses the headers itself, so
-# the result never depends on the option. ccache caches such compiles when its sloppiness allows it
-# (RLFLOW_CCACHE sets pch_defines and time_macros).
+# (GCC 12's IPA passes crash on an -O3 translation unit that reuses an -O1 precompiled header).
+# A compiler that finds the precompiled header unusable for a program (-Winvalid-pch warns)
+# parses the headers itself, so the result never depends on the option. ccache caches such
+# compiles when its sloppiness allows it (RLFLOW_CCACHE sets pch_defines and time_macros).
 #
 #   rlflow_use_pch(<target> test|program)
 option(RLFLOW_PCH "Precompile rlflow's headers once for the project's own tests and examples" ON)
