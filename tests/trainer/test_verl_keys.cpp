@@ -1,4 +1,4 @@
-// tests/config/test_verl_keys.cpp <-> verl's keys (trainer_config/verl_keys.hpp, parse.hpp's
+// tests/trainer/test_verl_keys.cpp <-> verl's keys (trainer_config/verl_keys.hpp, parse.hpp's
 // apply_key and key_suggestion, the Trainer's start-up notices and type-fixed values): every key
 // of verl's trainer config (tests/config/verl_keys.txt) is honoured, an alias, accepted with a
 // notice or rejected with the rlflow equivalent; a verl GRPO GSM8K command line from verl's docs
@@ -24,6 +24,8 @@
 #include "common/files_demo.hpp"
 #include "fixtures.hpp"
 #include "trainer/trainer_fixtures.hpp"
+
+namespace test_verl_keys {
 
 namespace fs = std::filesystem;
 using rlflow::TrainerConfig;
@@ -571,3 +573,5 @@ TEST_CASE("rollout TP 2 on the paged engine: the static engine's responses and l
     REQUIRE(pv.step().count("perf/rollout/generation_tokens") == 1);
   }
 }
+
+}  // namespace test_verl_keys
