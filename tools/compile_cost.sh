@@ -6,6 +6,8 @@
 #   tools/compile_cost.sh [BUILD_DIR]        build and report (default build-cost; removed first)
 #   tools/compile_cost.sh --parse LOG        report an existing log
 #   tools/compile_cost.sh --compare A B      two logs side by side (per target and total)
+#   tools/compile_cost.sh --markdown A B [MIN]  the same as a Markdown table: the total, then the
+#                                            targets of MIN CPU s or more in either log (default 15)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 
@@ -25,6 +27,11 @@ case "${1:-}" in
     join -a1 -a2 -e 0 -o 0,1.2,2.2 -1 1 -2 1 \
       <(report "$2" 2>&1 | awk '{print $2, $1}' | sort) <(report "$3" 2>&1 | awk '{print $2, $1}' | sort) |
       awk '{ printf "%10.1f %10.1f  %s\n", $2, $3, $1 }' | sort -rn
+    exit 0 ;;
+  --markdown)
+    echo "| before | after | target |"; echo "| --- | --- | --- |"
+    "$0" --compare "$2" "$3" | awk -v min="${4:-15}" '$3 == "TOTAL" { printf "| %.0f | %.0f | all |\n", $1, $2; next }
+      $1 >= min || $2 >= min { printf "| %.1f | %.1f | `%s` |\n", $1, $2, $3 }'
     exit 0 ;;
 esac
 
