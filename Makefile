@@ -24,7 +24,7 @@ NVCC := $(firstword $(wildcard /usr/local/cuda/bin/nvcc) $(shell command -v nvcc
 CMAKE_FLAGS ?=
 # Tests labelled 'cuda' run only where a GPU answers; 'long' ones only on request (make test-long).
 HAVE_GPU := $(shell nvidia-smi -L >/dev/null 2>&1 && echo yes)
-# Where no GPU answers, the CUDA tests are compile checks (RLFLOW_CUDA_COMPILE_CHECK: PTX only, host
+# Where no GPU answers, the CUDA tests are compile checks (RLFLOW_CUDA_COMPILE_CHECK: PTX only, host and device
 # code unoptimised) and the CUDA examples and benchmarks are not built; make gpu-check builds them.
 ifneq ($(NVCC),)
 ifeq ($(HAVE_GPU),yes)
