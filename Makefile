@@ -20,6 +20,10 @@ PACKAGES := cmake g++ make pkg-config ccache time catch2 libbenchmark-dev libope
 # (Chromium is about 100 MB), so kept apart: installed once by every target that configures. A
 # failed install is reported, not fatal: the page is then not built and the browser tests skip.
 BROWSER_PACKAGES := emscripten chromium
+# The independent references some tests run (Debian's interpreter, /usr/bin/python3): Jinja2 for the
+# chat templates, PyTorch (1.13, CPU) for the Llama family. Installed by every target that
+# configures; a failed install is reported, not fatal: those cases then print rlflow-skip.
+REFERENCE_PACKAGES := python3-jinja2 python3-torch
 NVCC := $(firstword $(wildcard /usr/local/cuda/bin/nvcc) $(shell command -v nvcc 2>/dev/null))
 CMAKE_FLAGS ?=
 # Tests labelled 'cuda' run only where a GPU answers; 'long' ones only on request (make test-long).
@@ -70,7 +74,7 @@ FUZZ_LIBS := $(shell pkg-config --libs libpcre2-8 2>/dev/null || echo -lpcre2-8)
 # (fuzz_paged_engine runs a tiny model)
 FUZZ_LIBS += $(shell pkg-config --libs yaml-cpp 2>/dev/null || echo -lyaml-cpp) -lopenblas
 
-.PHONY: all deps deps-browser configure build test test-sanitize test-sanitize-ci test-long demo demo-mpi bench plan plan-page report gpu-check clean fuzz compare-verl
+.PHONY: all deps deps-browser deps-reference configure build test test-sanitize test-sanitize-ci test-long demo demo-mpi bench plan plan-page report gpu-check clean fuzz compare-verl
 
 all: build
 
@@ -92,10 +96,19 @@ deps-browser:
 	  else echo "warning: could not install$$missing: the planner page is not built and the browser tests skip"; fi; \
 	fi
 
-$(BUILD)/CMakeCache.txt: | deps deps-browser
+deps-reference:
+	@missing=""; for p in $(REFERENCE_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing (the tests' Python references):$$missing"; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  $(APT) update -qq && $(APT) install -y -qq --no-install-recommends $$missing \
+	    || echo "warning: could not install$$missing: the Jinja2 and PyTorch comparisons skip"; \
+	fi
+
+$(BUILD)/CMakeCache.txt: | deps deps-browser deps-reference
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CUDA_FLAGS) $(CMAKE_FLAGS)
 
-configure: deps deps-browser $(BUILD)/CMakeCache.txt
+configure: deps deps-browser deps-reference $(BUILD)/CMakeCache.txt
 
 build: configure
 	cmake --build $(BUILD) -j$(JOBS)

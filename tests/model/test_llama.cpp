@@ -434,7 +434,10 @@ TEST_CASE("the Llama family at TP = 2 and 4: training (logits, log-probs, gradie
       require_close(o.logits.data(), ref.logits.data(), ref.logits.size(), 1e-5);
       require_close(o.log_probs.data(), ref.log_probs.data(), ref.log_probs.size(), 1e-5);
       require_close_tensors(lay, o.grads, ref.grads, 1e-5);
-      require_close_tensors(lay, o.weights, ref.weights, 1e-4);
+      // 5 AdamW steps (lr 1e-2) amplify the rounding of the TP reductions, most where a gradient
+      // is itself at rounding level (Adam normalises it): up to ~1.1e-4 of a tensor's magnitude
+      // across OpenBLAS's kernel families; a shard's optimizer state gone wrong moves weights by ~lr.
+      require_close_tensors(lay, o.weights, ref.weights, 2e-4);
       REQUIRE(o.weights == got[0].weights);
     }
   }
