@@ -18,6 +18,7 @@
 #include <rlflow/rewards/gsm8k.hpp>
 #include <rlflow/engine/hf_export.hpp>
 #include <rlflow/tasks/string_tasks.hpp>
+#include <rlflow/data/data_files.hpp>  // read_rows
 #include <rlflow/trainer/trainer.hpp>
 
 #include "common/files_demo.hpp"
@@ -63,15 +64,6 @@ rlflow::TrainerConfig config(rlflow::examples::DemoFiles const& f, fs::path cons
   c.seed = 3;
   return c;
 }
-
-std::vector<nlohmann::json> metric_lines(fs::path const& p) {
-  std::ifstream in(p);
-  std::vector<nlohmann::json> v;
-  std::string l;
-  while (std::getline(in, l))
-    if (!l.empty()) v.push_back(nlohmann::json::parse(l));
-  return v;
-}
 }  // namespace
 
 TEST_CASE("GRPO from a GPT-2 folder and verl-schema files: validation, checkpoints, resume", "[hf][trainer][files]") {
@@ -112,7 +104,7 @@ TEST_CASE("GRPO from a GPT-2 folder and verl-schema files: validation, checkpoin
     }
     CHECK(m.at("val-core/openai/gsm8k/reward/mean@2") == Approx(sum / 6.0));
     // the metrics file: a step-0 validation line (val_before_train), then steps 1-4
-    auto const lines = metric_lines(d.p / "run" / "metrics.jsonl");
+    auto const lines = rlflow::read_rows(d.p / "run" / "metrics.jsonl");
     REQUIRE(lines.size() == 5);
     CHECK(lines[0]["step"] == 0);
     CHECK(lines[0].contains("val-core/openai/gsm8k/reward/mean@2"));

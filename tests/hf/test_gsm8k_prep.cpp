@@ -12,6 +12,7 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+#include <rlflow/data/data_files.hpp>  // read_rows
 #include <rlflow/data/gsm8k.hpp>
 
 #include "fixtures.hpp"
@@ -21,14 +22,6 @@ namespace test_gsm8k_prep {
 namespace fs = std::filesystem;
 
 namespace {
-std::vector<nlohmann::json> read_lines(fs::path const& p) {
-  std::ifstream in(p);
-  std::vector<nlohmann::json> v;
-  std::string l;
-  while (std::getline(in, l))
-    if (!l.empty()) v.push_back(nlohmann::json::parse(l));
-  return v;
-}
 int run(std::string const& cmd) { return std::system((cmd + " >/dev/null 2>&1").c_str()); }
 }  // namespace
 
@@ -72,7 +65,7 @@ TEST_CASE("GSM8K rows become verl's RL rows exactly as verl's gsm8k.py writes th
     }
     REQUIRE(run(std::string(RLFLOW_GSM8K_PYTHON) + " " + RLFLOW_GSM8K_REFERENCE + " " + (d.p / "in.jsonl").string() + " " +
                 (d.p / "ref.jsonl").string() + " " + split) == 0);
-    auto const mine = read_lines(d.p / "mine.jsonl"), ref = read_lines(d.p / "ref.jsonl");
+    auto const mine = rlflow::read_rows(d.p / "mine.jsonl"), ref = rlflow::read_rows(d.p / "ref.jsonl");
     REQUIRE(mine.size() == 300);
     REQUIRE(mine.size() == ref.size());
     for (std::size_t i = 0; i < mine.size(); ++i) {

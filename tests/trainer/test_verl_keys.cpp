@@ -19,6 +19,7 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+#include <rlflow/data/data_files.hpp>  // read_rows
 #include <rlflow/trainer/trainer.hpp>
 
 #include "common/files_demo.hpp"
@@ -407,14 +408,6 @@ TrainerConfig small_run(rlflow::examples::DemoFiles const& f, fs::path const& ou
   c.seed = 5;
   return c;
 }
-std::vector<nlohmann::json> json_lines(fs::path const& p) {
-  std::ifstream in(p);
-  std::vector<nlohmann::json> v;
-  std::string l;
-  while (std::getline(in, l))
-    if (!l.empty()) v.push_back(nlohmann::json::parse(l));
-  return v;
-}
 }  // namespace
 
 TEST_CASE("trainer.logger, trainer.rollout_data_dir and trainer.val_only", "[config][verl][trainer]") {
@@ -432,7 +425,7 @@ TEST_CASE("trainer.logger, trainer.rollout_data_dir and trainer.val_only", "[con
     CHECK(!fs::exists(d.p / "run1" / "metrics.jsonl"));
     for (std::int64_t s = 1; s <= 2; ++s) {
       INFO(s);
-      auto const rows = json_lines(d.p / "dump" / (std::to_string(s) + ".jsonl"));
+      auto const rows = rlflow::read_rows(d.p / "dump" / (std::to_string(s) + ".jsonl"));
       REQUIRE(rows.size() == 8);  // train_batch_size x n
       double sum = 0;
       for (auto const& r : rows) {
@@ -451,7 +444,7 @@ TEST_CASE("trainer.logger, trainer.rollout_data_dir and trainer.val_only", "[con
     Trainer t(c, opts);
     t.fit();
     ::unsetenv("TENSORBOARD_DIR");
-    CHECK(json_lines(d.p / "run2" / "metrics.jsonl").size() == 2);
+    CHECK(rlflow::read_rows(d.p / "run2" / "metrics.jsonl").size() == 2);
 #if defined(RLFLOW_HAS_TENSORBOARD)
     CHECK(t.startup_notices().empty());
     REQUIRE(fs::exists(d.p / "tb"));
@@ -476,7 +469,7 @@ TEST_CASE("trainer.logger, trainer.rollout_data_dir and trainer.val_only", "[con
     bool has_val = false;
     for (auto const& [k, v] : m) has_val = has_val || k.rfind("val-core/", 0) == 0;
     CHECK(has_val);
-    auto const lines = json_lines(d.p / "run3" / "metrics.jsonl");
+    auto const lines = rlflow::read_rows(d.p / "run3" / "metrics.jsonl");
     REQUIRE(lines.size() == 1);
     CHECK(lines[0]["step"] == 0);
     auto c2 = small_run(f, d.p / "run4");
