@@ -97,7 +97,7 @@ TEST_CASE("conversations in flight equal one at a time, whatever the pool and th
   std::mt19937_64 rng(31);
   int total_calls = 0, multi_turn_rows = 0;
   std::uint64_t preempted = 0, cache_hits = 0;
-  for (int round = 0; round < 12; ++round) {
+  for (int round = 0; round < 48; ++round) {  // 16 tight pools: whether one preempts depends on timing
     std::uniform_int_distribution<int> rows_d(1, 9), len_d(1, 6), ch_d(0, 9), resp_d(8, 48), pool_d(1, 4), calls_d(1, 3);
     int const b = round % 3 == 1 ? 8 : rows_d(rng);
     agent::AgentContext ctx;
