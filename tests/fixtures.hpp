@@ -41,6 +41,44 @@ inline std::vector<float> perturbed_weights(rlflow::model::GPTConfig const& c, u
   return w;
 }
 
+//! A random tiny Llama-family configuration; 'k' picks the variant so that every feature is
+//! covered: GQA ratios 1, 2 and 7, head_dim != hidden / heads, tied and untied heads, the three
+//! rope types, biases, odd widths.
+inline rlflow::model::GPTConfig tiny_llama_config(rlflow::model::Arch arch, int k, std::uint64_t seed) {
+  using rlflow::model::Arch;
+  rlflow::model::GPTConfig c;
+  c.arch = arch;
+  c.seed = seed;
+  c.vocab_size = 37 + 2 * k;
+  c.max_seq_len = 64;
+  c.n_layer = 2;
+  int const ratio = k % 3 == 0 ? 1 : k % 3 == 1 ? 2 : 7;
+  c.n_kv_head = k % 2 == 0 ? 1 : 2;
+  c.n_head = c.n_kv_head * ratio;
+  c.n_embd = arch == Arch::qwen2 ? c.n_head * 6 : 20 + k;  // qwen2: head_dim = hidden / heads
+  if (arch != Arch::qwen2) c.head_size = k % 2 == 0 ? 6 : 10;
+  c.intermediate_size = 23 + 3 * k;
+  c.rms_norm_eps = k % 2 ? 1e-6f : 1e-5f;
+  c.rope_theta = k % 2 ? 10000.0 : 1000000.0;
+  c.qkv_bias = arch == Arch::qwen2 || (arch != Arch::qwen2 && k % 2 == 1);
+  c.o_bias = arch != Arch::qwen2 && c.qkv_bias;
+  c.mlp_bias = arch == Arch::llama && k % 2 == 0;
+  c.qk_norm = arch == Arch::qwen3;
+  c.tie_word_embeddings = k % 2 == 0;
+  if (arch == Arch::llama && k % 3 == 1) {
+    c.rope_type = rlflow::model::RopeType::llama3;
+    c.rope_factor = 8.0;
+    c.rope_low_freq_factor = 1.0;
+    c.rope_high_freq_factor = 4.0;
+    c.rope_original_max_position = 16;  // so the tiny head dims reach all three wavelength bands
+  } else if (k % 3 == 2) {
+    c.rope_type = rlflow::model::RopeType::linear;
+    c.rope_factor = 2.0;
+  }
+  c.validate();
+  return c;
+}
+
 //! The policy GPT of a trainer configuration (the Trainer's own mapping: max_seq_len = prompt +
 //! response length, the actor's layers, heads and width) for a vocabulary of 'vocab' tokens.
 //! A template on the config type, so that this header does not need the trainer's headers.

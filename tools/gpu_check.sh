@@ -4,13 +4,15 @@
 # device's architecture, builds only what the check needs (the 'cuda'-labelled tests, the CUDA
 # benchmarks, the CUDA demo), runs `ctest -L 'cuda|gpu_check'` (the cuda-labelled tests and the
 # CUDA trainer's pre-work rejections), bench_kernels_cuda, bench_engine_cuda and
-# 00_grpo_reverse_cuda for a fixed number of steps, and prints one table:
+# 00_grpo_reverse_cuda for a fixed number of steps (GPT-2, then the built-in Qwen2 model), and
+# prints one table:
 #   tests passed / failed, GRPO-advantage bandwidth as a fraction of device copy bandwidth
 #   (target >= 70%), decode tokens/s with and without the KV cache, forward FLOP/s against cuBLAS
-#   sgemm of the same shapes (target >= 50%), the demo's score before / after and seconds per step,
+#   sgemm of the same shapes (target >= 50%), the demos' score before / after and seconds per step,
 #   and nvidia-smi's device name.
 # It exits non-zero when any test fails or any stage cannot run. The raw outputs stay in
-# <build>/gpu_check/ (ctest.log, bench_kernels.csv, bench_engine.csv, demo/metrics.jsonl, device.txt).
+# <build>/gpu_check/ (ctest.log, bench_kernels.csv, bench_engine.csv, demo/metrics.jsonl,
+# demo_qwen2/metrics.jsonl, device.txt).
 #
 # usage: tools/gpu_check.sh [--build DIR] [--steps N] [--jobs N] [--no-build] [--test-timeout S] [--diagnose]
 #        --no-build      use DIR as it is (built elsewhere, e.g. unpacked by tools/gpu_bundle.sh)
@@ -102,6 +104,12 @@ report() {
   sps=$(json_series "$dir/demo/metrics.jsonl" "timing_s/step" | awk '{ s += $1; n++ } END { if (n) printf "%.3f", s / n }')
   [[ -n "$first" && -n "$sps" ]] || { status=1; steps=0; }
   [[ -f "$dir/demo.failed" ]] && status=1
+  local qscores qfirst qlast qsteps
+  qscores=$(json_series "$dir/demo_qwen2/metrics.jsonl" "critic/score/mean")
+  qfirst=$(head -n1 <<<"$qscores"); qlast=$(tail -n1 <<<"$qscores")
+  qsteps=$(grep -c . <<<"$qscores")
+  [[ -n "$qfirst" ]] || { status=1; qsteps=0; }
+  [[ -f "$dir/demo_qwen2.failed" ]] && status=1
 
   printf '%-44s %s\n' "check" "result"
   printf '%-44s %s\n' "--------------------------------------------" "------------------------------"
@@ -113,6 +121,7 @@ report() {
   printf '%-44s %s\n' "forward FLOP/s / cuBLAS sgemm FLOP/s" "$(human "$fwd" FLOP/s) / $(human "$gemm" FLOP/s) = $(ratio "$fwd" "$gemm") (target >= 50%)"
   printf '%-44s %s\n' "demo critic/score/mean first -> last step" "${first:-n/a} -> ${last:-n/a} ($steps steps)"
   printf '%-44s %s\n' "demo seconds per step (mean)" "${sps:-n/a}"
+  printf '%-44s %s\n' "demo, arch=qwen2: score first -> last step" "${qfirst:-n/a} -> ${qlast:-n/a} ($qsteps steps)"
   printf '%-44s %s\n' "overall" "$([[ $status == 0 ]] && echo PASS || echo FAIL)"
   return $status
 }
@@ -130,7 +139,7 @@ if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; t
 fi
 OUT="$BUILD/gpu_check"
 rm -rf "$OUT"
-mkdir -p "$OUT/demo"
+mkdir -p "$OUT/demo" "$OUT/demo_qwen2"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | head -n1 >"$OUT/device.txt"
 CAP=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -n1 | tr -d ' .')
 [[ "$CAP" =~ ^[0-9]+$ ]] || CAP=90
@@ -175,6 +184,9 @@ done
 echo "== demo: 00_grpo_reverse_cuda for $STEPS steps"
 timeout 300 "$BUILD/examples/00_grpo_reverse_cuda" trainer.total_training_steps="$STEPS" trainer.default_local_dir="$OUT/demo" \
   >"$OUT/demo.log" 2>&1 || touch "$OUT/demo.failed"
+echo "== demo: 00_grpo_reverse_cuda actor_rollout_ref.model.arch=qwen2 for $STEPS steps"
+timeout 300 "$BUILD/examples/00_grpo_reverse_cuda" actor_rollout_ref.model.arch=qwen2 trainer.total_training_steps="$STEPS" \
+  trainer.default_local_dir="$OUT/demo_qwen2" >"$OUT/demo_qwen2.log" 2>&1 || touch "$OUT/demo_qwen2.failed"
 
 if ((DIAGNOSE)) && command -v compute-sanitizer >/dev/null 2>&1; then
   # the first three failed tests: each's command line from ctest's JSON, rerun under memcheck

@@ -7,7 +7,7 @@ script="$1"
 source "$(dirname "$0")/../parse_expect.sh"  # $tmp, $bad, expect DESCRIPTION OUTPUT REGEX
 
 good="$tmp/good"
-mkdir -p "$good/demo"
+mkdir -p "$good/demo" "$good/demo_qwen2"
 echo "NVIDIA H200, 143771 MiB, 580.95" >"$good/device.txt"
 cat >"$good/ctest.log" <<'LOG'
     Start 1: test_foundation_cuda
@@ -34,6 +34,7 @@ name,iterations,real_time,cpu_time,time_unit,bytes_per_second,items_per_second,l
 CSV
 for s in 1 2 3; do
   echo "{\"step\": $s, \"critic/score/mean\": 0.$((s * 2)), \"timing_s/step\": 0.$((s + 1))}" >>"$good/demo/metrics.jsonl"
+  echo "{\"step\": $s, \"critic/score/mean\": 0.$((s + 1)), \"timing_s/step\": 0.5}" >>"$good/demo_qwen2/metrics.jsonl"
 done
 out=$("$script" --parse "$good"); rc=$?
 [[ $rc == 0 ]] || { echo "FAIL: a passing run exits $rc"; bad=1; }
@@ -44,6 +45,7 @@ expect "decode" "$out" "1.64e\+05 tok/s / 2.05e\+04 tok/s \(x8.0\)"
 expect "flops" "$out" "= 62.5% \(target >= 50%\)"
 expect "demo score" "$out" "first -> last step +0.2 -> 0.6 \(3 steps\)"
 expect "seconds per step" "$out" "per step \(mean\) +0.300"
+expect "qwen2 demo" "$out" "arch=qwen2: score first -> last step +0.2 -> 0.4 \(3 steps\)"
 expect "overall" "$out" "overall +PASS"
 
 # CMake 4's ctest leaves the failed count out when none failed (seen on the first GPU run)
@@ -67,10 +69,12 @@ expect "overall fail" "$out" "overall +FAIL"
 missing="$tmp/missing"
 cp -r "$good" "$missing"
 rm "$missing/bench_engine.csv"
+rm -r "$missing/demo_qwen2"
 touch "$missing/demo.failed"
 out=$("$script" --parse "$missing"); rc=$?
 [[ $rc != 0 ]] || { echo "FAIL: missing outputs exit 0"; bad=1; }
 expect "n/a" "$out" "forward FLOP/s / cuBLAS sgemm FLOP/s +n/a / n/a = n/a"
+expect "qwen2 n/a" "$out" "arch=qwen2: score first -> last step +n/a -> n/a \(0 steps\)"
 
 # an empty directory: nothing passes
 mkdir -p "$tmp/empty"

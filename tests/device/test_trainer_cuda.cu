@@ -2,7 +2,8 @@
 // and PPO). '[reject]' runs on every machine: without a GPU the trainer must refuse before any
 // work; with one, too many workers and a model whose estimate exceeds the device are refused
 // before any allocation. The other cases need a GPU (label cuda; they skip without one): one
-// CUDA step against the CPU step on the same seeds and weights (same tokens, so the same scores
+// CUDA step against the CPU step on the same seeds and weights (GPT-2 and the built-in Llama,
+// Qwen2 and Qwen3 shapes; same tokens, so the same scores
 // and lengths; losses and grad norms within 1e-4 relative), the memory metrics against the
 // estimate, sleep / wake returning the KV cache to the driver (cudaMemGetInfo), and a device
 // allocation failure surfacing as an error that names the size and what to lower.
@@ -130,6 +131,9 @@ void step_matches(std::string const& name, CpuStep (*cpu_step)(TrainerConfig con
   m.n_layer = static_cast<int>(g.actor_rollout_ref.model.n_layer);
   m.n_head = static_cast<int>(g.actor_rollout_ref.model.n_head);
   m.n_embd = static_cast<int>(g.actor_rollout_ref.model.n_embd);
+  model::Arch arch{};
+  REQUIRE(model::arch_from_name(g.actor_rollout_ref.model.arch.view(), arch));
+  m = model::builtin_model(m, arch);  // the Trainer's own mapping of actor_rollout_ref.model.arch
   double const est = static_cast<double>(estimate_device_memory(b.config(), m).total()) / gib;
   INFO("measured peak " << alloc << " GiB, estimate " << est << " GiB");
   REQUIRE(alloc <= est);
@@ -179,6 +183,16 @@ TEST_CASE("cuda trainer: one GRPO step equals the CPU step", "[cuda][trainer]") 
     return;
   }
   step_matches<CudaGRPO>("grpo", cpu_grpo_step, false);
+}
+
+TEST_CASE("cuda trainer: one GRPO step of the built-in Llama, Qwen2 and Qwen3 models equals the CPU step", "[cuda][trainer][llama]") {
+  if (gpu_count() == 0) {
+    WARN("no CUDA device: skipping");
+    return;
+  }
+  step_matches<CudaGRPO>("grpo_llama", cpu_grpo_step, false, [](TrainerConfig& c) { c.actor_rollout_ref.model.arch = "llama"; });
+  step_matches<CudaGRPO>("grpo_qwen2", cpu_grpo_step, false, [](TrainerConfig& c) { c.actor_rollout_ref.model.arch = "qwen2"; });
+  step_matches<CudaGRPO>("grpo_qwen3", cpu_grpo_step, false, [](TrainerConfig& c) { c.actor_rollout_ref.model.arch = "qwen3"; });
 }
 
 TEST_CASE("cuda trainer: one PPO step equals the CPU step (critic on the CPU engine)", "[cuda][trainer]") {

@@ -37,43 +37,6 @@ using model::GPTConfig;
 
 namespace {
 
-//! A random tiny Llama-family configuration; 'k' picks the variant so that every feature is
-//! covered: GQA ratios 1, 2 and 7, head_dim != hidden / heads, tied and untied heads, the three
-//! rope types, biases, odd widths.
-GPTConfig tiny_config(Arch arch, int k, std::uint64_t seed) {
-  GPTConfig c;
-  c.arch = arch;
-  c.seed = seed;
-  c.vocab_size = 37 + 2 * k;
-  c.max_seq_len = 64;
-  c.n_layer = 2;
-  int const ratio = k % 3 == 0 ? 1 : k % 3 == 1 ? 2 : 7;
-  c.n_kv_head = k % 2 == 0 ? 1 : 2;
-  c.n_head = c.n_kv_head * ratio;
-  c.n_embd = arch == Arch::qwen2 ? c.n_head * 6 : 20 + k;  // qwen2: head_dim = hidden / heads
-  if (arch != Arch::qwen2) c.head_size = k % 2 == 0 ? 6 : 10;
-  c.intermediate_size = 23 + 3 * k;
-  c.rms_norm_eps = k % 2 ? 1e-6f : 1e-5f;
-  c.rope_theta = k % 2 ? 10000.0 : 1000000.0;
-  c.qkv_bias = arch == Arch::qwen2 || (arch != Arch::qwen2 && k % 2 == 1);
-  c.o_bias = arch != Arch::qwen2 && c.qkv_bias;
-  c.mlp_bias = arch == Arch::llama && k % 2 == 0;
-  c.qk_norm = arch == Arch::qwen3;
-  c.tie_word_embeddings = k % 2 == 0;
-  if (arch == Arch::llama && k % 3 == 1) {
-    c.rope_type = model::RopeType::llama3;
-    c.rope_factor = 8.0;
-    c.rope_low_freq_factor = 1.0;
-    c.rope_high_freq_factor = 4.0;
-    c.rope_original_max_position = 16;  // so the tiny head dims reach all three wavelength bands
-  } else if (k % 3 == 2) {
-    c.rope_type = model::RopeType::linear;
-    c.rope_factor = 2.0;
-  }
-  c.validate();
-  return c;
-}
-
 //! Seeded weights: the initialisation plus noise on every tensor (norm weights away from 1).
 std::vector<float> tiny_weights(GPTConfig const& c, unsigned seed) { return fixtures::perturbed_weights(c, seed, 0.2f); }
 
@@ -121,7 +84,7 @@ Tensor int_tensor(std::vector<std::int32_t> const& v, std::int64_t B, std::int64
 TEST_CASE("the Llama family equals the PyTorch reference: logits, greedy continuations, gradients", "[model][llama][torch]") {
   auto const arch = GENERATE(Arch::llama, Arch::qwen2, Arch::qwen3);
   int const k = GENERATE(0, 1, 2, 3);
-  GPTConfig const c = tiny_config(arch, k, 11 + std::uint64_t(k));
+  GPTConfig const c = fixtures::tiny_llama_config(arch, k, 11 + std::uint64_t(k));
   INFO(model::arch_name(arch) << " variant " << k << ": heads " << c.n_head << "/" << c.kv_heads() << " hd " << c.head_dim()
                               << " C " << c.n_embd << " tied " << c.tie_word_embeddings);
   fixtures::TempDir d;
@@ -204,7 +167,7 @@ TEST_CASE("the Llama family equals the PyTorch reference: logits, greedy continu
 
 TEST_CASE("the Llama family's rollout engine agrees with the training forward", "[model][llama]") {
   auto const arch = GENERATE(Arch::llama, Arch::qwen2, Arch::qwen3);
-  GPTConfig const c = tiny_config(arch, 1, 5);
+  GPTConfig const c = fixtures::tiny_llama_config(arch, 1, 5);
   auto const w = tiny_weights(c, 9);
   engine::RolloutEngine eng(c);
   eng.load_weights(w);
@@ -240,7 +203,7 @@ TEST_CASE("the Llama family's rollout engine agrees with the training forward", 
 
 TEST_CASE("Llama-family folders: save, load, save is byte-stable, and BF16 and sharded folders load the same weights", "[model][llama][hf]") {
   auto const arch = GENERATE(Arch::llama, Arch::qwen2, Arch::qwen3);
-  GPTConfig const c = tiny_config(arch, 3, 2);
+  GPTConfig const c = fixtures::tiny_llama_config(arch, 3, 2);
   auto const w = tiny_weights(c, 4);
   fixtures::TempDir d;
   model::hf::export_model(d.p / "a", c, w);
@@ -283,7 +246,7 @@ TEST_CASE("Llama-family folders: save, load, save is byte-stable, and BF16 and s
 }
 
 TEST_CASE("malformed Llama-family config.json fields and tensors are errors naming them, before work", "[model][llama][hf]") {
-  GPTConfig const c = tiny_config(Arch::qwen3, 1, 2);
+  GPTConfig const c = fixtures::tiny_llama_config(Arch::qwen3, 1, 2);
   auto const w = tiny_weights(c, 4);
   fixtures::TempDir d;
   model::hf::export_model(d.p / "ok", c, w);
@@ -399,7 +362,7 @@ TEST_CASE("the Llama family at TP = 2 and 4: training (logits, log-probs, gradie
           "[model][llama][tp]") {
   auto const arch = GENERATE(Arch::llama, Arch::qwen2, Arch::qwen3);
   bool const tied = GENERATE(true, false);
-  GPTConfig c = tiny_config(arch, 0, 21);  // one KV head per 1 query head: NH = NKV
+  GPTConfig c = fixtures::tiny_llama_config(arch, 0, 21);  // one KV head per 1 query head: NH = NKV
   c.n_kv_head = 4;
   c.n_head = 8;  // GQA ratio 2
   c.n_embd = arch == Arch::qwen2 ? 8 * 6 : 28;
@@ -523,7 +486,7 @@ TEST_CASE("host memory is checked before a Qwen2.5-0.5B-shaped folder's weights 
 }
 
 TEST_CASE("SamplingParams::vocab_limit: the rollout never samples a padding row of the embedding", "[model][llama][sampling]") {
-  GPTConfig c = tiny_config(Arch::qwen2, 1, 3);
+  GPTConfig c = fixtures::tiny_llama_config(Arch::qwen2, 1, 3);
   c.vocab_size = 64;
   int const limit = 40;  // ids 40..63 are padding rows no tokenizer decodes
   auto w = tiny_weights(c, 8);

@@ -1,9 +1,10 @@
 // tests/model/test_rollout_cuda.cu <-> include/rlflow/engine/cuda/rollout_engine.cuh,
 // include/rlflow/model/cuda/sampling.cuh: the CUDA rollout engine against the CPU engine on
-// random small configs (prefill and decode logits, KV-cache decode against the CPU training
-// engine's full forward, tokens
-// and log-probs of greedy and sampled generation, EOS stop, sleep / wake), and the CUB sampler
-// against engine::sample_token on identical logits (exactly the same tokens).
+// random small configs of both families (GPT-2, and the Llama family's variants: Llama, Qwen2,
+// Qwen3; GQA, q/k norm, biases, RoPE scalings, tied and untied heads): prefill and decode logits,
+// KV-cache decode against the CPU training engine's full forward, tokens and log-probs of greedy
+// and sampled generation, EOS stop, vocab_limit, sleep / wake; and the CUB sampler against
+// engine::sample_token on identical logits (exactly the same tokens).
 #include <catch2/catch.hpp>
 
 #include <cuda_runtime.h>
@@ -16,6 +17,8 @@
 #include <rlflow/engine/training_engine.hpp>
 #include <rlflow/engine/cuda/rollout_engine.cuh>
 #include <rlflow/model/cuda/sampling.cuh>
+
+#include "../fixtures.hpp"  // tiny_llama_config, perturbed_weights
 
 namespace {
 
@@ -60,6 +63,136 @@ Prompts random_prompts(int B, int P, int V, std::mt19937& g) {
 }
 
 void require_close(float a, float b) { REQUIRE(a == Approx(b).epsilon(1e-4).margin(1e-4)); }
+
+//! Every variant of the Llama family's tiny test configs (fixtures::tiny_llama_config: GQA ratios
+//! 1, 2 and 7, head_dim != hidden / heads, tied and untied, biases, q/k norm, the three rope
+//! types) with perturbed weights, one after the other.
+template <class F>
+void for_each_llama_config(F&& f) {
+  for (auto arch : {rlflow::model::Arch::llama, rlflow::model::Arch::qwen2, rlflow::model::Arch::qwen3})
+    for (int k = 0; k < 4; ++k) {
+      auto const cfg = fixtures::tiny_llama_config(arch, k, 7 + std::uint64_t(k));
+      INFO("arch " << rlflow::model::arch_name(arch) << " variant " << k << " NH " << cfg.n_head << " NKV " << cfg.kv_heads()
+                   << " hd " << cfg.head_dim() << " C " << cfg.n_embd << " tied " << cfg.tie_word_embeddings);
+      f(cfg, fixtures::perturbed_weights(cfg, 50u + unsigned(k), 0.2f));
+    }
+}
+
+//! Prefill and decode logits of the CUDA engine (with and without its KV cache) against the CPU
+//! engine's, and the decoded logits against the CPU training engine's full forward.
+void check_prefill_decode(rlflow::model::GPTConfig const& cfg, std::vector<float> const& w, std::mt19937& g) {
+  int const V = cfg.vocab_size, B = 1 + int(g() % 5u), P = 3 + int(g() % 10u), steps = 6;
+  INFO("V " << V << " L " << cfg.n_layer << " NH " << cfg.n_head << " C " << cfg.n_embd << " B " << B << " P " << P);
+  rlflow::engine::RolloutEngine cpu(cfg);
+  rlflow::engine::cuda::RolloutEngine gpu(cfg), gpu_nocache(cfg);
+  cpu.load_weights(w);
+  gpu.load_weights(w);
+  gpu_nocache.load_weights(w);
+  gpu_nocache.set_use_kv_cache(false);
+  REQUIRE(gpu.weights() == w);
+  auto pr = random_prompts(B, P, V, g);
+  auto c0 = cpu.prefill(pr.ids, pr.mask, steps);
+  std::vector<float> ref(c0.begin(), c0.end());
+  auto g0 = gpu.prefill(pr.ids, pr.mask, steps);
+  auto n0 = gpu_nocache.prefill(pr.ids, pr.mask, steps);
+  REQUIRE(g0.size() == ref.size());
+  for (std::size_t i = 0; i < ref.size(); ++i) {
+    require_close(g0[i], ref[i]);
+    require_close(n0[i], ref[i]);
+  }
+  // full sequences for the full-forward check: [prompt | tokens], mask 1 on the new tokens
+  int const T = P + steps - 1;
+  std::vector<std::int32_t> full(std::size_t(B) * T, 0), fmask(full.size(), 0);
+  for (int b = 0; b < B; ++b)
+    for (int t = 0; t < P; ++t) {
+      full[std::size_t(b) * T + t] = pr.hid[std::size_t(b) * P + t];
+      fmask[std::size_t(b) * T + t] = pr.hmask[std::size_t(b) * P + t];
+    }
+  std::vector<std::vector<float>> dec;
+  for (int s = 0; s < steps - 1; ++s) {
+    std::vector<std::int32_t> tok(B);
+    for (int b = 0; b < B; ++b) {
+      tok[std::size_t(b)] = std::int32_t(g() % unsigned(V));
+      full[std::size_t(b) * T + P + s] = tok[std::size_t(b)];
+      fmask[std::size_t(b) * T + P + s] = 1;
+    }
+    auto cs = cpu.decode(tok);
+    std::vector<float> cref(cs.begin(), cs.end());
+    auto gs = gpu.decode(tok);
+    std::vector<float> gv(gs.begin(), gs.end());
+    auto ns = gpu_nocache.decode(tok);
+    for (std::size_t i = 0; i < cref.size(); ++i) {
+      require_close(gv[i], cref[i]);
+      require_close(ns[i], cref[i]);
+    }
+    dec.push_back(gv);
+  }
+  // KV-cache decode == the full forward's logits at the same positions (the CPU training engine's)
+  rlflow::engine::TrainingEngine full_forward(cfg);
+  full_forward.load_weights(w);
+  rlflow::Tensor const all_t = full_forward.compute_logits(rlflow::Tensor::from(full, rlflow::Shape{B, T}),
+                                                           rlflow::Tensor::from(fmask, rlflow::Shape{B, T}));
+  auto const all = all_t.span<float>();
+  for (int s = 0; s < steps - 1; ++s)
+    for (int b = 0; b < B; ++b)
+      for (int v = 0; v < V; ++v)
+        require_close(dec[std::size_t(s)][std::size_t(b) * V + v], all[(std::size_t(b) * T + P + s) * V + v]);
+  gpu.decode(std::vector<std::int32_t>(B, 0));  // fills the last of the S = P + steps slots
+  REQUIRE_THROWS_AS(gpu.decode(std::vector<std::int32_t>(B, 0)), rlflow::value_error);  // cache full
+}
+
+//! generate() of the CUDA engine against the CPU engine's, token for token (greedy, sampling,
+//! top-k, top-k + top-p; with and without EOS), and a row's tokens independent of its batch.
+void check_generate(rlflow::model::GPTConfig const& cfg, std::vector<float> const& w, std::mt19937& g, int trial) {
+  int const V = cfg.vocab_size, B = 1 + int(g() % 7u), P = 2 + int(g() % 12u);
+  rlflow::engine::RolloutEngine cpu(cfg);
+  rlflow::engine::cuda::RolloutEngine gpu(cfg);
+  cpu.load_weights(w);
+  gpu.load_weights(w);
+  auto pr = random_prompts(B, P, V, g);
+  std::vector<std::uint64_t> seeds(B);
+  for (auto& s : seeds) s = g();
+  rlflow::engine::SamplingParams sps[4];
+  sps[0].temperature = 0.0f;                                          // greedy
+  sps[1].temperature = 1.0f;                                          // plain sampling
+  sps[2].temperature = 0.8f; sps[2].top_k = 6;                        // top-k
+  sps[3].temperature = 1.2f; sps[3].top_k = 10; sps[3].top_p = 0.9f;  // top-k + top-p
+  for (auto& sp : sps) {
+    sp.max_new_tokens = 12;
+    sp.eos_id = trial % 2 == 0 ? 2 : -1;
+    sp.pad_id = 0;
+    INFO("trial " << trial << " V " << V << " B " << B << " P " << P << " T " << sp.temperature << " top_k " << sp.top_k
+                  << " top_p " << sp.top_p << " eos " << sp.eos_id);
+    auto rc = cpu.generate(pr.ids, pr.mask, sp, seeds);
+    auto rg = gpu.generate(pr.ids, pr.mask, sp, seeds);
+    auto ct = rc.responses.span<std::int32_t>(), gt = rg.responses.span<std::int32_t>();
+    auto cm = rc.response_mask.span<std::int32_t>(), gm = rg.response_mask.span<std::int32_t>();
+    auto cl = rc.log_probs.span<float>(), gl = rg.log_probs.span<float>();
+    REQUIRE(gt.size() == ct.size());
+    for (std::size_t i = 0; i < ct.size(); ++i) {
+      REQUIRE(gt[i] == ct[i]);
+      REQUIRE(gm[i] == cm[i]);
+      require_close(gl[i], cl[i]);
+    }
+    if (sp.eos_id >= 0)  // nothing after an EOS
+      for (int b = 0; b < B; ++b) {
+        bool done = false;
+        for (int j = 0; j < sp.max_new_tokens; ++j) {
+          std::size_t const at = std::size_t(b) * sp.max_new_tokens + j;
+          if (done) REQUIRE((gm[at] == 0 && gt[at] == sp.pad_id));
+          if (gt[at] == sp.eos_id && gm[at] == 1) done = true;
+        }
+      }
+  }
+  // a row's tokens do not depend on the batch: row 0 alone gives the same tokens
+  std::vector<std::int32_t> hid(pr.hid.begin(), pr.hid.begin() + P), hm(pr.hmask.begin(), pr.hmask.begin() + P);
+  auto ids1 = rlflow::Tensor::from(hid, rlflow::Shape{1, P}), m1 = rlflow::Tensor::from(hm, rlflow::Shape{1, P});
+  std::vector<std::uint64_t> s1{seeds[0]};
+  auto r1 = gpu.generate(ids1, m1, sps[3], s1);
+  auto rb = gpu.generate(pr.ids, pr.mask, sps[3], seeds);
+  for (int j = 0; j < sps[3].max_new_tokens; ++j)
+    REQUIRE(r1.responses.span<std::int32_t>()[std::size_t(j)] == rb.responses.span<std::int32_t>()[std::size_t(j)]);
+}
 
 }  // namespace
 
@@ -121,67 +254,10 @@ TEST_CASE("CUDA rollout prefill and KV-cache decode match the CPU engine and a f
   }
   std::mt19937 g(11);
   for (int trial = 0; trial < 4; ++trial) {
+    INFO("trial " << trial);
     auto const cfg = random_config(g);
     auto const w = random_weights(cfg, g);
-    int const V = cfg.vocab_size, B = 1 + int(g() % 5u), P = 3 + int(g() % 10u), steps = 6;
-    INFO("trial " << trial << " V " << V << " L " << cfg.n_layer << " NH " << cfg.n_head << " C " << cfg.n_embd << " B " << B
-                  << " P " << P);
-    rlflow::engine::RolloutEngine cpu(cfg);
-    rlflow::engine::cuda::RolloutEngine gpu(cfg), gpu_nocache(cfg);
-    cpu.load_weights(w);
-    gpu.load_weights(w);
-    gpu_nocache.load_weights(w);
-    gpu_nocache.set_use_kv_cache(false);
-    REQUIRE(gpu.weights() == w);
-    auto pr = random_prompts(B, P, V, g);
-    auto c0 = cpu.prefill(pr.ids, pr.mask, steps);
-    std::vector<float> ref(c0.begin(), c0.end());
-    auto g0 = gpu.prefill(pr.ids, pr.mask, steps);
-    auto n0 = gpu_nocache.prefill(pr.ids, pr.mask, steps);
-    REQUIRE(g0.size() == ref.size());
-    for (std::size_t i = 0; i < ref.size(); ++i) {
-      require_close(g0[i], ref[i]);
-      require_close(n0[i], ref[i]);
-    }
-    // full sequences for the full-forward check: [prompt | tokens], mask 1 on the new tokens
-    int const T = P + steps - 1;
-    std::vector<std::int32_t> full(std::size_t(B) * T, 0), fmask(full.size(), 0);
-    for (int b = 0; b < B; ++b)
-      for (int t = 0; t < P; ++t) {
-        full[std::size_t(b) * T + t] = pr.hid[std::size_t(b) * P + t];
-        fmask[std::size_t(b) * T + t] = pr.hmask[std::size_t(b) * P + t];
-      }
-    std::vector<std::vector<float>> dec;
-    for (int s = 0; s < steps - 1; ++s) {
-      std::vector<std::int32_t> tok(B);
-      for (int b = 0; b < B; ++b) {
-        tok[std::size_t(b)] = std::int32_t(g() % unsigned(V));
-        full[std::size_t(b) * T + P + s] = tok[std::size_t(b)];
-        fmask[std::size_t(b) * T + P + s] = 1;
-      }
-      auto cs = cpu.decode(tok);
-      std::vector<float> cref(cs.begin(), cs.end());
-      auto gs = gpu.decode(tok);
-      std::vector<float> gv(gs.begin(), gs.end());
-      auto ns = gpu_nocache.decode(tok);
-      for (std::size_t i = 0; i < cref.size(); ++i) {
-        require_close(gv[i], cref[i]);
-        require_close(ns[i], cref[i]);
-      }
-      dec.push_back(gv);
-    }
-    // KV-cache decode == the full forward's logits at the same positions (the CPU training engine's)
-    rlflow::engine::TrainingEngine full_forward(cfg);
-    full_forward.load_weights(w);
-    rlflow::Tensor const all_t = full_forward.compute_logits(rlflow::Tensor::from(full, rlflow::Shape{B, T}),
-                                                             rlflow::Tensor::from(fmask, rlflow::Shape{B, T}));
-    auto const all = all_t.span<float>();
-    for (int s = 0; s < steps - 1; ++s)
-      for (int b = 0; b < B; ++b)
-        for (int v = 0; v < V; ++v)
-          require_close(dec[std::size_t(s)][std::size_t(b) * V + v], all[(std::size_t(b) * T + P + s) * V + v]);
-    gpu.decode(std::vector<std::int32_t>(B, 0));  // fills the last of the S = P + steps slots
-    REQUIRE_THROWS_AS(gpu.decode(std::vector<std::int32_t>(B, 0)), rlflow::value_error);  // cache full
+    check_prefill_decode(cfg, w, g);
   }
 }
 
@@ -194,57 +270,65 @@ TEST_CASE("CUDA rollout generate matches the CPU engine token for token", "[mode
   for (int trial = 0; trial < 6; ++trial) {
     auto const cfg = random_config(g);
     auto const w = random_weights(cfg, g);
-    int const V = cfg.vocab_size, B = 1 + int(g() % 7u), P = 2 + int(g() % 12u);
-    rlflow::engine::RolloutEngine cpu(cfg);
-    rlflow::engine::cuda::RolloutEngine gpu(cfg);
-    cpu.load_weights(w);
-    gpu.load_weights(w);
-    auto pr = random_prompts(B, P, V, g);
-    std::vector<std::uint64_t> seeds(B);
-    for (auto& s : seeds) s = g();
-    rlflow::engine::SamplingParams sps[4];
-    sps[0].temperature = 0.0f;                                          // greedy
-    sps[1].temperature = 1.0f;                                          // plain sampling
-    sps[2].temperature = 0.8f; sps[2].top_k = 6;                        // top-k
-    sps[3].temperature = 1.2f; sps[3].top_k = 10; sps[3].top_p = 0.9f;  // top-k + top-p
-    for (auto& sp : sps) {
-      sp.max_new_tokens = 12;
-      sp.eos_id = trial % 2 == 0 ? 2 : -1;
-      sp.pad_id = 0;
-      INFO("trial " << trial << " V " << V << " B " << B << " P " << P << " T " << sp.temperature << " top_k " << sp.top_k
-                    << " top_p " << sp.top_p << " eos " << sp.eos_id);
-      auto rc = cpu.generate(pr.ids, pr.mask, sp, seeds);
-      auto rg = gpu.generate(pr.ids, pr.mask, sp, seeds);
-      auto ct = rc.responses.span<std::int32_t>(), gt = rg.responses.span<std::int32_t>();
-      auto cm = rc.response_mask.span<std::int32_t>(), gm = rg.response_mask.span<std::int32_t>();
-      auto cl = rc.log_probs.span<float>(), gl = rg.log_probs.span<float>();
-      REQUIRE(gt.size() == ct.size());
-      for (std::size_t i = 0; i < ct.size(); ++i) {
-        REQUIRE(gt[i] == ct[i]);
-        REQUIRE(gm[i] == cm[i]);
-        require_close(gl[i], cl[i]);
-      }
-      if (sp.eos_id >= 0)  // nothing after an EOS
-        for (int b = 0; b < B; ++b) {
-          bool done = false;
-          for (int j = 0; j < sp.max_new_tokens; ++j) {
-            std::size_t const at = std::size_t(b) * sp.max_new_tokens + j;
-            if (done) REQUIRE((gm[at] == 0 && gt[at] == sp.pad_id));
-            if (gt[at] == sp.eos_id && gm[at] == 1) done = true;
-          }
-        }
-    }
-    // a row's tokens do not depend on the batch: row 0 alone gives the same tokens
-    {
-      std::vector<std::int32_t> hid(pr.hid.begin(), pr.hid.begin() + P), hm(pr.hmask.begin(), pr.hmask.begin() + P);
-      auto ids1 = rlflow::Tensor::from(hid, rlflow::Shape{1, P}), m1 = rlflow::Tensor::from(hm, rlflow::Shape{1, P});
-      std::vector<std::uint64_t> s1{seeds[0]};
-      auto r1 = gpu.generate(ids1, m1, sps[3], s1);
-      auto rb = gpu.generate(pr.ids, pr.mask, sps[3], seeds);
-      for (int j = 0; j < sps[3].max_new_tokens; ++j)
-        REQUIRE(r1.responses.span<std::int32_t>()[std::size_t(j)] == rb.responses.span<std::int32_t>()[std::size_t(j)]);
+    check_generate(cfg, w, g, trial);
+  }
+}
+
+TEST_CASE("CUDA rollout runs the Llama family as the CPU engine: logits, KV-cache decode, tokens", "[model][rollout][cuda][llama]") {
+  if (!have_gpu()) {
+    WARN("no GPU: CUDA rollout test skipped");
+    return;
+  }
+  std::mt19937 g(29);
+  int trial = 0;
+  for_each_llama_config([&](rlflow::model::GPTConfig const& cfg, std::vector<float> const& w) {
+    check_prefill_decode(cfg, w, g);
+    check_generate(cfg, w, g, trial++);
+  });
+}
+
+TEST_CASE("CUDA rollout samples and scores only ids below vocab_limit, as the CPU engine", "[model][rollout][cuda][llama]") {
+  if (!have_gpu()) {
+    WARN("no GPU: CUDA rollout test skipped");
+    return;
+  }
+  auto cfg = fixtures::tiny_llama_config(rlflow::model::Arch::qwen2, 1, 3);
+  cfg.vocab_size = 64;
+  int const limit = 40;  // ids 40..63 are padding rows no tokenizer decodes
+  auto w = fixtures::perturbed_weights(cfg, 8, 0.2f);
+  rlflow::model::ParamLayout const lay(cfg);
+  for (int v = limit; v < cfg.vocab_size; ++v)  // make the padding rows the likeliest ids
+    for (int k = 0; k < cfg.n_embd; ++k) w[lay.lm_head + std::size_t(v) * cfg.n_embd + std::size_t(k)] *= 40.0f;
+  std::mt19937 g(31);
+  auto pr = random_prompts(3, 6, 30, g);
+  std::vector<std::uint64_t> seeds{1, 2, 3};
+  rlflow::engine::RolloutEngine cpu(cfg);
+  rlflow::engine::cuda::RolloutEngine gpu(cfg);
+  cpu.load_weights(w);
+  gpu.load_weights(w);
+  for (float temp : {0.0f, 1.0f}) {
+    rlflow::engine::SamplingParams sp;
+    sp.temperature = temp;
+    sp.max_new_tokens = 16;
+    INFO("temperature " << temp);
+    auto const unlimited = gpu.generate(pr.ids, pr.mask, sp, seeds);
+    bool padded = false;  // without the limit the padding rows are drawn (the test can fail)
+    for (auto t : unlimited.responses.span<std::int32_t>()) padded |= t >= limit;
+    CHECK(padded);
+    sp.vocab_limit = limit;
+    auto const rc = cpu.generate(pr.ids, pr.mask, sp, seeds);
+    auto const rg = gpu.generate(pr.ids, pr.mask, sp, seeds);
+    auto const ct = rc.responses.span<std::int32_t>(), gt = rg.responses.span<std::int32_t>();
+    auto const cl = rc.log_probs.span<float>(), gl = rg.log_probs.span<float>();
+    for (std::size_t i = 0; i < ct.size(); ++i) {
+      REQUIRE(gt[i] < limit);
+      REQUIRE(gt[i] == ct[i]);
+      require_close(gl[i], cl[i]);
     }
   }
+  // the low-level API still returns every row's logits
+  auto const lg = gpu.prefill(pr.ids, pr.mask, 4);
+  REQUIRE(lg.size() == std::size_t(3) * cfg.vocab_size);
 }
 
 TEST_CASE("CUDA rollout sleep frees device memory and wake resumes", "[model][rollout][cuda]") {
@@ -253,30 +337,34 @@ TEST_CASE("CUDA rollout sleep frees device memory and wake resumes", "[model][ro
     return;
   }
   std::mt19937 g(5);
-  auto const cfg = random_config(g);
-  auto const w = random_weights(cfg, g);
-  rlflow::engine::cuda::RolloutEngine gpu(cfg);
-  gpu.load_weights(w);
-  REQUIRE_THROWS_AS(gpu.load_weights(std::vector<float>(3)), rlflow::shape_error);
-  auto pr = random_prompts(3, 6, cfg.vocab_size, g);
-  rlflow::engine::SamplingParams sp;
-  sp.temperature = 0.9f;
-  sp.top_k = 4;
-  sp.max_new_tokens = 8;
-  std::vector<std::uint64_t> seeds{1, 2, 3};
-  auto r0 = gpu.generate(pr.ids, pr.mask, sp, seeds);
-  REQUIRE(gpu.memory_bytes() > 0);
-  std::size_t free0 = 0, free1 = 0, total = 0;
-  REQUIRE(cudaMemGetInfo(&free0, &total) == cudaSuccess);
-  gpu.sleep();
-  REQUIRE(gpu.is_sleeping());
-  REQUIRE(gpu.memory_bytes() == 0);
-  REQUIRE(cudaMemGetInfo(&free1, &total) == cudaSuccess);
-  REQUIRE(free1 >= free0);
-  REQUIRE_THROWS_AS(gpu.generate(pr.ids, pr.mask, sp, seeds), rlflow::value_error);
-  gpu.wake();
-  auto r1 = gpu.generate(pr.ids, pr.mask, sp, seeds);
-  auto a = r0.responses.span<std::int32_t>(), b = r1.responses.span<std::int32_t>();
-  for (std::size_t i = 0; i < a.size(); ++i) REQUIRE(a[i] == b[i]);
-  REQUIRE_THROWS_AS(gpu.generate(pr.ids, pr.mask, sp, std::vector<std::uint64_t>{1}), rlflow::shape_error);
+  auto const gpt2 = random_config(g);
+  auto const qwen3 = fixtures::tiny_llama_config(rlflow::model::Arch::qwen3, 1, 4);  // also holds RoPE tables
+  for (auto const& cfg : {gpt2, qwen3}) {
+    INFO("arch " << rlflow::model::arch_name(cfg.arch));
+    auto const w = random_weights(cfg, g);
+    rlflow::engine::cuda::RolloutEngine gpu(cfg);
+    gpu.load_weights(w);
+    REQUIRE_THROWS_AS(gpu.load_weights(std::vector<float>(3)), rlflow::shape_error);
+    auto pr = random_prompts(3, 6, cfg.vocab_size, g);
+    rlflow::engine::SamplingParams sp;
+    sp.temperature = 0.9f;
+    sp.top_k = 4;
+    sp.max_new_tokens = 8;
+    std::vector<std::uint64_t> seeds{1, 2, 3};
+    auto r0 = gpu.generate(pr.ids, pr.mask, sp, seeds);
+    REQUIRE(gpu.memory_bytes() > 0);
+    std::size_t free0 = 0, free1 = 0, total = 0;
+    REQUIRE(cudaMemGetInfo(&free0, &total) == cudaSuccess);
+    gpu.sleep();
+    REQUIRE(gpu.is_sleeping());
+    REQUIRE(gpu.memory_bytes() == 0);
+    REQUIRE(cudaMemGetInfo(&free1, &total) == cudaSuccess);
+    REQUIRE(free1 >= free0);
+    REQUIRE_THROWS_AS(gpu.generate(pr.ids, pr.mask, sp, seeds), rlflow::value_error);
+    gpu.wake();
+    auto r1 = gpu.generate(pr.ids, pr.mask, sp, seeds);
+    auto a = r0.responses.span<std::int32_t>(), b = r1.responses.span<std::int32_t>();
+    for (std::size_t i = 0; i < a.size(); ++i) REQUIRE(a[i] == b[i]);
+    REQUIRE_THROWS_AS(gpu.generate(pr.ids, pr.mask, sp, std::vector<std::uint64_t>{1}), rlflow::shape_error);
+  }
 }

@@ -1,9 +1,10 @@
 // tests/model/test_training_cuda.cu <-> include/rlflow/engine/cuda/training_engine.cuh,
 // include/rlflow/model/cuda/gpt_backward.cuh: the CUDA training engine against the CPU
-// TrainingEngine on random small configs and padded batches: logits at every position and
-// log-probs and entropy (1e-4),
-// gradients of random per-token loss gradients (accumulated over two micro-batches), zero_grad,
-// and AdamW steps (with clipping and a cosine schedule) from identical gradients.
+// TrainingEngine on random small configs of both families (GPT-2; the Llama family's variants:
+// GQA, q/k norm, biases, RoPE scalings, tied and untied heads) and padded batches: logits at every
+// position and log-probs and entropy (1e-4), gradients of random per-token loss gradients
+// (accumulated over two micro-batches), zero_grad, and AdamW steps (with clipping and a cosine
+// schedule) from identical gradients.
 #include <catch2/catch.hpp>
 
 #include <cuda_runtime.h>
@@ -15,6 +16,8 @@
 
 #include <rlflow/engine/training_engine.hpp>
 #include <rlflow/engine/cuda/training_engine.cuh>
+
+#include "../fixtures.hpp"  // tiny_llama_config, perturbed_weights
 
 namespace {
 
@@ -54,26 +57,12 @@ void require_grads_close(std::vector<float> const& gpu, std::span<float const> c
   }
 }
 
-}  // namespace
-
-TEST_CASE("CUDA training engine logits and log-probs match the CPU engine at every position", "[model][training][cuda]") {
-  if (!gpu_present()) {
-    WARN("no GPU: CUDA training engine test skipped");
-    return;
-  }
-  rlflow::model::GPTConfig cfg;
-  cfg.vocab_size = 37;
-  cfg.max_seq_len = 40;
-  cfg.n_layer = 3;
-  cfg.n_head = 4;
-  cfg.n_embd = 64;
+//! The CUDA engine's logits at every position of a padded batch (row b starts with 2 b pads)
+//! against the CPU engine's, and its log-probs and entropy at temperature 0.8.
+void check_logits_every_position(rlflow::model::GPTConfig const& cfg, rlflow::engine::TrainingEngine& cpu, std::mt19937& g) {
   int const V = cfg.vocab_size;
-  rlflow::engine::TrainingEngine cpu(cfg);
-  std::mt19937 g(1);
-  std::normal_distribution<float> d(0.0f, 0.2f);
-  for (auto& x : cpu.params()) x += d(g);
   int const B = 5, T = 33, R = 9;
-  // row b starts with 2 b pads; 'ext' is the same batch with one more real token per row
+  // 'ext' is the same batch with one more real token per row
   std::vector<std::int32_t> ids(std::size_t(B) * T), mask(ids.size(), 1), ext(std::size_t(B) * (T + 1)), ext_mask(ext.size(), 1);
   for (int b = 0; b < B; ++b) {
     for (int t = 0; t < T; ++t) {
@@ -114,6 +103,52 @@ TEST_CASE("CUDA training engine logits and log-probs match the CPU engine at eve
   }
 }
 
+//! Two micro-batches of forward + backward (the first with an entropy term) on both engines:
+//! log-probs, entropy and the accumulated gradients agree; then zero_grad.
+void check_forward_backward(rlflow::model::GPTConfig const& cfg, rlflow::engine::TrainingEngine& cpu, std::mt19937& g, float temp) {
+  int const B = 1 + int(g() % 4u), P = 2 + int(g() % 8u), R = 1 + int(g() % 8u), V = cfg.vocab_size;
+  INFO("V " << V << " L " << cfg.n_layer << " NH " << cfg.n_head << " C " << cfg.n_embd << " B " << B << " P " << P << " R " << R);
+  rlflow::engine::cuda::TrainingEngine gpu(cfg);
+  gpu.load_weights(cpu.params());
+  for (int micro = 0; micro < 2; ++micro) {  // two micro-batches: gradients accumulate
+    auto bt = random_batch(B, P, R, V, g);
+    auto dlp = random_grad(B, R, g), dent = random_grad(B, R, g);
+    rlflow::Tensor none;
+    rlflow::Tensor const& de = micro == 0 ? dent : none;  // the second one without an entropy term
+    auto rc = cpu.forward_backward(bt.ids, bt.mask, R, dlp, de, temp);
+    auto rg = gpu.forward(bt.ids, bt.mask, R, temp, true);
+    for (std::size_t i = 0; i < std::size_t(B) * R; ++i) {
+      REQUIRE(rg.log_probs.span<float>()[i] == Approx(rc.log_probs.span<float>()[i]).epsilon(1e-4).margin(1e-4));
+      if (micro == 0) REQUIRE(rg.entropy.span<float>()[i] == Approx(rc.entropy.span<float>()[i]).epsilon(1e-4).margin(1e-4));
+    }
+    gpu.backward(dlp, de);
+    require_grads_close(gpu.grads(), cpu.grads());
+  }
+  REQUIRE_THROWS_AS(gpu.backward(random_grad(B, R, g)), rlflow::value_error);  // no pending forward
+  gpu.zero_grad();
+  for (float x : gpu.grads()) REQUIRE(x == 0.0f);
+}
+
+}  // namespace
+
+TEST_CASE("CUDA training engine logits and log-probs match the CPU engine at every position", "[model][training][cuda]") {
+  if (!gpu_present()) {
+    WARN("no GPU: CUDA training engine test skipped");
+    return;
+  }
+  rlflow::model::GPTConfig cfg;
+  cfg.vocab_size = 37;
+  cfg.max_seq_len = 40;
+  cfg.n_layer = 3;
+  cfg.n_head = 4;
+  cfg.n_embd = 64;
+  rlflow::engine::TrainingEngine cpu(cfg);
+  std::mt19937 g(1);
+  std::normal_distribution<float> d(0.0f, 0.2f);
+  for (auto& x : cpu.params()) x += d(g);
+  check_logits_every_position(cfg, cpu, g);
+}
+
 TEST_CASE("CUDA training engine forward and backward match the CPU engine", "[model][training][cuda]") {
   if (!gpu_present()) {
     WARN("no GPU: CUDA training engine test skipped");
@@ -124,33 +159,43 @@ TEST_CASE("CUDA training engine forward and backward match the CPU engine", "[mo
     int const vocab = 20 + int(g() % 50u), layers = 1 + int(g() % 3u), heads = 1 << (g() % 3u);  // drawn in this order
     rlflow::model::GPTConfig const cfg{.vocab_size = vocab, .max_seq_len = 40, .n_layer = layers, .n_head = heads,
                                        .n_embd = heads * 8 * (1 + int(g() % 3u)), .seed = g()};
-    int const B = 1 + int(g() % 4u), P = 2 + int(g() % 8u), R = 1 + int(g() % 8u), V = cfg.vocab_size;
-    INFO("trial " << trial << " V " << V << " L " << cfg.n_layer << " NH " << cfg.n_head << " C " << cfg.n_embd << " B " << B
-                  << " P " << P << " R " << R);
+    INFO("trial " << trial);
     rlflow::engine::TrainingEngine cpu(cfg);
     std::normal_distribution<float> d(0.0f, 0.1f);
     for (auto& x : cpu.params()) x += d(g);
-    rlflow::engine::cuda::TrainingEngine gpu(cfg);
-    gpu.load_weights(cpu.params());
-    float const temp = trial % 2 ? 0.7f : 1.0f;
-    for (int micro = 0; micro < 2; ++micro) {  // two micro-batches: gradients accumulate
-      auto bt = random_batch(B, P, R, V, g);
-      auto dlp = random_grad(B, R, g), dent = random_grad(B, R, g);
-      rlflow::Tensor none;
-      rlflow::Tensor const& de = micro == 0 ? dent : none;  // the second one without an entropy term
-      auto rc = cpu.forward_backward(bt.ids, bt.mask, R, dlp, de, temp);
-      auto rg = gpu.forward(bt.ids, bt.mask, R, temp, true);
-      for (std::size_t i = 0; i < std::size_t(B) * R; ++i) {
-        REQUIRE(rg.log_probs.span<float>()[i] == Approx(rc.log_probs.span<float>()[i]).epsilon(1e-4).margin(1e-4));
-        if (micro == 0) REQUIRE(rg.entropy.span<float>()[i] == Approx(rc.entropy.span<float>()[i]).epsilon(1e-4).margin(1e-4));
-      }
-      gpu.backward(dlp, de);
-      require_grads_close(gpu.grads(), cpu.grads());
-    }
-    REQUIRE_THROWS_AS(gpu.backward(random_grad(B, R, g)), rlflow::value_error);  // no pending forward
-    gpu.zero_grad();
-    for (float x : gpu.grads()) REQUIRE(x == 0.0f);
+    check_forward_backward(cfg, cpu, g, trial % 2 ? 0.7f : 1.0f);
   }
+}
+
+TEST_CASE("CUDA training engine runs the Llama family as the CPU engine: logits, log-probs, gradients, AdamW",
+          "[model][training][cuda][llama]") {
+  if (!gpu_present()) {
+    WARN("no GPU: CUDA training engine test skipped");
+    return;
+  }
+  std::mt19937 g(37);
+  for (auto arch : {rlflow::model::Arch::llama, rlflow::model::Arch::qwen2, rlflow::model::Arch::qwen3})
+    for (int k = 0; k < 4; ++k) {
+      auto const cfg = fixtures::tiny_llama_config(arch, k, 13 + std::uint64_t(k));
+      INFO("arch " << rlflow::model::arch_name(arch) << " variant " << k << " NH " << cfg.n_head << " NKV " << cfg.kv_heads() << " hd "
+                   << cfg.head_dim() << " C " << cfg.n_embd << " tied " << cfg.tie_word_embeddings);
+      rlflow::engine::OptimizerConfig opt;
+      opt.lr = 1e-2f;
+      opt.weight_decay = 0.1f;
+      rlflow::engine::TrainingEngine cpu(cfg, opt);
+      auto const w = fixtures::perturbed_weights(cfg, 60u + unsigned(k), 0.2f);
+      std::copy(w.begin(), w.end(), cpu.params().begin());
+      check_logits_every_position(cfg, cpu, g);
+      check_forward_backward(cfg, cpu, g, k % 2 ? 0.7f : 1.0f);
+      // one AdamW step from the CPU's gradients: the decay mask follows the family's layout
+      rlflow::engine::cuda::TrainingEngine gpu(cfg, opt);
+      gpu.load_weights(cpu.params());
+      gpu.set_grads(cpu.grads());
+      REQUIRE(gpu.optimizer_step() == Approx(cpu.optimizer_step()).epsilon(1e-6));
+      auto const pg = gpu.params();
+      auto const pc = cpu.params();
+      for (std::size_t i = 0; i < pc.size(); ++i) REQUIRE(pg[i] == Approx(pc[i]).epsilon(1e-5).margin(1e-6));
+    }
 }
 
 TEST_CASE("CUDA sum_pi_squared equals the CPU engine's", "[model][training][cuda][otb]") {

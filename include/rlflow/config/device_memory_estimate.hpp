@@ -41,11 +41,21 @@ struct DeviceMemoryEstimate {
 };
 
 namespace detail {
+//! Floats per token row of the CUDA engines' per-layer work buffers beyond the residual stream's
+//! two (N, C) buffers: q|k|v, the attention output, the MLP's first product (GPT-2's fc, the Llama
+//! family's gate|up) and the Llama family's SwiGLU output (GPT-2's GELU runs in place).
+inline std::int64_t layer_scratch_width(model::GPTConfig const& m) {
+  bool const llama = m.llama_family();
+  std::int64_t const C = m.n_embd, F = m.ff_dim();
+  return (llama ? std::int64_t(m.qkv_dim()) : 3 * C) + m.attn_dim() + (llama ? 3 * F : 4 * C);
+}
+
 //! Floats of the CUDA training engine's buffers after a forward + backward of (B, T) with R
 //! response columns (engine/cuda/training_engine.cuh: acts, head_in, lnf, lnf_stats, logits,
 //! head_out, dhead, grad_ws, ints and valid flags counted as floats). 'checkpointed': the kept
 //! activations of activation checkpointing (model.enable_gradient_checkpointing, CPU engines):
-//! each layer's input and one layer's activations (ActivationLayout, checkpointed).
+//! each layer's input and one layer's activations (ActivationLayout, checkpointed). The Llama
+//! family adds its RoPE tables (T positions of hd / 2 cosines and sines).
 inline std::int64_t train_activation_floats(model::GPTConfig const& m, std::int64_t B, std::int64_t T, std::int64_t R,
                                             bool backward, bool checkpointed = false) {
   std::int64_t const C = m.n_embd, V = m.vocab_size, NH = m.n_head;
@@ -54,7 +64,9 @@ inline std::int64_t train_activation_floats(model::GPTConfig const& m, std::int6
       static_cast<std::int64_t>(model::ActivationLayout(m, static_cast<int>(B), static_cast<int>(T), checkpointed).size());
   f += 2 * BR * C + 2 * BR + BR * V + 4 * BR;  // head_in, lnf, lnf_stats, logits, head_out
   f += 2 * N + BR;                             // ints (ids, positions, targets) and valid flags (rounded up)
-  if (backward) f += 2 * BR + BR * V + N * C * 10 + B * NH * T * T + 7 * BR;  // dhead, grad_ws, the loss columns
+  if (m.llama_family()) f += T * m.head_dim();  // RoPE tables
+  // dhead; grad_ws: dlogits, two (N, C), the layer scratch, attention scores' gradient, dlnf; the loss columns
+  if (backward) f += 2 * BR + BR * V + N * (2 * C + layer_scratch_width(m)) + B * NH * T * T + BR * C + 7 * BR;
   return f;
 }
 }  // namespace detail
@@ -79,11 +91,14 @@ inline DeviceMemoryEstimate estimate_device_memory(TrainerConfig const& cfg, mod
   e.ref_state = e.actor_state;
   e.rollout_weights = P * f;
   e.kv_cache = L * 2 * rows * S * std::int64_t(m.kv_heads()) * m.head_dim() * f;
-  // prefill: x, ln, atty (N C), qkv (3 N C), fch (4 N C) with N = rows * prompt width; last-row
-  // LayerNorm, logits (rows V); sampler: seeds, tokens, log-probs, two key arrays and offsets
-  // (rows V each for the sort keys, 8 bytes) and CUB's temporary storage (about the keys again).
+  // prefill: x, ln (N C) and the layer scratch (qkv, atty, fc, SwiGLU's output) with N = rows *
+  // prompt width; last-row norm, logits (rows V); RoPE tables (S hd); sampler: seeds, tokens,
+  // log-probs, two key arrays and offsets (rows V each for the sort keys, 8 bytes) and CUB's
+  // temporary storage (about the keys again).
   std::int64_t const Np = rows * Pn;
-  e.rollout_activations = (Np * 10 * C + rows * C + rows * V) * f + rows * (2 * S + 8) + 3 * rows * V * 8 + Np * 8;
+  std::int64_t const rope = m.llama_family() ? S * m.head_dim() : 0;
+  e.rollout_activations = (Np * (2 * C + detail::layer_scratch_width(m)) + rows * C + rows * V + rope) * f + rows * (2 * S + 8) +
+                          3 * rows * V * 8 + Np * 8;
   // actor: the larger of the log-prob micro-batch (no backward) and the PPO micro-batch (backward);
   // reference: its log-prob micro-batch; both with the checkpointed layout when it is on.
   auto const& a = cfg.actor_rollout_ref;

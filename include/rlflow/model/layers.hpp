@@ -20,6 +20,8 @@
 #include <thread>       // std::thread::hardware_concurrency
 #include <vector>       // per-thread scratch
 
+#include <rlflow/core/config.hpp>  // RLFLOW_HD (QKVLayout is shared with the CUDA kernels)
+
 #if defined(_OPENMP)
 #include <omp.h>  // omp_get_max_threads, omp_in_parallel
 #define RLFLOW_MODEL_PRAGMA(x) _Pragma(#x)
@@ -608,18 +610,19 @@ RLFLOW_SIMD_CLONES inline void attend_one(float* y, float* probs, float const* q
 //! head h holds [q_h | k_h | v_h] at 3 hd h. Grouped (the Llama family, transformers' q_proj |
 //! k_proj | v_proj): all query heads, then the NKV key heads, then the value heads; query head h
 //! reads key/value head h / (NH / NKV) (grouped-query attention; NKV = NH is plain multi-head).
+//! The CUDA kernels (model/cuda/) index qkv rows through the same struct.
 struct QKVLayout {
   int NH = 1, NKV = 1, hd = 1;
   bool head_major = true;
-  static QKVLayout gpt2(int C, int NH) { return {NH, NH, C / NH, true}; }
-  static QKVLayout grouped(int NH, int NKV, int hd) { return {NH, NKV, hd, false}; }
-  std::size_t row() const { return std::size_t(NH + 2 * NKV) * std::size_t(hd); }
-  int group() const { return NH / NKV; }
-  std::size_t q(int h) const { return head_major ? 3 * std::size_t(hd) * h : std::size_t(hd) * h; }
-  std::size_t k(int h) const {
+  static RLFLOW_HD QKVLayout gpt2(int C, int NH) { return {NH, NH, C / NH, true}; }
+  static RLFLOW_HD QKVLayout grouped(int NH, int NKV, int hd) { return {NH, NKV, hd, false}; }
+  RLFLOW_HD std::size_t row() const { return std::size_t(NH + 2 * NKV) * std::size_t(hd); }
+  RLFLOW_HD int group() const { return NH / NKV; }
+  RLFLOW_HD std::size_t q(int h) const { return head_major ? 3 * std::size_t(hd) * h : std::size_t(hd) * h; }
+  RLFLOW_HD std::size_t k(int h) const {
     return head_major ? 3 * std::size_t(hd) * h + hd : std::size_t(NH + h / group()) * std::size_t(hd);
   }
-  std::size_t v(int h) const {
+  RLFLOW_HD std::size_t v(int h) const {
     return head_major ? 3 * std::size_t(hd) * h + 2 * std::size_t(hd) : std::size_t(NH + NKV + h / group()) * std::size_t(hd);
   }
 };
@@ -776,7 +779,7 @@ struct RowSet {
   std::int64_t rows = 0;
   int n = 0, per = 1;
   std::size_t stride = 0;
-  std::size_t at(std::int64_t r) const { return std::size_t(r / per) * stride + std::size_t(r % per) * std::size_t(n); }
+  RLFLOW_HD std::size_t at(std::int64_t r) const { return std::size_t(r / per) * stride + std::size_t(r % per) * std::size_t(n); }
 };
 inline void rmsnorm_forward(float* out, float* rstd, float const* inp, float const* w, RowSet rs, float eps) {
   RLFLOW_MODEL_OMP_FOR_IF(rs.rows * rs.n > parallel_threshold)

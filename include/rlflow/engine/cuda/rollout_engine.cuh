@@ -1,12 +1,15 @@
 // rlflow/engine/cuda/rollout_engine.cuh: the rollout engine of the built-in GPT on one GPU (nvcc
 // only), the device twin of engine/rollout_engine.hpp: prefill of left-padded prompts into a KV
-// cache (L, 2, B, NH, S, hs), one decode step per token for the rows still running, per-row stop at
-// EOS, sampling with model/cuda/sampling.cuh (the same Philox draws and candidate order as the
-// CPU sampler, so tokens match the CPU engine for the same seeds and weights), the rollout's
-// log-probs, sleep / wake (cudaFree of the cache and activations), load_weights from a host flat
-// buffer. cuBLAS for the matrix products, own kernels (model/cuda/gpt_layers.cuh) for the rest.
-// Token bookkeeping (positions, masks, EOS) stays on the host, as in the CPU engine.
-// Letters: B sequences, P prompt width, R = max_new_tokens, S = P + R, C, NH, hs, V, L.
+// cache (L, 2, B, NKV, S, hs), one decode step per token for the rows still running, per-row stop
+// at EOS, sampling with model/cuda/sampling.cuh (the same Philox draws and candidate order as the
+// CPU sampler, so tokens match the CPU engine for the same seeds and weights) over the first
+// SamplingParams::vocab_limit ids, the rollout's log-probs, sleep / wake (cudaFree of the cache and
+// activations), load_weights from a host flat buffer. Both families, as the CPU engine's decoder
+// stack (engine/rollout_layers.hpp): GPT-2, and the Llama family (RMSNorm, q/k norm and RoPE
+// before the keys enter the cache, grouped-query attention reading NKV cached heads, SwiGLU,
+// tied or untied head). cuBLAS for the matrix products, own kernels (model/cuda/gpt_layers.cuh)
+// for the rest. Token bookkeeping (positions, masks, EOS) stays on the host, as in the CPU engine.
+// Letters: B sequences, P prompt width, R = max_new_tokens, S = P + R, C, NH, NKV, hs, F, V, L.
 #pragma once
 #if !defined(__CUDACC__)
 #error "rlflow/engine/cuda/rollout_engine.cuh needs nvcc; build this translation unit as a .cu file"
@@ -33,10 +36,7 @@ namespace rlflow::engine::cuda {
 //! device. verl: vLLMRollout.generate_sequences, sleep / wake_up, update_weights.
 class RolloutEngine {
  public:
-  explicit RolloutEngine(model::GPTConfig const& cfg) : cfg_(cfg), lay_(cfg) {
-    if (cfg.llama_family())
-      throw config_error(msg("rlflow::engine::cuda: the CUDA engines compute GPT-2 only; arch = ", model::arch_name(cfg.arch),
-                             " runs on the CPU engines (trainer.device=cpu)"));
+  explicit RolloutEngine(model::GPTConfig const& cfg) : cfg_(cfg), lay_(cfg), head_v_(cfg.vocab_size) {
     RLFLOW_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     RLFLOW_CUDA_CHECK(cublasCreate(&blas_));
     RLFLOW_CUDA_CHECK(cublasSetStream(blas_, stream_));
@@ -93,6 +93,7 @@ class RolloutEngine {
     RLFLOW_CUDA_CHECK(cudaStreamSynchronize(stream_));
     for (auto* b : buffers()) b->release();
     sampler_.release();
+    rope_.release();
     sleeping_ = true;
     book_.B = book_.S = book_.filled = 0;
   }
@@ -101,7 +102,7 @@ class RolloutEngine {
   bool is_sleeping() const { return sleeping_; }
   //! Device bytes held by the cache, activations and sampler scratch (weights excluded).
   std::size_t memory_bytes() const {
-    std::size_t n = sampler_.memory_bytes();
+    std::size_t n = sampler_.memory_bytes() + rope_.bytes();
     for (auto* b : const_cast<RolloutEngine*>(this)->buffers()) n += b->bytes();
     return n;
   }
@@ -114,9 +115,11 @@ class RolloutEngine {
                          std::span<std::uint64_t const> seeds) {
     sp.validate(cfg_.vocab_size);
     int const R = sp.max_new_tokens;
+    int const Vs = sp.vocab_limit > 0 ? sp.vocab_limit : cfg_.vocab_size;  // the ids sampled and scored
     if (prompt_ids.rank() == 2 && seeds.size() != std::size_t(prompt_ids.dim(0)))
       throw shape_error(msg("rlflow::engine::cuda::RolloutEngine::generate: ", seeds.size(), " seeds for ", prompt_ids.dim(0),
                             " prompts; pass one seed per row"));
+    head_v_ = Vs;
     prefill_device(prompt_ids, prompt_mask, R);
     RolloutResult out = book_.empty_result(R, sp.pad_id);
     auto* resp = out.responses.data<std::int32_t>();
@@ -132,7 +135,7 @@ class RolloutEngine {
       next.resize(std::size_t(n));
       row_lp.resize(std::size_t(n));
       for (int i = 0; i < n; ++i) row_seeds[std::size_t(i)] = seeds[std::size_t(active[std::size_t(i)])];
-      sampler_.sample(logits_.get<float>(), n, cfg_.vocab_size, sp.temperature, sp.top_k, sp.top_p, row_seeds.data(),
+      sampler_.sample(logits_.get<float>(), n, Vs, sp.temperature, sp.top_k, sp.top_p, row_seeds.data(),
                       std::uint64_t(j), next.data(), row_lp.data(), stream_);
       for (int i = 0; i < n; ++i) {
         std::size_t const at = std::size_t(active[std::size_t(i)]) * R + j;
@@ -152,6 +155,7 @@ class RolloutEngine {
   //! Resets the cache and runs the prompts (B, P); returns host logits (B, V) predicting the first
   //! new token (a view valid until the next call). Reserves room for max_new_tokens positions.
   std::span<float const> prefill(Tensor const& prompt_ids, Tensor const& prompt_mask, int max_new_tokens) {
+    head_v_ = cfg_.vocab_size;
     prefill_device(prompt_ids, prompt_mask, max_new_tokens);
     return host_logits();
   }
@@ -159,17 +163,18 @@ class RolloutEngine {
   std::span<float const> decode(std::span<std::int32_t const> tokens) {
     book_.check_decode(who, tokens.size());
     book_.run_all_rows();
+    head_v_ = cfg_.vocab_size;
     step_rows(tokens);
     return host_logits();
   }
 
  private:
   std::vector<kernels::cuda::model::layers::device_buffer*> buffers() {
-    return {&kv_, &x_, &ln_, &qkv_, &atty_, &fch_, &lnf_, &logits_, &ints_, &valid_};
+    return {&kv_, &x_, &ln_, &qkv_, &atty_, &fch_, &act_, &lnf_, &logits_, &ints_, &valid_};
   }
 
   std::span<float const> host_logits() {
-    std::size_t const n = book_.active.size() * std::size_t(cfg_.vocab_size);
+    std::size_t const n = book_.active.size() * std::size_t(head_v_);
     host_logits_.resize(n);
     RLFLOW_CUDA_CHECK(cudaMemcpyAsync(host_logits_.data(), logits_.get<float>(), n * sizeof(float), cudaMemcpyDeviceToHost, stream_));
     RLFLOW_CUDA_CHECK(cudaStreamSynchronize(stream_));
@@ -186,7 +191,8 @@ class RolloutEngine {
     book_.reset(prompt_ids, prompt_mask, max_new_tokens);
     int const B = book_.B, S = book_.S;
     std::size_t const hs = std::size_t(cfg_.head_dim());
-    kv_.ensure<float>(std::size_t(cfg_.n_layer) * 2 * B * std::size_t(cfg_.n_head) * S * hs);
+    kv_.ensure<float>(std::size_t(cfg_.n_layer) * 2 * B * std::size_t(cfg_.kv_heads()) * S * hs);
+    if (cfg_.llama_family()) rope_.ensure(cfg_, S, stream_);  // positions stay below S
     std::uint8_t* dv = valid_.ensure<std::uint8_t>(std::size_t(B) * S);
     RLFLOW_CUDA_CHECK(cudaMemcpyAsync(dv, book_.seq_valid.data(), book_.seq_valid.size(), cudaMemcpyHostToDevice, stream_));
     run(0, P);
@@ -208,10 +214,13 @@ class RolloutEngine {
   }
 
   // Forward of slots [s0, s0 + n) of the running rows, writing their keys and values into the
-  // cache; logits_ (|active|, V) get the last slot's next-token logits. Leaves the stream busy.
+  // cache; logits_ (|active|, head_v_) get the last slot's next-token logits (the LM head's first
+  // head_v_ rows). Leaves the stream busy.
   void run(int s0, int n) {
     namespace K = kernels::cuda::model::layers;
-    int const C = cfg_.n_embd, NH = cfg_.n_head, hs = cfg_.head_dim(), V = cfg_.vocab_size;
+    bool const llama = cfg_.llama_family();
+    int const C = cfg_.n_embd, NH = cfg_.n_head, NKV = cfg_.kv_heads(), hs = cfg_.head_dim();
+    int const QKV = llama ? cfg_.qkv_dim() : 3 * C, Q = cfg_.attn_dim(), F = llama ? cfg_.ff_dim() : 4 * C;
     int const nr = static_cast<int>(book_.active.size()), S = book_.S;
     std::size_t const N = std::size_t(nr) * n;
     // host: tokens, positions (max(cumsum(mask) - 1, 0), as the CPU engine), running rows
@@ -229,40 +238,73 @@ class RolloutEngine {
     std::int32_t const* d_rows = d_ints + 2 * N;
     float* x = x_.ensure<float>(N * C);
     float* ln = ln_.ensure<float>(N * C);
-    float* qkv = qkv_.ensure<float>(N * 3 * C);
-    float* atty = atty_.ensure<float>(N * C);
-    float* fch = fch_.ensure<float>(N * 4 * C);
+    float* qkv = qkv_.ensure<float>(N * QKV);
+    float* atty = atty_.ensure<float>(N * Q);
+    float* fch = fch_.ensure<float>(N * (llama ? 2 * F : F));
+    float* act = llama ? act_.ensure<float>(N * F) : fch;  // GPT-2's GELU runs in place
     float* kv = kv_.get<float>();
     std::uint8_t const* dvalid = valid_.get<std::uint8_t>();
-    std::size_t const layer_stride = 2 * std::size_t(book_.B) * NH * std::size_t(S) * hs;
+    std::size_t const layer_stride = 2 * std::size_t(book_.B) * NKV * std::size_t(S) * hs;
     float const* W = weights_.get<float>();
     cudaStream_t const st = stream_;
-    K::encoder_kernel<<<unsigned(N), 128, 0, st>>>(x, d_tok, d_pos, W + lay_.wte, W + lay_.wpe, C);
+    float const eps = cfg_.rms_norm_eps;
+    K::QKVLayout const L = llama ? K::QKVLayout::grouped(NH, NKV, hs) : K::QKVLayout::gpt2(C, NH);
+    auto opt = [&](std::size_t off) -> float const* { return off == model::ParamLayout::none ? nullptr : W + off; };
+    // the input norm of a block, or the final norm (RMSNorm for the Llama family, LayerNorm for GPT-2)
+    auto norm = [&](float* out, float const* in, std::size_t w, std::size_t b, int M) {
+      if (llama) K::rmsnorm_kernel<<<unsigned(M), K::block, 0, st>>>(out, nullptr, in, W + w, K::RowSet{M, C, 1, std::size_t(C)}, eps);
+      else K::layernorm_kernel<<<unsigned(M), K::block, 0, st>>>(out, nullptr, nullptr, in, W + w, W + b, C);
+    };
+    // out (N, m) = [b +] inp (N, k) w^T
+    auto linear_nt = [&](float* out, float const* inp, std::size_t w, std::size_t b, int k, int m) {
+      float const* bias = opt(b);
+      if (bias) K::bias_rows_kernel<<<K::grid_for(std::int64_t(N) * m), 256, 0, st>>>(out, bias, std::int64_t(N) * m, m, false);
+      K::gemm_nt(blas_, out, inp, W + w, int(N), k, m, bias ? 1.0f : 0.0f);
+    };
+    // x (N, C) += [b +] inp (N, k) w (the residual connection)
+    auto residual_nn = [&](float const* inp, std::size_t w, std::size_t b, int k) {
+      if (float const* bias = opt(b)) K::bias_rows_kernel<<<K::grid_for(std::int64_t(N) * C), 256, 0, st>>>(x, bias, std::int64_t(N) * C, C, true);
+      K::gemm_nn(blas_, x, inp, W + w, int(N), k, C, 1.0f);
+    };
+    K::encoder_kernel<<<unsigned(N), 128, 0, st>>>(x, d_tok, d_pos, W + lay_.wte, llama ? nullptr : W + lay_.wpe, C);
     for (int l = 0; l < cfg_.n_layer; ++l) {
       auto const& P = lay_.layers[std::size_t(l)];
       float* kc = kv + std::size_t(l) * layer_stride;
       float* vc = kc + layer_stride / 2;
-      K::layernorm_kernel<<<unsigned(N), K::block, 0, st>>>(ln, nullptr, nullptr, x, W + P.ln1_w, W + P.ln1_b, C);
-      K::bias_rows_kernel<<<K::grid_for(std::int64_t(N) * 3 * C), 256, 0, st>>>(qkv, W + P.qkv_b, std::int64_t(N) * 3 * C, 3 * C, false);
-      K::gemm_nt(blas_, qkv, ln, W + P.qkv_w, int(N), C, 3 * C, 1.0f);
-      K::kv_store_kernel<<<unsigned(N * NH), 64, 0, st>>>(kc, vc, qkv, d_rows, n, s0, S, C, NH);
-      K::kv_attention_kernel<<<unsigned(N * NH), K::block, std::size_t(S) * sizeof(float), st>>>(atty, qkv, kc, vc, dvalid,
-                                                                                                  d_rows, n, s0, S, C, NH);
-      K::bias_rows_kernel<<<K::grid_for(std::int64_t(N) * C), 256, 0, st>>>(x, W + P.proj_b, std::int64_t(N) * C, C, true);
-      K::gemm_nn(blas_, x, atty, W + P.proj_w, int(N), C, C, 1.0f);
-      K::layernorm_kernel<<<unsigned(N), K::block, 0, st>>>(ln, nullptr, nullptr, x, W + P.ln2_w, W + P.ln2_b, C);
-      K::bias_rows_kernel<<<K::grid_for(std::int64_t(N) * 4 * C), 256, 0, st>>>(fch, W + P.fc_b, std::int64_t(N) * 4 * C, 4 * C, false);
-      K::gemm_nt(blas_, fch, ln, W + P.fc_w, int(N), C, 4 * C, 1.0f);
-      K::gelu_kernel<<<K::grid_for(std::int64_t(N) * 4 * C), 256, 0, st>>>(fch, fch, std::int64_t(N) * 4 * C);
-      K::bias_rows_kernel<<<K::grid_for(std::int64_t(N) * C), 256, 0, st>>>(x, W + P.fcproj_b, std::int64_t(N) * C, C, true);
-      K::gemm_nn(blas_, x, fch, W + P.fcproj_w, int(N), 4 * C, C, 1.0f);
+      norm(ln, x, P.ln1_w, P.ln1_b, int(N));
+      linear_nt(qkv, ln, P.qkv_w, P.qkv_b, C, QKV);
+      if (llama) {  // q/k norm and RoPE at the rows' positions before the keys enter the cache
+        if (cfg_.qk_norm) {
+          K::rmsnorm_kernel<<<unsigned(N * NH), K::block, 0, st>>>(qkv, nullptr, qkv, W + P.q_norm,
+                                                                  K::RowSet{std::int64_t(N) * NH, hs, NH, std::size_t(QKV)}, eps);
+          K::rmsnorm_kernel<<<unsigned(N * NKV), K::block, 0, st>>>(qkv + Q, nullptr, qkv + Q, W + P.k_norm,
+                                                                   K::RowSet{std::int64_t(N) * NKV, hs, NKV, std::size_t(QKV)}, eps);
+        }
+        K::rope_kernel<<<K::grid_for(std::int64_t(N) * NH * (hs / 2)), 256, 0, st>>>(qkv, d_pos, std::int64_t(N), NH, hs,
+                                                                                    std::size_t(QKV), rope_.cos(), rope_.sin(), false);
+        K::rope_kernel<<<K::grid_for(std::int64_t(N) * NKV * (hs / 2)), 256, 0, st>>>(qkv + Q, d_pos, std::int64_t(N), NKV, hs,
+                                                                                     std::size_t(QKV), rope_.cos(), rope_.sin(), false);
+      }
+      K::kv_store_kernel<<<unsigned(N * NKV), 64, 0, st>>>(kc, vc, qkv, d_rows, n, s0, S, L);
+      K::kv_attention_kernel<<<unsigned(N * NH), K::block, std::size_t(S) * sizeof(float), st>>>(atty, qkv, kc, vc, dvalid, d_rows, n,
+                                                                                                  s0, S, L);
+      residual_nn(atty, P.proj_w, P.proj_b, Q);
+      norm(ln, x, P.ln2_w, P.ln2_b, int(N));
+      if (llama) {
+        linear_nt(fch, ln, P.fc_w, P.fc_b, C, 2 * F);
+        K::swiglu_kernel<<<K::grid_for(std::int64_t(N) * F), 256, 0, st>>>(act, fch, std::int64_t(N), F);
+      } else {
+        linear_nt(fch, ln, P.fc_w, P.fc_b, C, F);
+        K::gelu_kernel<<<K::grid_for(std::int64_t(N) * F), 256, 0, st>>>(fch, fch, std::int64_t(N) * F);
+      }
+      residual_nn(act, P.fcproj_w, P.fcproj_b, F);
     }
-    // final LayerNorm and the tied LM head on the last slot of each running row only
+    // the final norm and the LM head (tied: wte) on the last slot of each running row only
     K::gather_last_kernel<<<unsigned(nr), 128, 0, st>>>(ln, x, n, C);
     float* last = lnf_.ensure<float>(std::size_t(nr) * C);
-    K::layernorm_kernel<<<unsigned(nr), K::block, 0, st>>>(last, nullptr, nullptr, ln, W + lay_.lnf_w, W + lay_.lnf_b, C);
-    float* lg = logits_.ensure<float>(std::size_t(nr) * V);
-    K::gemm_nt(blas_, lg, last, W + lay_.wte, nr, C, V, 0.0f);
+    norm(last, ln, lay_.lnf_w, lay_.lnf_b, nr);
+    float* lg = logits_.ensure<float>(std::size_t(nr) * head_v_);
+    K::gemm_nt(blas_, lg, last, W + lay_.lm_head, nr, C, head_v_, 0.0f);
     RLFLOW_CUDA_CHECK(cudaGetLastError());
   }
 
@@ -270,11 +312,13 @@ class RolloutEngine {
   model::ParamLayout lay_;
   cudaStream_t stream_ = nullptr;
   cublasHandle_t blas_ = nullptr;
-  kernels::cuda::model::layers::device_buffer weights_, kv_, x_, ln_, qkv_, atty_, fch_, lnf_, logits_, ints_, valid_;
+  kernels::cuda::model::layers::device_buffer weights_, kv_, x_, ln_, qkv_, atty_, fch_, act_, lnf_, logits_, ints_, valid_;
+  kernels::cuda::model::layers::rope_device_tables rope_;  //!< the Llama family's RoPE tables (S positions)
   kernels::cuda::model::Sampler sampler_;
   static constexpr char const* who = "rlflow::engine::cuda::RolloutEngine";
   engine::detail::DecodeBook book_;
   bool sleeping_ = false, use_cache_ = true;
+  int head_v_;  //!< LM-head rows computed: the whole vocabulary, or generate()'s vocab_limit
   std::vector<std::int32_t> host_ints_;
   std::vector<float> host_logits_;
 };

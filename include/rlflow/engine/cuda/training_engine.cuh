@@ -1,11 +1,13 @@
 // rlflow/engine/cuda/training_engine.cuh: the training engine of the built-in GPT (policy) on one
 // GPU (nvcc only), the device twin of engine/training_engine.hpp: forward keeping activations,
 // log-probs and entropy of the response columns, backward from d loss / d log_prob and
-// d loss / d entropy through the fused head, the final LayerNorm, every block (MLP / GELU,
-// attention, LayerNorm) and the embeddings into a device gradient buffer (+=), clip + AdamW on the
-// device. Host Tensors in and out; params() / grads() are host copies (device_params() /
+// d loss / d entropy through the fused head, the final norm, every block and the embeddings into
+// a device gradient buffer (+=), clip + AdamW on the device. Both families: GPT-2 (LayerNorm,
+// GELU MLP, learned positions) and the Llama family (RMSNorm, grouped-query attention with RoPE
+// and optional q/k norm and biases, SwiGLU MLP, tied or untied LM head), one layer loop each, as
+// the CPU GPT. Host Tensors in and out; params() / grads() are host copies (device_params() /
 // device_grads() give the device buffers). Does not do the critic head (the CPU engine does).
-// Letters: B sequences, T positions, R response width, C, NH, hs, V, L; N = B T.
+// Letters: B sequences, T positions, R response width, C, NH, NKV, hs, F, V, L; N = B T.
 #pragma once
 #if !defined(__CUDACC__)
 #error "rlflow/engine/cuda/training_engine.cuh needs nvcc; build this translation unit as a .cu file"
@@ -33,9 +35,6 @@ namespace rlflow::engine::cuda {
 class TrainingEngine {
  public:
   explicit TrainingEngine(model::GPTConfig const& cfg, OptimizerConfig const& opt = {}) : cfg_(cfg), lay_(cfg), opt_(opt) {
-    if (cfg.llama_family())
-      throw config_error(msg("rlflow::engine::cuda: the CUDA engines compute GPT-2 only; arch = ", model::arch_name(cfg.arch),
-                             " runs on the CPU engines (trainer.device=cpu)"));
     opt_.validate();
     RLFLOW_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     RLFLOW_CUDA_CHECK(cublasCreate(&blas_));
@@ -92,7 +91,7 @@ class TrainingEngine {
     if (!(temperature > 0.0f))
       throw value_error(msg("rlflow::engine::cuda::TrainingEngine::forward: temperature = ", temperature, " must be > 0"));
     int const B = int(input_ids.dim(0)), T = int(input_ids.dim(1)), R = response_length;
-    int const C = cfg_.n_embd, NH = cfg_.n_head, V = cfg_.vocab_size;
+    int const C = cfg_.n_embd, V = cfg_.vocab_size;
     if (T > cfg_.max_seq_len)
       throw shape_error(msg("rlflow::engine::cuda::TrainingEngine::forward: T = ", T, " positions exceed max_seq_len = ",
                             cfg_.max_seq_len, "; shorten the batch"));
@@ -126,30 +125,22 @@ class TrainingEngine {
     float* head_out = head_out_.ensure<float>(4 * BR);  // logp, entropy, lse, (spare)
     float const* P = params_.get<float>();
     cudaStream_t const st = stream_;
-    K::encoder_kernel<<<unsigned(N), 128, 0, st>>>(a + al_.res0(), d_i, d_i + N, P + lay_.wte, P + lay_.wpe, C);
-    for (int l = 0; l < cfg_.n_layer; ++l) {
-      auto const& W = lay_.layers[std::size_t(l)];
-      model::ActivationLayout::Layer const A = al_.layer(l);
-      float const* res = a + al_.residual_in(l);
-      K::layernorm_kernel<<<unsigned(N), K::block, 0, st>>>(a + A.ln1, a + A.ln1_mean, a + A.ln1_rstd, res, P + W.ln1_w, P + W.ln1_b, C);
-      K::bias_rows_kernel<<<K::grid_for(std::int64_t(N) * 3 * C), 256, 0, st>>>(a + A.qkv, P + W.qkv_b, std::int64_t(N) * 3 * C, 3 * C, false);
-      K::gemm_nt(blas_, a + A.qkv, a + A.ln1, P + W.qkv_w, int(N), C, 3 * C, 1.0f);
-      TK::attention_probs_kernel<<<unsigned(N * NH), K::block, std::size_t(T) * sizeof(float), st>>>(a + A.atty, a + A.att, a + A.qkv, d_valid, T, C, NH);
-      RLFLOW_CUDA_CHECK(cudaMemcpyAsync(a + A.res2, res, N * C * sizeof(float), cudaMemcpyDeviceToDevice, st));
-      K::bias_rows_kernel<<<K::grid_for(std::int64_t(N) * C), 256, 0, st>>>(a + A.res2, P + W.proj_b, std::int64_t(N) * C, C, true);
-      K::gemm_nn(blas_, a + A.res2, a + A.atty, P + W.proj_w, int(N), C, C, 1.0f);
-      K::layernorm_kernel<<<unsigned(N), K::block, 0, st>>>(a + A.ln2, a + A.ln2_mean, a + A.ln2_rstd, a + A.res2, P + W.ln2_w, P + W.ln2_b, C);
-      K::bias_rows_kernel<<<K::grid_for(std::int64_t(N) * 4 * C), 256, 0, st>>>(a + A.fch, P + W.fc_b, std::int64_t(N) * 4 * C, 4 * C, false);
-      K::gemm_nt(blas_, a + A.fch, a + A.ln2, P + W.fc_w, int(N), C, 4 * C, 1.0f);
-      K::gelu_kernel<<<K::grid_for(std::int64_t(N) * 4 * C), 256, 0, st>>>(a + A.fch_gelu, a + A.fch, std::int64_t(N) * 4 * C);
-      RLFLOW_CUDA_CHECK(cudaMemcpyAsync(a + A.res3, a + A.res2, N * C * sizeof(float), cudaMemcpyDeviceToDevice, st));
-      K::bias_rows_kernel<<<K::grid_for(std::int64_t(N) * C), 256, 0, st>>>(a + A.res3, P + W.fcproj_b, std::int64_t(N) * C, C, true);
-      K::gemm_nn(blas_, a + A.res3, a + A.fch_gelu, P + W.fcproj_w, int(N), 4 * C, C, 1.0f);
+    if (cfg_.llama_family()) {
+      int mx = 0;
+      for (std::size_t i = 0; i < N; ++i) mx = std::max(mx, int(host_i_[N + i]));
+      rope_.ensure(cfg_, mx + 1, st);
+      llama_forward(d_i, d_valid);
+    } else {
+      gpt2_forward(d_i, d_valid);
     }
-    // head rows: final LayerNorm, tied LM head, fused log-softmax
+    // head rows: final norm, LM head (tied: wte), fused log-softmax
     TK::gather_rows_kernel<<<unsigned(BR), 128, 0, st>>>(hin, a + al_.layer(cfg_.n_layer - 1).res3, T, h0_, R, C);
-    K::layernorm_kernel<<<unsigned(BR), K::block, 0, st>>>(lnf, lnf_stats, lnf_stats + BR, hin, P + lay_.lnf_w, P + lay_.lnf_b, C);
-    K::gemm_nt(blas_, lg, lnf, P + lay_.wte, int(BR), C, V, 0.0f);
+    if (cfg_.llama_family())
+      K::rmsnorm_kernel<<<unsigned(BR), K::block, 0, st>>>(lnf, lnf_stats, hin, P + lay_.lnf_w, K::RowSet{std::int64_t(BR), C, 1, std::size_t(C)},
+                                                           cfg_.rms_norm_eps);
+    else
+      K::layernorm_kernel<<<unsigned(BR), K::block, 0, st>>>(lnf, lnf_stats, lnf_stats + BR, hin, P + lay_.lnf_w, P + lay_.lnf_b, C);
+    K::gemm_nt(blas_, lg, lnf, P + lay_.lm_head, int(BR), C, V, 0.0f);
     TK::logprob_head_kernel<<<unsigned(BR), K::block, 0, st>>>(head_out, head_out + BR, head_out + 2 * BR, lg, d_i + 2 * N, V, inv_t_);
     RLFLOW_CUDA_CHECK(cudaGetLastError());
     LogProbResult out;
@@ -163,6 +154,97 @@ class TrainingEngine {
     pending_ = true;
     return out;
   }
+
+ private:
+  //! GPT-2's trunk over the (B_, T_) rows: d_i holds ids (N) then positions (N).
+  void gpt2_forward(std::int32_t const* d_i, std::uint8_t const* d_valid) {
+    namespace K = kernels::cuda::model::layers;
+    namespace TK = kernels::cuda::model::train;
+    int const T = T_, C = cfg_.n_embd, NH = cfg_.n_head;
+    std::size_t const N = std::size_t(B_) * T;
+    float* a = acts_.get<float>();
+    float const* P = params_.get<float>();
+    cudaStream_t const st = stream_;
+    K::QKVLayout const L = K::QKVLayout::gpt2(C, NH);
+    K::encoder_kernel<<<unsigned(N), 128, 0, st>>>(a + al_.res0(), d_i, d_i + N, P + lay_.wte, P + lay_.wpe, C);
+    for (int l = 0; l < cfg_.n_layer; ++l) {
+      auto const& W = lay_.layers[std::size_t(l)];
+      model::ActivationLayout::Layer const A = al_.layer(l);
+      float const* res = a + al_.residual_in(l);
+      K::layernorm_kernel<<<unsigned(N), K::block, 0, st>>>(a + A.ln1, a + A.ln1_mean, a + A.ln1_rstd, res, P + W.ln1_w, P + W.ln1_b, C);
+      K::bias_rows_kernel<<<K::grid_for(std::int64_t(N) * 3 * C), 256, 0, st>>>(a + A.qkv, P + W.qkv_b, std::int64_t(N) * 3 * C, 3 * C, false);
+      K::gemm_nt(blas_, a + A.qkv, a + A.ln1, P + W.qkv_w, int(N), C, 3 * C, 1.0f);
+      TK::attention_probs_kernel<<<unsigned(N * NH), K::block, std::size_t(T) * sizeof(float), st>>>(a + A.atty, a + A.att, a + A.qkv, d_valid, T, L);
+      RLFLOW_CUDA_CHECK(cudaMemcpyAsync(a + A.res2, res, N * C * sizeof(float), cudaMemcpyDeviceToDevice, st));
+      K::bias_rows_kernel<<<K::grid_for(std::int64_t(N) * C), 256, 0, st>>>(a + A.res2, P + W.proj_b, std::int64_t(N) * C, C, true);
+      K::gemm_nn(blas_, a + A.res2, a + A.atty, P + W.proj_w, int(N), C, C, 1.0f);
+      K::layernorm_kernel<<<unsigned(N), K::block, 0, st>>>(a + A.ln2, a + A.ln2_mean, a + A.ln2_rstd, a + A.res2, P + W.ln2_w, P + W.ln2_b, C);
+      K::bias_rows_kernel<<<K::grid_for(std::int64_t(N) * 4 * C), 256, 0, st>>>(a + A.fch, P + W.fc_b, std::int64_t(N) * 4 * C, 4 * C, false);
+      K::gemm_nt(blas_, a + A.fch, a + A.ln2, P + W.fc_w, int(N), C, 4 * C, 1.0f);
+      K::gelu_kernel<<<K::grid_for(std::int64_t(N) * 4 * C), 256, 0, st>>>(a + A.fch_gelu, a + A.fch, std::int64_t(N) * 4 * C);
+      RLFLOW_CUDA_CHECK(cudaMemcpyAsync(a + A.res3, a + A.res2, N * C * sizeof(float), cudaMemcpyDeviceToDevice, st));
+      K::bias_rows_kernel<<<K::grid_for(std::int64_t(N) * C), 256, 0, st>>>(a + A.res3, P + W.fcproj_b, std::int64_t(N) * C, C, true);
+      K::gemm_nn(blas_, a + A.res3, a + A.fch_gelu, P + W.fcproj_w, int(N), 4 * C, C, 1.0f);
+    }
+  }
+
+  //! The Llama family's trunk over the (B_, T_) rows (the twin of the CPU GPT's llama_layers):
+  //! x += o_proj(attn(rope(qk_norm(qkv(rms1(x)))))); x += down(silu(gate(rms2(x))) * up(rms2(x))).
+  //! d_i holds ids (N) then positions (N); the RoPE tables cover every position.
+  void llama_forward(std::int32_t const* d_i, std::uint8_t const* d_valid) {
+    namespace K = kernels::cuda::model::layers;
+    namespace TK = kernels::cuda::model::train;
+    int const T = T_, C = cfg_.n_embd, NH = cfg_.n_head, NKV = cfg_.kv_heads(), hd = cfg_.head_dim(), F = cfg_.ff_dim();
+    int const QKV = cfg_.qkv_dim(), Q = cfg_.attn_dim();
+    std::size_t const N = std::size_t(B_) * T;
+    float* a = acts_.get<float>();
+    float const* P = params_.get<float>();
+    cudaStream_t const st = stream_;
+    float const eps = cfg_.rms_norm_eps;
+    K::QKVLayout const L = K::QKVLayout::grouped(NH, NKV, hd);
+    K::RowSet const rows{std::int64_t(N), C, 1, std::size_t(C)};
+    K::RowSet const qrows{std::int64_t(N) * NH, hd, NH, std::size_t(QKV)}, krows{std::int64_t(N) * NKV, hd, NKV, std::size_t(QKV)};
+    std::int32_t const* d_pos = d_i + N;
+    auto opt = [&](std::size_t off) -> float const* { return off == model::ParamLayout::none ? nullptr : P + off; };
+    // out (N, n) = [b +] inp (N, k) W^T ('nt')
+    auto linear_nt = [&](float* out, float const* inp, std::size_t w, std::size_t b, int k, int n) {
+      float const* bias = opt(b);
+      if (bias) K::bias_rows_kernel<<<K::grid_for(std::int64_t(N) * n), 256, 0, st>>>(out, bias, std::int64_t(N) * n, n, false);
+      K::gemm_nt(blas_, out, inp, P + w, int(N), k, n, bias ? 1.0f : 0.0f);
+    };
+    // out (N, C) = res + [b +] inp (N, k) W ('nn': o_proj, down_proj, stored (in, out))
+    auto residual_nn = [&](float* out, float const* res, float const* inp, std::size_t w, std::size_t b, int k) {
+      RLFLOW_CUDA_CHECK(cudaMemcpyAsync(out, res, N * C * sizeof(float), cudaMemcpyDeviceToDevice, st));
+      if (float const* bias = opt(b)) K::bias_rows_kernel<<<K::grid_for(std::int64_t(N) * C), 256, 0, st>>>(out, bias, std::int64_t(N) * C, C, true);
+      K::gemm_nn(blas_, out, inp, P + w, int(N), k, C, 1.0f);
+    };
+    K::encoder_kernel<<<unsigned(N), 128, 0, st>>>(a + al_.res0(), d_i, d_pos, P + lay_.wte, nullptr, C);
+    for (int l = 0; l < cfg_.n_layer; ++l) {
+      auto const& W = lay_.layers[std::size_t(l)];
+      model::ActivationLayout::Layer const A = al_.layer(l);
+      float const* res = a + al_.residual_in(l);
+      float* qkv = a + A.qkv;
+      K::rmsnorm_kernel<<<unsigned(N), K::block, 0, st>>>(a + A.ln1, a + A.ln1_rstd, res, P + W.ln1_w, rows, eps);
+      linear_nt(qkv, a + A.ln1, W.qkv_w, W.qkv_b, C, QKV);
+      if (cfg_.qk_norm) {
+        RLFLOW_CUDA_CHECK(cudaMemcpyAsync(a + A.qkv_raw, qkv, N * QKV * sizeof(float), cudaMemcpyDeviceToDevice, st));
+        K::rmsnorm_kernel<<<unsigned(N * NH), K::block, 0, st>>>(qkv, a + A.qk_rstd, qkv, P + W.q_norm, qrows, eps);
+        K::rmsnorm_kernel<<<unsigned(N * NKV), K::block, 0, st>>>(qkv + Q, a + A.qk_rstd + N * NH, qkv + Q, P + W.k_norm, krows, eps);
+      }
+      K::rope_kernel<<<K::grid_for(std::int64_t(N) * NH * (hd / 2)), 256, 0, st>>>(qkv, d_pos, std::int64_t(N), NH, hd, std::size_t(QKV),
+                                                                                  rope_.cos(), rope_.sin(), false);
+      K::rope_kernel<<<K::grid_for(std::int64_t(N) * NKV * (hd / 2)), 256, 0, st>>>(qkv + Q, d_pos, std::int64_t(N), NKV, hd,
+                                                                                   std::size_t(QKV), rope_.cos(), rope_.sin(), false);
+      TK::attention_probs_kernel<<<unsigned(N * NH), K::block, std::size_t(T) * sizeof(float), st>>>(a + A.atty, a + A.att, qkv, d_valid, T, L);
+      residual_nn(a + A.res2, res, a + A.atty, W.proj_w, W.proj_b, Q);
+      K::rmsnorm_kernel<<<unsigned(N), K::block, 0, st>>>(a + A.ln2, a + A.ln2_rstd, a + A.res2, P + W.ln2_w, rows, eps);
+      linear_nt(a + A.fch, a + A.ln2, W.fc_w, W.fc_b, C, 2 * F);
+      K::swiglu_kernel<<<K::grid_for(std::int64_t(N) * F), 256, 0, st>>>(a + A.fch_gelu, a + A.fch, std::int64_t(N), F);
+      residual_nn(a + A.res3, a + A.res2, a + A.fch_gelu, W.fcproj_w, W.fcproj_b, F);
+    }
+  }
+
+ public:
 
   //! Sum of squared probabilities (B, R) at the last forward()'s temperature, as the CPU engine's
   //! sum_pi_squared(); call it before the next forward or backward. verl: calculate_sum_pi_squared.
@@ -220,37 +302,75 @@ class TrainingEngine {
   void backward_from_head(bool has_dent) {
     namespace K = kernels::cuda::model::layers;
     namespace TK = kernels::cuda::model::train;
+    bool const llama = cfg_.llama_family();
     int const B = B_, T = T_, R = R_, C = cfg_.n_embd, NH = cfg_.n_head, V = cfg_.vocab_size;
     std::size_t const N = std::size_t(B) * T, BR = std::size_t(B) * R;
+    // row widths of the scratch: q|k|v, attention output, fc (gate|up), the MLP activation
+    std::size_t const wq = std::size_t(llama ? cfg_.qkv_dim() : 3 * C), wa = std::size_t(cfg_.attn_dim());
+    std::size_t const wf = std::size_t(llama ? 2 * cfg_.ff_dim() : 4 * C), wh = llama ? std::size_t(cfg_.ff_dim()) : 0;
     cudaStream_t const st = stream_;
     float* head_out = head_out_.get<float>();
     float* dl = dhead_.get<float>();
     float const* P = params_.get<float>();
     float* G = grads_.get<float>();
+    std::int32_t const* d_i = ints_.get<std::int32_t>();
+    // scratch: dlogits (BR, V) | g (N, C) | dln (N, C) | dqkv (N, wq) | datty (N, wa) | dfch (N, wf) | dh (N, wh)
+    //          | dsc (B NH T T) | dlnf (BR, C)
+    float* ws = grad_ws_.ensure<float>(BR * V + N * (2 * std::size_t(C) + wq + wa + wf + wh) + std::size_t(B) * NH * T * T + BR * C);
+    Scratch S{};
+    S.dlg = ws;
+    S.g = S.dlg + BR * V;
+    S.dln = S.g + N * C;
+    S.dqkv = S.dln + N * C;
+    S.datty = S.dqkv + N * wq;
+    S.dfch = S.datty + N * wa;
+    S.dh = S.dfch + N * wf;
+    S.dsc = S.dh + N * wh;
+    float* dlnf = S.dsc + std::size_t(B) * NH * T * T;
+    TK::logprob_head_backward_kernel<<<unsigned(BR), 256, 0, st>>>(S.dlg, logits_.get<float>(), d_i + 2 * N, head_out + 2 * BR,
+                                                                   head_out + BR, dl, has_dent ? dl + BR : nullptr, V, inv_t_);
+    TK::linear_nt_backward(blas_, dlnf, G + lay_.lm_head, S.dlg, lnf_.get<float>(), P + lay_.lm_head, int(BR), C, V);
+    // the final norm on the head rows, scattered into the residual gradient g (zero elsewhere)
+    float const* stats = lnf_stats_.get<float>();
+    float const* hin = head_in_.get<float>();
+    float* dhin = S.dln;  // (BR, C) fits in (N, C)
+    RLFLOW_CUDA_CHECK(cudaMemsetAsync(S.g, 0, N * C * sizeof(float), st));
+    if (llama) {
+      K::RowSet const hr{std::int64_t(BR), C, 1, std::size_t(C)};
+      TK::rmsnorm_param_backward_kernel<<<unsigned((C + 127) / 128), 128, 0, st>>>(G + lay_.lnf_w, dlnf, hin, stats, hr);
+      TK::rmsnorm_backward_kernel<<<unsigned(BR), K::block, 0, st>>>(dhin, dlnf, hin, P + lay_.lnf_w, stats, hr, false);
+    } else {
+      RLFLOW_CUDA_CHECK(cudaMemsetAsync(dhin, 0, BR * C * sizeof(float), st));
+      TK::layernorm_backward_kernel<<<unsigned(BR), K::block, 0, st>>>(dhin, dlnf, hin, P + lay_.lnf_w, stats, stats + BR, C);
+      TK::layernorm_param_backward_kernel<<<unsigned((C + 127) / 128), 128, 0, st>>>(G + lay_.lnf_w, G + lay_.lnf_b, dlnf, hin, stats,
+                                                                                   stats + BR, int(BR), C);
+    }
+    TK::scatter_rows_kernel<<<unsigned(BR), 128, 0, st>>>(S.g, dhin, T, h0_, R, C);
+    if (llama) llama_backward(S);
+    else gpt2_backward(S);
+    RLFLOW_CUDA_CHECK(cudaGetLastError());
+    RLFLOW_CUDA_CHECK(cudaStreamSynchronize(st));
+    pending_ = false;
+  }
+
+  //! The backward's device scratch (backward_from_head lays it out).
+  struct Scratch {
+    float *dlg, *g, *dln, *dqkv, *datty, *dfch, *dh, *dsc;
+  };
+
+  //! GPT-2's layers and embeddings backward from S.g = d loss / d (last layer's output).
+  void gpt2_backward(Scratch const& S) {
+    namespace K = kernels::cuda::model::layers;
+    namespace TK = kernels::cuda::model::train;
+    int const T = T_, C = cfg_.n_embd, NH = cfg_.n_head;
+    std::size_t const N = std::size_t(B_) * T;
+    cudaStream_t const st = stream_;
+    float const* P = params_.get<float>();
+    float* G = grads_.get<float>();
     float* a = acts_.get<float>();
     std::int32_t const* d_i = ints_.get<std::int32_t>();
-    // scratch: dlogits (BR, V) | g (N, C) | dln (N, C) | dqkv (N, 3C) | datty (N, C) | dfch (N, 4C) | dsc (B NH T T)
-    float* ws = grad_ws_.ensure<float>(BR * V + N * C * 10 + std::size_t(B) * NH * T * T);
-    float* dlg = ws;
-    float* g = dlg + BR * V;
-    float* dln = g + N * C;
-    float* dqkv = dln + N * C;
-    float* datty = dqkv + N * 3 * C;
-    float* dfch = datty + N * C;
-    float* dsc = dfch + N * 4 * C;
-    TK::logprob_head_backward_kernel<<<unsigned(BR), 256, 0, st>>>(dlg, logits_.get<float>(), d_i + 2 * N, head_out + 2 * BR,
-                                                                   head_out + BR, dl, has_dent ? dl + BR : nullptr, V, inv_t_);
-    float* dlnf = datty;  // (BR, C) fits in (N, C)
-    TK::linear_nt_backward(blas_, dlnf, G + lay_.wte, dlg, lnf_.get<float>(), P + lay_.wte, int(BR), C, V);
-    // final LayerNorm on the head rows, scattered into the residual gradient g (zero elsewhere)
-    float const* stats = lnf_stats_.get<float>();
-    float* dhin = dln;
-    RLFLOW_CUDA_CHECK(cudaMemsetAsync(dhin, 0, BR * C * sizeof(float), st));
-    RLFLOW_CUDA_CHECK(cudaMemsetAsync(g, 0, N * C * sizeof(float), st));
-    TK::layernorm_backward_kernel<<<unsigned(BR), K::block, 0, st>>>(dhin, dlnf, head_in_.get<float>(), P + lay_.lnf_w, stats, stats + BR, C);
-    TK::layernorm_param_backward_kernel<<<unsigned((C + 127) / 128), 128, 0, st>>>(G + lay_.lnf_w, G + lay_.lnf_b, dlnf, head_in_.get<float>(),
-                                                                                 stats, stats + BR, int(BR), C);
-    TK::scatter_rows_kernel<<<unsigned(BR), 128, 0, st>>>(g, dhin, T, h0_, R, C);
+    float *g = S.g, *dln = S.dln, *dqkv = S.dqkv, *datty = S.datty, *dfch = S.dfch, *dsc = S.dsc;
+    K::QKVLayout const L = K::QKVLayout::gpt2(C, NH);
     auto colsum = [&](float* db, float const* d, int M, int Nc) {
       TK::column_sums_kernel<<<unsigned((Nc + 127) / 128), 128, 0, st>>>(db, d, M, Nc);
     };
@@ -272,16 +392,71 @@ class TrainingEngine {
       ln_back(g, G + W.ln2_w, G + W.ln2_b, dln, a + A.res2, P + W.ln2_w, a + A.ln2_mean, a + A.ln2_rstd);  // g: d res2
       TK::linear_nn_backward(blas_, datty, G + W.proj_w, g, a + A.atty, P + W.proj_w, int(N), C, C);
       colsum(G + W.proj_b, g, int(N), C);
-      TK::attention_backward_q_kernel<<<unsigned(N * NH), K::block, std::size_t(T) * sizeof(float), st>>>(dqkv, dsc, datty, a + A.qkv, a + A.att, T, C, NH);
-      TK::attention_backward_kv_kernel<<<unsigned(N * NH), 64, 0, st>>>(dqkv, dsc, datty, a + A.qkv, a + A.att, T, C, NH);
+      TK::attention_backward_q_kernel<<<unsigned(N * NH), K::block, std::size_t(T) * sizeof(float), st>>>(dqkv, dsc, datty, a + A.qkv, a + A.att, T, L);
+      TK::attention_backward_kv_kernel<<<unsigned(N * NH), 64, 0, st>>>(dqkv, dsc, datty, a + A.qkv, a + A.att, T, L);
       TK::linear_nt_backward(blas_, dln, G + W.qkv_w, dqkv, a + A.ln1, P + W.qkv_w, int(N), C, 3 * C);
       colsum(G + W.qkv_b, dqkv, int(N), 3 * C);
       ln_back(g, G + W.ln1_w, G + W.ln1_b, dln, res, P + W.ln1_w, a + A.ln1_mean, a + A.ln1_rstd);  // g: d res
     }
     TK::encoder_backward_kernel<<<unsigned(N), 128, 0, st>>>(G + lay_.wte, G + lay_.wpe, g, d_i, d_i + N, C);
-    RLFLOW_CUDA_CHECK(cudaGetLastError());
-    RLFLOW_CUDA_CHECK(cudaStreamSynchronize(st));
-    pending_ = false;
+  }
+
+  //! The Llama family's layers and embedding backward from S.g (the twin of the CPU GPT's
+  //! backward_llama): down / SwiGLU / gate|up, RMSNorm 2, o_proj, attention, inverse RoPE, q/k
+  //! norms, q|k|v, RMSNorm 1; absent biases get no gradient.
+  void llama_backward(Scratch const& S) {
+    namespace K = kernels::cuda::model::layers;
+    namespace TK = kernels::cuda::model::train;
+    int const T = T_, C = cfg_.n_embd, NH = cfg_.n_head, NKV = cfg_.kv_heads(), hd = cfg_.head_dim(), F = cfg_.ff_dim();
+    int const QKV = cfg_.qkv_dim(), Q = cfg_.attn_dim();
+    std::size_t const N = std::size_t(B_) * T;
+    cudaStream_t const st = stream_;
+    float const* P = params_.get<float>();
+    float* G = grads_.get<float>();
+    float* a = acts_.get<float>();
+    std::int32_t const* d_i = ints_.get<std::int32_t>();
+    std::int32_t const* d_pos = d_i + N;
+    float *g = S.g, *dln = S.dln, *dqkv = S.dqkv, *datty = S.datty, *dfch = S.dfch, *dh = S.dh, *dsc = S.dsc;
+    K::QKVLayout const L = K::QKVLayout::grouped(NH, NKV, hd);
+    K::RowSet const rows{std::int64_t(N), C, 1, std::size_t(C)};
+    K::RowSet const qrows{std::int64_t(N) * NH, hd, NH, std::size_t(QKV)}, krows{std::int64_t(N) * NKV, hd, NKV, std::size_t(QKV)};
+    auto colsum = [&](std::size_t b, float const* d, int Nc) {  // a bias the model lacks gets nothing
+      if (b != model::ParamLayout::none)
+        TK::column_sums_kernel<<<unsigned((Nc + 127) / 128), 128, 0, st>>>(G + b, d, int(N), Nc);
+    };
+    // RMSNorm backward: the weight's gradient first (dout may be overwritten), then the input's
+    auto rms_back = [&](float* dinp, std::size_t w, float const* dout, float const* inp, float const* rstd, K::RowSet rs, bool acc) {
+      TK::rmsnorm_param_backward_kernel<<<unsigned((rs.n + 127) / 128), 128, 0, st>>>(G + w, dout, inp, rstd, rs);
+      TK::rmsnorm_backward_kernel<<<unsigned(rs.rows), K::block, 0, st>>>(dinp, dout, inp, P + w, rstd, rs, acc);
+    };
+    for (int l = cfg_.n_layer - 1; l >= 0; --l) {
+      auto const& W = lay_.layers[std::size_t(l)];
+      model::ActivationLayout::Layer const A = al_.layer(l);
+      float const* res = a + al_.residual_in(l);
+      // res3 = res2 + (silu(gate) * up) Wd + bd ; g is d res3
+      TK::linear_nn_backward(blas_, dh, G + W.fcproj_w, g, a + A.fch_gelu, P + W.fcproj_w, int(N), F, C);
+      colsum(W.fcproj_b, g, C);
+      TK::swiglu_backward_kernel<<<K::grid_for(std::int64_t(N) * F), 256, 0, st>>>(dfch, a + A.fch, dh, std::int64_t(N), F);
+      TK::linear_nt_backward(blas_, dln, G + W.fc_w, dfch, a + A.ln2, P + W.fc_w, int(N), C, 2 * F);
+      colsum(W.fc_b, dfch, 2 * F);
+      rms_back(g, W.ln2_w, dln, a + A.res2, a + A.ln2_rstd, rows, true);  // g: d res2
+      TK::linear_nn_backward(blas_, datty, G + W.proj_w, g, a + A.atty, P + W.proj_w, int(N), Q, C);
+      colsum(W.proj_b, g, C);
+      TK::attention_backward_q_kernel<<<unsigned(N * NH), K::block, std::size_t(T) * sizeof(float), st>>>(dqkv, dsc, datty, a + A.qkv, a + A.att, T, L);
+      TK::attention_backward_kv_kernel<<<unsigned(std::size_t(B_) * NKV * T), 64, 0, st>>>(dqkv, dsc, datty, a + A.qkv, a + A.att, T, L);
+      K::rope_kernel<<<K::grid_for(std::int64_t(N) * NH * (hd / 2)), 256, 0, st>>>(dqkv, d_pos, std::int64_t(N), NH, hd, std::size_t(QKV),
+                                                                                  rope_.cos(), rope_.sin(), true);
+      K::rope_kernel<<<K::grid_for(std::int64_t(N) * NKV * (hd / 2)), 256, 0, st>>>(dqkv + Q, d_pos, std::int64_t(N), NKV, hd,
+                                                                                   std::size_t(QKV), rope_.cos(), rope_.sin(), true);
+      if (cfg_.qk_norm) {  // in place: d(normed q, k) -> d(projected q, k)
+        rms_back(dqkv, W.q_norm, dqkv, a + A.qkv_raw, a + A.qk_rstd, qrows, false);
+        rms_back(dqkv + Q, W.k_norm, dqkv + Q, a + A.qkv_raw + Q, a + A.qk_rstd + N * NH, krows, false);
+      }
+      TK::linear_nt_backward(blas_, dln, G + W.qkv_w, dqkv, a + A.ln1, P + W.qkv_w, int(N), C, QKV);
+      colsum(W.qkv_b, dqkv, QKV);
+      rms_back(g, W.ln1_w, dln, res, a + A.ln1_rstd, rows, true);  // g: d res
+    }
+    TK::encoder_backward_kernel<<<unsigned(N), 128, 0, st>>>(G + lay_.wte, nullptr, g, d_i, d_pos, C);
   }
 
  public:
@@ -359,6 +534,7 @@ class TrainingEngine {
   cublasHandle_t blas_ = nullptr;
   kernels::cuda::model::layers::device_buffer params_, grads_, m_, v_, decay_, norm_, ints_, valid_, acts_, head_in_, lnf_,
       lnf_stats_, logits_, head_out_, dhead_, grad_ws_;
+  kernels::cuda::model::layers::rope_device_tables rope_;  //!< the Llama family's RoPE tables
   std::vector<std::int32_t> host_i_;
   std::vector<std::uint8_t> host_valid_;
   int B_ = 0, T_ = 0, R_ = 0, h0_ = 0;

@@ -1,7 +1,9 @@
 // rlflow/model/cuda/gpt_backward.cuh: the training-path kernels of the built-in GPT on CUDA
 // (nvcc only): the attention forward that keeps its probabilities, the fused log-softmax head
-// (log-prob, entropy, lse) and its backward, LayerNorm / GELU / attention / encoder backward, bias
-// column sums, the cuBLAS products of the linear backward, the gradient norm and AdamW.
+// (log-prob, entropy, lse) and its backward, LayerNorm / RMSNorm / GELU / SwiGLU / attention /
+// embedding backward (RoPE's is its inverse rotation, layers::rope_kernel), bias column sums, the
+// cuBLAS products of the linear backward, the gradient norm and AdamW. Attention over either
+// family's q|k|v rows (layers::QKVLayout).
 // Same math as model/layers.hpp and engine/optimizer.hpp (the references). Parameter gradients
 // accumulate (+=); LayerNorm's dinp accumulates into the residual gradient, as on the CPU.
 // Reductions over rows are per-column loops (fixed order) except the embedding backward
@@ -22,7 +24,9 @@
 namespace rlflow::kernels::cuda::model::train {
 
 using layers::block;
+using layers::QKVLayout;
 using layers::reduce_f;
+using layers::RowSet;
 using reduce_d = cub::BlockReduce<double, block>;
 
 // ---------------------------------------------------------------------------------------------
@@ -55,18 +59,19 @@ RLFLOW_MODEL_KERNEL void column_sums_kernel(float* db, float const* dout, int M,
 // ---------------------------------------------------------------------------------------------
 // forward pieces the backward needs
 
-//! Masked causal attention over (B, T) keeping probs (B, NH, T, T) (0 for j > t and invalid j)
-//! (layers::attend_one); one block per (b, h, t); dynamic shared memory: T floats.
+//! Masked causal attention over (B, T) of qkv rows (B*T, L.row()) keeping probs (B, NH, T, T) (0
+//! for j > t and invalid j) (layers::attend_one); y (B*T, NH hs). One block per (b, h, t);
+//! dynamic shared memory: T floats.
 RLFLOW_MODEL_KERNEL void attention_probs_kernel(float* y, float* probs, float const* qkv, std::uint8_t const* valid, int T,
-                                          int C, int NH) {
+                                          QKVLayout L) {
+  int const NH = L.NH, hs = L.hd;
   int const t = int(blockIdx.x % unsigned(T));
   int const bh = int(blockIdx.x / unsigned(T)), h = bh % NH, b = bh / NH;
-  int const hs = C / NH;
-  std::size_t const row3 = 3 * std::size_t(C);
-  float const* base = qkv + std::size_t(b) * T * row3 + std::size_t(h) * 3 * hs;
+  std::size_t const row = L.row(), C = std::size_t(NH) * hs;
+  float const* base = qkv + std::size_t(b) * T * row;
   layers::attend_one(y + (std::size_t(b) * T + t) * C + std::size_t(h) * hs, probs + (std::size_t(bh) * T + t) * T, T,
-                     base + std::size_t(t) * row3, base + hs, row3, base + 2 * hs, row3, valid + std::size_t(b) * T, t + 1, hs,
-                     layers::attention_scale(hs));
+                     base + std::size_t(t) * row + L.q(h), base + L.k(h), row, base + L.v(h), row, valid + std::size_t(b) * T, t + 1,
+                     hs, layers::attention_scale(hs));
 }
 
 //! dst (B*R, C) = src rows (b, h0 + j), j < R, of src (B*T, C).
@@ -206,23 +211,23 @@ RLFLOW_MODEL_KERNEL void gelu_backward_kernel(float* dinp, float const* inp, flo
 //! Attention backward, part 1: one block per (b, h, t): ds[t, j] = p_tj (dy_t . v_j - sum_j' p dp)
 //! * scale into dsc (B, NH, T, T), and dq_t = sum_j ds_tj k_j. Scratch: T floats of shared memory.
 RLFLOW_MODEL_KERNEL void attention_backward_q_kernel(float* dqkv, float* dsc, float const* dy, float const* qkv,
-                                               float const* probs, int T, int C, int NH) {
+                                               float const* probs, int T, QKVLayout L) {
   extern __shared__ float sd[];
   __shared__ typename reduce_f::TempStorage tmp;
   __shared__ float s_pdp;
+  int const NH = L.NH, hs = L.hd;
   int const t = int(blockIdx.x % unsigned(T));
   int const bh = int(blockIdx.x / unsigned(T)), h = bh % NH, b = bh / NH;
-  int const hs = C / NH;
   float const scale = layers::attention_scale(hs);
-  std::size_t const row3 = 3 * std::size_t(C);
-  float const* base = qkv + std::size_t(b) * T * row3 + std::size_t(h) * 3 * hs;
+  std::size_t const row3 = L.row(), C = std::size_t(NH) * hs;
+  float const* base = qkv + std::size_t(b) * T * row3;
   float const* p = probs + (std::size_t(bh) * T + t) * T;
   float const* dyt = dy + (std::size_t(b) * T + t) * C + std::size_t(h) * hs;
   float acc = 0.0f;
   for (int j = threadIdx.x; j <= t; j += block) {
     float dp = 0.0f;
     if (p[j] != 0.0f) {
-      float const* vj = base + std::size_t(j) * row3 + 2 * hs;
+      float const* vj = base + std::size_t(j) * row3 + L.v(h);
       for (int d = 0; d < hs; ++d) dp += dyt[d] * vj[d];
     }
     sd[j] = dp;
@@ -239,44 +244,101 @@ RLFLOW_MODEL_KERNEL void attention_backward_q_kernel(float* dqkv, float* dsc, fl
     dsr[j] = ds;
   }
   __syncthreads();
-  float* dq = dqkv + (std::size_t(b) * T + t) * row3 + std::size_t(h) * 3 * hs;
+  float* dq = dqkv + (std::size_t(b) * T + t) * row3 + L.q(h);
+  float const* kb = base + L.k(h);
   for (int d = threadIdx.x; d < hs; d += block) {
     float a = 0.0f;
-    for (int j = 0; j <= t; ++j) a += sd[j] * base[std::size_t(j) * row3 + hs + d];
+    for (int j = 0; j <= t; ++j) a += sd[j] * kb[std::size_t(j) * row3 + d];
     dq[d] = a;
   }
 }
-//! Attention backward, part 2: one block per (b, h, j): dk_j = sum_{t >= j} ds_tj q_t,
-//! dv_j = sum_{t >= j} p_tj dy_t.
+//! Attention backward, part 2: one block per (b, g, j), g a key/value head: dk_j = sum over the
+//! group's query heads h (in order) of sum_{t >= j} ds^h_tj q^h_t, dv_j = the same of p^h_tj dy^h_t
+//! (GPT-2: one head per group).
 RLFLOW_MODEL_KERNEL void attention_backward_kv_kernel(float* dqkv, float const* dsc, float const* dy, float const* qkv,
-                                                float const* probs, int T, int C, int NH) {
+                                                float const* probs, int T, QKVLayout L) {
+  int const NH = L.NH, NKV = L.NKV, hs = L.hd, G = L.group();
   int const j = int(blockIdx.x % unsigned(T));
-  int const bh = int(blockIdx.x / unsigned(T)), h = bh % NH, b = bh / NH;
-  int const hs = C / NH;
-  std::size_t const row3 = 3 * std::size_t(C);
-  float const* base = qkv + std::size_t(b) * T * row3 + std::size_t(h) * 3 * hs;
-  float* dk = dqkv + (std::size_t(b) * T + j) * row3 + std::size_t(h) * 3 * hs + hs;
-  float* dv = dk + hs;
+  int const bg = int(blockIdx.x / unsigned(T)), g = bg % NKV, b = bg / NKV;
+  std::size_t const row3 = L.row(), C = std::size_t(NH) * hs;
+  float const* base = qkv + std::size_t(b) * T * row3;
+  float* drow = dqkv + (std::size_t(b) * T + j) * row3;
+  float* dk = drow + L.k(g * G);
+  float* dv = drow + L.v(g * G);
   for (int d = threadIdx.x; d < hs; d += blockDim.x) {
     float ak = 0.0f, av = 0.0f;
-    for (int t = j; t < T; ++t) {
-      std::size_t const at = (std::size_t(bh) * T + t) * T + j;
-      ak += dsc[at] * base[std::size_t(t) * row3 + d];
-      av += probs[at] * dy[(std::size_t(b) * T + t) * C + std::size_t(h) * hs + d];
+    for (int h = g * G; h < (g + 1) * G; ++h) {
+      std::size_t const bh = std::size_t(b) * NH + h;
+      for (int t = j; t < T; ++t) {
+        std::size_t const at = (bh * T + t) * T + j;
+        ak += dsc[at] * base[std::size_t(t) * row3 + L.q(h) + d];
+        av += probs[at] * dy[(std::size_t(b) * T + t) * C + std::size_t(h) * hs + d];
+      }
     }
     dk[d] = ak;
     dv[d] = av;
   }
 }
 
-//! dwte[ids[n]] += g[n], dwpe[pos[n]] += g[n] (atomicAdd: ids and positions repeat).
+//! dwte[ids[n]] += g[n], dwpe[pos[n]] += g[n] (atomicAdd: ids and positions repeat); dwpe null:
+//! the token embedding only (the Llama family).
 RLFLOW_MODEL_KERNEL void encoder_backward_kernel(float* dwte, float* dwpe, float const* g, std::int32_t const* ids,
                                            std::int32_t const* pos, int C) {
   std::size_t const n = blockIdx.x;
   for (int c = threadIdx.x; c < C; c += blockDim.x) {
     float const d = g[n * C + c];
     atomicAdd(dwte + std::size_t(ids[n]) * C + c, d);
-    atomicAdd(dwpe + std::size_t(pos[n]) * C + c, d);
+    if (dwpe) atomicAdd(dwpe + std::size_t(pos[n]) * C + c, d);
+  }
+}
+
+//! RMSNorm input gradient (the twin of model::layers::rmsnorm_backward): per row r of rs, with s
+//! = rstd[r], k = s^3 sum_j d_j w_j x_j / n: dinp = d w s - x k, added (accumulate) or written.
+//! One block per row; without accumulate dinp may be dout (each element is read and written by
+//! the same thread, after the row's sum). Run rmsnorm_param_backward_kernel first when dinp is dout.
+RLFLOW_MODEL_KERNEL void rmsnorm_backward_kernel(float* dinp, float const* dout, float const* inp, float const* w, float const* rstd,
+                                           RowSet rs, bool accumulate) {
+  __shared__ typename reduce_f::TempStorage tmp;
+  __shared__ float s_k;
+  std::int64_t const r = blockIdx.x;
+  std::size_t const at = rs.at(r);
+  float const* x = inp + at;
+  float const* d = dout + at;
+  float const s = rstd[r];
+  float dot = 0.0f;
+  for (int c = threadIdx.x; c < rs.n; c += block) dot += d[c] * w[c] * x[c];
+  float const tot = reduce_f(tmp).Sum(dot);
+  if (threadIdx.x == 0) s_k = s * s * s * tot / float(rs.n);
+  __syncthreads();
+  float const k = s_k;
+  for (int c = threadIdx.x; c < rs.n; c += block) {
+    float const v = d[c] * w[c] * s - x[c] * k;
+    dinp[at + c] = accumulate ? dinp[at + c] + v : v;
+  }
+}
+//! dw (rs.n) += sum over the rows of dout x rstd; one thread per column, rows in order.
+RLFLOW_MODEL_KERNEL void rmsnorm_param_backward_kernel(float* dw, float const* dout, float const* inp, float const* rstd, RowSet rs) {
+  int const c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= rs.n) return;
+  float sw = 0.0f;
+  for (std::int64_t r = 0; r < rs.rows; ++r) {
+    std::size_t const at = rs.at(r) + std::size_t(c);
+    sw += dout[at] * inp[at] * rstd[r];
+  }
+  dw[c] += sw;
+}
+
+//! SwiGLU backward (the twin of model::layers::swiglu_backward): dgu (N, 2F) from dh (N, F):
+//! d gate = dh up silu'(gate), d up = dh silu(gate), silu'(x) = s (1 + x (1 - s)), s = sigmoid(x).
+RLFLOW_MODEL_KERNEL void swiglu_backward_kernel(float* dgu, float const* gu, float const* dh, std::int64_t N, int F) {
+  std::int64_t const total = N * F;
+  for (std::int64_t t = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; t < total; t += std::int64_t(gridDim.x) * blockDim.x) {
+    std::int64_t const n = t / F;
+    int const f = int(t % F);
+    std::size_t const at = std::size_t(n) * 2 * F + f;
+    float const x = gu[at], u = gu[at + F], sg = 1.0f / (1.0f + expf(-x)), d = dh[t];
+    dgu[at] = d * u * sg * (1.0f + x * (1.0f - sg));
+    dgu[at + F] = d * x * sg;
   }
 }
 

@@ -1,11 +1,14 @@
 // rlflow/model/cuda/gpt_layers.cuh: the device building blocks of the built-in GPT's CUDA
 // engines (nvcc only): the error-check macro RLFLOW_CUDA_CHECK, a grow-only device buffer,
-// row-major cuBLAS wrappers, and own kernels for the encoder, LayerNorm (keeping mean / rstd),
-// bias rows, GELU, and the one attention of the CUDA engines (attend_one: one block per query;
-// the training forward's attention_probs_kernel and the rollout's kv_attention_kernel call it).
+// row-major cuBLAS wrappers, and own kernels for the embedding, LayerNorm (keeping mean / rstd),
+// RMSNorm (keeping rstd), RoPE, bias rows, GELU, SwiGLU, and the one attention of the CUDA engines
+// (attend_one: one block per query; the training forward's attention_probs_kernel and the
+// rollout's kv_attention_kernel call it), over either family's q|k|v rows (layers::QKVLayout:
+// GPT-2's head-major rows or the Llama family's grouped-query rows).
 // Same math as the CPU layer functions (model/layers.hpp), which are the reference.
 // Defines rlflow::kernels::cuda::model::layers. Does not own a model (engine/cuda/ does).
-// Letters: N rows, C width, NH heads, hs = C / NH, S cache slots, V vocabulary.
+// Letters: N rows, C width, NH query heads, NKV key/value heads, hs head width, S cache slots,
+// V vocabulary, F the MLP width.
 #pragma once
 #if !defined(__CUDACC__)
 #error "rlflow/model/cuda/gpt_layers.cuh needs nvcc; build this translation unit as a .cu file"
@@ -18,10 +21,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <utility>                     // std::exchange
+#include <vector>
 
 #include <rlflow/core/config.hpp>  // RLFLOW_KERNEL
 #include <rlflow/core/device_memory.hpp>  // device_memory_counter, device_memory_fix, gib
 #include <rlflow/core/error.hpp>   // error, msg
+#include <rlflow/model/layers.hpp>  // QKVLayout, RowSet (host and device), rope_tables
+#include <rlflow/model/param_layout.hpp>  // GPTConfig, rope_inv_freq
 
 namespace rlflow::kernels::cuda::model::layers {
 
@@ -51,6 +57,9 @@ inline void check(cublasStatus_t s, char const* what, char const* file, int line
 #endif
 
 namespace rlflow::kernels::cuda::model::layers {
+
+using ::rlflow::model::layers::QKVLayout;
+using ::rlflow::model::layers::RowSet;
 
 constexpr int block = 256;
 using reduce_f = cub::BlockReduce<float, block>;
@@ -108,6 +117,41 @@ class device_buffer {
   int device_ = 0;
 };
 
+//! The Llama family's RoPE cos / sin tables on the device: the CPU engines' tables
+//! (layers::rope_tables of model::rope_inv_freq, rounded to float on the host), so a rotation is
+//! the CPU's bit for bit. Grown on demand to the positions asked for; the callers synchronise their
+//! stream between calls (growing frees the old block).
+class rope_device_tables {
+ public:
+  //! Makes rows [0, positions) available (uploads on growth; synchronises 'st' then).
+  void ensure(::rlflow::model::GPTConfig const& cfg, int positions, cudaStream_t st) {
+    if (positions <= rows_) return;
+    if (inv_.empty()) inv_ = ::rlflow::model::rope_inv_freq(cfg);
+    ::rlflow::model::layers::rope_tables(cos_, sin_, inv_, positions);
+    half_ = inv_.size();
+    std::size_t const n = std::size_t(positions) * half_;
+    float* d = buf_.ensure<float>(2 * n);
+    RLFLOW_CUDA_CHECK(cudaMemcpyAsync(d, cos_.data(), n * sizeof(float), cudaMemcpyHostToDevice, st));
+    RLFLOW_CUDA_CHECK(cudaMemcpyAsync(d + n, sin_.data(), n * sizeof(float), cudaMemcpyHostToDevice, st));
+    RLFLOW_CUDA_CHECK(cudaStreamSynchronize(st));
+    rows_ = positions;
+  }
+  float const* cos() const { return buf_.get<float>(); }
+  float const* sin() const { return buf_.get<float>() + std::size_t(rows_) * half_; }
+  void release() noexcept {
+    buf_.release();
+    rows_ = 0;
+  }
+  std::size_t bytes() const { return buf_.bytes(); }
+
+ private:
+  device_buffer buf_;
+  std::vector<double> inv_;
+  std::vector<float> cos_, sin_;
+  std::size_t half_ = 0;
+  int rows_ = 0;
+};
+
 //! Grid size for a grid-stride loop over n elements.
 inline unsigned grid_for(std::int64_t n, int threads = 256) {
   return unsigned(std::max<std::int64_t>(1, std::min<std::int64_t>((n + threads - 1) / threads, 8192)));
@@ -130,12 +174,13 @@ inline void gemm_nn(cublasHandle_t h, float* out, float const* inp, float const*
 // ---------------------------------------------------------------------------------------------
 // kernels
 
-//! out (N, C) = wte[ids[n]] + wpe[pos[n]]; one block per row.
+//! out (N, C) = wte[ids[n]] + wpe[pos[n]], or wte[ids[n]] when wpe is null (the Llama family:
+//! rotary positions); one block per row.
 RLFLOW_MODEL_KERNEL void encoder_kernel(float* out, std::int32_t const* ids, std::int32_t const* pos, float const* wte,
                                   float const* wpe, int C) {
   std::size_t const n = blockIdx.x;
   for (int c = threadIdx.x; c < C; c += blockDim.x)
-    out[n * C + c] = wte[std::size_t(ids[n]) * C + c] + wpe[std::size_t(pos[n]) * C + c];
+    out[n * C + c] = wpe ? wte[std::size_t(ids[n]) * C + c] + wpe[std::size_t(pos[n]) * C + c] : wte[std::size_t(ids[n]) * C + c];
 }
 
 //! out (N, C) = (x - mean) * rstd * w + b (eps 1e-5, two passes as the CPU); one block of
@@ -165,6 +210,59 @@ RLFLOW_MODEL_KERNEL void layernorm_kernel(float* out, float* mean, float* rstd, 
   }
 }
 
+//! RMSNorm (the CUDA twin of model::layers::rmsnorm_forward): row r of rs at inp + rs.at(r), out
+//! = w * (x * rstd), rstd = 1 / sqrt(mean(x^2) + eps) stored per row when not null; one block per
+//! row. out may be inp (each element is read and written by the same thread, after the sum).
+RLFLOW_MODEL_KERNEL void rmsnorm_kernel(float* out, float* rstd, float const* inp, float const* w, RowSet rs, float eps) {
+  __shared__ typename reduce_f::TempStorage tmp;
+  __shared__ float s_rstd;
+  std::int64_t const r = blockIdx.x;
+  std::size_t const at = rs.at(r);
+  float const* x = inp + at;
+  float ss = 0.0f;
+  for (int c = threadIdx.x; c < rs.n; c += block) ss += x[c] * x[c];
+  float const tot = reduce_f(tmp).Sum(ss);
+  if (threadIdx.x == 0) s_rstd = 1.0f / sqrtf(tot / float(rs.n) + eps);
+  __syncthreads();
+  float const s = s_rstd;
+  for (int c = threadIdx.x; c < rs.n; c += block) out[at + c] = w[c] * (x[c] * s);
+  if (threadIdx.x == 0 && rstd) rstd[r] = s;
+}
+
+//! Rotary embedding in place (the twin of model::layers::rope_apply): 'heads' heads of hs floats
+//! per token, token n's at x + n stride, rotated by position pos[n]'s angles from the (positions,
+//! hs / 2) cos / sin tables (the CPU's tables, copied): (a, b) = (x_i, x_{i + hs/2}) -> (a c - b s,
+//! b c + a s); inverse rotates by the negative angle (the backward). One thread per pair.
+RLFLOW_MODEL_KERNEL void rope_kernel(float* x, std::int32_t const* pos, std::int64_t N, int heads, int hs, std::size_t stride,
+                                     float const* cosv, float const* sinv, bool inverse) {
+  int const h2 = hs / 2;
+  std::int64_t const total = N * heads * h2;
+  for (std::int64_t t = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; t < total; t += std::int64_t(gridDim.x) * blockDim.x) {
+    int const i = int(t % h2);
+    std::int64_t const nh = t / h2;
+    int const h = int(nh % heads);
+    std::int64_t const n = nh / heads;
+    float* v = x + std::size_t(n) * stride + std::size_t(h) * hs;
+    std::size_t const tab = std::size_t(pos[n]) * h2 + i;
+    float const c = cosv[tab], sn = inverse ? -sinv[tab] : sinv[tab];
+    float const a = v[i], b = v[i + h2];
+    v[i] = a * c - b * sn;
+    v[i + h2] = b * c + a * sn;
+  }
+}
+
+//! SwiGLU (the twin of model::layers::swiglu_forward): h (N, F) = silu(gate) * up from gu rows
+//! [gate (F) | up (F)], silu(x) = x / (1 + e^-x).
+RLFLOW_MODEL_KERNEL void swiglu_kernel(float* h, float const* gu, std::int64_t N, int F) {
+  std::int64_t const total = N * F;
+  for (std::int64_t t = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; t < total; t += std::int64_t(gridDim.x) * blockDim.x) {
+    std::int64_t const n = t / F;
+    int const f = int(t % F);
+    float const g = gu[std::size_t(n) * 2 * F + f];
+    h[t] = g / (1.0f + expf(-g)) * gu[std::size_t(n) * 2 * F + F + f];
+  }
+}
+
 //! out (total = M N) = b[i % N] (b null: 0), or out += b when accumulate.
 RLFLOW_MODEL_KERNEL void bias_rows_kernel(float* out, float const* b, std::int64_t total, int N, bool accumulate) {
   for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < total; i += std::int64_t(gridDim.x) * blockDim.x) {
@@ -181,19 +279,21 @@ RLFLOW_MODEL_KERNEL void gelu_kernel(float* out, float const* inp, std::int64_t 
   }
 }
 
-//! Writes the keys and values of qkv rows (nr * n, 3C) into the cache (B, NH, S, hs) for rows
-//! rows[i] at slots [s0, s0 + n); one block per (token, head).
+//! Writes the keys and values of qkv rows (nr * n, L.row()) into the cache (B, NKV, S, hs) for
+//! rows rows[i] at slots [s0, s0 + n); one block per (token, key/value head).
 RLFLOW_MODEL_KERNEL void kv_store_kernel(float* kc, float* vc, float const* qkv, std::int32_t const* rows, int n, int s0, int S,
-                                   int C, int NH) {
-  int const hs = C / NH;
-  int const h = int(blockIdx.x % unsigned(NH));
-  std::size_t const tok = blockIdx.x / unsigned(NH);
+                                   QKVLayout L) {
+  int const hs = L.hd, NKV = L.NKV;
+  int const g = int(blockIdx.x % unsigned(NKV));
+  std::size_t const tok = blockIdx.x / unsigned(NKV);
   int const i = int(tok / std::size_t(n)), k = int(tok % std::size_t(n));
-  float const* src = qkv + tok * 3 * C + std::size_t(h) * 3 * hs;
-  std::size_t const dst = ((std::size_t(rows[i]) * NH + h) * S + std::size_t(s0 + k)) * hs;
+  float const* row = qkv + tok * L.row();
+  float const* ks = row + L.k(g * L.group());
+  float const* vs = row + L.v(g * L.group());
+  std::size_t const dst = ((std::size_t(rows[i]) * NKV + g) * S + std::size_t(s0 + k)) * hs;
   for (int d = threadIdx.x; d < hs; d += blockDim.x) {
-    kc[dst + d] = src[hs + d];
-    vc[dst + d] = src[2 * hs + d];
+    kc[dst + d] = ks[d];
+    vc[dst + d] = vs[d];
   }
 }
 
@@ -247,20 +347,20 @@ __device__ inline void attend_one(float* y, float* probs, int probs_width, float
   }
 }
 
-//! Attention of the queries in qkv rows (nr * n, 3C) against the cache: token (i, k) of row
-//! rows[i] sits at slot s0 + k and sees slots [0, s0 + k] whose valid (B, S) flag is set
-//! (attend_one). One block per (token, head); dynamic shared memory: S floats.
+//! Attention of the queries in qkv rows (nr * n, L.row()) against the cache (B, NKV, S, hs):
+//! token (i, k) of row rows[i] sits at slot s0 + k and sees slots [0, s0 + k] whose valid (B, S)
+//! flag is set (attend_one); query head h reads key/value head h / L.group(). y (nr * n, NH hs).
+//! One block per (token, query head); dynamic shared memory: S floats.
 RLFLOW_MODEL_KERNEL void kv_attention_kernel(float* y, float const* qkv, float const* kc, float const* vc,
-                                       std::uint8_t const* valid, std::int32_t const* rows, int n, int s0, int S, int C,
-                                       int NH) {
-  int const hs = C / NH;
+                                       std::uint8_t const* valid, std::int32_t const* rows, int n, int s0, int S, QKVLayout L) {
+  int const hs = L.hd, NH = L.NH;
   int const h = int(blockIdx.x % unsigned(NH));
   std::size_t const tok = blockIdx.x / unsigned(NH);
   int const i = int(tok / std::size_t(n)), k = int(tok % std::size_t(n));
   int const r = rows[i];
-  std::size_t const base = (std::size_t(r) * NH + h) * S * std::size_t(hs);
-  attend_one(y + tok * C + std::size_t(h) * hs, nullptr, 0, qkv + tok * 3 * C + std::size_t(h) * 3 * hs, kc + base,
-             std::size_t(hs), vc + base, std::size_t(hs), valid + std::size_t(r) * S, s0 + k + 1, hs, attention_scale(hs));
+  std::size_t const base = (std::size_t(r) * L.NKV + h / L.group()) * S * std::size_t(hs);
+  attend_one(y + (tok * NH + h) * std::size_t(hs), nullptr, 0, qkv + tok * L.row() + L.q(h), kc + base, std::size_t(hs),
+             vc + base, std::size_t(hs), valid + std::size_t(r) * S, s0 + k + 1, hs, attention_scale(hs));
 }
 
 //! dst (nr, C) = src row i * n + n - 1 (the last slot of each running sequence).
