@@ -3,7 +3,7 @@
 // work; with one, too many workers and a model whose estimate exceeds the device are refused
 // before any allocation. The other cases need a GPU (label cuda; they skip without one): one
 // CUDA step against the CPU step on the same seeds and weights (GPT-2 and the built-in Llama,
-// Qwen2 and Qwen3 shapes; same tokens, so the same scores
+// Qwen2 and Qwen3 shapes; padded and packed rows; same tokens, so the same scores
 // and lengths; losses and grad norms within 1e-4 relative), the memory metrics against the
 // estimate, sleep / wake returning the KV cache to the driver (cudaMemGetInfo), and a device
 // allocation failure surfacing as an error that names the size and what to lower.
@@ -193,6 +193,18 @@ TEST_CASE("cuda trainer: one GRPO step of the built-in Llama, Qwen2 and Qwen3 mo
   step_matches<CudaGRPO>("grpo_llama", cpu_grpo_step, false, [](TrainerConfig& c) { c.actor_rollout_ref.model.arch = "llama"; });
   step_matches<CudaGRPO>("grpo_qwen2", cpu_grpo_step, false, [](TrainerConfig& c) { c.actor_rollout_ref.model.arch = "qwen2"; });
   step_matches<CudaGRPO>("grpo_qwen3", cpu_grpo_step, false, [](TrainerConfig& c) { c.actor_rollout_ref.model.arch = "qwen3"; });
+}
+
+TEST_CASE("cuda trainer: one GRPO step with packed sequences (use_remove_padding) equals the CPU step", "[cuda][trainer][packing]") {
+  if (gpu_count() == 0) {
+    WARN("no CUDA device: skipping");
+    return;
+  }
+  step_matches<CudaGRPO>("grpo_packed", cpu_grpo_step, false, [](TrainerConfig& c) { c.actor_rollout_ref.model.use_remove_padding = true; });
+  step_matches<CudaGRPO>("grpo_packed_qwen2", cpu_grpo_step, false, [](TrainerConfig& c) {
+    c.actor_rollout_ref.model.use_remove_padding = true;
+    c.actor_rollout_ref.model.arch = "qwen2";
+  });
 }
 
 TEST_CASE("cuda trainer: one PPO step equals the CPU step (critic on the CPU engine)", "[cuda][trainer]") {

@@ -198,6 +198,75 @@ TEST_CASE("CUDA training engine runs the Llama family as the CPU engine: logits,
     }
 }
 
+TEST_CASE("CUDA packed sequences (use_remove_padding) equal the CPU engine's: log-probs, sum_pi_squared, gradients",
+          "[model][training][cuda][packing]") {
+  if (!gpu_present()) {
+    WARN("no GPU: CUDA training engine test skipped");
+    return;
+  }
+  std::mt19937 g(41);
+  std::vector<rlflow::model::GPTConfig> cfgs{
+      {.vocab_size = 29, .max_seq_len = 40, .n_layer = 2, .n_head = 2, .n_embd = 16, .seed = 5},
+      fixtures::tiny_llama_config(rlflow::model::Arch::qwen3, 1, 6), fixtures::tiny_llama_config(rlflow::model::Arch::llama, 2, 7)};
+  for (auto const& cfg : cfgs) {
+    INFO("arch " << rlflow::model::arch_name(cfg.arch));
+    rlflow::engine::TrainingEngine cpu(cfg);
+    auto const w = fixtures::perturbed_weights(cfg, 70, 0.2f);
+    std::copy(w.begin(), w.end(), cpu.params().begin());
+    cpu.set_remove_padding(true);
+    rlflow::engine::cuda::TrainingEngine gpu(cfg);
+    gpu.load_weights(cpu.params());
+    gpu.set_remove_padding(true);
+    REQUIRE(gpu.remove_padding());
+    for (int micro = 0; micro < 3; ++micro) {
+      int const B = 2 + int(g() % 4u), P = 3 + int(g() % 8u), R = 2 + int(g() % 8u);
+      INFO("micro " << micro << " B " << B << " P " << P << " R " << R);
+      auto bt = random_batch(B, P, R, cfg.vocab_size, g);
+      if (micro == 2)  // a row with no real response token: its columns have no score
+        for (int j = 0; j < R; ++j) bt.mask.data<std::int32_t>()[std::size_t(P + j)] = 0;
+      auto dlp = random_grad(B, R, g), dent = random_grad(B, R, g);
+      float const temp = micro == 1 ? 0.7f : 1.0f;
+      auto rc = cpu.forward(bt.ids, bt.mask, R, temp, true);
+      auto rg = gpu.forward(bt.ids, bt.mask, R, temp, true);
+      auto const cl = rc.log_probs.span<float>(), gl = rg.log_probs.span<float>();
+      auto const ce = rc.entropy.span<float>(), ge = rg.entropy.span<float>();
+      for (std::size_t i = 0; i < cl.size(); ++i) {
+        INFO("column " << i);
+        REQUIRE(gl[i] == Approx(cl[i]).epsilon(1e-4).margin(1e-4));
+        REQUIRE(ge[i] == Approx(ce[i]).epsilon(1e-4).margin(1e-4));
+        if (cl[i] == 0.0f) REQUIRE(gl[i] == 0.0f);  // unscored columns are 0 on both
+      }
+      // the device columns the trainer's loss kernels read hold the same values
+      std::vector<float> dev(cl.size());
+      REQUIRE(cudaMemcpy(dev.data(), gpu.device_log_probs(), dev.size() * sizeof(float), cudaMemcpyDeviceToHost) == cudaSuccess);
+      for (std::size_t i = 0; i < dev.size(); ++i) REQUIRE(dev[i] == gl[i]);
+      auto const qc = cpu.sum_pi_squared(), qg = gpu.sum_pi_squared();
+      for (std::size_t i = 0; i < cl.size(); ++i) REQUIRE(qg.span<float>()[i] == Approx(qc.span<float>()[i]).epsilon(1e-4).margin(1e-6));
+      cpu.backward(dlp, dent);
+      if (micro == 0) {  // through the device columns, as the trainer does
+        float* d = nullptr;
+        std::size_t const BR = std::size_t(B) * R;
+        REQUIRE(cudaMalloc(&d, 2 * BR * sizeof(float)) == cudaSuccess);
+        REQUIRE(cudaMemcpy(d, dlp.data<float>(), BR * sizeof(float), cudaMemcpyHostToDevice) == cudaSuccess);
+        REQUIRE(cudaMemcpy(d + BR, dent.data<float>(), BR * sizeof(float), cudaMemcpyHostToDevice) == cudaSuccess);
+        gpu.backward_device(d, d + BR);
+        cudaFree(d);
+      } else {
+        gpu.backward(dlp, dent);
+      }
+      require_grads_close(gpu.grads(), cpu.grads());
+    }
+    // an all-padding batch scores nothing: zeros, and a backward that adds nothing
+    auto bt = random_batch(2, 4, 3, cfg.vocab_size, g);
+    for (auto& m : bt.mask.span<std::int32_t>()) m = 0;
+    auto const before = gpu.grads();
+    auto const r0 = gpu.forward(bt.ids, bt.mask, 3, 1.0f, true);
+    for (float x : r0.log_probs.span<float>()) REQUIRE(x == 0.0f);
+    gpu.backward(random_grad(2, 3, g));
+    REQUIRE(gpu.grads() == before);
+  }
+}
+
 TEST_CASE("CUDA sum_pi_squared equals the CPU engine's", "[model][training][cuda][otb]") {
   if (!gpu_present()) {
     WARN("no GPU: CUDA sum_pi_squared test skipped");

@@ -63,10 +63,13 @@ inline std::int64_t train_activation_floats(model::GPTConfig const& m, std::int6
   std::int64_t f =
       static_cast<std::int64_t>(model::ActivationLayout(m, static_cast<int>(B), static_cast<int>(T), checkpointed).size());
   f += 2 * BR * C + 2 * BR + BR * V + 4 * BR;  // head_in, lnf, lnf_stats, logits, head_out
-  f += 2 * N + BR;                             // ints (ids, positions, targets) and valid flags (rounded up)
+  // ints (ids, positions, targets, head rows, slots, cu, seq), probability offsets (B + 1, 64-bit),
+  // valid flags (N bytes, counted as floats), the packed (B, R) output columns
+  f += 4 * N + 3 * BR + 3 * (B + 1) + 3 * BR;
   if (m.llama_family()) f += T * m.head_dim();  // RoPE tables
-  // dhead; grad_ws: dlogits, two (N, C), the layer scratch, attention scores' gradient, dlnf; the loss columns
-  if (backward) f += 2 * BR + BR * V + N * (2 * C + layer_scratch_width(m)) + B * NH * T * T + BR * C + 7 * BR;
+  // dhead, the host dlogp's device copy; grad_ws: dlogits, two (N, C), the layer scratch, attention
+  // scores' gradient, dlnf; the loss columns
+  if (backward) f += 4 * BR + BR * V + N * (2 * C + layer_scratch_width(m)) + B * NH * T * T + BR * C + 7 * BR;
   return f;
 }
 }  // namespace detail

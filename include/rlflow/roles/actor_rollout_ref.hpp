@@ -330,8 +330,8 @@ class BasicActorRolloutRef {
         actor_.set_remove_padding(true);
         ref_.set_remove_padding(true);
       } else {
-        throw config_error("rlflow::roles::ActorRolloutRef: actor_rollout_ref.model.use_remove_padding=true needs the CPU "
-                           "engines (the CUDA training engine runs padded rows); set it to false");
+        throw config_error("rlflow::roles::ActorRolloutRef: actor_rollout_ref.model.use_remove_padding=true needs a training "
+                           "engine with set_remove_padding (the built-in CPU and CUDA engines have it); set it to false");
       }
     }
     if (setup_.cfg.actor_rollout_ref.model.enable_gradient_checkpointing) {  // keep each layer's input only

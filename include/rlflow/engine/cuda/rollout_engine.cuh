@@ -185,9 +185,10 @@ class RolloutEngine {
     if (sleeping_) throw value_error("rlflow::engine::cuda::RolloutEngine: the engine is asleep; call wake() before generating");
     engine::detail::DecodeBook::check_prompts(who, prompt_ids, prompt_mask, max_new_tokens, cfg_);
     int const P = static_cast<int>(prompt_ids.dim(1));
-    if (std::size_t(P + max_new_tokens) * sizeof(float) > 48 * 1024)
+    if (P + max_new_tokens > kernels::cuda::model::layers::max_attention_keys)
       throw config_error(msg(who, "::prefill: P + max_new_tokens = ", P + max_new_tokens,
-                             " slots exceed the attention kernel's 48 KiB of shared scores (12288 slots); shorten the sequences"));
+                             " slots exceed the attention kernel's ",
+                             kernels::cuda::model::layers::max_attention_keys, " (48 KiB of shared scores); shorten the sequences"));
     book_.reset(prompt_ids, prompt_mask, max_new_tokens);
     int const B = book_.B, S = book_.S;
     std::size_t const hs = std::size_t(cfg_.head_dim());

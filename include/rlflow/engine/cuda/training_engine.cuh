@@ -2,18 +2,21 @@
 // GPU (nvcc only), the device twin of engine/training_engine.hpp: forward keeping activations,
 // log-probs and entropy of the response columns, backward from d loss / d log_prob and
 // d loss / d entropy through the fused head, the final norm, every block and the embeddings into
-// a device gradient buffer (+=), clip + AdamW on the device. Both families: GPT-2 (LayerNorm,
+// a device gradient buffer (+=), clip + AdamW on the device; packed sequences (set_remove_padding)
+// as the CPU engine. Both families: GPT-2 (LayerNorm,
 // GELU MLP, learned positions) and the Llama family (RMSNorm, grouped-query attention with RoPE
 // and optional q/k norm and biases, SwiGLU MLP, tied or untied LM head), one layer loop each, as
 // the CPU GPT. Host Tensors in and out; params() / grads() are host copies (device_params() /
 // device_grads() give the device buffers). Does not do the critic head (the CPU engine does).
-// Letters: B sequences, T positions, R response width, C, NH, NKV, hs, F, V, L; N = B T.
+// Letters: B sequences, T positions, R response width, C, NH, NKV, hs, F, V, L; N the trunk's
+// tokens (B T padded, the real tokens packed), H the head rows (the scored positions; B R padded).
 #pragma once
 #if !defined(__CUDACC__)
 #error "rlflow/engine/cuda/training_engine.cuh needs nvcc; build this translation unit as a .cu file"
 #endif
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
+#include <algorithm>  // std::copy, std::max, std::max_element
 #include <cmath>      // std::sqrt, std::pow, std::isfinite
 #include <cstdint>
 #include <span>
@@ -23,7 +26,7 @@
 #include <rlflow/core/tensor.hpp>
 #include <rlflow/model/gpt.hpp>                   // GPTConfig, ParamLayout, init_params, positions_from_mask
 #include <rlflow/engine/optimizer.hpp>            // OptimizerConfig, lr_at
-#include <rlflow/engine/training_engine.hpp>      // LogProbResult, detail::check_batch / check_grad
+#include <rlflow/engine/training_engine.hpp>      // LogProbResult, detail::check_batch / check_grad / PackedBatch
 #include <rlflow/model/cuda/gpt_layers.cuh>    // forward kernels, gemm wrappers, device_buffer
 #include <rlflow/model/cuda/gpt_backward.cuh>  // training kernels
 
@@ -81,6 +84,14 @@ class TrainingEngine {
     return forward(input_ids, attention_mask, response_length, temperature, calculate_entropy);
   }
 
+  //! Packed sequences (verl: actor_rollout_ref.model.use_remove_padding), as the CPU engine's
+  //! set_remove_padding: the trunk runs over the rows' real tokens only, end to end, attention
+  //! bounded per row and positions restarting per row. Inputs and outputs keep their padded
+  //! (B, T) / (B, R) shapes; an output column whose token or predecessor is padding is 0 (its
+  //! gradient input is ignored). Takes effect from the next forward.
+  void set_remove_padding(bool on) { packed_ = on; }
+  bool remove_padding() const { return packed_; }
+
   //! log_probs[b, j] = log softmax(logits[b, T-R-1+j] / temperature)[ids[b, T-R+j]] and the
   //! entropy, (B, R) host tensors; keeps the activations for backward().
   LogProbResult forward(Tensor const& input_ids, Tensor const& attention_mask, int response_length,
@@ -95,73 +106,226 @@ class TrainingEngine {
     if (T > cfg_.max_seq_len)
       throw shape_error(msg("rlflow::engine::cuda::TrainingEngine::forward: T = ", T, " positions exceed max_seq_len = ",
                             cfg_.max_seq_len, "; shorten the batch"));
-    if (std::size_t(T) * sizeof(float) > 48 * 1024)
-      throw config_error(msg("rlflow::engine::cuda::TrainingEngine::forward: T = ", T, " exceeds the attention kernels' 48 KiB of shared scores"));
-    B_ = B; T_ = T; R_ = R; h0_ = T - R - 1;
-    inv_t_ = 1.0f / temperature;
-    std::size_t const N = std::size_t(B) * T, BR = std::size_t(B) * R;
+    if (T > kernels::cuda::model::layers::max_attention_keys)
+      throw config_error(msg("rlflow::engine::cuda::TrainingEngine::forward: T = ", T, " exceeds the attention kernels' ",
+                             kernels::cuda::model::layers::max_attention_keys, " positions (48 KiB of shared scores); shorten the batch"));
     auto const* ids = input_ids.data<std::int32_t>();
-    for (std::size_t i = 0; i < N; ++i)
+    for (std::size_t i = 0; i < std::size_t(B) * T; ++i)
       if (ids[i] < 0 || ids[i] >= V)
         throw value_error(msg("rlflow::engine::cuda::TrainingEngine::forward: token ", ids[i], " at flat index ", i,
                               " is outside the vocabulary [0, ", V, ")"));
-    // host: ids, positions, targets, valid flags
-    host_i_.resize(2 * N + BR);
-    host_valid_.resize(N);
-    std::copy(ids, ids + N, host_i_.begin());
-    model::detail::positions_from_mask(host_i_.data() + N, host_valid_.data(), attention_mask.data<std::int32_t>(), B, T);
-    for (int b = 0; b < B; ++b)
-      for (int j = 0; j < R; ++j) host_i_[2 * N + std::size_t(b) * R + j] = ids[std::size_t(b) * T + (T - R + j)];
-    std::int32_t* d_i = ints_.ensure<std::int32_t>(host_i_.size());
-    std::uint8_t* d_valid = valid_.ensure<std::uint8_t>(N);
-    RLFLOW_CUDA_CHECK(cudaMemcpyAsync(d_i, host_i_.data(), host_i_.size() * 4, cudaMemcpyHostToDevice, stream_));
-    RLFLOW_CUDA_CHECK(cudaMemcpyAsync(d_valid, host_valid_.data(), N, cudaMemcpyHostToDevice, stream_));
-    al_ = model::ActivationLayout(cfg_, B, T);
-    float* a = acts_.ensure<float>(al_.size());
-    float* hin = head_in_.ensure<float>(BR * C);
-    float* lnf = lnf_.ensure<float>(BR * C);
-    float* lnf_stats = lnf_stats_.ensure<float>(2 * BR);
-    float* lg = logits_.ensure<float>(BR * V);
-    float* head_out = head_out_.ensure<float>(4 * BR);  // logp, entropy, lse, (spare)
-    float const* P = params_.get<float>();
+    B_ = B; T_ = T; R_ = R;
+    inv_t_ = 1.0f / temperature;
+    stage_rows(ids, attention_mask.data<std::int32_t>());
+    std::size_t const BR = std::size_t(B) * R, H = std::size_t(H_);
     cudaStream_t const st = stream_;
-    if (cfg_.llama_family()) {
-      int mx = 0;
-      for (std::size_t i = 0; i < N; ++i) mx = std::max(mx, int(host_i_[N + i]));
-      rope_.ensure(cfg_, mx + 1, st);
-      llama_forward(d_i, d_valid);
-    } else {
-      gpt2_forward(d_i, d_valid);
-    }
-    // head rows: final norm, LM head (tied: wte), fused log-softmax
-    TK::gather_rows_kernel<<<unsigned(BR), 128, 0, st>>>(hin, a + al_.layer(cfg_.n_layer - 1).res3, T, h0_, R, C);
-    if (cfg_.llama_family())
-      K::rmsnorm_kernel<<<unsigned(BR), K::block, 0, st>>>(lnf, lnf_stats, hin, P + lay_.lnf_w, K::RowSet{std::int64_t(BR), C, 1, std::size_t(C)},
-                                                           cfg_.rms_norm_eps);
-    else
-      K::layernorm_kernel<<<unsigned(BR), K::block, 0, st>>>(lnf, lnf_stats, lnf_stats + BR, hin, P + lay_.lnf_w, P + lay_.lnf_b, C);
-    K::gemm_nt(blas_, lg, lnf, P + lay_.lm_head, int(BR), C, V, 0.0f);
-    TK::logprob_head_kernel<<<unsigned(BR), K::block, 0, st>>>(head_out, head_out + BR, head_out + 2 * BR, lg, d_i + 2 * N, V, inv_t_);
-    RLFLOW_CUDA_CHECK(cudaGetLastError());
     LogProbResult out;
-    out.log_probs = Tensor::empty(DType::float32, Shape{B, R});
-    RLFLOW_CUDA_CHECK(cudaMemcpyAsync(out.log_probs.data<float>(), head_out, BR * sizeof(float), cudaMemcpyDeviceToHost, st));
-    if (calculate_entropy) {
-      out.entropy = Tensor::empty(DType::float32, Shape{B, R});
-      RLFLOW_CUDA_CHECK(cudaMemcpyAsync(out.entropy.data<float>(), head_out + BR, BR * sizeof(float), cudaMemcpyDeviceToHost, st));
-    }
-    RLFLOW_CUDA_CHECK(cudaStreamSynchronize(st));
+    out.log_probs = Tensor::zeros(DType::float32, Shape{B, R});
+    if (calculate_entropy) out.entropy = Tensor::zeros(DType::float32, Shape{B, R});
     pending_ = true;
+    if (H == 0) {  // packed, and no scored position has a real predecessor: every column is 0
+      RLFLOW_CUDA_CHECK(cudaMemsetAsync(packed_out_.ensure<float>(3 * BR), 0, 3 * BR * sizeof(float), st));
+      RLFLOW_CUDA_CHECK(cudaStreamSynchronize(st));
+      return out;
+    }
+    std::size_t const N = std::size_t(N_);
+    float* a = acts_.ensure<float>(al_.size());
+    float* hin = head_in_.ensure<float>(H * C);
+    float* lnf = lnf_.ensure<float>(H * C);
+    float* lnf_stats = lnf_stats_.ensure<float>(2 * H);
+    float* lg = logits_.ensure<float>(H * V);
+    float* head_out = head_out_.ensure<float>(4 * H);  // logp, entropy, lse, sum_pi_squared
+    float const* P = params_.get<float>();
+    std::int32_t const* d_i = ints_.get<std::int32_t>();
+    if (cfg_.llama_family()) llama_forward();
+    else gpt2_forward();
+    // head rows: final norm, LM head (tied: wte), fused log-softmax
+    TK::gather_rows_kernel<<<unsigned(H), 128, 0, st>>>(hin, a + al_.layer(cfg_.n_layer - 1).res3, d_i + 2 * N + H, C);
+    if (cfg_.llama_family())
+      K::rmsnorm_kernel<<<unsigned(H), K::block, 0, st>>>(lnf, lnf_stats, hin, P + lay_.lnf_w, K::RowSet{std::int64_t(H), C, 1, std::size_t(C)},
+                                                          cfg_.rms_norm_eps);
+    else
+      K::layernorm_kernel<<<unsigned(H), K::block, 0, st>>>(lnf, lnf_stats, lnf_stats + H, hin, P + lay_.lnf_w, P + lay_.lnf_b, C);
+    K::gemm_nt(blas_, lg, lnf, P + lay_.lm_head, int(H), C, V, 0.0f);
+    TK::logprob_head_kernel<<<unsigned(H), K::block, 0, st>>>(head_out, head_out + H, head_out + 2 * H, lg, d_i + 2 * N, V, inv_t_);
+    float const* cols = head_out;  // (B, R) columns: the head's own rows when every position is scored
+    if (packed_) {  // the scored positions' values into zeroed (B, R) columns
+      float* po = packed_out_.ensure<float>(3 * BR);
+      RLFLOW_CUDA_CHECK(cudaMemsetAsync(po, 0, 3 * BR * sizeof(float), st));
+      std::int32_t const* slot = d_i + 2 * N + 2 * H;
+      unsigned const grid = K::grid_for(std::int64_t(H));
+      TK::scatter_values_kernel<<<grid, 256, 0, st>>>(po, head_out, slot, int(H));
+      TK::scatter_values_kernel<<<grid, 256, 0, st>>>(po + BR, head_out + H, slot, int(H));
+      cols = po;
+    }
+    RLFLOW_CUDA_CHECK(cudaGetLastError());
+    RLFLOW_CUDA_CHECK(cudaMemcpyAsync(out.log_probs.data<float>(), cols, BR * sizeof(float), cudaMemcpyDeviceToHost, st));
+    if (calculate_entropy)
+      RLFLOW_CUDA_CHECK(cudaMemcpyAsync(out.entropy.data<float>(), cols + BR, BR * sizeof(float), cudaMemcpyDeviceToHost, st));
+    RLFLOW_CUDA_CHECK(cudaStreamSynchronize(st));
     return out;
   }
 
- private:
-  //! GPT-2's trunk over the (B_, T_) rows: d_i holds ids (N) then positions (N).
-  void gpt2_forward(std::int32_t const* d_i, std::uint8_t const* d_valid) {
+  //! Sum of squared probabilities (B, R) at the last forward()'s temperature, as the CPU engine's
+  //! sum_pi_squared() (0 at unscored packed columns); call it before the next forward or backward.
+  //! verl: calculate_sum_pi_squared.
+  Tensor sum_pi_squared() {
     namespace K = kernels::cuda::model::layers;
     namespace TK = kernels::cuda::model::train;
-    int const T = T_, C = cfg_.n_embd, NH = cfg_.n_head;
-    std::size_t const N = std::size_t(B_) * T;
+    if (!pending_)
+      throw value_error("rlflow::engine::cuda::TrainingEngine::sum_pi_squared: no scored batch; call compute_log_prob() or forward() first");
+    std::size_t const BR = std::size_t(B_) * R_, H = std::size_t(H_);
+    Tensor out = Tensor::zeros(DType::float32, Shape{std::int64_t(B_), std::int64_t(R_)});
+    if (H == 0) return out;
+    float* head_out = head_out_.get<float>();
+    TK::sum_pi_squared_kernel<<<unsigned(H), TK::block, 0, stream_>>>(head_out + 3 * H, logits_.get<float>(), head_out + 2 * H,
+                                                                     cfg_.vocab_size, inv_t_);
+    float const* col = head_out + 3 * H;
+    if (packed_) {
+      float* po = packed_out_.get<float>() + 2 * BR;
+      RLFLOW_CUDA_CHECK(cudaMemsetAsync(po, 0, BR * sizeof(float), stream_));
+      TK::scatter_values_kernel<<<K::grid_for(std::int64_t(H)), 256, 0, stream_>>>(po, col, slots(), int(H));
+      col = po;
+    }
+    RLFLOW_CUDA_CHECK(cudaGetLastError());
+    RLFLOW_CUDA_CHECK(cudaMemcpyAsync(out.data<float>(), col, BR * sizeof(float), cudaMemcpyDeviceToHost, stream_));
+    RLFLOW_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    return out;
+  }
+
+  //! grads += gradient of sum(dlogp * log_probs + dentropy * entropy) for the last forward();
+  //! dlogp, dentropy (B, R) float32 host tensors, dentropy may be undefined.
+  void backward(Tensor const& dlogp, Tensor const& dentropy = {}) {
+    if (!pending_)
+      throw value_error("rlflow::engine::cuda::TrainingEngine::backward: no pending forward(); call forward() first");
+    engine::detail::check_grad("backward", "dlogp", dlogp, B_, R_);
+    if (dentropy.defined()) engine::detail::check_grad("backward", "dentropy", dentropy, B_, R_);
+    std::size_t const BR = std::size_t(B_) * R_;
+    cudaStream_t const st = stream_;
+    float* dl = dcols_.ensure<float>(2 * BR);
+    RLFLOW_CUDA_CHECK(cudaMemcpyAsync(dl, dlogp.data<float>(), BR * sizeof(float), cudaMemcpyHostToDevice, st));
+    if (dentropy.defined())
+      RLFLOW_CUDA_CHECK(cudaMemcpyAsync(dl + BR, dentropy.data<float>(), BR * sizeof(float), cudaMemcpyHostToDevice, st));
+    backward_from_columns(dl, dentropy.defined() ? dl + BR : nullptr);
+  }
+
+  //! As backward() with the loss gradients already on the device: dlogp and (when not null)
+  //! dentropy point to (B, R) device floats written on any stream that is idle now (the RL loss
+  //! kernels on cuda::par.on(stream()) are). No host round trip.
+  void backward_device(float const* dlogp, float const* dentropy = nullptr) {
+    if (!pending_)
+      throw value_error("rlflow::engine::cuda::TrainingEngine::backward_device: no pending forward(); call forward() first");
+    backward_from_columns(dlogp, dentropy);
+  }
+  //! The last forward's (B, R) log-probs and entropy on the device (valid until the next forward;
+  //! packed: 0 at the unscored columns).
+  float const* device_log_probs() const { return packed_ ? packed_out_.get<float>() : head_out_.get<float>(); }
+  float const* device_entropy() const { return device_log_probs() + std::size_t(B_) * R_; }
+  //! The last forward's head-row logits (one row per scored position: B R padded, in (b, j)
+  //! order), before the temperature, on the device.
+  float const* device_logits() const { return logits_.get<float>(); }
+
+ private:
+  //! The device's copy of the rows the trunk runs over (ints_: ids N | positions N | targets H |
+  //! head rows H | slots H | cu nseq + 1 | seq N; off_: nseq + 1 probability offsets; valid_: N):
+  //! padded, B sequences of T tokens; packed, the real tokens of each row (engine::detail::
+  //! PackedBatch). Sets N_, H_, maxlen_ and the activation layout.
+  void stage_rows(std::int32_t const* ids, std::int32_t const* mask) {
+    int const B = B_, T = T_, R = R_, NH = cfg_.n_head;
+    if (packed_) {
+      pk_.pack(ids, mask, B, T, R);
+      N_ = int(pk_.ids.size());
+      H_ = int(pk_.head.size());
+    } else {
+      N_ = B * T;
+      H_ = B * R;
+    }
+    std::size_t const N = std::size_t(N_), H = std::size_t(H_);
+    if (H == 0) return;
+    host_i_.assign(3 * N + 3 * H + std::size_t(B) + 1, 0);
+    std::int32_t* hid = host_i_.data();
+    std::int32_t* pos = hid + N;
+    std::int32_t* tgt = pos + N;
+    std::int32_t* hrow = tgt + H;
+    std::int32_t* slot = hrow + H;
+    std::int32_t* cu = slot + H;
+    std::int32_t* seq = cu + B + 1;
+    host_off_.assign(std::size_t(B) + 1, 0);
+    host_valid_.assign(N, 1);
+    maxlen_ = 0;
+    if (packed_) {
+      std::copy(pk_.ids.begin(), pk_.ids.end(), hid);
+      std::copy(pk_.targets.begin(), pk_.targets.end(), tgt);
+      std::copy(pk_.head.begin(), pk_.head.end(), hrow);
+      std::copy(pk_.slot.begin(), pk_.slot.end(), slot);
+      std::copy(pk_.cu.begin(), pk_.cu.end(), cu);
+    } else {
+      std::copy(ids, ids + N, hid);
+      model::detail::positions_from_mask(pos, host_valid_.data(), mask, B, T);
+      for (int b = 0; b <= B; ++b) cu[b] = b * T;
+      int const h0 = T - R - 1;
+      for (int b = 0; b < B; ++b)
+        for (int j = 0; j < R; ++j) {
+          std::size_t const k = std::size_t(b) * R + j;
+          tgt[k] = ids[std::size_t(b) * T + (T - R + j)];
+          hrow[k] = b * T + h0 + j;
+          slot[k] = std::int32_t(k);
+        }
+    }
+    for (int b = 0; b < B; ++b) {
+      int const n = cu[b + 1] - cu[b];
+      maxlen_ = std::max(maxlen_, n);
+      host_off_[std::size_t(b) + 1] = host_off_[std::size_t(b)] + std::uint64_t(NH) * std::uint64_t(n) * std::uint64_t(n);
+      for (int i = cu[b]; i < cu[b + 1]; ++i) {
+        seq[i] = b;
+        if (packed_) pos[i] = i - cu[b];  // positions restart per row
+      }
+    }
+    al_ = packed_ ? model::ActivationLayout(cfg_, std::uint64_t(N), host_off_.back()) : model::ActivationLayout(cfg_, B, T);
+    RLFLOW_CUDA_CHECK(cudaMemcpyAsync(ints_.ensure<std::int32_t>(host_i_.size()), host_i_.data(), host_i_.size() * 4,
+                                      cudaMemcpyHostToDevice, stream_));
+    RLFLOW_CUDA_CHECK(cudaMemcpyAsync(off_.ensure<std::uint64_t>(host_off_.size()), host_off_.data(), host_off_.size() * 8,
+                                      cudaMemcpyHostToDevice, stream_));
+    RLFLOW_CUDA_CHECK(cudaMemcpyAsync(valid_.ensure<std::uint8_t>(N), host_valid_.data(), N, cudaMemcpyHostToDevice, stream_));
+    if (cfg_.llama_family()) rope_.ensure(cfg_, *std::max_element(pos, pos + N) + 1, stream_);  // synchronises
+  }
+  //! The device rows' pieces (stage_rows' layout).
+  std::int32_t const* slots() const { return ints_.get<std::int32_t>() + 2 * std::size_t(N_) + 2 * std::size_t(H_); }
+  kernels::cuda::model::train::Segments segments() const {
+    std::int32_t const* cu = ints_.get<std::int32_t>() + 2 * std::size_t(N_) + 3 * std::size_t(H_);
+    return {cu, cu + B_ + 1, off_.get<std::uint64_t>(), valid_.get<std::uint8_t>()};
+  }
+  //! Dynamic shared memory of the attention kernels: the longest sequence's scores.
+  std::size_t attention_smem() const { return std::size_t(maxlen_) * sizeof(float); }
+
+  //! backward from (B, R) device columns of d loss / d log_prob (and d loss / d entropy when not
+  //! null): their scored positions into dhead_, then backward_from_head.
+  void backward_from_columns(float const* dlogp, float const* dentropy) {
+    namespace K = kernels::cuda::model::layers;
+    namespace TK = kernels::cuda::model::train;
+    std::size_t const H = std::size_t(H_);
+    if (H == 0) {  // nothing was scored
+      pending_ = false;
+      return;
+    }
+    float* dl = dhead_.ensure<float>(2 * H);
+    if (packed_) {
+      unsigned const grid = K::grid_for(std::int64_t(H));
+      TK::gather_values_kernel<<<grid, 256, 0, stream_>>>(dl, dlogp, slots(), int(H));
+      if (dentropy) TK::gather_values_kernel<<<grid, 256, 0, stream_>>>(dl + H, dentropy, slots(), int(H));
+    } else {
+      RLFLOW_CUDA_CHECK(cudaMemcpyAsync(dl, dlogp, H * sizeof(float), cudaMemcpyDeviceToDevice, stream_));
+      if (dentropy) RLFLOW_CUDA_CHECK(cudaMemcpyAsync(dl + H, dentropy, H * sizeof(float), cudaMemcpyDeviceToDevice, stream_));
+    }
+    backward_from_head(dentropy != nullptr);
+  }
+  //! GPT-2's trunk over the staged rows (stage_rows).
+  void gpt2_forward() {
+    namespace K = kernels::cuda::model::layers;
+    namespace TK = kernels::cuda::model::train;
+    int const C = cfg_.n_embd, NH = cfg_.n_head;
+    std::size_t const N = std::size_t(N_);
+    std::int32_t const* d_i = ints_.get<std::int32_t>();
     float* a = acts_.get<float>();
     float const* P = params_.get<float>();
     cudaStream_t const st = stream_;
@@ -174,7 +338,7 @@ class TrainingEngine {
       K::layernorm_kernel<<<unsigned(N), K::block, 0, st>>>(a + A.ln1, a + A.ln1_mean, a + A.ln1_rstd, res, P + W.ln1_w, P + W.ln1_b, C);
       K::bias_rows_kernel<<<K::grid_for(std::int64_t(N) * 3 * C), 256, 0, st>>>(a + A.qkv, P + W.qkv_b, std::int64_t(N) * 3 * C, 3 * C, false);
       K::gemm_nt(blas_, a + A.qkv, a + A.ln1, P + W.qkv_w, int(N), C, 3 * C, 1.0f);
-      TK::attention_probs_kernel<<<unsigned(N * NH), K::block, std::size_t(T) * sizeof(float), st>>>(a + A.atty, a + A.att, a + A.qkv, d_valid, T, L);
+      TK::attention_probs_kernel<<<unsigned(N * NH), K::block, attention_smem(), st>>>(a + A.atty, a + A.att, a + A.qkv, segments(), L);
       RLFLOW_CUDA_CHECK(cudaMemcpyAsync(a + A.res2, res, N * C * sizeof(float), cudaMemcpyDeviceToDevice, st));
       K::bias_rows_kernel<<<K::grid_for(std::int64_t(N) * C), 256, 0, st>>>(a + A.res2, P + W.proj_b, std::int64_t(N) * C, C, true);
       K::gemm_nn(blas_, a + A.res2, a + A.atty, P + W.proj_w, int(N), C, C, 1.0f);
@@ -190,13 +354,14 @@ class TrainingEngine {
 
   //! The Llama family's trunk over the (B_, T_) rows (the twin of the CPU GPT's llama_layers):
   //! x += o_proj(attn(rope(qk_norm(qkv(rms1(x)))))); x += down(silu(gate(rms2(x))) * up(rms2(x))).
-  //! d_i holds ids (N) then positions (N); the RoPE tables cover every position.
-  void llama_forward(std::int32_t const* d_i, std::uint8_t const* d_valid) {
+  //! Over the staged rows (stage_rows); the RoPE tables cover every position.
+  void llama_forward() {
     namespace K = kernels::cuda::model::layers;
     namespace TK = kernels::cuda::model::train;
-    int const T = T_, C = cfg_.n_embd, NH = cfg_.n_head, NKV = cfg_.kv_heads(), hd = cfg_.head_dim(), F = cfg_.ff_dim();
+    int const C = cfg_.n_embd, NH = cfg_.n_head, NKV = cfg_.kv_heads(), hd = cfg_.head_dim(), F = cfg_.ff_dim();
     int const QKV = cfg_.qkv_dim(), Q = cfg_.attn_dim();
-    std::size_t const N = std::size_t(B_) * T;
+    std::size_t const N = std::size_t(N_);
+    std::int32_t const* d_i = ints_.get<std::int32_t>();
     float* a = acts_.get<float>();
     float const* P = params_.get<float>();
     cudaStream_t const st = stream_;
@@ -235,7 +400,7 @@ class TrainingEngine {
                                                                                   rope_.cos(), rope_.sin(), false);
       K::rope_kernel<<<K::grid_for(std::int64_t(N) * NKV * (hd / 2)), 256, 0, st>>>(qkv + Q, d_pos, std::int64_t(N), NKV, hd,
                                                                                    std::size_t(QKV), rope_.cos(), rope_.sin(), false);
-      TK::attention_probs_kernel<<<unsigned(N * NH), K::block, std::size_t(T) * sizeof(float), st>>>(a + A.atty, a + A.att, qkv, d_valid, T, L);
+      TK::attention_probs_kernel<<<unsigned(N * NH), K::block, attention_smem(), st>>>(a + A.atty, a + A.att, qkv, segments(), L);
       residual_nn(a + A.res2, res, a + A.atty, W.proj_w, W.proj_b, Q);
       K::rmsnorm_kernel<<<unsigned(N), K::block, 0, st>>>(a + A.ln2, a + A.ln2_rstd, a + A.res2, P + W.ln2_w, rows, eps);
       linear_nt(a + A.fch, a + A.ln2, W.fc_w, W.fc_b, C, 2 * F);
@@ -244,67 +409,14 @@ class TrainingEngine {
     }
   }
 
- public:
-
-  //! Sum of squared probabilities (B, R) at the last forward()'s temperature, as the CPU engine's
-  //! sum_pi_squared(); call it before the next forward or backward. verl: calculate_sum_pi_squared.
-  Tensor sum_pi_squared() {
-    namespace TK = kernels::cuda::model::train;
-    if (!pending_)
-      throw value_error("rlflow::engine::cuda::TrainingEngine::sum_pi_squared: no scored batch; call compute_log_prob() or forward() first");
-    std::size_t const BR = std::size_t(B_) * R_;
-    float* head_out = head_out_.get<float>();
-    TK::sum_pi_squared_kernel<<<unsigned(BR), TK::block, 0, stream_>>>(head_out + 3 * BR, logits_.get<float>(), head_out + 2 * BR,
-                                                                      cfg_.vocab_size, inv_t_);
-    RLFLOW_CUDA_CHECK(cudaGetLastError());
-    Tensor out = Tensor::empty(DType::float32, Shape{std::int64_t(B_), std::int64_t(R_)});
-    RLFLOW_CUDA_CHECK(cudaMemcpyAsync(out.data<float>(), head_out + 3 * BR, BR * sizeof(float), cudaMemcpyDeviceToHost, stream_));
-    RLFLOW_CUDA_CHECK(cudaStreamSynchronize(stream_));
-    return out;
-  }
-
-  //! grads += gradient of sum(dlogp * log_probs + dentropy * entropy) for the last forward();
-  //! dlogp, dentropy (B, R) float32 host tensors, dentropy may be undefined.
-  void backward(Tensor const& dlogp, Tensor const& dentropy = {}) {
-    if (!pending_)
-      throw value_error("rlflow::engine::cuda::TrainingEngine::backward: no pending forward(); call forward() first");
-    engine::detail::check_grad("backward", "dlogp", dlogp, B_, R_);
-    if (dentropy.defined()) engine::detail::check_grad("backward", "dentropy", dentropy, B_, R_);
-    std::size_t const BR = std::size_t(B_) * R_;
-    cudaStream_t const st = stream_;
-    float* dl = dhead_.ensure<float>(2 * BR);
-    RLFLOW_CUDA_CHECK(cudaMemcpyAsync(dl, dlogp.data<float>(), BR * sizeof(float), cudaMemcpyHostToDevice, st));
-    if (dentropy.defined())
-      RLFLOW_CUDA_CHECK(cudaMemcpyAsync(dl + BR, dentropy.data<float>(), BR * sizeof(float), cudaMemcpyHostToDevice, st));
-    backward_from_head(dentropy.defined());
-  }
-
-  //! As backward() with the loss gradients already on the device: dlogp and (when not null)
-  //! dentropy point to (B, R) device floats written on any stream that is idle now (the RL loss
-  //! kernels on cuda::par.on(stream()) are). No host round trip.
-  void backward_device(float const* dlogp, float const* dentropy = nullptr) {
-    if (!pending_)
-      throw value_error("rlflow::engine::cuda::TrainingEngine::backward_device: no pending forward(); call forward() first");
-    std::size_t const BR = std::size_t(B_) * R_;
-    float* dl = dhead_.ensure<float>(2 * BR);
-    RLFLOW_CUDA_CHECK(cudaMemcpyAsync(dl, dlogp, BR * sizeof(float), cudaMemcpyDeviceToDevice, stream_));
-    if (dentropy) RLFLOW_CUDA_CHECK(cudaMemcpyAsync(dl + BR, dentropy, BR * sizeof(float), cudaMemcpyDeviceToDevice, stream_));
-    backward_from_head(dentropy != nullptr);
-  }
-  //! The last forward's (B, R) log-probs and entropy on the device (valid until the next forward).
-  float const* device_log_probs() const { return head_out_.get<float>(); }
-  float const* device_entropy() const { return head_out_.get<float>() + std::size_t(B_) * R_; }
-  //! The last forward's head-row logits (B R, V), before the temperature, on the device.
-  float const* device_logits() const { return logits_.get<float>(); }
-
- private:
-  // the backward once dhead_ holds d loss / d log_prob (and d loss / d entropy when has_dent)
+  // the backward once dhead_ holds d loss / d log_prob of the H_ head rows (and d loss / d entropy
+  // when has_dent)
   void backward_from_head(bool has_dent) {
     namespace K = kernels::cuda::model::layers;
     namespace TK = kernels::cuda::model::train;
     bool const llama = cfg_.llama_family();
-    int const B = B_, T = T_, R = R_, C = cfg_.n_embd, NH = cfg_.n_head, V = cfg_.vocab_size;
-    std::size_t const N = std::size_t(B) * T, BR = std::size_t(B) * R;
+    int const C = cfg_.n_embd, V = cfg_.vocab_size;
+    std::size_t const N = std::size_t(N_), BR = std::size_t(H_), att = std::size_t(host_off_.back());
     // row widths of the scratch: q|k|v, attention output, fc (gate|up), the MLP activation
     std::size_t const wq = std::size_t(llama ? cfg_.qkv_dim() : 3 * C), wa = std::size_t(cfg_.attn_dim());
     std::size_t const wf = std::size_t(llama ? 2 * cfg_.ff_dim() : 4 * C), wh = llama ? std::size_t(cfg_.ff_dim()) : 0;
@@ -315,8 +427,8 @@ class TrainingEngine {
     float* G = grads_.get<float>();
     std::int32_t const* d_i = ints_.get<std::int32_t>();
     // scratch: dlogits (BR, V) | g (N, C) | dln (N, C) | dqkv (N, wq) | datty (N, wa) | dfch (N, wf) | dh (N, wh)
-    //          | dsc (B NH T T) | dlnf (BR, C)
-    float* ws = grad_ws_.ensure<float>(BR * V + N * (2 * std::size_t(C) + wq + wa + wf + wh) + std::size_t(B) * NH * T * T + BR * C);
+    //          | dsc (the attention probabilities' layout) | dlnf (BR, C); BR: the head rows
+    float* ws = grad_ws_.ensure<float>(BR * V + N * (2 * std::size_t(C) + wq + wa + wf + wh) + att + BR * C);
     Scratch S{};
     S.dlg = ws;
     S.g = S.dlg + BR * V;
@@ -326,7 +438,7 @@ class TrainingEngine {
     S.dfch = S.datty + N * wa;
     S.dh = S.dfch + N * wf;
     S.dsc = S.dh + N * wh;
-    float* dlnf = S.dsc + std::size_t(B) * NH * T * T;
+    float* dlnf = S.dsc + att;
     TK::logprob_head_backward_kernel<<<unsigned(BR), 256, 0, st>>>(S.dlg, logits_.get<float>(), d_i + 2 * N, head_out + 2 * BR,
                                                                    head_out + BR, dl, has_dent ? dl + BR : nullptr, V, inv_t_);
     TK::linear_nt_backward(blas_, dlnf, G + lay_.lm_head, S.dlg, lnf_.get<float>(), P + lay_.lm_head, int(BR), C, V);
@@ -345,7 +457,7 @@ class TrainingEngine {
       TK::layernorm_param_backward_kernel<<<unsigned((C + 127) / 128), 128, 0, st>>>(G + lay_.lnf_w, G + lay_.lnf_b, dlnf, hin, stats,
                                                                                    stats + BR, int(BR), C);
     }
-    TK::scatter_rows_kernel<<<unsigned(BR), 128, 0, st>>>(S.g, dhin, T, h0_, R, C);
+    TK::scatter_rows_kernel<<<unsigned(BR), 128, 0, st>>>(S.g, dhin, d_i + 2 * N + BR, C);
     if (llama) llama_backward(S);
     else gpt2_backward(S);
     RLFLOW_CUDA_CHECK(cudaGetLastError());
@@ -362,8 +474,8 @@ class TrainingEngine {
   void gpt2_backward(Scratch const& S) {
     namespace K = kernels::cuda::model::layers;
     namespace TK = kernels::cuda::model::train;
-    int const T = T_, C = cfg_.n_embd, NH = cfg_.n_head;
-    std::size_t const N = std::size_t(B_) * T;
+    int const C = cfg_.n_embd, NH = cfg_.n_head;
+    std::size_t const N = std::size_t(N_);
     cudaStream_t const st = stream_;
     float const* P = params_.get<float>();
     float* G = grads_.get<float>();
@@ -392,8 +504,8 @@ class TrainingEngine {
       ln_back(g, G + W.ln2_w, G + W.ln2_b, dln, a + A.res2, P + W.ln2_w, a + A.ln2_mean, a + A.ln2_rstd);  // g: d res2
       TK::linear_nn_backward(blas_, datty, G + W.proj_w, g, a + A.atty, P + W.proj_w, int(N), C, C);
       colsum(G + W.proj_b, g, int(N), C);
-      TK::attention_backward_q_kernel<<<unsigned(N * NH), K::block, std::size_t(T) * sizeof(float), st>>>(dqkv, dsc, datty, a + A.qkv, a + A.att, T, L);
-      TK::attention_backward_kv_kernel<<<unsigned(N * NH), 64, 0, st>>>(dqkv, dsc, datty, a + A.qkv, a + A.att, T, L);
+      TK::attention_backward_q_kernel<<<unsigned(N * NH), K::block, attention_smem(), st>>>(dqkv, dsc, datty, a + A.qkv, a + A.att, segments(), L);
+      TK::attention_backward_kv_kernel<<<unsigned(N * NH), 64, 0, st>>>(dqkv, dsc, datty, a + A.qkv, a + A.att, segments(), L);
       TK::linear_nt_backward(blas_, dln, G + W.qkv_w, dqkv, a + A.ln1, P + W.qkv_w, int(N), C, 3 * C);
       colsum(G + W.qkv_b, dqkv, int(N), 3 * C);
       ln_back(g, G + W.ln1_w, G + W.ln1_b, dln, res, P + W.ln1_w, a + A.ln1_mean, a + A.ln1_rstd);  // g: d res
@@ -407,9 +519,9 @@ class TrainingEngine {
   void llama_backward(Scratch const& S) {
     namespace K = kernels::cuda::model::layers;
     namespace TK = kernels::cuda::model::train;
-    int const T = T_, C = cfg_.n_embd, NH = cfg_.n_head, NKV = cfg_.kv_heads(), hd = cfg_.head_dim(), F = cfg_.ff_dim();
+    int const C = cfg_.n_embd, NH = cfg_.n_head, NKV = cfg_.kv_heads(), hd = cfg_.head_dim(), F = cfg_.ff_dim();
     int const QKV = cfg_.qkv_dim(), Q = cfg_.attn_dim();
-    std::size_t const N = std::size_t(B_) * T;
+    std::size_t const N = std::size_t(N_);
     cudaStream_t const st = stream_;
     float const* P = params_.get<float>();
     float* G = grads_.get<float>();
@@ -442,8 +554,8 @@ class TrainingEngine {
       rms_back(g, W.ln2_w, dln, a + A.res2, a + A.ln2_rstd, rows, true);  // g: d res2
       TK::linear_nn_backward(blas_, datty, G + W.proj_w, g, a + A.atty, P + W.proj_w, int(N), Q, C);
       colsum(W.proj_b, g, C);
-      TK::attention_backward_q_kernel<<<unsigned(N * NH), K::block, std::size_t(T) * sizeof(float), st>>>(dqkv, dsc, datty, a + A.qkv, a + A.att, T, L);
-      TK::attention_backward_kv_kernel<<<unsigned(std::size_t(B_) * NKV * T), 64, 0, st>>>(dqkv, dsc, datty, a + A.qkv, a + A.att, T, L);
+      TK::attention_backward_q_kernel<<<unsigned(N * NH), K::block, attention_smem(), st>>>(dqkv, dsc, datty, a + A.qkv, a + A.att, segments(), L);
+      TK::attention_backward_kv_kernel<<<unsigned(N * NKV), 64, 0, st>>>(dqkv, dsc, datty, a + A.qkv, a + A.att, segments(), L);
       K::rope_kernel<<<K::grid_for(std::int64_t(N) * NH * (hd / 2)), 256, 0, st>>>(dqkv, d_pos, std::int64_t(N), NH, hd, std::size_t(QKV),
                                                                                   rope_.cos(), rope_.sin(), true);
       K::rope_kernel<<<K::grid_for(std::int64_t(N) * NKV * (hd / 2)), 256, 0, st>>>(dqkv + Q, d_pos, std::int64_t(N), NKV, hd,
@@ -534,10 +646,15 @@ class TrainingEngine {
   cublasHandle_t blas_ = nullptr;
   kernels::cuda::model::layers::device_buffer params_, grads_, m_, v_, decay_, norm_, ints_, valid_, acts_, head_in_, lnf_,
       lnf_stats_, logits_, head_out_, dhead_, grad_ws_;
+  kernels::cuda::model::layers::device_buffer off_, packed_out_, dcols_;  //!< probability offsets; packed (B, R) outputs; host dlogp
   kernels::cuda::model::layers::rope_device_tables rope_;  //!< the Llama family's RoPE tables
   std::vector<std::int32_t> host_i_;
   std::vector<std::uint8_t> host_valid_;
-  int B_ = 0, T_ = 0, R_ = 0, h0_ = 0;
+  std::vector<std::uint64_t> host_off_{0};
+  engine::detail::PackedBatch pk_;  //!< the last packed forward's rows
+  int B_ = 0, T_ = 0, R_ = 0;
+  int N_ = 0, H_ = 0, maxlen_ = 0;  //!< the trunk's tokens, the head rows (scored positions), the longest sequence
+  bool packed_ = false;             //!< set_remove_padding
   float inv_t_ = 1.0f;
   bool pending_ = false;
   std::int64_t step_ = 0;

@@ -59,32 +59,50 @@ RLFLOW_MODEL_KERNEL void column_sums_kernel(float* db, float const* dout, int M,
 // ---------------------------------------------------------------------------------------------
 // forward pieces the backward needs
 
-//! Masked causal attention over (B, T) of qkv rows (B*T, L.row()) keeping probs (B, NH, T, T) (0
-//! for j > t and invalid j) (layers::attend_one); y (B*T, NH hs). One block per (b, h, t);
-//! dynamic shared memory: T floats.
-RLFLOW_MODEL_KERNEL void attention_probs_kernel(float* y, float* probs, float const* qkv, std::uint8_t const* valid, int T,
-                                          QKVLayout L) {
+//! Where the training forward's sequences sit among its N token rows: sequence s holds tokens
+//! [cu[s], cu[s + 1]) (padded rows: s = b, T tokens each, some invalid; packed sequences
+//! (use_remove_padding): the real tokens only, all valid), seq[i] is token i's sequence, its
+//! attention probabilities (NH, n_s, n_s) start at off[s] floats, and valid[i] says whether token i
+//! may be attended to. Padded rows give the (B, NH, T, T) layout (off[b] = b NH T T).
+struct Segments {
+  std::int32_t const* cu;
+  std::int32_t const* seq;
+  std::uint64_t const* off;
+  std::uint8_t const* valid;
+};
+
+//! Masked causal attention of qkv rows (N, L.row()) within each sequence, keeping probs (0 for
+//! keys after the query and invalid ones) (layers::attend_one); y (N, NH hs). One block per
+//! (token, head); dynamic shared memory: the longest sequence's floats.
+RLFLOW_MODEL_KERNEL void attention_probs_kernel(float* y, float* probs, float const* qkv, Segments sg, QKVLayout L) {
   int const NH = L.NH, hs = L.hd;
-  int const t = int(blockIdx.x % unsigned(T));
-  int const bh = int(blockIdx.x / unsigned(T)), h = bh % NH, b = bh / NH;
+  int const h = int(blockIdx.x % unsigned(NH));
+  std::size_t const i = blockIdx.x / unsigned(NH);
+  int const s = sg.seq[i], c0 = sg.cu[s], n = sg.cu[s + 1] - c0, t = int(i) - c0;
   std::size_t const row = L.row(), C = std::size_t(NH) * hs;
-  float const* base = qkv + std::size_t(b) * T * row;
-  layers::attend_one(y + (std::size_t(b) * T + t) * C + std::size_t(h) * hs, probs + (std::size_t(bh) * T + t) * T, T,
-                     base + std::size_t(t) * row + L.q(h), base + L.k(h), row, base + L.v(h), row, valid + std::size_t(b) * T, t + 1,
-                     hs, layers::attention_scale(hs));
+  float const* base = qkv + std::size_t(c0) * row;
+  layers::attend_one(y + i * C + std::size_t(h) * hs, probs + sg.off[s] + (std::size_t(h) * n + t) * n, n,
+                     base + std::size_t(t) * row + L.q(h), base + L.k(h), row, base + L.v(h), row, sg.valid + c0, t + 1, hs,
+                     layers::attention_scale(hs));
 }
 
-//! dst (B*R, C) = src rows (b, h0 + j), j < R, of src (B*T, C).
-RLFLOW_MODEL_KERNEL void gather_rows_kernel(float* dst, float const* src, int T, int h0, int R, int C) {
-  int const b = int(blockIdx.x / unsigned(R)), j = int(blockIdx.x % unsigned(R));
-  float const* s = src + (std::size_t(b) * T + h0 + j) * C;
+//! dst row r (H, C) = src row idx[r] (the head rows of the trunk's output); one block per row.
+RLFLOW_MODEL_KERNEL void gather_rows_kernel(float* dst, float const* src, std::int32_t const* idx, int C) {
+  float const* s = src + std::size_t(idx[blockIdx.x]) * C;
   for (int c = threadIdx.x; c < C; c += blockDim.x) dst[std::size_t(blockIdx.x) * C + c] = s[c];
 }
-//! dst rows (b, h0 + j) of (B*T, C) = src (B*R, C) (the other rows are left alone).
-RLFLOW_MODEL_KERNEL void scatter_rows_kernel(float* dst, float const* src, int T, int h0, int R, int C) {
-  int const b = int(blockIdx.x / unsigned(R)), j = int(blockIdx.x % unsigned(R));
-  float* d = dst + (std::size_t(b) * T + h0 + j) * C;
+//! dst row idx[r] = src row r (H, C) (distinct indices; the other rows are left alone).
+RLFLOW_MODEL_KERNEL void scatter_rows_kernel(float* dst, float const* src, std::int32_t const* idx, int C) {
+  float* d = dst + std::size_t(idx[blockIdx.x]) * C;
   for (int c = threadIdx.x; c < C; c += blockDim.x) d[c] = src[std::size_t(blockIdx.x) * C + c];
+}
+//! dst[idx[k]] = src[k], k < n (the scored positions' values into a zeroed (B, R) column).
+RLFLOW_MODEL_KERNEL void scatter_values_kernel(float* dst, float const* src, std::int32_t const* idx, int n) {
+  for (int k = blockIdx.x * blockDim.x + threadIdx.x; k < n; k += gridDim.x * blockDim.x) dst[idx[k]] = src[k];
+}
+//! dst[k] = src[idx[k]], k < n (a (B, R) column's values at the scored positions).
+RLFLOW_MODEL_KERNEL void gather_values_kernel(float* dst, float const* src, std::int32_t const* idx, int n) {
+  for (int k = blockIdx.x * blockDim.x + threadIdx.x; k < n; k += gridDim.x * blockDim.x) dst[k] = src[idx[k]];
 }
 
 //! One block per row: z = logits * inv_t; log_prob = z[target] - lse, entropy = lse - E_p[z]
@@ -208,21 +226,24 @@ RLFLOW_MODEL_KERNEL void gelu_backward_kernel(float* dinp, float const* inp, flo
   }
 }
 
-//! Attention backward, part 1: one block per (b, h, t): ds[t, j] = p_tj (dy_t . v_j - sum_j' p dp)
-//! * scale into dsc (B, NH, T, T), and dq_t = sum_j ds_tj k_j. Scratch: T floats of shared memory.
+//! Attention backward, part 1: one block per (token, head), token i at t of its sequence:
+//! ds[t, j] = p_tj (dy_t . v_j - sum_j' p dp) * scale into dsc (probs' layout), and dq_t = sum_j
+//! ds_tj k_j. Scratch: the longest sequence's floats of shared memory.
 RLFLOW_MODEL_KERNEL void attention_backward_q_kernel(float* dqkv, float* dsc, float const* dy, float const* qkv,
-                                               float const* probs, int T, QKVLayout L) {
+                                               float const* probs, Segments sg, QKVLayout L) {
   extern __shared__ float sd[];
   __shared__ typename reduce_f::TempStorage tmp;
   __shared__ float s_pdp;
   int const NH = L.NH, hs = L.hd;
-  int const t = int(blockIdx.x % unsigned(T));
-  int const bh = int(blockIdx.x / unsigned(T)), h = bh % NH, b = bh / NH;
+  int const h = int(blockIdx.x % unsigned(NH));
+  std::size_t const i = blockIdx.x / unsigned(NH);
+  int const s = sg.seq[i], c0 = sg.cu[s], n = sg.cu[s + 1] - c0, t = int(i) - c0;
   float const scale = layers::attention_scale(hs);
   std::size_t const row3 = L.row(), C = std::size_t(NH) * hs;
-  float const* base = qkv + std::size_t(b) * T * row3;
-  float const* p = probs + (std::size_t(bh) * T + t) * T;
-  float const* dyt = dy + (std::size_t(b) * T + t) * C + std::size_t(h) * hs;
+  float const* base = qkv + std::size_t(c0) * row3;
+  std::size_t const prow = sg.off[s] + (std::size_t(h) * n + t) * n;
+  float const* p = probs + prow;
+  float const* dyt = dy + i * C + std::size_t(h) * hs;
   float acc = 0.0f;
   for (int j = threadIdx.x; j <= t; j += block) {
     float dp = 0.0f;
@@ -237,14 +258,14 @@ RLFLOW_MODEL_KERNEL void attention_backward_q_kernel(float* dqkv, float* dsc, fl
   if (threadIdx.x == 0) s_pdp = tot;
   __syncthreads();
   float const pdp = s_pdp;
-  float* dsr = dsc + (std::size_t(bh) * T + t) * T;
-  for (int j = threadIdx.x; j < T; j += block) {
+  float* dsr = dsc + prow;
+  for (int j = threadIdx.x; j < n; j += block) {
     float const ds = j <= t ? p[j] * (sd[j] - pdp) * scale : 0.0f;
     if (j <= t) sd[j] = ds;
     dsr[j] = ds;
   }
   __syncthreads();
-  float* dq = dqkv + (std::size_t(b) * T + t) * row3 + L.q(h);
+  float* dq = dqkv + i * row3 + L.q(h);
   float const* kb = base + L.k(h);
   for (int d = threadIdx.x; d < hs; d += block) {
     float a = 0.0f;
@@ -252,27 +273,28 @@ RLFLOW_MODEL_KERNEL void attention_backward_q_kernel(float* dqkv, float* dsc, fl
     dq[d] = a;
   }
 }
-//! Attention backward, part 2: one block per (b, g, j), g a key/value head: dk_j = sum over the
-//! group's query heads h (in order) of sum_{t >= j} ds^h_tj q^h_t, dv_j = the same of p^h_tj dy^h_t
-//! (GPT-2: one head per group).
+//! Attention backward, part 2: one block per (token, key/value head g), token at j of its
+//! sequence: dk_j = sum over the group's query heads h (in order) of sum_{t >= j} ds^h_tj q^h_t,
+//! dv_j = the same of p^h_tj dy^h_t (GPT-2: one head per group).
 RLFLOW_MODEL_KERNEL void attention_backward_kv_kernel(float* dqkv, float const* dsc, float const* dy, float const* qkv,
-                                                float const* probs, int T, QKVLayout L) {
-  int const NH = L.NH, NKV = L.NKV, hs = L.hd, G = L.group();
-  int const j = int(blockIdx.x % unsigned(T));
-  int const bg = int(blockIdx.x / unsigned(T)), g = bg % NKV, b = bg / NKV;
-  std::size_t const row3 = L.row(), C = std::size_t(NH) * hs;
-  float const* base = qkv + std::size_t(b) * T * row3;
-  float* drow = dqkv + (std::size_t(b) * T + j) * row3;
+                                                float const* probs, Segments sg, QKVLayout L) {
+  int const NKV = L.NKV, hs = L.hd, G = L.group();
+  int const g = int(blockIdx.x % unsigned(NKV));
+  std::size_t const i = blockIdx.x / unsigned(NKV);
+  int const s = sg.seq[i], c0 = sg.cu[s], n = sg.cu[s + 1] - c0, j = int(i) - c0;
+  std::size_t const row3 = L.row(), C = std::size_t(L.NH) * hs;
+  float const* base = qkv + std::size_t(c0) * row3;
+  float* drow = dqkv + i * row3;
   float* dk = drow + L.k(g * G);
   float* dv = drow + L.v(g * G);
   for (int d = threadIdx.x; d < hs; d += blockDim.x) {
     float ak = 0.0f, av = 0.0f;
     for (int h = g * G; h < (g + 1) * G; ++h) {
-      std::size_t const bh = std::size_t(b) * NH + h;
-      for (int t = j; t < T; ++t) {
-        std::size_t const at = (bh * T + t) * T + j;
+      std::size_t const ph = sg.off[s] + std::size_t(h) * n * n;
+      for (int t = j; t < n; ++t) {
+        std::size_t const at = ph + std::size_t(t) * n + j;
         ak += dsc[at] * base[std::size_t(t) * row3 + L.q(h) + d];
-        av += probs[at] * dy[(std::size_t(b) * T + t) * C + std::size_t(h) * hs + d];
+        av += probs[at] * dy[(std::size_t(c0) + t) * C + std::size_t(h) * hs + d];
       }
     }
     dk[d] = ak;

@@ -118,8 +118,8 @@ class device_buffer {
 };
 
 //! The Llama family's RoPE cos / sin tables on the device: the CPU engines' tables
-//! (layers::rope_tables of model::rope_inv_freq, rounded to float on the host), so a rotation is
-//! the CPU's bit for bit. Grown on demand to the positions asked for; the callers synchronise their
+//! (layers::rope_tables of model::rope_inv_freq, rounded to float on the host), so a rotation
+//! equals the CPU's to rounding (the device contracts it into FMAs). Grown on demand to the positions asked for; the callers synchronise their
 //! stream between calls (growing frees the old block).
 class rope_device_tables {
  public:
@@ -151,6 +151,10 @@ class rope_device_tables {
   std::size_t half_ = 0;
   int rows_ = 0;
 };
+
+//! The most keys attend_one's callers take: 48 KiB of shared memory (the default limit of a block)
+//! hold the scores as floats, less 256 bytes for the kernels' static shared memory (64 at most).
+constexpr int max_attention_keys = (48 * 1024 - 256) / int(sizeof(float));
 
 //! Grid size for a grid-stride loop over n elements.
 inline unsigned grid_for(std::int64_t n, int threads = 256) {
