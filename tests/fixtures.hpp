@@ -1,6 +1,7 @@
 // tests/fixtures.hpp: helpers that several test areas share. GPT weights perturbed away from the
-// initialisation, the policy GPT a TrainerConfig describes, one thread per rank of an in-process
-// communicator group, and a temporary folder removed at scope exit. Tests build their GPTConfig
+// initialisation, tiny random Llama-family configs covering the family's variants, the policy GPT
+// a TrainerConfig describes, one thread per rank of an in-process communicator group, and a
+// temporary folder removed at scope exit. Tests build their GPTConfig
 // with designated initializers:
 //   GPTConfig const cfg{.vocab_size = 13, .max_seq_len = 24, .n_layer = 2, .n_head = 4, .n_embd = 32};
 #pragma once

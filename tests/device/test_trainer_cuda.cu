@@ -31,6 +31,8 @@ using CudaGRPO = Trainer<GRPO, Colocate<3>, roles::RuleReward<Score>, Backend<rl
 using CudaPPO = Trainer<PPO, Colocate<3>, roles::ValueCritic, roles::RuleReward<Score>, Backend<rlflow::cuda::tag>>;
 static_assert(CudaGRPO::on_cuda);
 static_assert(std::is_same_v<CudaGRPO::actor_role, roles::CudaActorRolloutRef>);
+// the hybrid role packs (use_remove_padding) with any engine that has set_remove_padding
+static_assert(requires(engine::cuda::TrainingEngine& e) { e.set_remove_padding(true); });
 
 int gpu_count() {
   int n = 0;

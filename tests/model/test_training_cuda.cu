@@ -222,8 +222,10 @@ TEST_CASE("CUDA packed sequences (use_remove_padding) equal the CPU engine's: lo
       int const B = 2 + int(g() % 4u), P = 3 + int(g() % 8u), R = 2 + int(g() % 8u);
       INFO("micro " << micro << " B " << B << " P " << P << " R " << R);
       auto bt = random_batch(B, P, R, cfg.vocab_size, g);
-      if (micro == 2)  // a row with no real response token: its columns have no score
+      if (micro == 2) {  // a row with no real response token (no score), and a row of padding only
         for (int j = 0; j < R; ++j) bt.mask.data<std::int32_t>()[std::size_t(P + j)] = 0;
+        for (int t = 0; t < P + R; ++t) bt.mask.data<std::int32_t>()[std::size_t(P + R + t)] = 0;
+      }
       auto dlp = random_grad(B, R, g), dent = random_grad(B, R, g);
       float const temp = micro == 1 ? 0.7f : 1.0f;
       auto rc = cpu.forward(bt.ids, bt.mask, R, temp, true);
@@ -237,9 +239,13 @@ TEST_CASE("CUDA packed sequences (use_remove_padding) equal the CPU engine's: lo
         if (cl[i] == 0.0f) REQUIRE(gl[i] == 0.0f);  // unscored columns are 0 on both
       }
       // the device columns the trainer's loss kernels read hold the same values
-      std::vector<float> dev(cl.size());
+      std::vector<float> dev(cl.size()), dev_ent(cl.size());
       REQUIRE(cudaMemcpy(dev.data(), gpu.device_log_probs(), dev.size() * sizeof(float), cudaMemcpyDeviceToHost) == cudaSuccess);
-      for (std::size_t i = 0; i < dev.size(); ++i) REQUIRE(dev[i] == gl[i]);
+      REQUIRE(cudaMemcpy(dev_ent.data(), gpu.device_entropy(), dev.size() * sizeof(float), cudaMemcpyDeviceToHost) == cudaSuccess);
+      for (std::size_t i = 0; i < dev.size(); ++i) {
+        REQUIRE(dev[i] == gl[i]);
+        REQUIRE(dev_ent[i] == ge[i]);
+      }
       auto const qc = cpu.sum_pi_squared(), qg = gpu.sum_pi_squared();
       for (std::size_t i = 0; i < cl.size(); ++i) REQUIRE(qg.span<float>()[i] == Approx(qc.span<float>()[i]).epsilon(1e-4).margin(1e-6));
       cpu.backward(dlp, dent);
@@ -249,6 +255,7 @@ TEST_CASE("CUDA packed sequences (use_remove_padding) equal the CPU engine's: lo
         REQUIRE(cudaMalloc(&d, 2 * BR * sizeof(float)) == cudaSuccess);
         REQUIRE(cudaMemcpy(d, dlp.data<float>(), BR * sizeof(float), cudaMemcpyHostToDevice) == cudaSuccess);
         REQUIRE(cudaMemcpy(d + BR, dent.data<float>(), BR * sizeof(float), cudaMemcpyHostToDevice) == cudaSuccess);
+        REQUIRE(cudaDeviceSynchronize() == cudaSuccess);  // the engine reads them on its own stream
         gpu.backward_device(d, d + BR);
         cudaFree(d);
       } else {
@@ -264,6 +271,12 @@ TEST_CASE("CUDA packed sequences (use_remove_padding) equal the CPU engine's: lo
     for (float x : r0.log_probs.span<float>()) REQUIRE(x == 0.0f);
     gpu.backward(random_grad(2, 3, g));
     REQUIRE(gpu.grads() == before);
+    // switching the mode drops a pending forward: its rows no longer match the columns
+    auto bt2 = random_batch(2, 4, 3, cfg.vocab_size, g);
+    gpu.forward(bt2.ids, bt2.mask, 3, 1.0f, true);
+    gpu.set_remove_padding(false);
+    REQUIRE_THROWS_AS(gpu.backward(random_grad(2, 3, g)), rlflow::value_error);
+    REQUIRE_THROWS_AS(gpu.sum_pi_squared(), rlflow::value_error);
   }
 }
 

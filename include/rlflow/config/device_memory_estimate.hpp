@@ -102,16 +102,18 @@ inline DeviceMemoryEstimate estimate_device_memory(TrainerConfig const& cfg, mod
   std::int64_t const rope = m.llama_family() ? S * m.head_dim() : 0;
   e.rollout_activations = (Np * (2 * C + detail::layer_scratch_width(m)) + rows * C + rows * V + rope) * f + rows * (2 * S + 8) +
                           3 * rows * V * 8 + Np * 8;
-  // actor: the larger of the log-prob micro-batch (no backward) and the PPO micro-batch (backward);
-  // reference: its log-prob micro-batch; both with the checkpointed layout when it is on.
+  // actor: its buffers only grow, so the forward's at the larger of the log-prob and the PPO
+  // micro-batch plus the backward's own at the PPO micro-batch; reference: its log-prob
+  // micro-batch; both with the checkpointed layout when it is on.
   auto const& a = cfg.actor_rollout_ref;
   bool const ckpt = a.model.enable_gradient_checkpointing;
   std::int64_t const mini = std::max<std::int64_t>(1, a.actor.ppo_mini_batch_size * n / workers);
   std::int64_t const micro = a.actor.ppo_micro_batch_size_per_gpu.value_or(mini);
   std::int64_t const lp_micro = std::min(rows, a.rollout.log_prob_micro_batch_size_per_gpu.value_or(rows));
   std::int64_t const ref_micro = std::min(rows, a.ref.log_prob_micro_batch_size_per_gpu.value_or(rows));
-  std::int64_t const actor_f = std::max(detail::train_activation_floats(m, micro, S, R, true, ckpt),
-                                        detail::train_activation_floats(m, lp_micro, S, R, false, ckpt));
+  std::int64_t const actor_f = detail::train_activation_floats(m, std::max(micro, lp_micro), S, R, false, ckpt) +
+                               detail::train_activation_floats(m, micro, S, R, true, ckpt) -
+                               detail::train_activation_floats(m, micro, S, R, false, ckpt);
   std::int64_t const ref_f = detail::train_activation_floats(m, ref_micro, S, R, false, ckpt);
   e.train_activations = (actor_f + ref_f) * f;
   return e;

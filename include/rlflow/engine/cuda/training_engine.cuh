@@ -88,8 +88,11 @@ class TrainingEngine {
   //! set_remove_padding: the trunk runs over the rows' real tokens only, end to end, attention
   //! bounded per row and positions restarting per row. Inputs and outputs keep their padded
   //! (B, T) / (B, R) shapes; an output column whose token or predecessor is padding is 0 (its
-  //! gradient input is ignored). Takes effect from the next forward.
-  void set_remove_padding(bool on) { packed_ = on; }
+  //! gradient input is ignored). Takes effect from the next forward (a pending one is dropped).
+  void set_remove_padding(bool on) {
+    packed_ = on;
+    pending_ = false;
+  }
   bool remove_padding() const { return packed_; }
 
   //! log_probs[b, j] = log softmax(logits[b, T-R-1+j] / temperature)[ids[b, T-R+j]] and the
@@ -114,6 +117,7 @@ class TrainingEngine {
       if (ids[i] < 0 || ids[i] >= V)
         throw value_error(msg("rlflow::engine::cuda::TrainingEngine::forward: token ", ids[i], " at flat index ", i,
                               " is outside the vocabulary [0, ", V, ")"));
+    pending_ = false;  // until this forward has run
     B_ = B; T_ = T; R_ = R;
     inv_t_ = 1.0f / temperature;
     stage_rows(ids, attention_mask.data<std::int32_t>());
@@ -122,10 +126,10 @@ class TrainingEngine {
     LogProbResult out;
     out.log_probs = Tensor::zeros(DType::float32, Shape{B, R});
     if (calculate_entropy) out.entropy = Tensor::zeros(DType::float32, Shape{B, R});
-    pending_ = true;
     if (H == 0) {  // packed, and no scored position has a real predecessor: every column is 0
       RLFLOW_CUDA_CHECK(cudaMemsetAsync(packed_out_.ensure<float>(3 * BR), 0, 3 * BR * sizeof(float), st));
       RLFLOW_CUDA_CHECK(cudaStreamSynchronize(st));
+      pending_ = true;
       return out;
     }
     std::size_t const N = std::size_t(N_);
@@ -149,7 +153,7 @@ class TrainingEngine {
     K::gemm_nt(blas_, lg, lnf, P + lay_.lm_head, int(H), C, V, 0.0f);
     TK::logprob_head_kernel<<<unsigned(H), K::block, 0, st>>>(head_out, head_out + H, head_out + 2 * H, lg, d_i + 2 * N, V, inv_t_);
     float const* cols = head_out;  // (B, R) columns: the head's own rows when every position is scored
-    if (packed_) {  // the scored positions' values into zeroed (B, R) columns
+    if (staged_packed_) {  // the scored positions' values into zeroed (B, R) columns
       float* po = packed_out_.ensure<float>(3 * BR);
       RLFLOW_CUDA_CHECK(cudaMemsetAsync(po, 0, 3 * BR * sizeof(float), st));
       std::int32_t const* slot = d_i + 2 * N + 2 * H;
@@ -163,6 +167,7 @@ class TrainingEngine {
     if (calculate_entropy)
       RLFLOW_CUDA_CHECK(cudaMemcpyAsync(out.entropy.data<float>(), cols + BR, BR * sizeof(float), cudaMemcpyDeviceToHost, st));
     RLFLOW_CUDA_CHECK(cudaStreamSynchronize(st));
+    pending_ = true;
     return out;
   }
 
@@ -181,7 +186,7 @@ class TrainingEngine {
     TK::sum_pi_squared_kernel<<<unsigned(H), TK::block, 0, stream_>>>(head_out + 3 * H, logits_.get<float>(), head_out + 2 * H,
                                                                      cfg_.vocab_size, inv_t_);
     float const* col = head_out + 3 * H;
-    if (packed_) {
+    if (staged_packed_) {
       float* po = packed_out_.get<float>() + 2 * BR;
       RLFLOW_CUDA_CHECK(cudaMemsetAsync(po, 0, BR * sizeof(float), stream_));
       TK::scatter_values_kernel<<<K::grid_for(std::int64_t(H)), 256, 0, stream_>>>(po, col, slots(), int(H));
@@ -219,7 +224,7 @@ class TrainingEngine {
   }
   //! The last forward's (B, R) log-probs and entropy on the device (valid until the next forward;
   //! packed: 0 at the unscored columns).
-  float const* device_log_probs() const { return packed_ ? packed_out_.get<float>() : head_out_.get<float>(); }
+  float const* device_log_probs() const { return staged_packed_ ? packed_out_.get<float>() : head_out_.get<float>(); }
   float const* device_entropy() const { return device_log_probs() + std::size_t(B_) * R_; }
   //! The last forward's head-row logits (one row per scored position: B R padded, in (b, j)
   //! order), before the temperature, on the device.
@@ -232,6 +237,7 @@ class TrainingEngine {
   //! PackedBatch). Sets N_, H_, maxlen_ and the activation layout.
   void stage_rows(std::int32_t const* ids, std::int32_t const* mask) {
     int const B = B_, T = T_, R = R_, NH = cfg_.n_head;
+    staged_packed_ = packed_;
     if (packed_) {
       pk_.pack(ids, mask, B, T, R);
       N_ = int(pk_.ids.size());
@@ -309,7 +315,7 @@ class TrainingEngine {
       return;
     }
     float* dl = dhead_.ensure<float>(2 * H);
-    if (packed_) {
+    if (staged_packed_) {
       unsigned const grid = K::grid_for(std::int64_t(H));
       TK::gather_values_kernel<<<grid, 256, 0, stream_>>>(dl, dlogp, slots(), int(H));
       if (dentropy) TK::gather_values_kernel<<<grid, 256, 0, stream_>>>(dl + H, dentropy, slots(), int(H));
@@ -655,6 +661,7 @@ class TrainingEngine {
   int B_ = 0, T_ = 0, R_ = 0;
   int N_ = 0, H_ = 0, maxlen_ = 0;  //!< the trunk's tokens, the head rows (scored positions), the longest sequence
   bool packed_ = false;             //!< set_remove_padding
+  bool staged_packed_ = false;      //!< the last forward's rows were packed
   float inv_t_ = 1.0f;
   bool pending_ = false;
   std::int64_t step_ = 0;
