@@ -21,6 +21,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "agent/call_tokenizer.hpp"
@@ -81,6 +82,24 @@ void same_output(agent::AgentLoopOutput const& a, agent::AgentLoopOutput const& 
   CHECK(a.messages == b.messages);
 }
 
+//! A start line for n threads: arrive_and_wait() returns once all n have arrived (or after 10 s,
+//! so a conversation that fails before its first turn cannot hang the others).
+struct StartTogether {
+  explicit StartTogether(int n) : left(n) {}
+  void arrive() {
+    std::lock_guard<std::mutex> lk(m);
+    if (--left <= 0) cv.notify_all();
+  }
+  void arrive_and_wait() {
+    std::unique_lock<std::mutex> lk(m);
+    if (--left <= 0) cv.notify_all();
+    cv.wait_for(lk, std::chrono::seconds(10), [&] { return left <= 0; });
+  }
+  std::mutex m;
+  std::condition_variable cv;
+  int left;
+};
+
 }  // namespace
 
 TEST_CASE("conversations in flight equal one at a time, whatever the pool and the engine's limits", "[agent][concurrent]") {
@@ -97,7 +116,7 @@ TEST_CASE("conversations in flight equal one at a time, whatever the pool and th
   std::mt19937_64 rng(31);
   int total_calls = 0, multi_turn_rows = 0;
   std::uint64_t preempted = 0, cache_hits = 0;
-  for (int round = 0; round < 48; ++round) {  // 16 tight pools: whether one preempts depends on timing
+  for (int round = 0; round < 48; ++round) {  // 16 tight pools
     std::uniform_int_distribution<int> rows_d(1, 9), len_d(1, 6), ch_d(0, 9), resp_d(8, 48), pool_d(1, 4), calls_d(1, 3);
     int const b = round % 3 == 1 ? 8 : rows_d(rng);
     agent::AgentContext ctx;
@@ -132,10 +151,10 @@ TEST_CASE("conversations in flight equal one at a time, whatever the pool and th
     pc.enable_chunked_prefill = rng() % 2;
     pc.max_num_batched_tokens = pc.enable_chunked_prefill ? std::vector<int>{4, 16, 8192}[rng() % 3] : 8192;
     pc.enable_prefix_caching = rng() % 2;
-    if (round % 3 == 1) {  // a tight pool: one full-length sequence's blocks and two more (preemption)
+    if (round % 3 == 1) {  // a tight pool: one full-length sequence's blocks (preemption)
       pc.max_num_seqs = 64;
       int const per_seq = (max_len + pc.block_size - 1) / pc.block_size;
-      pc.kv_cache_bytes = std::size_t(per_seq + 2) * (block_bytes / 16) * std::size_t(pc.block_size);
+      pc.kv_cache_bytes = std::size_t(per_seq) * (block_bytes / 16) * std::size_t(pc.block_size);
     }
     int const pool_size = pool_d(rng);
     INFO("round " << round << " rows " << b << " R " << ctx.config.response_length << " block " << pc.block_size << " max_num_seqs "
@@ -144,7 +163,31 @@ TEST_CASE("conversations in flight equal one at a time, whatever the pool and th
     engine::PagedEngine eng(mc, pc);
     agent::ToolPool pool(pool_size);
     ctx.tool_pool = &pool;
-    std::vector<agent::AgentLoopOutput> const con = agent::run_conversations(eng, loops, ctx, rows, sp, "tool_agent", 99);
+    // in the tight pools each conversation's first turn waits for every other one's, so their
+    // sequences overlap in the engine (and outgrow the pool) whatever order the threads run in
+    agent::AgentLoopRegistry together = loops;
+    StartTogether start(b);
+    if (round % 3 == 1)
+      for (std::string name : {"single_turn_agent", "tool_agent"})
+        together.add(name, agent::AgentLoopRegistry::Fn([&loops, &start, name](agent::AgentContext const& c, agent::AgentRow const& r,
+                                                                                engine::SamplingParams const& s) {
+                       agent::AgentContext mine = c;
+                       bool first = true;
+                       mine.generate = [&start, &first, inner = c.generate](std::string const& id, std::vector<std::int32_t> const& p,
+                                                                            engine::SamplingParams const& q) {
+                         if (std::exchange(first, false)) start.arrive_and_wait();
+                         return inner(id, p, q);
+                       };
+                       struct Leave {  // a conversation that never generates does not hold the others
+                         StartTogether& st;
+                         bool const& first;
+                         ~Leave() {
+                           if (first) st.arrive();
+                         }
+                       } leave{start, first};
+                       return loops.run(name, mine, r, s);
+                     }));
+    std::vector<agent::AgentLoopOutput> const con = agent::run_conversations(eng, together, ctx, rows, sp, "tool_agent", 99);
     REQUIRE(con.size() == seq.size());
     for (std::size_t i = 0; i < con.size(); ++i) {
       INFO("row " << i);

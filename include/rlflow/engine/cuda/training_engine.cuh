@@ -16,7 +16,7 @@
 #endif
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
-#include <algorithm>  // std::copy, std::max, std::max_element
+#include <algorithm>  // std::copy, std::count_if, std::max, std::max_element
 #include <cmath>      // std::sqrt, std::pow, std::isfinite
 #include <cstdint>
 #include <span>
@@ -106,21 +106,30 @@ class TrainingEngine {
       throw value_error(msg("rlflow::engine::cuda::TrainingEngine::forward: temperature = ", temperature, " must be > 0"));
     int const B = int(input_ids.dim(0)), T = int(input_ids.dim(1)), R = response_length;
     int const C = cfg_.n_embd, V = cfg_.vocab_size;
-    if (T > cfg_.max_seq_len)
-      throw shape_error(msg("rlflow::engine::cuda::TrainingEngine::forward: T = ", T, " positions exceed max_seq_len = ",
-                            cfg_.max_seq_len, "; shorten the batch"));
-    if (T > kernels::cuda::model::layers::max_attention_keys)
-      throw config_error(msg("rlflow::engine::cuda::TrainingEngine::forward: T = ", T, " exceeds the attention kernels' ",
-                             kernels::cuda::model::layers::max_attention_keys, " positions (48 KiB of shared scores); shorten the batch"));
     auto const* ids = input_ids.data<std::int32_t>();
+    auto const* mask = attention_mask.data<std::int32_t>();
+    // what the trunk sees: every (b, t) of the padded rows; packed, only the real tokens, at
+    // positions restarting per row (so the longest row bounds them), as the CPU engine
+    int span = T;
+    if (packed_) {
+      span = 0;
+      for (int b = 0; b < B; ++b)
+        span = std::max(span, int(std::count_if(mask + std::size_t(b) * T, mask + std::size_t(b + 1) * T, [](std::int32_t m) { return m != 0; })));
+    }
+    if (span > cfg_.max_seq_len)
+      throw shape_error(msg("rlflow::engine::cuda::TrainingEngine::forward: ", span, " positions exceed max_seq_len = ",
+                            cfg_.max_seq_len, "; shorten the batch"));
+    if (span > kernels::cuda::model::layers::max_attention_keys)
+      throw config_error(msg("rlflow::engine::cuda::TrainingEngine::forward: ", span, " positions exceed the attention kernels' ",
+                             kernels::cuda::model::layers::max_attention_keys, " (48 KiB of shared scores); shorten the batch"));
     for (std::size_t i = 0; i < std::size_t(B) * T; ++i)
-      if (ids[i] < 0 || ids[i] >= V)
+      if ((!packed_ || mask[i] != 0) && (ids[i] < 0 || ids[i] >= V))
         throw value_error(msg("rlflow::engine::cuda::TrainingEngine::forward: token ", ids[i], " at flat index ", i,
                               " is outside the vocabulary [0, ", V, ")"));
     pending_ = false;  // until this forward has run
     B_ = B; T_ = T; R_ = R;
     inv_t_ = 1.0f / temperature;
-    stage_rows(ids, attention_mask.data<std::int32_t>());
+    stage_rows(ids, mask);
     std::size_t const BR = std::size_t(B) * R, H = std::size_t(H_);
     cudaStream_t const st = stream_;
     LogProbResult out;
