@@ -119,8 +119,9 @@ class device_buffer {
 
 //! The Llama family's RoPE cos / sin tables on the device: the CPU engines' tables
 //! (layers::rope_tables of model::rope_inv_freq, rounded to float on the host), so a rotation
-//! equals the CPU's to rounding (the device contracts it into FMAs). Grown on demand to the positions asked for; the callers synchronise their
-//! stream between calls (growing frees the old block).
+//! equals the CPU's to rounding (the device contracts it into FMAs). Grown on demand to the
+//! positions asked for; the callers synchronise their stream between calls (growing frees the
+//! old block).
 class rope_device_tables {
  public:
   //! Makes rows [0, positions) available (uploads on growth; synchronises 'st' then).
