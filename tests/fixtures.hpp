@@ -1,5 +1,6 @@
 // tests/fixtures.hpp: helpers that several test areas share. GPT weights perturbed away from the
-// initialisation, tiny random Llama-family configs covering the family's variants, the policy GPT
+// initialisation, tiny random Llama-family configs covering the family's variants (and a loop over
+// them), the policy GPT
 // a TrainerConfig describes, one thread per rank of an in-process communicator group, and a
 // temporary folder removed at scope exit. Tests build their GPTConfig
 // with designated initializers:
@@ -78,6 +79,25 @@ inline rlflow::model::GPTConfig tiny_llama_config(rlflow::model::Arch arch, int 
   }
   c.validate();
   return c;
+}
+
+//! Calls f(cfg, weights) for every variant of tiny_llama_config (llama, qwen2 and qwen3, variants
+//! 0 to 3), with config seeds seed + k and weights perturbed_weights(cfg, weight_seed + k, 0.2).
+template <class F>
+void for_each_tiny_llama(std::uint64_t seed, unsigned weight_seed, F&& f) {
+  for (auto arch : {rlflow::model::Arch::llama, rlflow::model::Arch::qwen2, rlflow::model::Arch::qwen3})
+    for (int k = 0; k < 4; ++k) {
+      auto const cfg = tiny_llama_config(arch, k, seed + std::uint64_t(k));
+      f(cfg, perturbed_weights(cfg, weight_seed + unsigned(k), 0.2f));
+    }
+}
+
+//! A config in one line for test messages: its family, heads, key/value heads, head width, width
+//! and whether the head is tied.
+inline std::string describe(rlflow::model::GPTConfig const& c) {
+  return "arch " + std::string(rlflow::model::arch_name(c.arch)) + " NH " + std::to_string(c.n_head) + " NKV " +
+         std::to_string(c.kv_heads()) + " hd " + std::to_string(c.head_dim()) + " C " + std::to_string(c.n_embd) + " tied " +
+         std::to_string(int(c.tie_word_embeddings));
 }
 
 //! The policy GPT of a trainer configuration (the Trainer's own mapping: max_seq_len = prompt +

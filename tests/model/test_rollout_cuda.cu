@@ -18,7 +18,7 @@
 #include <rlflow/engine/cuda/rollout_engine.cuh>
 #include <rlflow/model/cuda/sampling.cuh>
 
-#include "../fixtures.hpp"  // tiny_llama_config, perturbed_weights
+#include "../fixtures.hpp"  // for_each_tiny_llama, tiny_llama_config, perturbed_weights, describe
 
 namespace {
 
@@ -63,20 +63,6 @@ Prompts random_prompts(int B, int P, int V, std::mt19937& g) {
 }
 
 void require_close(float a, float b) { REQUIRE(a == Approx(b).epsilon(1e-4).margin(1e-4)); }
-
-//! Every variant of the Llama family's tiny test configs (fixtures::tiny_llama_config: GQA ratios
-//! 1, 2 and 7, head_dim != hidden / heads, tied and untied, biases, q/k norm, the three rope
-//! types) with perturbed weights, one after the other.
-template <class F>
-void for_each_llama_config(F&& f) {
-  for (auto arch : {rlflow::model::Arch::llama, rlflow::model::Arch::qwen2, rlflow::model::Arch::qwen3})
-    for (int k = 0; k < 4; ++k) {
-      auto const cfg = fixtures::tiny_llama_config(arch, k, 7 + std::uint64_t(k));
-      INFO("arch " << rlflow::model::arch_name(arch) << " variant " << k << " NH " << cfg.n_head << " NKV " << cfg.kv_heads()
-                   << " hd " << cfg.head_dim() << " C " << cfg.n_embd << " tied " << cfg.tie_word_embeddings);
-      f(cfg, fixtures::perturbed_weights(cfg, 50u + unsigned(k), 0.2f));
-    }
-}
 
 //! Prefill and decode logits of the CUDA engine (with and without its KV cache) against the CPU
 //! engine's, and the decoded logits against the CPU training engine's full forward.
@@ -281,7 +267,8 @@ TEST_CASE("CUDA rollout runs the Llama family as the CPU engine: logits, KV-cach
   }
   std::mt19937 g(29);
   int trial = 0;
-  for_each_llama_config([&](rlflow::model::GPTConfig const& cfg, std::vector<float> const& w) {
+  fixtures::for_each_tiny_llama(7, 50, [&](rlflow::model::GPTConfig const& cfg, std::vector<float> const& w) {
+    INFO(fixtures::describe(cfg));
     check_prefill_decode(cfg, w, g);
     check_generate(cfg, w, g, trial++);
   });

@@ -174,28 +174,25 @@ TEST_CASE("CUDA training engine runs the Llama family as the CPU engine: logits,
     return;
   }
   std::mt19937 g(37);
-  for (auto arch : {rlflow::model::Arch::llama, rlflow::model::Arch::qwen2, rlflow::model::Arch::qwen3})
-    for (int k = 0; k < 4; ++k) {
-      auto const cfg = fixtures::tiny_llama_config(arch, k, 13 + std::uint64_t(k));
-      INFO("arch " << rlflow::model::arch_name(arch) << " variant " << k << " NH " << cfg.n_head << " NKV " << cfg.kv_heads() << " hd "
-                   << cfg.head_dim() << " C " << cfg.n_embd << " tied " << cfg.tie_word_embeddings);
-      rlflow::engine::OptimizerConfig opt;
-      opt.lr = 1e-2f;
-      opt.weight_decay = 0.1f;
-      rlflow::engine::TrainingEngine cpu(cfg, opt);
-      auto const w = fixtures::perturbed_weights(cfg, 60u + unsigned(k), 0.2f);
-      std::copy(w.begin(), w.end(), cpu.params().begin());
-      check_logits_every_position(cfg, cpu, g);
-      check_forward_backward(cfg, cpu, g, k % 2 ? 0.7f : 1.0f);
-      // one AdamW step from the CPU's gradients: the decay mask follows the family's layout
-      rlflow::engine::cuda::TrainingEngine gpu(cfg, opt);
-      gpu.load_weights(cpu.params());
-      gpu.set_grads(cpu.grads());
-      REQUIRE(gpu.optimizer_step() == Approx(cpu.optimizer_step()).epsilon(1e-6));
-      auto const pg = gpu.params();
-      auto const pc = cpu.params();
-      for (std::size_t i = 0; i < pc.size(); ++i) REQUIRE(pg[i] == Approx(pc[i]).epsilon(1e-5).margin(1e-6));
-    }
+  int variant = 0;
+  fixtures::for_each_tiny_llama(13, 60, [&](rlflow::model::GPTConfig const& cfg, std::vector<float> const& w) {
+    INFO(fixtures::describe(cfg));
+    rlflow::engine::OptimizerConfig opt;
+    opt.lr = 1e-2f;
+    opt.weight_decay = 0.1f;
+    rlflow::engine::TrainingEngine cpu(cfg, opt);
+    std::copy(w.begin(), w.end(), cpu.params().begin());
+    check_logits_every_position(cfg, cpu, g);
+    check_forward_backward(cfg, cpu, g, variant++ % 2 ? 0.7f : 1.0f);
+    // one AdamW step from the CPU's gradients: the decay mask follows the family's layout
+    rlflow::engine::cuda::TrainingEngine gpu(cfg, opt);
+    gpu.load_weights(cpu.params());
+    gpu.set_grads(cpu.grads());
+    REQUIRE(gpu.optimizer_step() == Approx(cpu.optimizer_step()).epsilon(1e-6));
+    auto const pg = gpu.params();
+    auto const pc = cpu.params();
+    for (std::size_t i = 0; i < pc.size(); ++i) REQUIRE(pg[i] == Approx(pc[i]).epsilon(1e-5).margin(1e-6));
+  });
 }
 
 TEST_CASE("CUDA packed sequences (use_remove_padding) equal the CPU engine's: log-probs, sum_pi_squared, gradients",
