@@ -405,11 +405,11 @@ TEST_CASE("the pool never leaks: aborts, sleep and an exception free every block
     pe.add_request("x", gs[0].prompt, params[0]);
     REQUIRE_THROWS_WITH(pe.sleep(), Catch::Contains("1 requests are in flight"));
     pe.abort("x");
-    REQUIRE(pe.pool().has_storage());
+    REQUIRE(pe.has_kv_storage());
     pe.sleep();
-    REQUIRE_FALSE(pe.pool().has_storage());
+    REQUIRE_FALSE(pe.has_kv_storage());
     auto const again = pe.generate(prompts_of(gs), params);
-    REQUIRE(pe.pool().has_storage());
+    REQUIRE(pe.has_kv_storage());
     for (std::size_t i = 0; i < gs.size(); ++i) require_same(again[i], ref[i]);
   }
   SECTION("an exception from sampling") {

@@ -1,12 +1,12 @@
-// rlflow/engine/block_pool.hpp: the paged KV cache's storage. Defines BlockPool (fixed-size
-// blocks of keys and values for every layer, reference counts, a free list, block hashes for
-// automatic prefix caching) and BlockTable (a sequence's blocks, released by its destructor).
+// rlflow/engine/block_pool.hpp: the paged KV cache's bookkeeping. Defines BlockPool (fixed-size
+// blocks of keys and values for every layer: reference counts, a free list, block hashes for
+// automatic prefix caching; the engine keeps the storage, host or device) and BlockTable (a
+// sequence's blocks, released by its destructor).
 // vLLM: vllm/v1/core/block_pool.py (BlockPool, KVCacheBlock, hash_block_tokens); nano-vllm:
 // nanovllm/engine/block_manager.py.
 #pragma once
 #include <algorithm>
 #include <cstdint>
-#include <cstring>
 #include <list>
 #include <memory>
 #include <span>
@@ -20,7 +20,7 @@ namespace rlflow::engine {
 
 //! A fixed pool of KV blocks. Block b holds, for every layer l, the keys then the values of
 //! block_size consecutive positions of one sequence: (L, 2, NKV, block_size, hd) floats, NKV and
-//! hd those of this tensor-parallel rank. A block is free (reference count 0) or held by one or
+//! hd those of this tensor-parallel rank, at offset(b, l, k, g) of the engine's storage. A block is free (reference count 0) or held by one or
 //! more sequences (the n samples of a request share their prompt's blocks). A full block may carry
 //! a hash of (parent block's hash, its tokens): while cached, a new sequence with the same prefix
 //! takes it instead of recomputing it, even after its last holder freed it (the free list hands
@@ -49,6 +49,11 @@ class BlockPool {
     where_.resize(std::size_t(n_));
     for (int b = 0; b < n_; ++b) where_[std::size_t(b)] = free_.insert(free_.end(), b);
   }
+  //! Where keys (k = 0) or values (k = 1) of block b, layer l, KV head g start in a storage of
+  //! num_blocks() * floats_per_block() floats: (block_size, hd) floats from there.
+  std::size_t offset(int b, int l, int k, int g) const {
+    return std::size_t(b) * s_.floats_per_block() + ((std::size_t(l) * 2 + k) * s_.kv_heads + g) * std::size_t(s_.block_size) * s_.head_dim;
+  }
   //! The number of blocks a byte budget holds.
   static int blocks_for_bytes(Shape s, std::size_t bytes) {
     return int(std::min<std::size_t>(bytes / s.bytes_per_block(), std::size_t(1) << 30));
@@ -63,26 +68,11 @@ class BlockPool {
   int ref_count(int b) const { return ref_[std::size_t(b)]; }
   std::size_t bytes() const { return std::size_t(n_) * s_.bytes_per_block(); }
 
-  //! Keys (k = 0) or values (k = 1) of block b, layer l, KV head g: (block_size, hd) floats.
-  //! The storage is taken on first use and never zeroed (pages no block touched stay unmapped).
-  float* kv(int b, int l, int k, int g) {
-    if (!data_) data_.reset(new float[std::size_t(n_) * s_.floats_per_block()]);
-    std::size_t const per_head = std::size_t(s_.block_size) * s_.head_dim;
-    return data_.get() + std::size_t(b) * s_.floats_per_block() + ((std::size_t(l) * 2 + k) * s_.kv_heads + g) * per_head;
-  }
   //! Forgets every cached hash (new weights make the cached keys and values stale); held blocks
   //! stay held. vLLM: reset_prefix_cache.
   void reset_cache() {
     for (int b = 0; b < n_; ++b) uncache(b);
   }
-  //! Hands the storage back (sleep); every block must be free.
-  void release_storage() {
-    if (num_used() != 0)
-      throw value_error(msg("rlflow::engine::BlockPool: ", num_used(), " blocks are still held; finish or abort the requests first"));
-    data_.reset();
-    for (int b = 0; b < n_; ++b) uncache(b);
-  }
-  bool has_storage() const { return data_ != nullptr; }
 
   //! Takes a free block (reference count 1), dropping its cached hash. The caller checks num_free().
   int allocate() {
@@ -147,7 +137,6 @@ class BlockPool {
   Shape s_;
   bool caching_ = true;
   int n_ = 0;
-  std::unique_ptr<float[]> data_;
   std::vector<int> ref_;
   std::vector<std::uint64_t> hash_;
   std::vector<std::uint8_t> hashed_;
@@ -188,11 +177,13 @@ class BlockTable {
     pool_->ref(b);
     ids_.push_back(b);
   }
-  //! Replaces block i (held by others too) by a fresh private copy of its contents (copy on write).
-  void copy_on_write(int i) {
+  //! Replaces block i (held by others too) by a fresh private copy of its contents (copy on write):
+  //! copy(old, fresh) copies the keys and values wherever the engine keeps them.
+  template <class Copy>
+  void copy_on_write(int i, Copy&& copy) {
     int const old = ids_[std::size_t(i)];
     int const fresh = pool_->allocate();
-    std::memcpy(pool_->kv(fresh, 0, 0, 0), pool_->kv(old, 0, 0, 0), pool_->shape().bytes_per_block());
+    copy(old, fresh);
     ids_[std::size_t(i)] = fresh;
     pool_->release(old);
   }
