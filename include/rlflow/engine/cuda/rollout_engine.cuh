@@ -5,10 +5,12 @@
 // CPU sampler, so tokens match the CPU engine for the same seeds and weights) over the first
 // SamplingParams::vocab_limit ids, the rollout's log-probs, sleep / wake (cudaFree of the cache and
 // activations), load_weights from a host flat buffer. Both families, as the CPU engine's decoder
-// stack (engine/rollout_layers.hpp): GPT-2, and the Llama family (RMSNorm, q/k norm and RoPE
-// before the keys enter the cache, grouped-query attention reading NKV cached heads, SwiGLU,
-// tied or untied head). cuBLAS for the matrix products, own kernels (model/cuda/gpt_layers.cuh)
-// for the rest. Token bookkeeping (positions, masks, EOS) stays on the host, as in the CPU engine.
+// stack (engine/rollout_layers.hpp; its device twin engine/cuda/rollout_layers.cuh runs the layers
+// here, this engine passing it the KV-slab store and attend kernels): GPT-2, and the Llama family
+// (RMSNorm, q/k norm and RoPE before the keys enter the cache, grouped-query attention reading
+// NKV cached heads, SwiGLU, tied or untied head). cuBLAS for the matrix products, own kernels
+// (model/cuda/gpt_layers.cuh) for the rest. Token bookkeeping (positions, masks, EOS) stays on
+// the host, as in the CPU engine.
 // Letters: B sequences, P prompt width, R = max_new_tokens, S = P + R, C, NH, NKV, hs, F, V, L.
 #pragma once
 #if !defined(__CUDACC__)
@@ -26,6 +28,7 @@
 #include <rlflow/model/gpt.hpp>                // GPTConfig, ParamLayout, init_params
 #include <rlflow/engine/sampling.hpp>          // SamplingParams
 #include <rlflow/engine/rollout_engine.hpp>    // RolloutResult
+#include <rlflow/engine/cuda/rollout_layers.cuh>  // detail::rollout_layers, rollout_head
 #include <rlflow/model/cuda/gpt_layers.cuh> // kernels, gemm wrappers, device_buffer, RLFLOW_CUDA_CHECK
 #include <rlflow/model/cuda/sampling.cuh>   // Sampler
 
@@ -214,9 +217,10 @@ class RolloutEngine {
     }
   }
 
-  // Forward of slots [s0, s0 + n) of the running rows, writing their keys and values into the
-  // cache; logits_ (|active|, head_v_) get the last slot's next-token logits (the LM head's first
-  // head_v_ rows). Leaves the stream busy.
+  // Forward of slots [s0, s0 + n) of the running rows (detail::rollout_layers), writing their keys
+  // and values into the cache (kv_store_kernel) and attending over its slots (kv_attention_kernel);
+  // logits_ (|active|, head_v_) get the last slot's next-token logits (detail::rollout_head: the
+  // LM head's first head_v_ rows). Leaves the stream busy.
   void run(int s0, int n) {
     namespace K = kernels::cuda::model::layers;
     bool const llama = cfg_.llama_family();
@@ -237,75 +241,31 @@ class RolloutEngine {
     std::int32_t const* d_tok = d_ints;
     std::int32_t const* d_pos = d_ints + N;
     std::int32_t const* d_rows = d_ints + 2 * N;
-    float* x = x_.ensure<float>(N * C);
-    float* ln = ln_.ensure<float>(N * C);
-    float* qkv = qkv_.ensure<float>(N * QKV);
-    float* atty = atty_.ensure<float>(N * Q);
     float* fch = fch_.ensure<float>(N * (llama ? 2 * F : F));
     float* act = llama ? act_.ensure<float>(N * F) : fch;  // GPT-2's GELU runs in place
+    detail::RolloutLayerBuffers const buf{x_.ensure<float>(N * C), ln_.ensure<float>(N * C), qkv_.ensure<float>(N * QKV),
+                                          atty_.ensure<float>(N * Q), fch, act};
+    float* last = lnf_.ensure<float>(std::size_t(nr) * C);
+    float* lg = logits_.ensure<float>(std::size_t(nr) * head_v_);
     float* kv = kv_.get<float>();
     std::uint8_t const* dvalid = valid_.get<std::uint8_t>();
     std::size_t const layer_stride = 2 * std::size_t(book_.B) * NKV * std::size_t(S) * hs;
     float const* W = weights_.get<float>();
     cudaStream_t const st = stream_;
-    float const eps = cfg_.rms_norm_eps;
-    K::QKVLayout const L = llama ? K::QKVLayout::grouped(NH, NKV, hs) : K::QKVLayout::gpt2(C, NH);
-    auto opt = [&](std::size_t off) -> float const* { return off == model::ParamLayout::none ? nullptr : W + off; };
-    // the input norm of a block, or the final norm (RMSNorm for the Llama family, LayerNorm for GPT-2)
-    auto norm = [&](float* out, float const* in, std::size_t w, std::size_t b, int M) {
-      if (llama) K::rmsnorm_kernel<<<unsigned(M), K::block, 0, st>>>(out, nullptr, in, W + w, K::RowSet{M, C, 1, std::size_t(C)}, eps);
-      else K::layernorm_kernel<<<unsigned(M), K::block, 0, st>>>(out, nullptr, nullptr, in, W + w, W + b, C);
-    };
-    // out (N, m) = [b +] inp (N, k) w^T
-    auto linear_nt = [&](float* out, float const* inp, std::size_t w, std::size_t b, int k, int m) {
-      float const* bias = opt(b);
-      if (bias) K::bias_rows_kernel<<<K::grid_for(std::int64_t(N) * m), 256, 0, st>>>(out, bias, std::int64_t(N) * m, m, false);
-      K::gemm_nt(blas_, out, inp, W + w, int(N), k, m, bias ? 1.0f : 0.0f);
-    };
-    // x (N, C) += [b +] inp (N, k) w (the residual connection)
-    auto residual_nn = [&](float const* inp, std::size_t w, std::size_t b, int k) {
-      if (float const* bias = opt(b)) K::bias_rows_kernel<<<K::grid_for(std::int64_t(N) * C), 256, 0, st>>>(x, bias, std::int64_t(N) * C, C, true);
-      K::gemm_nn(blas_, x, inp, W + w, int(N), k, C, 1.0f);
-    };
-    K::encoder_kernel<<<unsigned(N), 128, 0, st>>>(x, d_tok, d_pos, W + lay_.wte, llama ? nullptr : W + lay_.wpe, C);
-    for (int l = 0; l < cfg_.n_layer; ++l) {
-      auto const& P = lay_.layers[std::size_t(l)];
+    // layer l's keys (B, NKV, S, hs), then its values
+    auto store = [&](int l, float const* qkv, K::QKVLayout const& L) {
       float* kc = kv + std::size_t(l) * layer_stride;
-      float* vc = kc + layer_stride / 2;
-      norm(ln, x, P.ln1_w, P.ln1_b, int(N));
-      linear_nt(qkv, ln, P.qkv_w, P.qkv_b, C, QKV);
-      if (llama) {  // q/k norm and RoPE at the rows' positions before the keys enter the cache
-        if (cfg_.qk_norm) {
-          K::rmsnorm_kernel<<<unsigned(N * NH), K::block, 0, st>>>(qkv, nullptr, qkv, W + P.q_norm,
-                                                                  K::RowSet{std::int64_t(N) * NH, hs, NH, std::size_t(QKV)}, eps);
-          K::rmsnorm_kernel<<<unsigned(N * NKV), K::block, 0, st>>>(qkv + Q, nullptr, qkv + Q, W + P.k_norm,
-                                                                   K::RowSet{std::int64_t(N) * NKV, hs, NKV, std::size_t(QKV)}, eps);
-        }
-        K::rope_kernel<<<K::grid_for(std::int64_t(N) * NH * (hs / 2)), 256, 0, st>>>(qkv, d_pos, std::int64_t(N), NH, hs,
-                                                                                    std::size_t(QKV), rope_.cos(), rope_.sin(), false);
-        K::rope_kernel<<<K::grid_for(std::int64_t(N) * NKV * (hs / 2)), 256, 0, st>>>(qkv + Q, d_pos, std::int64_t(N), NKV, hs,
-                                                                                     std::size_t(QKV), rope_.cos(), rope_.sin(), false);
-      }
-      K::kv_store_kernel<<<unsigned(N * NKV), 64, 0, st>>>(kc, vc, qkv, d_rows, n, s0, S, L);
-      K::kv_attention_kernel<<<unsigned(N * NH), K::block, std::size_t(S) * sizeof(float), st>>>(atty, qkv, kc, vc, dvalid, d_rows, n,
-                                                                                                  s0, S, L);
-      residual_nn(atty, P.proj_w, P.proj_b, Q);
-      norm(ln, x, P.ln2_w, P.ln2_b, int(N));
-      if (llama) {
-        linear_nt(fch, ln, P.fc_w, P.fc_b, C, 2 * F);
-        K::swiglu_kernel<<<K::grid_for(std::int64_t(N) * F), 256, 0, st>>>(act, fch, std::int64_t(N), F);
-      } else {
-        linear_nt(fch, ln, P.fc_w, P.fc_b, C, F);
-        K::gelu_kernel<<<K::grid_for(std::int64_t(N) * F), 256, 0, st>>>(fch, fch, std::int64_t(N) * F);
-      }
-      residual_nn(act, P.fcproj_w, P.fcproj_b, F);
-    }
+      K::kv_store_kernel<<<unsigned(N * NKV), 64, 0, st>>>(kc, kc + layer_stride / 2, qkv, d_rows, n, s0, S, L);
+    };
+    auto attend = [&](int l, float* atty, float const* qkv, K::QKVLayout const& L) {
+      float const* kc = kv + std::size_t(l) * layer_stride;
+      K::kv_attention_kernel<<<unsigned(N * NH), K::block, std::size_t(S) * sizeof(float), st>>>(atty, qkv, kc, kc + layer_stride / 2,
+                                                                                                  dvalid, d_rows, n, s0, S, L);
+    };
+    detail::rollout_layers(cfg_, lay_, W, blas_, st, d_tok, d_pos, N, buf, rope_, store, attend);
     // the final norm and the LM head (tied: wte) on the last slot of each running row only
-    K::gather_last_kernel<<<unsigned(nr), 128, 0, st>>>(ln, x, n, C);
-    float* last = lnf_.ensure<float>(std::size_t(nr) * C);
-    norm(last, ln, lay_.lnf_w, lay_.lnf_b, nr);
-    float* lg = logits_.ensure<float>(std::size_t(nr) * head_v_);
-    K::gemm_nt(blas_, lg, last, W + lay_.lm_head, nr, C, head_v_, 0.0f);
+    K::gather_last_kernel<<<unsigned(nr), 128, 0, st>>>(buf.ln, buf.x, n, C);
+    detail::rollout_head(cfg_, lay_, W, blas_, st, lg, last, buf.ln, nr, head_v_);
     RLFLOW_CUDA_CHECK(cudaGetLastError());
   }
 

@@ -2,13 +2,16 @@
 // engines (nvcc only): the error-check macro RLFLOW_CUDA_CHECK, a grow-only device buffer,
 // row-major cuBLAS wrappers, and own kernels for the embedding, LayerNorm (keeping mean / rstd),
 // RMSNorm (keeping rstd), RoPE, bias rows, GELU, SwiGLU, and the one attention of the CUDA engines
-// (attend_one: one block per query; the training forward's attention_probs_kernel and the
-// rollout's kv_attention_kernel call it), over either family's q|k|v rows (layers::QKVLayout:
-// GPT-2's head-major rows or the Llama family's grouped-query rows).
+// (attend_one_at: one block per query, keys found through callables; attend_one over a strided
+// run is what the training forward's attention_probs_kernel and the static rollout's
+// kv_attention_kernel call, paged_attention_kernel reads KV blocks through a block table), over
+// either family's q|k|v rows (layers::QKVLayout: GPT-2's head-major rows or the Llama family's
+// grouped-query rows). The KV caches: a slab per row (kv_store_kernel) or engine::BlockPool's
+// blocks (paged_kv_store_kernel).
 // Same math as the CPU layer functions (model/layers.hpp), which are the reference.
 // Defines rlflow::kernels::cuda::model::layers. Does not own a model (engine/cuda/ does).
 // Letters: N rows, C width, NH query heads, NKV key/value heads, hs head width, S cache slots,
-// V vocabulary, F the MLP width.
+// V vocabulary, F the MLP width, bs a KV block's positions.
 #pragma once
 #if !defined(__CUDACC__)
 #error "rlflow/model/cuda/gpt_layers.cuh needs nvcc; build this translation unit as a .cu file"
@@ -153,8 +156,10 @@ class rope_device_tables {
   int rows_ = 0;
 };
 
-//! The most keys attend_one's callers take: 48 KiB of shared memory (the default limit of a block)
-//! hold the scores as floats, less 256 bytes for the kernels' static shared memory (64 at most).
+//! The most keys attend_one_at's callers take: 48 KiB of shared memory (the default limit of a
+//! block) hold the scores as floats, less 256 bytes for the kernels' static shared memory (64 at
+//! most). Bounds S of the static cache (kv_attention_kernel), the training span
+//! (attention_probs_kernel) and a paged sequence's length (paged_attention_kernel: pos + 1).
 constexpr int max_attention_keys = (48 * 1024 - 256) / int(sizeof(float));
 
 //! Grid size for a grid-stride loop over n elements.
@@ -307,21 +312,23 @@ RLFLOW_MODEL_KERNEL void kv_store_kernel(float* kc, float* vc, float const* qkv,
 __host__ __device__ inline float attention_scale(int hs) { return 1.0f / sqrtf(float(hs)); }
 
 //! One query against n_keys keys, by every thread of a block of 'block' threads (the CUDA twin of
-//! model::layers::attend_one): scores q.k_j * scale over the keys whose valid[j] is set (key j at
-//! k + j k_stride, value j at v + j v_stride), softmax over them, y (hs) = sum_j p_j v_j; a query
-//! with no valid key gets y = 0. probs, when not null, gets p_j for j < n_keys and 0 up to
-//! probs_width. Scores in dynamic shared memory (n_keys floats). The one attention of the CUDA
-//! engines: the training forward (attention_probs_kernel) and the rollout (kv_attention_kernel).
-__device__ inline void attend_one(float* y, float* probs, int probs_width, float const* q, float const* k, std::size_t k_stride,
-                                  float const* v, std::size_t v_stride, std::uint8_t const* valid, int n_keys, int hs, float scale) {
+//! model::layers::attend_one): scores q.k_j * scale over the keys j with is_valid(j), softmax
+//! over them, y (hs) = sum_j p_j v_j, key j at key_at(j) and value j at value_at(j) (hs floats
+//! each); a query with no valid key gets y = 0. probs, when not null, gets p_j for j < n_keys and
+//! 0 up to probs_width. Scores in dynamic shared memory (n_keys floats). The one attention of the
+//! CUDA engines: the callables say where the keys sit (a contiguous run: attend_one; KV blocks:
+//! paged_attention_kernel), the arithmetic and its order are the same for every cache.
+template <class KeyAt, class ValueAt, class IsValid>
+__device__ inline void attend_one_at(float* y, float* probs, int probs_width, float const* q, KeyAt key_at, ValueAt value_at,
+                                     IsValid is_valid, int n_keys, int hs, float scale) {
   extern __shared__ float sc[];
   __shared__ typename reduce_f::TempStorage tmp;
   __shared__ float s_max, s_sum;
   float m = -INFINITY;
   for (int j = threadIdx.x; j < n_keys; j += block) {
     float s = -INFINITY;
-    if (valid[j]) {
-      float const* kj = k + std::size_t(j) * k_stride;
+    if (is_valid(j)) {
+      float const* kj = key_at(j);
       s = 0.0f;
       for (int d = 0; d < hs; ++d) s += q[d] * kj[d];
       s *= scale;
@@ -347,9 +354,19 @@ __device__ inline void attend_one(float* y, float* probs, int probs_width, float
     for (int j = threadIdx.x; j < probs_width; j += block) probs[j] = j < n_keys ? sc[j] * inv : 0.0f;
   for (int d = threadIdx.x; d < hs; d += block) {
     float acc = 0.0f;
-    for (int j = 0; j < n_keys; ++j) acc += sc[j] * v[std::size_t(j) * v_stride + d];
+    for (int j = 0; j < n_keys; ++j) acc += sc[j] * value_at(j)[d];
     y[d] = acc * inv;
   }
+}
+
+//! attend_one_at over keys in one strided run: key j at k + j k_stride, value j at v + j v_stride,
+//! valid when valid[j] is set. The training forward (attention_probs_kernel) and the static
+//! rollout (kv_attention_kernel) call it.
+__device__ inline void attend_one(float* y, float* probs, int probs_width, float const* q, float const* k, std::size_t k_stride,
+                                  float const* v, std::size_t v_stride, std::uint8_t const* valid, int n_keys, int hs, float scale) {
+  attend_one_at(
+      y, probs, probs_width, q, [k, k_stride](int j) { return k + std::size_t(j) * k_stride; },
+      [v, v_stride](int j) { return v + std::size_t(j) * v_stride; }, [valid](int j) { return valid[j] != 0; }, n_keys, hs, scale);
 }
 
 //! Attention of the queries in qkv rows (nr * n, L.row()) against the cache (B, NKV, S, hs):
@@ -366,6 +383,78 @@ RLFLOW_MODEL_KERNEL void kv_attention_kernel(float* y, float const* qkv, float c
   std::size_t const base = (std::size_t(r) * L.NKV + h / L.group()) * S * std::size_t(hs);
   attend_one(y + (tok * NH + h) * std::size_t(hs), nullptr, 0, qkv + tok * L.row() + L.q(h), kc + base, std::size_t(hs),
              vc + base, std::size_t(hs), valid + std::size_t(r) * S, s0 + k + 1, hs, attention_scale(hs));
+}
+
+// ---------------------------------------------------------------------------------------------
+// the paged KV cache (engine::BlockPool's layout on the device)
+//
+// The pool is one array of blocks of floats_per_block = L 2 NKV bs hs floats: block b holds, for
+// every layer l, the keys (k = 0) then the values (k = 1) of bs consecutive positions of one
+// sequence, (L, 2, NKV, bs, hs), so element (b, l, k, g, slot s, d) sits at
+// b floats_per_block + ((l 2 + k) NKV + g) bs hs + s hs + d (BlockPool::kv(b, l, k, g) + s hs + d).
+// A flat batch of N tokens of several sequences: token i is at position pos[i] of sequence
+// w = seq_of[i], whose block table is tables[table_off[w] ..): position p lives in block
+// tables[table_off[w] + p / bs], slot p % bs. Tables may share blocks (a cached common prefix).
+
+//! Where the (bs, hs) keys (k = 0) or values (k = 1) of layer 'layer', key/value head g start
+//! inside a block (BlockPool::kv's offset within block b).
+__host__ __device__ inline std::size_t paged_head_offset(int layer, int k, int g, int NKV, int bs, int hs) {
+  return ((std::size_t(layer) * 2 + k) * NKV + g) * std::size_t(bs) * hs;
+}
+//! Where position p's slot starts in the pool, less paged_head_offset: block table[p / bs], slot
+//! p % bs.
+__device__ inline std::size_t paged_slot_offset(std::int32_t const* table, int p, int bs, int hs, std::size_t floats_per_block) {
+  return std::size_t(table[p / bs]) * floats_per_block + std::size_t(p % bs) * hs;
+}
+
+//! Writes the keys and values of N tokens' qkv rows (N, L.row()) into their slots of the pool, for
+//! layer 'layer': token i's key / value head g (row qkv + i L.row(), at L.k(g L.group()) and
+//! L.v(g L.group()), as kv_store_kernel) goes to slot pos[i] % bs of block
+//! tables[table_off[seq_of[i]] + pos[i] / bs]. One block per (token, key/value head): grid N NKV.
+//! The CUDA twin of the store lambda of engine::PagedEngine::forward.
+RLFLOW_MODEL_KERNEL void paged_kv_store_kernel(float* pool, float const* qkv, std::int32_t const* pos, std::int32_t const* seq_of,
+                                               std::int32_t const* tables, std::int32_t const* table_off, int layer, int bs,
+                                               std::size_t floats_per_block, QKVLayout L) {
+  int const hs = L.hd, NKV = L.NKV;
+  int const g = int(blockIdx.x % unsigned(NKV));
+  std::size_t const i = blockIdx.x / unsigned(NKV);
+  std::int32_t const* table = tables + table_off[seq_of[i]];
+  float const* row = qkv + i * L.row();
+  float const* ks = row + L.k(g * L.group());
+  float const* vs = row + L.v(g * L.group());
+  std::size_t const at = paged_slot_offset(table, pos[i], bs, hs, floats_per_block);
+  float* kd = pool + at + paged_head_offset(layer, 0, g, NKV, bs, hs);
+  float* vd = pool + at + paged_head_offset(layer, 1, g, NKV, bs, hs);
+  for (int d = threadIdx.x; d < hs; d += blockDim.x) {
+    kd[d] = ks[d];
+    vd[d] = vs[d];
+  }
+}
+
+//! Attention of N tokens' queries (qkv rows (N, L.row())) against the pool, layer 'layer': token
+//! i at position pos[i] of sequence seq_of[i] sees that sequence's positions [0, pos[i]] (all
+//! valid: a sequence has no padding; n_keys = pos[i] + 1), read through its block table
+//! (attend_one_at); query head h reads key/value head h / L.group(). y (N, NH hs). One block of
+//! 'block' threads per (token, query head): grid N NH. Dynamic shared memory: the scores, pos[i]
+//! + 1 floats, so callers pass max_i (pos[i] + 1) floats, which must not exceed
+//! max_attention_keys (the longest sequence is bounded by it, as the static cache's S).
+//! The keys of this call's own tokens must be in the pool first (paged_kv_store_kernel on the same
+//! stream). The CUDA twin of engine::detail::attend_paged (same scale, keys in position order).
+RLFLOW_MODEL_KERNEL void paged_attention_kernel(float* y, float const* qkv, float const* pool, std::int32_t const* pos,
+                                                std::int32_t const* seq_of, std::int32_t const* tables,
+                                                std::int32_t const* table_off, int layer, int bs, std::size_t floats_per_block,
+                                                QKVLayout L) {
+  int const hs = L.hd, NH = L.NH, NKV = L.NKV;
+  int const h = int(blockIdx.x % unsigned(NH));
+  std::size_t const i = blockIdx.x / unsigned(NH);
+  int const g = h / L.group();
+  std::int32_t const* table = tables + table_off[seq_of[i]];
+  float const* kbase = pool + paged_head_offset(layer, 0, g, NKV, bs, hs);
+  float const* vbase = pool + paged_head_offset(layer, 1, g, NKV, bs, hs);
+  auto key_at = [=](int j) { return kbase + paged_slot_offset(table, j, bs, hs, floats_per_block); };
+  auto value_at = [=](int j) { return vbase + paged_slot_offset(table, j, bs, hs, floats_per_block); };
+  attend_one_at(y + (i * NH + h) * std::size_t(hs), nullptr, 0, qkv + i * L.row() + L.q(h), key_at, value_at,
+                [](int) { return true; }, pos[i] + 1, hs, attention_scale(hs));
 }
 
 //! dst (nr, C) = src row i * n + n - 1 (the last slot of each running sequence).
