@@ -134,7 +134,14 @@ TEST_CASE("estimate_device_memory: closed-form parts, sums and monotonicity", "[
     REQUIRE(e.actor_state == 17 * P);  // 4 float buffers + a byte mask
     REQUIRE(e.ref_state == 17 * P);
     REQUIRE(e.rollout_weights == 4 * P);
-    REQUIRE(e.kv_cache == m.n_layer * 2LL * rows * S * m.n_embd * 4);
+    // the block pool: max_num_seqs sequences of max_seq_len positions in whole blocks, or kv_cache_bytes, or the cap
+    std::int64_t const bs = c.actor_rollout_ref.rollout.block_size, block = m.n_layer * 2LL * bs * m.n_embd * 4;
+    std::int64_t const full = ((m.max_seq_len + bs - 1) / bs + 1) * c.actor_rollout_ref.rollout.max_num_seqs * block;
+    REQUIRE(e.kv_cache == full);
+    REQUIRE(estimate_device_memory(c, m, 5 * block + 3).kv_cache == 5 * block);
+    TrainerConfig fixed = c;
+    fixed.actor_rollout_ref.rollout.kv_cache_bytes = 7 * block + 1;
+    REQUIRE(estimate_device_memory(fixed, m, 2 * block).kv_cache == 7 * block);
     REQUIRE(e.total() == e.actor_state + e.ref_state + e.rollout_weights + e.kv_cache + e.rollout_activations +
                              e.train_activations);
     // the kept activations alone (ActivationLayout) bound the training part from below: per layer
@@ -147,9 +154,9 @@ TEST_CASE("estimate_device_memory: closed-form parts, sums and monotonicity", "[
     more.actor_rollout_ref.rollout.n *= 2;
     REQUIRE(estimate_device_memory(more, m).total() > e.total());
     TrainerConfig longer = c;
-    longer.data.max_response_length += 8;
+    longer.data.max_response_length += bs;
     auto m2 = m;
-    m2.max_seq_len += 8;
+    m2.max_seq_len += static_cast<int>(bs);
     REQUIRE(estimate_device_memory(longer, m2).kv_cache > e.kv_cache);
     REQUIRE(estimate_device_memory(longer, m2).train_activations > e.train_activations);
   }
@@ -269,7 +276,7 @@ TEST_CASE("check_device_memory rejects an estimate above the free memory, naming
   big.rows_per_worker = 256;
   big.slots = 9;
   REQUIRE_THROWS_WITH(check_device_memory(big, 1, std::int64_t(3) << 29, std::int64_t(2) << 30),
-                      Catch::Contains("needs an estimated 3 GiB") && Catch::Contains("KV cache 3 GiB (256 rows x 9 slots)") &&
+                      Catch::Contains("needs an estimated 3 GiB") && Catch::Contains("KV cache 3 GiB (block pool; 256 rows x 9 slots per step)") &&
                           Catch::Contains("device 1 has 1.5 GiB free of 2 GiB") &&
                           Catch::Contains("ppo_micro_batch_size_per_gpu") && Catch::Contains("n_gpus_per_node"));
 }

@@ -232,7 +232,7 @@ TEST_CASE("cuda trainer: one GRPO step in rollout-correction bypass mode equals 
   });
 }
 
-TEST_CASE("cuda rollout: sleep returns the KV cache to the driver and wake re-acquires it", "[cuda][memory]") {
+TEST_CASE("cuda rollout: sleep returns the block pool to the driver and the next generation re-acquires it", "[cuda][memory]") {
   if (gpu_count() == 0) {
     WARN("no CUDA device: skipping");
     return;
@@ -244,14 +244,20 @@ TEST_CASE("cuda rollout: sleep returns the KV cache to the driver and wake re-ac
   m.n_layer = 2;
   m.n_head = 4;
   m.n_embd = 64;
-  engine::cuda::RolloutEngine r(m);
-  int const B = 256, P = 8, R = 504;
-  Tensor ids = Tensor::full(Shape{B, P}, std::int32_t(3));
-  Tensor am = Tensor::full(Shape{B, P}, std::int32_t(1));
+  engine::PagedEngineConfig pc;
+  pc.kv_cache_bytes = std::size_t(128) << 20;  // the pool: 128 MiB
+  engine::cuda::PagedEngine r(m, pc);
+  auto const params = [] {
+    engine::RequestParams p;
+    p.n = 4;
+    p.max_tokens = 8;
+    return std::vector<engine::RequestParams>{p};
+  }();
+  std::vector<std::vector<std::int32_t>> const prompts{{3, 4, 5, 6, 7, 8, 9, 10}};
   auto& counter = device_memory_counter(0);
-  r.prefill(ids, am, R);
-  std::size_t const held = r.memory_bytes();
-  std::size_t const kv = std::size_t(m.n_layer) * 2 * B * (P + R) * m.n_embd * sizeof(float);  // 134 MB
+  r.generate(prompts, params);
+  std::size_t const held = r.memory_bytes(), kv = r.pool().bytes();
+  REQUIRE(kv >= (std::size_t(127) << 20));
   REQUIRE(held >= kv);
   std::size_t free0 = 0, free1 = 0, free2 = 0, total = 0;
   RLFLOW_CUDA_CHECK(cudaMemGetInfo(&free0, &total));
@@ -263,7 +269,7 @@ TEST_CASE("cuda rollout: sleep returns the KV cache to the driver and wake re-ac
   INFO("free before sleep " << free0 << ", after " << free1 << ", held " << held);
   REQUIRE(free1 >= free0 + kv - (std::size_t(4) << 20));  // allow the driver's 2 MiB granularity
   r.wake();
-  r.prefill(ids, am, R);
+  r.generate(prompts, params);
   RLFLOW_CUDA_CHECK(cudaMemGetInfo(&free2, &total));
   REQUIRE(r.memory_bytes() == held);
   REQUIRE(free2 + kv <= free1 + (std::size_t(4) << 20));

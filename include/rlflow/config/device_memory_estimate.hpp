@@ -1,5 +1,5 @@
 // rlflow/config/device_memory_estimate.hpp: the per-worker device memory estimate of a colocated CUDA
-// trainer (actor + reference training engines and the rollout engine with its KV cache, all on
+// trainer (actor + reference training engines and the paged rollout engine with its block pool, all on
 // one device) and the checks that reject a configuration before any work: too few devices for one
 // worker per device, or an estimate above the device's free memory. Host-only (g++ and nvcc);
 // the CUDA side (trainer_cuda.cuh) passes the device's numbers in, so all of it is tested on the CPU.
@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <limits>
 #include <string>
 
 #include <rlflow/core/device_memory.hpp>   // gib, device_memory_fix
@@ -22,8 +23,8 @@ struct DeviceMemoryEstimate {
   std::int64_t actor_state = 0;     //!< actor training engine: params, grads, AdamW m and v, decay mask
   std::int64_t ref_state = 0;       //!< reference training engine (the CUDA engine keeps the same four buffers)
   std::int64_t rollout_weights = 0; //!< rollout engine's copy of the weights
-  std::int64_t kv_cache = 0;        //!< L x 2 x Bw x NKV x S x hd floats
-  std::int64_t rollout_activations = 0;  //!< prefill activations, logits and sampler scratch
+  std::int64_t kv_cache = 0;        //!< the paged rollout's block pool (paged_pool_bytes)
+  std::int64_t rollout_activations = 0;  //!< one engine step's activations (max_num_batched_tokens rows), logits, indices
   std::int64_t train_activations = 0;    //!< kept activations + head + backward scratch (actor and reference)
   std::int64_t rows_per_worker = 0;      //!< Bw
   std::int64_t slots = 0;                //!< S
@@ -34,8 +35,8 @@ struct DeviceMemoryEstimate {
   std::string breakdown() const {
     auto g = [](std::int64_t b) { return msg(static_cast<double>(b) / gib); };
     return msg("actor + reference engines ", g(actor_state + ref_state), " GiB, rollout weights ", g(rollout_weights),
-               " GiB, KV cache ", g(kv_cache), " GiB (", rows_per_worker, " rows x ", slots,
-               " slots), rollout activations ", g(rollout_activations), " GiB, training activations ",
+               " GiB, KV cache ", g(kv_cache), " GiB (block pool; ", rows_per_worker, " rows x ", slots,
+               " slots per step), rollout activations ", g(rollout_activations), " GiB, training activations ",
                g(train_activations), " GiB");
   }
 };
@@ -74,34 +75,54 @@ inline std::int64_t train_activation_floats(model::GPTConfig const& m, std::int6
 }
 }  // namespace detail
 
+//! The bytes of the paged rollout engine's block pool for 'cfg' and the policy model 'm', as the
+//! engines size it (engine::PagedCore::init_pool): actor_rollout_ref.rollout.kv_cache_bytes, or
+//! by default what max_num_seqs sequences of m.max_seq_len positions need, at most 'cap' (the
+//! engine's default budget: a quarter of the available host memory on the CPU, what
+//! gpu_memory_utilization leaves on a device); whole blocks of block_size positions.
+inline std::int64_t paged_pool_bytes(TrainerConfig const& cfg, model::GPTConfig const& m,
+                                     std::int64_t cap = std::numeric_limits<std::int64_t>::max()) {
+  auto const& rc = cfg.actor_rollout_ref.rollout;
+  std::int64_t const bs = std::max<std::int64_t>(1, rc.block_size);
+  std::int64_t const block = std::int64_t(m.n_layer) * 2 * m.kv_heads() * bs * m.head_dim() * std::int64_t(sizeof(float));
+  std::int64_t bytes = rc.kv_cache_bytes;
+  if (bytes <= 0) bytes = std::min(((m.max_seq_len + bs - 1) / bs + 1) * std::max<std::int64_t>(1, rc.max_num_seqs) * block, std::max<std::int64_t>(cap, 0));
+  return bytes / block * block;
+}
+
 //! The peak device bytes of one worker (one device) of the colocated CUDA trainer for 'cfg' (as
-//! prepared by the Trainer) and the policy model 'm'. Conservative: the training engines keep
-//! their activation buffers across the rollout, so the rollout's cache and the training buffers
-//! are counted together even when rollout.free_cache_engine frees the cache during training.
+//! prepared by the Trainer) and the policy model 'm', with the block pool at most 'kv_cap' bytes
+//! (paged_pool_bytes). Conservative: the training engines keep their activation buffers across
+//! the rollout, so the rollout's pool and the training buffers are counted together even when
+//! rollout.free_cache_engine frees the pool during training.
 //! The critic (when there is one) runs on the CPU engine and takes no device memory.
-inline DeviceMemoryEstimate estimate_device_memory(TrainerConfig const& cfg, model::GPTConfig const& m) {
+inline DeviceMemoryEstimate estimate_device_memory(TrainerConfig const& cfg, model::GPTConfig const& m,
+                                                   std::int64_t kv_cap = std::numeric_limits<std::int64_t>::max()) {
   DeviceMemoryEstimate e;
   std::int64_t const workers = std::max<std::int64_t>(1, cfg.trainer.nnodes * cfg.trainer.n_gpus_per_node);
   std::int64_t const n = cfg.actor_rollout_ref.rollout.n;
   std::int64_t const rows = (cfg.data.train_batch_size * n + workers - 1) / workers;
   std::int64_t const Pn = cfg.data.max_prompt_length, R = cfg.data.max_response_length, S = Pn + R;
   std::int64_t const P = model::ParamLayout(m).count();
-  std::int64_t const C = m.n_embd, V = m.vocab_size, L = m.n_layer;
+  std::int64_t const C = m.n_embd, V = m.vocab_size;
   constexpr std::int64_t f = sizeof(float);
   e.rows_per_worker = rows;
   e.slots = S;
   e.actor_state = 4 * P * f + P;  // params, grads, m, v (float) + decay mask (byte)
   e.ref_state = e.actor_state;
   e.rollout_weights = P * f;
-  e.kv_cache = L * 2 * rows * S * std::int64_t(m.kv_heads()) * m.head_dim() * f;
-  // prefill: x, ln (N C) and the layer scratch (qkv, atty, fc, SwiGLU's output) with N = rows *
-  // prompt width; last-row norm, logits (rows V); RoPE tables (S hd); sampler: seeds, tokens,
-  // log-probs, two key arrays and offsets (rows V each for the sort keys, 8 bytes) and CUB's
-  // temporary storage (about the keys again).
-  std::int64_t const Np = rows * Pn;
+  e.kv_cache = paged_pool_bytes(cfg, m, kv_cap);
+  // one step of the paged engine: Nt tokens (at most max_num_batched_tokens, at most every
+  // position of the worker's rows) through x, ln (Nt C) and the layer scratch (qkv, atty, fc,
+  // SwiGLU's output); the sampling rows' (at most max_num_seqs, at most rows) residual, norm and
+  // logits; RoPE tables (S hd); the step's indices (tokens, positions, sequences, block tables).
+  auto const& rc = cfg.actor_rollout_ref.rollout;
+  std::int64_t const Nt = std::min(std::max<std::int64_t>(1, rc.max_num_batched_tokens), rows * S);
+  std::int64_t const nr = std::min(std::max<std::int64_t>(1, rc.max_num_seqs), rows);
   std::int64_t const rope = m.llama_family() ? S * m.head_dim() : 0;
-  e.rollout_activations = (Np * (2 * C + detail::layer_scratch_width(m)) + rows * C + rows * V + rope) * f + rows * (2 * S + 8) +
-                          3 * rows * V * 8 + Np * 8;
+  std::int64_t const blocks_per_row = (S + std::max<std::int64_t>(1, rc.block_size) - 1) / std::max<std::int64_t>(1, rc.block_size);
+  e.rollout_activations = (Nt * (2 * C + detail::layer_scratch_width(m)) + nr * (C + V) + rope) * f +
+                          (3 * Nt + nr * (2 + blocks_per_row)) * 4;
   // actor: its buffers only grow, so the forward's at the larger of the log-prob and the PPO
   // micro-batch plus the backward's own at the PPO micro-batch; reference: its log-prob
   // micro-batch; both with the checkpointed layout when it is on.
@@ -159,13 +180,14 @@ inline std::int64_t host_memory_available() {
 
 //! Throws config_error (before the weights are read) when the CPU trainer's workers of this
 //! process (n_gpus_per_node of them, each with the per-worker footprint of
-//! estimate_device_memory: actor and reference engines, the rollout's weights, KV cache and
-//! activations) need more than 'available' bytes of host memory, naming the numbers and the fix.
+//! estimate_device_memory: actor and reference engines, the rollout's weights, block pool (at
+//! most a quarter of 'available', the CPU engine's default budget) and activations) need more
+//! than 'available' bytes of host memory, naming the numbers and the fix.
 //! The CPU engines allocate gradients and AdamW moments on first use, so the reference counts its
 //! weights and decay mask only. 'available' < 0 (unknown) skips the check.
 inline void check_host_memory(TrainerConfig const& cfg, model::GPTConfig const& m, std::int64_t available, std::string const& what) {
   if (available < 0) return;
-  DeviceMemoryEstimate e = estimate_device_memory(cfg, m);
+  DeviceMemoryEstimate e = estimate_device_memory(cfg, m, available / 4);
   e.ref_state = model::ParamLayout(m).count() * std::int64_t(sizeof(float) + 1);
   std::int64_t const workers = std::max<std::int64_t>(1, cfg.trainer.n_gpus_per_node);
   std::int64_t const need = workers * e.total();

@@ -11,7 +11,7 @@
 #include <memory>
 #include <random>
 #include <string>
-#include <tuple>        // std::make_from_tuple (engine construction)
+#include <tuple>
 #include <type_traits>  // std::is_same_v
 #include <utility>
 #include <vector>
@@ -119,11 +119,10 @@ inline model::LoraConfig lora_config(TrainerConfig const& cfg, model::GPTConfig 
   lc.seed = m.seed ^ 0x4c6f5241ull;  // "LoRA": independent of the base weights' draws
   return lc;
 }
-//! The rollout engine of TP rank 'tp' on engines 'E' (E::make_rollout, else E::rollout_args).
+//! The rollout engine of TP rank 'tp' on engines 'E'.
 template <class E>
 typename E::rollout make_rollout(RoleSetup const& s, model::TPRank tp) {
-  if constexpr (requires { E::make_rollout(s, tp); }) return E::make_rollout(s, tp);
-  else return std::make_from_tuple<typename E::rollout>(E::rollout_args(s.policy_model, tp));
+  return E::make_rollout(s, tp);
 }
 }  // namespace detail
 

@@ -1,7 +1,7 @@
 // rlflow/trainer/trainer_cuda.cuh: the CUDA backend of the built-in trainer roles (nvcc only). Include it
 // (instead of, or after, rlflow/rlflow.hpp) in a .cu file to use Trainer<..., Backend<cuda::tag>>:
 // it defines roles::engines<cuda::tag>, which puts the actor's training engine, the rollout engine
-// (KV cache, sleep / wake) and the frozen reference of each worker on that worker's device (one
+// (the paged engine: block pool from gpu_memory_utilization, sleep / wake) and the frozen reference of each worker on that worker's device (one
 // worker per device, device = local rank; each engine has its own stream and cuBLAS handle), moves
 // the actor's weights into the rollout device-to-device, averages gradients across workers through
 // the host, runs the actor's losses with the cuda::par kernels on device columns (staged through
@@ -9,7 +9,6 @@
 // rejects, before any work, a configuration with too few devices or a memory estimate above a
 // device's free memory. The critic (roles::ValueCritic) stays on the CPU engine.
 #pragma once
-#include <tuple>
 #if !defined(__CUDACC__)
 #error "rlflow/trainer/trainer_cuda.cuh needs nvcc; build this translation unit as a .cu file"
 #endif
@@ -22,7 +21,7 @@
 #include <rlflow/core/device_memory.hpp>            // device_memory_counter
 #include <rlflow/config/device_memory_estimate.hpp>   // estimate_device_memory, check_device_count, check_device_memory
 #include <rlflow/engine/checkpoint.hpp>        // save_checkpoint, load_checkpoint (CPU format)
-#include <rlflow/engine/cuda/rollout_engine.cuh>
+#include <rlflow/engine/cuda/paged_engine.cuh>
 #include <rlflow/engine/cuda/training_engine.cuh>
 #include <rlflow/roles/actor_rollout_ref.hpp>  // engines, BasicActorRolloutRef
 #include <rlflow/trainer/trainer.hpp>
@@ -65,9 +64,14 @@ class PinnedFloats {
 template <>
 struct engines<::rlflow::cuda::tag> {
   using training = engine::cuda::TrainingEngine;
-  using rollout = engine::cuda::RolloutEngine;
-  //! The rollout engine's constructor arguments (no tensor-parallel shard on the GPU yet: TP<1> only).
-  static std::tuple<model::GPTConfig const&> rollout_args(model::GPTConfig const& c, model::TPRank) { return {c}; }
+  using rollout = engine::cuda::PagedEngine;
+  //! The paged rollout engine from actor_rollout_ref.rollout.* (block_size, max_num_seqs,
+  //! max_num_batched_tokens, enable_chunked_prefill, enable_prefix_caching, kv_cache_bytes,
+  //! gpu_memory_utilization) on the worker's device (no tensor-parallel shard on the GPU yet: TP<1> only).
+  static rollout make_rollout(RoleSetup const& s, model::TPRank) {
+    auto const& rc = s.cfg.actor_rollout_ref.rollout;
+    return rollout(s.policy_model, paged_engine_config(rc), rc.gpu_memory_utilization);
+  }
   //! Sets the training engine's weights from a full flat host copy (weights from model.path).
   static void set_weights(training& t, std::vector<float> const& w) { t.load_weights(w); }
   static std::size_t full_size(training const& t) { return t.layout().size(); }
@@ -181,8 +185,8 @@ struct engines<::rlflow::cuda::tag> {
     return {s.allocated, s.peak_allocated, s.reserved, s.peak_reserved};
   }
 
-  //! One worker per visible device and the estimate against each device's free memory (the
-  //! driver thread's current device is restored).
+  //! One worker per visible device and the estimate (its block pool as the rollout will size it
+  //! there) against each device's free memory (the driver thread's current device is restored).
   static void check_devices(TrainerConfig const& cfg, model::GPTConfig const& policy) {
     check_cuda_training_keys(cfg);
     int n = 0;
@@ -191,13 +195,17 @@ struct engines<::rlflow::cuda::tag> {
       n = 0;
     }
     check_device_count(cfg, n);
-    DeviceMemoryEstimate const e = estimate_device_memory(cfg, policy);
+    DeviceMemoryEstimate const whole = estimate_device_memory(cfg, policy);
     int prev = 0;
     RLFLOW_CUDA_CHECK(cudaGetDevice(&prev));
     for (int d = 0; d < static_cast<int>(cfg.world_size()); ++d) {
       std::size_t free_b = 0, total_b = 0;
       RLFLOW_CUDA_CHECK(cudaSetDevice(d));
       RLFLOW_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+      // the rollout's default pool: what gpu_memory_utilization leaves once the engines' weights are in
+      double const allowed = cfg.actor_rollout_ref.rollout.gpu_memory_utilization * double(total_b);
+      double const in_use = double(total_b - free_b) + double(whole.actor_state + whole.ref_state + whole.rollout_weights);
+      DeviceMemoryEstimate const e = estimate_device_memory(cfg, policy, static_cast<std::int64_t>(std::max(0.0, allowed - in_use)));
       check_device_memory(e, d, static_cast<std::int64_t>(free_b), static_cast<std::int64_t>(total_b));
     }
     RLFLOW_CUDA_CHECK(cudaSetDevice(prev));

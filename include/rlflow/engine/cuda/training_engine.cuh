@@ -153,7 +153,7 @@ class TrainingEngine {
     if (cfg_.llama_family()) llama_forward();
     else gpt2_forward();
     // head rows: final norm, LM head (tied: wte), fused log-softmax
-    TK::gather_rows_kernel<<<unsigned(H), 128, 0, st>>>(hin, a + al_.layer(cfg_.n_layer - 1).res3, d_i + 2 * N + H, C);
+    K::gather_rows_kernel<<<unsigned(H), 128, 0, st>>>(hin, a + al_.layer(cfg_.n_layer - 1).res3, d_i + 2 * N + H, C);
     if (cfg_.llama_family())
       K::rmsnorm_kernel<<<unsigned(H), K::block, 0, st>>>(lnf, lnf_stats, hin, P + lay_.lnf_w, K::RowSet{std::int64_t(H), C, 1, std::size_t(C)},
                                                           cfg_.rms_norm_eps);

@@ -86,11 +86,6 @@ RLFLOW_MODEL_KERNEL void attention_probs_kernel(float* y, float* probs, float co
                      layers::attention_scale(hs));
 }
 
-//! dst row r (H, C) = src row idx[r] (the head rows of the trunk's output); one block per row.
-RLFLOW_MODEL_KERNEL void gather_rows_kernel(float* dst, float const* src, std::int32_t const* idx, int C) {
-  float const* s = src + std::size_t(idx[blockIdx.x]) * C;
-  for (int c = threadIdx.x; c < C; c += blockDim.x) dst[std::size_t(blockIdx.x) * C + c] = s[c];
-}
 //! dst row idx[r] = src row r (H, C) (distinct indices; the other rows are left alone).
 RLFLOW_MODEL_KERNEL void scatter_rows_kernel(float* dst, float const* src, std::int32_t const* idx, int C) {
   float* d = dst + std::size_t(idx[blockIdx.x]) * C;

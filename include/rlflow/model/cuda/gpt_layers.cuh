@@ -457,6 +457,13 @@ RLFLOW_MODEL_KERNEL void paged_attention_kernel(float* y, float const* qkv, floa
                 [](int) { return true; }, pos[i] + 1, hs, attention_scale(hs));
 }
 
+//! dst row r = src row idx[r] (C floats each: the training head's rows of the trunk's output, the
+//! paged rollout's sampling rows); one block per row.
+RLFLOW_MODEL_KERNEL void gather_rows_kernel(float* dst, float const* src, std::int32_t const* idx, int C) {
+  float const* s = src + std::size_t(idx[blockIdx.x]) * C;
+  for (int c = threadIdx.x; c < C; c += blockDim.x) dst[std::size_t(blockIdx.x) * C + c] = s[c];
+}
+
 //! dst (nr, C) = src row i * n + n - 1 (the last slot of each running sequence).
 RLFLOW_MODEL_KERNEL void gather_last_kernel(float* dst, float const* src, int n, int C) {
   std::size_t const i = blockIdx.x;
