@@ -379,6 +379,30 @@ TEST_CASE("start-up validation rejects bad configurations before any work", "[tr
   SECTION("a dataset smaller than one batch") {
     REQUIRE_THROWS_AS((GRPOTrainer(cfg, task.make_dataset(4, 1), task.charset(), quiet())), config_error);
   }
+  SECTION("the rollout engine's keys") {
+    auto& r = cfg.actor_rollout_ref.rollout;
+    auto refused = [&](char const* key) {
+      REQUIRE_THROWS_WITH((GRPOTrainer(cfg, dataset(), task.charset(), quiet())),
+                          Catch::Contains(std::string("actor_rollout_ref.rollout.") + key + "=") && Catch::Contains("is invalid"));
+    };
+    auto const base = r;
+    r.block_size = 0;
+    refused("block_size");
+    r = base;
+    r.max_num_seqs = 0;
+    refused("max_num_seqs");
+    r = base;
+    r.max_num_batched_tokens = -3;
+    refused("max_num_batched_tokens");
+    r = base;
+    r.kv_cache_bytes = -1;
+    refused("kv_cache_bytes");
+    r = base;
+    r.gpu_memory_utilization = 1.5;
+    refused("gpu_memory_utilization");
+    r.gpu_memory_utilization = 0.0;
+    refused("gpu_memory_utilization");
+  }
   REQUIRE_FALSE(fs::exists(dir / "metrics.jsonl"));
   fs::remove_all(dir);
 }

@@ -19,8 +19,9 @@
 
 namespace rlflow::roles {
 
-//! The paged engine's keys from actor_rollout_ref.rollout.* (vLLM's EngineArgs as verl passes
-//! them); a bad value is a config_error naming the key.
+//! The paged engines' keys from actor_rollout_ref.rollout.* (vLLM's EngineArgs as verl passes
+//! them; the CUDA engine also takes gpu_memory_utilization, checked here); a bad value is a
+//! config_error naming the key.
 inline engine::PagedEngineConfig paged_engine_config(RolloutConfig const& rc) {
   auto bad = [](char const* key, std::int64_t v, char const* fix) {
     throw config_error(msg("actor_rollout_ref.rollout.", key, "=", v, " is invalid; ", fix));
@@ -30,6 +31,9 @@ inline engine::PagedEngineConfig paged_engine_config(RolloutConfig const& rc) {
   if (rc.max_num_batched_tokens < 1 || rc.max_num_batched_tokens > (std::int64_t(1) << 30))
     bad("max_num_batched_tokens", rc.max_num_batched_tokens, "schedule at least one token per step (verl: 8192)");
   if (rc.kv_cache_bytes < 0) bad("kv_cache_bytes", rc.kv_cache_bytes, "use a byte budget, or 0 to derive it");
+  if (!(rc.gpu_memory_utilization > 0.0 && rc.gpu_memory_utilization <= 1.0))
+    throw config_error(msg("actor_rollout_ref.rollout.gpu_memory_utilization=", rc.gpu_memory_utilization,
+                           " is invalid; use a fraction in (0, 1] of the device's memory (verl's default 0.5)"));
   engine::PagedEngineConfig pc;
   pc.block_size = static_cast<int>(rc.block_size);
   pc.max_num_seqs = static_cast<int>(rc.max_num_seqs);

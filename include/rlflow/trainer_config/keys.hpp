@@ -89,13 +89,13 @@ namespace rlflow {
   X(actor_rollout_ref.rollout.top_k, "", "top-k sampling; -1 (or 0): off")                                          \
   X(actor_rollout_ref.rollout.top_p, "", "nucleus sampling mass in (0, 1]")                                         \
   X(actor_rollout_ref.rollout.do_sample, "", "sample (true) or decode greedily (false)")                            \
-  X(actor_rollout_ref.rollout.gpu_memory_utilization, "", "fraction of device memory for weights + KV cache")       \
+  X(actor_rollout_ref.rollout.gpu_memory_utilization, "", "CUDA: fraction of device memory the rollout may fill (weights + KV block pool), in (0, 1]")       \
   X(actor_rollout_ref.rollout.enable_prefix_caching, "", "reuse cached KV blocks of an equal token prefix across requests") \
   X(actor_rollout_ref.rollout.enable_chunked_prefill, "", "split long prefills into chunks scheduled with the decodes") \
   X(actor_rollout_ref.rollout.max_num_batched_tokens, "", "tokens (prefill chunks plus decodes) in one engine step") \
   X(actor_rollout_ref.rollout.max_num_seqs, "", "sequences (samples) the rollout engine runs at once")            \
   X(actor_rollout_ref.rollout.block_size, "", "rlflow: positions per KV-cache block of the paged rollout engine")   \
-  X(actor_rollout_ref.rollout.kv_cache_bytes, "", "rlflow: the CPU rollout's KV-cache budget in bytes; 0: derived from max_num_seqs and free memory") \
+  X(actor_rollout_ref.rollout.kv_cache_bytes, "", "rlflow: the rollout's KV block pool in bytes; 0: derived from max_num_seqs and free memory (CUDA: gpu_memory_utilization)") \
   X(actor_rollout_ref.rollout.tensor_model_parallel_size, "", "TP degree of one rollout replica")                   \
   X(actor_rollout_ref.rollout.data_parallel_size, "", "DP degree inside one rollout replica")                       \
   X(actor_rollout_ref.rollout.pipeline_model_parallel_size, "", "PP degree of one rollout replica")                 \

@@ -167,7 +167,7 @@ struct RolloutConfig {
   std::int64_t max_num_batched_tokens = 8192;
   std::int64_t max_num_seqs = 1024;
   std::int64_t block_size = 16;
-  std::int64_t kv_cache_bytes = 0;                //!< 0: derived (max_num_seqs full-length sequences, at most a quarter of free memory)
+  std::int64_t kv_cache_bytes = 0;                //!< 0: derived (max_num_seqs full-length sequences, at most a quarter of free memory; CUDA: what gpu_memory_utilization leaves)
   std::int64_t tensor_model_parallel_size = 2;
   std::int64_t data_parallel_size = 1;
   std::int64_t pipeline_model_parallel_size = 1;
