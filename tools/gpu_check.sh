@@ -8,8 +8,10 @@
 # prints one table:
 #   tests passed / failed, GRPO-advantage bandwidth as a fraction of device copy bandwidth
 #   (target >= 70%), decode tokens/s with and without the KV cache, forward FLOP/s against cuBLAS
-#   sgemm of the same shapes (target >= 50%), the demos' score before / after and seconds per step,
-#   and nvidia-smi's device name.
+#   sgemm of the same shapes (target >= 50%), the GRPO-shaped rollout (64 prompts x 8 samples,
+#   BM_GenerateGroups) through the paged against the static CUDA engine: tokens/s (target >= 2x)
+#   and peak KV bytes (target <= 40%), the demos' score before / after and seconds per step, and
+#   nvidia-smi's device name.
 # It exits non-zero when any test fails or any stage cannot run. The raw outputs stay in
 # <build>/gpu_check/ (ctest.log, bench_kernels.csv, bench_engine.csv, demo/metrics.jsonl,
 # demo_qwen2/metrics.jsonl, device.txt).
@@ -63,6 +65,9 @@ json_series() {
 ratio() {  # ratio A B -> "A/B" as a percentage with one decimal, or "n/a"
   awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || b + 0 == 0) print "n/a"; else printf "%.1f%%", 100 * a / b }'
 }
+speedup() {  # speedup A B -> "xA/B" with one decimal, or "n/a"
+  awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || b + 0 == 0) print "n/a"; else printf "x%.1f", a / b }'
+}
 human() {  # human X UNIT -> 1.23e+09 UNIT, or n/a
   awk -v x="$1" -v u="$2" 'BEGIN { if (x == "") print "n/a"; else printf "%.3g %s", x, u }'
 }
@@ -97,6 +102,12 @@ report() {
   fwd=$(csv_value "$dir/bench_engine.csv" '^BM_Forward' 'FLOP/s')
   gemm=$(csv_value "$dir/bench_engine.csv" '^BM_Sgemm' 'FLOP/s')
   [[ -n "$kv1" && -n "$kv0" && -n "$fwd" && -n "$gemm" ]] || status=1
+  local gp gs kp ks
+  gp=$(csv_value "$dir/bench_engine.csv" '^BM_GenerateGroups/engine:paged' 'tokens/s')
+  gs=$(csv_value "$dir/bench_engine.csv" '^BM_GenerateGroups/engine:static' 'tokens/s')
+  kp=$(csv_value "$dir/bench_engine.csv" '^BM_GenerateGroups/engine:paged' 'kv_peak_bytes')
+  ks=$(csv_value "$dir/bench_engine.csv" '^BM_GenerateGroups/engine:static' 'kv_peak_bytes')
+  [[ -n "$gp" && -n "$gs" && -n "$kp" && -n "$ks" ]] || status=1
   local scores first last steps sps
   scores=$(json_series "$dir/demo/metrics.jsonl" "critic/score/mean")
   first=$(head -n1 <<<"$scores"); last=$(tail -n1 <<<"$scores")
@@ -119,6 +130,8 @@ report() {
   printf '%-44s %s\n' "GRPO advantage / device copy bandwidth" "$(human "$grpo" B/s) / $(human "$copy" B/s) = $(ratio "$grpo" "$copy") (target >= 70%)"
   printf '%-44s %s\n' "decode tokens/s, KV cache on / off" "$(human "$kv1" tok/s) / $(human "$kv0" tok/s) (x$(awk -v a="$kv1" -v b="$kv0" 'BEGIN { if (a == "" || b + 0 == 0) print "n/a"; else printf "%.1f", a / b }'))"
   printf '%-44s %s\n' "forward FLOP/s / cuBLAS sgemm FLOP/s" "$(human "$fwd" FLOP/s) / $(human "$gemm" FLOP/s) = $(ratio "$fwd" "$gemm") (target >= 50%)"
+  printf '%-44s %s\n' "generate groups tokens/s, paged / static" "$(human "$gp" tok/s) / $(human "$gs" tok/s) = $(speedup "$gp" "$gs") (target >= 2x)"
+  printf '%-44s %s\n' "peak KV bytes, paged / static" "$(human "$kp" B) / $(human "$ks" B) = $(ratio "$kp" "$ks") (target <= 40%)"
   printf '%-44s %s\n' "demo critic/score/mean first -> last step" "${first:-n/a} -> ${last:-n/a} ($steps steps)"
   printf '%-44s %s\n' "demo seconds per step (mean)" "${sps:-n/a}"
   printf '%-44s %s\n' "demo, arch=qwen2: score first -> last step" "${qfirst:-n/a} -> ${qlast:-n/a} ($qsteps steps)"
@@ -173,10 +186,12 @@ tail -n 3 "$OUT/ctest.log"
 echo "== benchmarks"
 timeout 180 "$BUILD/benchmarks/kernels/bench_kernels_cuda" --benchmark_format=csv --benchmark_min_time=0.2 \
   --benchmark_filter='rows:1048576/group:8/len:256' >"$OUT/bench_kernels.csv" 2>"$OUT/bench_kernels.err"
-# two runs: Google Benchmark's CSV writer needs the same counters in every row (decode counts
-# tokens/s, the forward and sgemm FLOP/s); the table reads each file's rows under their own header
+# one run per set of counters: Google Benchmark's CSV writer needs the same counters in every row
+# (decode counts tokens/s, the forward and sgemm FLOP/s, the static and the paged GRPO-shaped
+# rollouts their own); the table reads each run's rows under their own header. BM_GenerateGroups
+# runs a fixed 3 iterations (the minimum time does not apply)
 : >"$OUT/bench_engine.csv"
-for f in 'BM_Decode' 'BM_Forward|BM_Sgemm'; do
+for f in 'BM_Decode' 'BM_Forward|BM_Sgemm' 'BM_GenerateGroups/engine:static' 'BM_GenerateGroups/engine:paged'; do
   timeout 180 "$BUILD/benchmarks/engine_cuda/bench_engine_cuda" --benchmark_format=csv --benchmark_min_time=0.5 \
     --benchmark_filter="$f" >>"$OUT/bench_engine.csv" 2>>"$OUT/bench_engine.err"
 done

@@ -1,18 +1,34 @@
-// benchmarks/engine_cuda/bench_engine_cuda.cu <-> include/rlflow/engine/cuda/{rollout,training}_engine.cuh.
+// benchmarks/engine_cuda/bench_engine_cuda.cu <-> include/rlflow/engine/cuda/{rollout,training,paged}_engine.cuh.
 // BM_Decode/kv:1|0: tokens/s of the CUDA rollout engine generating 128 tokens for 64 prompts with
 // and without the KV cache (kv:0 recomputes the whole sequence per token; same tokens).
 // BM_Forward: the CUDA training engine's forward (compute_log_prob, B=32, T=256) in FLOP/s
 // (matrix products + attention + LM head), and BM_Sgemm: cuBLAS sgemm of the same matrix shapes
 // in the same run, in FLOP/s of those products; the ratio Forward / Sgemm is what gpu_check.sh
-// reports (target >= 50%). Needs a GPU; without one every benchmark reports 'no CUDA device'.
+// reports (target >= 50%).
+// BM_GenerateGroups/engine:static and /engine:paged: the GPU twin of engine/bench_paged.cpp's
+// GRPO-shaped rollout (engine/paged_workload.hpp: 64 prompts x n = 8, P = 256, responses
+// heavy-tailed up to R = 512; RLFLOW_BENCH_PAGED="G,n,P,R" replaces them). The static CUDA engine
+// takes all G n rows in one generate; the CUDA paged engine G requests of n samples with a pool of
+// 40% of the static slab (kv_cache_bytes set, not sized from gpu_memory_utilization). One warm-up
+// generate, then 3 timed ones; the paged engine's prefix cache is dropped between them (untimed),
+// so every one prefills its prompts. Counters: tokens/s (generated), tokens, kv_peak_bytes
+// (static: its (B, P + R) slab; paged: the most blocks held at once), and for the paged engine
+// kv_pool_bytes, preemptions and prompt_tokens (prefilled). gpu_check.sh reports paged / static
+// tokens/s (target >= 2x) and peak KV bytes (target <= 40%); it runs each engine apart (Google
+// Benchmark's CSV writer needs the same counters in every row) and the labels hold no comma.
+// Needs a GPU; without one every benchmark reports 'no CUDA device'.
 #include <benchmark/benchmark.h>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include <rlflow/engine/cuda/paged_engine.cuh>
 #include <rlflow/engine/cuda/rollout_engine.cuh>
 #include <rlflow/engine/cuda/training_engine.cuh>
 
+#include <cstdint>
 #include <vector>
+
+#include "engine/paged_workload.hpp"  // the GRPO-shaped workload shared with engine/bench_paged.cpp
 
 namespace {
 
@@ -124,9 +140,69 @@ void BM_Sgemm(benchmark::State& st) {
   cudaFree(a), cudaFree(b), cudaFree(c);
 }
 
+// ---- the GRPO-shaped rollout of engine/bench_paged.cpp on the GPU -------------------------------
+namespace W = rlflow_bench::paged;
+
+constexpr int kGroupsIterations = 3;
+
+void BM_GenerateGroupsStatic(benchmark::State& st) {
+  if (no_gpu(st)) return;
+  W::Workload const wl = W::workload();
+  auto const c = W::model_cfg(wl.P + wl.R);
+  E::cuda::RolloutEngine ro(c);
+  ro.load_weights(W::model_weights(c));
+  W::StaticBatch const sb = W::static_batch(wl, W::make_groups(wl));
+  Tensor const ti = Tensor::from(sb.ids, Shape{sb.B, sb.P}), tm = Tensor::from(sb.mask, Shape{sb.B, sb.P});
+  E::SamplingParams const sp = W::sampling(wl.R);
+  ro.generate(ti, tm, sp, sb.seeds);  // warm-up: the slab and the activations allocated once
+  double tokens = 0;
+  for (auto _ : st) {
+    auto r = ro.generate(ti, tm, sp, sb.seeds);
+    tokens = 0;
+    for (auto m : r.response_mask.span<std::int32_t const>()) tokens += m;
+  }
+  st.counters["tokens/s"] = benchmark::Counter(tokens, benchmark::Counter::kIsIterationInvariantRate);
+  st.counters["tokens"] = tokens;
+  st.counters["kv_peak_bytes"] = double(W::static_kv_bytes(c, sb.B, wl.P + wl.R));
+  st.SetLabel(W::workload_label(wl) + "; one batch of G n rows");
+}
+
+void BM_GenerateGroupsPaged(benchmark::State& st) {
+  if (no_gpu(st)) return;
+  W::Workload const wl = W::workload();
+  auto const c = W::model_cfg(wl.P + wl.R);
+  E::cuda::PagedEngine pe(c, W::paged_config(c, wl));
+  std::vector<float> const w = W::model_weights(c);
+  pe.load_weights(w);
+  W::Groups const gs = W::make_groups(wl);
+  std::vector<E::RequestParams> const ps = W::request_params(wl, gs);
+  pe.generate(gs.prompts, ps);  // warm-up: the block pool and the activations allocated once
+  double tokens = 0;
+  E::PagedMetrics m;
+  for (auto _ : st) {
+    st.PauseTiming();
+    pe.load_weights(w);  // drops the prefix cache: every generate prefills its prompts
+    pe.reset_metrics();
+    st.ResumeTiming();
+    auto out = pe.generate(gs.prompts, ps);
+    m = pe.metrics();
+    tokens = double(m.generation_tokens);
+    benchmark::DoNotOptimize(out.data());
+  }
+  st.counters["tokens/s"] = benchmark::Counter(tokens, benchmark::Counter::kIsIterationInvariantRate);
+  st.counters["tokens"] = tokens;
+  st.counters["kv_peak_bytes"] = double(m.peak_kv_bytes());
+  st.counters["kv_pool_bytes"] = double(pe.pool().bytes());
+  st.counters["preemptions"] = double(m.preemptions);
+  st.counters["prompt_tokens"] = double(m.prompt_tokens_prefilled);
+  st.SetLabel(W::workload_label(wl) + "; block 16; max_num_seqs 256; max_num_batched_tokens 8192; pool 40% of static");
+}
+
 }  // namespace
 
 BENCHMARK(BM_Decode)->ArgName("kv")->Arg(1)->Arg(0)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Forward)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Sgemm)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_GenerateGroupsStatic)->Name("BM_GenerateGroups/engine:static")->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(kGroupsIterations);
+BENCHMARK(BM_GenerateGroupsPaged)->Name("BM_GenerateGroups/engine:paged")->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(kGroupsIterations);
 BENCHMARK_MAIN();

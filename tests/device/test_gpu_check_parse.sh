@@ -22,8 +22,9 @@ name,iterations,real_time,cpu_time,time_unit,bytes_per_second,items_per_second,l
 "BM_GRPOAdvantage/rows:1048576/group:8/len:256/manual_time",100,1.5,1.6,ms,,,,,,3.6005e+12
 "BM_Memcpy/rows:1048576/group:8/len:256/manual_time",100,1.2,1.2,ms,,,,,,4e+12
 CSV
-# two runs appended to one file, each under its own header (the CSV writer aborts when rows
-# carry different counters, so the script runs the decode and the FLOP/s benchmarks apart)
+# four runs appended to one file, each under its own header (the CSV writer aborts when rows
+# carry different counters, so the script runs the decode, the FLOP/s and the two GRPO-shaped
+# rollout benchmarks apart; user counters come after error_message, sorted by name)
 cat >"$good/bench_engine.csv" <<'CSV'
 name,iterations,real_time,cpu_time,time_unit,bytes_per_second,items_per_second,label,error_occurred,error_message,"tokens/s"
 "BM_Decode/kv:1/real_time",10,50,50,ms,,,,,,163840
@@ -31,6 +32,10 @@ name,iterations,real_time,cpu_time,time_unit,bytes_per_second,items_per_second,l
 name,iterations,real_time,cpu_time,time_unit,bytes_per_second,items_per_second,label,error_occurred,error_message,"FLOP/s"
 "BM_Forward/real_time",100,2,2,ms,,,,,,2.5e+13
 "BM_Sgemm/real_time",100,1,1,ms,,,,,,4e+13
+name,iterations,real_time,cpu_time,time_unit,bytes_per_second,items_per_second,label,error_occurred,error_message,"kv_peak_bytes","tokens","tokens/s"
+"BM_GenerateGroups/engine:static/iterations:3/real_time",3,400,120,ms,,,"G=64 n=8 P=256 R<=512; one batch of G n rows",,,2.01327e+08,52705,131763
+name,iterations,real_time,cpu_time,time_unit,bytes_per_second,items_per_second,label,error_occurred,error_message,"kv_peak_bytes","kv_pool_bytes","preemptions","prompt_tokens","tokens","tokens/s"
+"BM_GenerateGroups/engine:paged/iterations:3/real_time",3,100,90,ms,,,"G=64 n=8 P=256 R<=512; block 16; max_num_seqs 256; max_num_batched_tokens 8192; pool 40% of static",,,1.47456e+07,8.05306e+07,0,16384,52705,527050
 CSV
 for s in 1 2 3; do
   echo "{\"step\": $s, \"critic/score/mean\": 0.$((s * 2)), \"timing_s/step\": 0.$((s + 1))}" >>"$good/demo/metrics.jsonl"
@@ -43,6 +48,8 @@ expect "tests" "$out" "passed / failed \(of total\) +4 / 0 \(of 4\)"
 expect "bandwidth" "$out" "3.6e\+12 B/s / 4e\+12 B/s = 90.0% "
 expect "decode" "$out" "1.64e\+05 tok/s / 2.05e\+04 tok/s \(x8.0\)"
 expect "flops" "$out" "= 62.5% \(target >= 50%\)"
+expect "groups tokens/s" "$out" "generate groups tokens/s, paged / static +5.27e\+05 tok/s / 1.32e\+05 tok/s = x4.0 \(target >= 2x\)"
+expect "groups peak KV" "$out" "peak KV bytes, paged / static +1.47e\+07 B / 2.01e\+08 B = 7.3% \(target <= 40%\)"
 expect "demo score" "$out" "first -> last step +0.2 -> 0.6 \(3 steps\)"
 expect "seconds per step" "$out" "per step \(mean\) +0.300"
 expect "qwen2 demo" "$out" "arch=qwen2: score first -> last step +0.2 -> 0.4 \(3 steps\)"
@@ -74,7 +81,35 @@ touch "$missing/demo.failed"
 out=$("$script" --parse "$missing"); rc=$?
 [[ $rc != 0 ]] || { echo "FAIL: missing outputs exit 0"; bad=1; }
 expect "n/a" "$out" "forward FLOP/s / cuBLAS sgemm FLOP/s +n/a / n/a = n/a"
+expect "groups n/a" "$out" "generate groups tokens/s, paged / static +n/a / n/a = n/a \(target >= 2x\)"
+expect "groups peak KV n/a" "$out" "peak KV bytes, paged / static +n/a / n/a = n/a \(target <= 40%\)"
 expect "qwen2 n/a" "$out" "arch=qwen2: score first -> last step +n/a -> n/a \(0 steps\)"
+
+# the GRPO-shaped rollout rows missing (a binary without them, or the runs timed out) while the
+# rest of the engine benchmarks ran: exit 1, n/a on those two lines only
+nogroups="$tmp/nogroups"
+cp -r "$good" "$nogroups"
+awk '/kv_peak_bytes/ { skip = 1 } /^name,/ && !/kv_peak_bytes/ { skip = 0 } !skip' "$good/bench_engine.csv" >"$nogroups/bench_engine.csv"
+out=$("$script" --parse "$nogroups"); rc=$?
+[[ $rc != 0 ]] || { echo "FAIL: missing BM_GenerateGroups rows exit 0"; bad=1; }
+expect "no groups: decode kept" "$out" "1.64e\+05 tok/s / 2.05e\+04 tok/s \(x8.0\)"
+expect "no groups: tokens/s n/a" "$out" "generate groups tokens/s, paged / static +n/a / n/a = n/a"
+expect "no groups: peak KV n/a" "$out" "peak KV bytes, paged / static +n/a / n/a = n/a"
+expect "no groups: overall" "$out" "overall +FAIL"
+
+# the paged run reported an error (Google Benchmark's error row: no counters), the static one ran
+pagederr="$tmp/pagederr"
+cp -r "$good" "$pagederr"
+awk '/engine:paged/ { skip = 1 } !skip' "$good/bench_engine.csv" >"$pagederr/bench_engine.csv"
+cat >>"$pagederr/bench_engine.csv" <<'CSV'
+name,iterations,real_time,cpu_time,time_unit,bytes_per_second,items_per_second,label,error_occurred,error_message
+"BM_GenerateGroups/engine:paged/iterations:3/real_time",,,,,,,,true,"no CUDA device"
+CSV
+out=$("$script" --parse "$pagederr"); rc=$?
+[[ $rc != 0 ]] || { echo "FAIL: a failed paged run exits 0"; bad=1; }
+expect "paged error: tokens/s" "$out" "generate groups tokens/s, paged / static +n/a / 1.32e\+05 tok/s = n/a"
+expect "paged error: peak KV" "$out" "peak KV bytes, paged / static +n/a / 2.01e\+08 B = n/a"
+expect "paged error: overall" "$out" "overall +FAIL"
 
 # an empty directory: nothing passes
 mkdir -p "$tmp/empty"
