@@ -65,8 +65,9 @@ await withChromium(NAME, 90000, async (browser) => {
   // both AdamW moments in fp32 plus a byte of decay mask each
   t.equal(await page.eval(`document.getElementById('model').value`), 'qwen2.5-0.5b', 'the memory is for Qwen2.5-0.5B first');
   t.equal(mem.actor_state, 494032768 * 17, "the actor's state is 17 bytes per parameter");
-  // KV cache: L x 2 x rows x (prompt + response) x NKV x head_dim x 4 bytes, rows = B n / devices
-  t.equal(mem.kv_cache, 24 * 2 * (1024 / 8) * 1024 * 2 * 64 * 4, 'the KV cache is L 2 rows S NKV hd 4 bytes');
+  // KV cache: each row's blocks of 16 positions at full length, rows = B n / devices, S = prompt + response:
+  // rows x (ceil(S / 16) + 1) blocks of L x 2 x 16 x NKV x head_dim x 4 bytes
+  t.equal(mem.kv_cache, (1024 / 8) * (1024 / 16 + 1) * 24 * 2 * 16 * 2 * 64 * 4, "the KV cache is the rows' blocks at full length");
   await page.eval(`(() => { const e = document.getElementById('model'); e.value = 'llama-3.1-8b'; e.dispatchEvent(new Event('change', {bubbles: true})); })()`);
   t.equal(Number(await page.eval(`document.querySelector('[data-memory=actor_state]').dataset.value`)), 8030261248 * 17,
     'choosing Llama-3.1-8B recomputes the estimate (8,030,261,248 parameters)');

@@ -134,14 +134,21 @@ TEST_CASE("estimate_device_memory: closed-form parts, sums and monotonicity", "[
     REQUIRE(e.actor_state == 17 * P);  // 4 float buffers + a byte mask
     REQUIRE(e.ref_state == 17 * P);
     REQUIRE(e.rollout_weights == 4 * P);
-    // the block pool: max_num_seqs sequences of max_seq_len positions in whole blocks, or kv_cache_bytes, or the cap
+    // the block pool: without a device, each row's blocks at full length, at most the pool (max_num_seqs
+    // sequences of S positions in whole blocks); on a device (a cap), the pool it commits: the
+    // default capped, or kv_cache_bytes in whole blocks
     std::int64_t const bs = c.actor_rollout_ref.rollout.block_size, block = m.n_layer * 2LL * bs * m.n_embd * 4;
-    std::int64_t const full = ((m.max_seq_len + bs - 1) / bs + 1) * c.actor_rollout_ref.rollout.max_num_seqs * block;
-    REQUIRE(e.kv_cache == full);
+    std::int64_t const per_seq = (S + bs - 1) / bs + 1;
+    REQUIRE(e.kv_cache == std::min(rows, c.actor_rollout_ref.rollout.max_num_seqs) * per_seq * block);
+    REQUIRE(paged_pool_bytes(c, m) == c.actor_rollout_ref.rollout.max_num_seqs * per_seq * block);
     REQUIRE(estimate_device_memory(c, m, 5 * block + 3).kv_cache == 5 * block);
+    REQUIRE(estimate_device_memory(c, m, std::int64_t(1) << 62).kv_cache == paged_pool_bytes(c, m));
     TrainerConfig fixed = c;
     fixed.actor_rollout_ref.rollout.kv_cache_bytes = 7 * block + 1;
     REQUIRE(estimate_device_memory(fixed, m, 2 * block).kv_cache == 7 * block);
+    TrainerConfig few = c;  // a pool smaller than the rows' blocks bounds the estimate
+    few.actor_rollout_ref.rollout.max_num_seqs = 1;
+    REQUIRE(estimate_device_memory(few, m).kv_cache == per_seq * block);
     REQUIRE(e.total() == e.actor_state + e.ref_state + e.rollout_weights + e.kv_cache + e.rollout_activations +
                              e.train_activations);
     // the kept activations alone (ActivationLayout) bound the training part from below: per layer
@@ -276,7 +283,7 @@ TEST_CASE("check_device_memory rejects an estimate above the free memory, naming
   big.rows_per_worker = 256;
   big.slots = 9;
   REQUIRE_THROWS_WITH(check_device_memory(big, 1, std::int64_t(3) << 29, std::int64_t(2) << 30),
-                      Catch::Contains("needs an estimated 3 GiB") && Catch::Contains("KV cache 3 GiB (block pool; 256 rows x 9 slots per step)") &&
+                      Catch::Contains("needs an estimated 3 GiB") && Catch::Contains("KV cache 3 GiB (256 rows x 9 slots)") &&
                           Catch::Contains("device 1 has 1.5 GiB free of 2 GiB") &&
                           Catch::Contains("ppo_micro_batch_size_per_gpu") && Catch::Contains("n_gpus_per_node"));
 }

@@ -11,6 +11,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <map>
@@ -25,6 +26,7 @@
 #include <rlflow/engine/paged_engine.hpp>
 
 #include "../fixtures.hpp"  // for_each_tiny_llama, perturbed_weights, describe
+#include "paged_groups.hpp"  // Group, random_groups, params_of, prompts_of
 
 namespace test_paged_cuda {
 
@@ -41,6 +43,11 @@ using CpuPaged = rlflow::engine::PagedEngine;
 using GpuPaged = rlflow::engine::cuda::PagedEngine;
 
 namespace {
+
+using paged_groups::Group;
+using paged_groups::params_of;
+using paged_groups::prompts_of;
+using paged_groups::random_groups;
 
 bool have_gpu() {
   int n = 0;
@@ -59,31 +66,6 @@ GPTConfig gpt2_config() {
   return c;
 }
 
-struct Group {
-  std::vector<std::int32_t> prompt;
-  std::vector<std::uint64_t> seeds;
-};
-// 'G' groups of n samples, prompts of random lengths in [lo, hi], tokens >= 3 (0..2 special)
-std::vector<Group> random_groups(int G, int n, int V, unsigned seed, int lo = 1, int hi = 30) {
-  std::mt19937 g(seed);
-  std::vector<Group> out(static_cast<std::size_t>(G));
-  for (auto& gr : out) {
-    int const len = lo + int(g() % unsigned(hi - lo + 1));
-    for (int t = 0; t < len; ++t) gr.prompt.push_back(3 + std::int32_t(g() % unsigned(V - 3)));
-    for (int k = 0; k < n; ++k) gr.seeds.push_back(std::uint64_t(g()) * 2654435761ull + 17);
-  }
-  return out;
-}
-std::vector<RequestParams> params_of(std::vector<Group> const& gs, SamplingParams const& sp) {
-  std::vector<RequestParams> ps;
-  for (auto const& g : gs) ps.push_back(RequestParams::from_static(sp, g.seeds));
-  return ps;
-}
-std::vector<std::vector<std::int32_t>> prompts_of(std::vector<Group> const& gs) {
-  std::vector<std::vector<std::int32_t>> p;
-  for (auto const& g : gs) p.push_back(g.prompt);
-  return p;
-}
 SamplingParams sampled(int R, bool greedy = false) {
   SamplingParams sp;
   sp.temperature = greedy ? 0.0f : 0.9f;
@@ -208,9 +190,13 @@ TEST_CASE("CUDA paged engine's generate of a left-padded batch equals the static
       }
     }
     Tensor const ti = Tensor::from(ids, Shape{B, P}), tm = Tensor::from(mask, Shape{B, P});
+    std::uint64_t prompt_positions = 0;  // each group's prompt once
+    for (int i = 0; i < G; ++i)
+      for (int t = 0; t < P; ++t) prompt_positions += std::uint64_t(mask[std::size_t(i * n) * P + t]);
     for (bool greedy : {true, false}) {
       auto const sp = sampled(18, greedy);
       auto const a = st.generate(ti, tm, sp, seeds);
+      pg.reset_metrics();
       auto const b = pg.generate(ti, tm, sp, seeds);
       REQUIRE(std::vector<std::int32_t>(b.responses.span<std::int32_t>().begin(), b.responses.span<std::int32_t>().end()) ==
               std::vector<std::int32_t>(a.responses.span<std::int32_t>().begin(), a.responses.span<std::int32_t>().end()));
@@ -218,7 +204,8 @@ TEST_CASE("CUDA paged engine's generate of a left-padded batch equals the static
               std::vector<std::int32_t>(a.response_mask.span<std::int32_t>().begin(), a.response_mask.span<std::int32_t>().end()));
       auto const la = a.log_probs.span<float>(), lb = b.log_probs.span<float>();
       for (std::size_t j = 0; j < la.size(); ++j) REQUIRE(lb[j] == Approx(la[j]).margin(1e-4));
-      REQUIRE(pg.metrics().prompt_tokens_prefilled < std::uint64_t(B) * P);  // each group's prompt once
+      // each group's prompt once (no prompt fills a block of 16, so none comes from the prefix cache)
+      REQUIRE(pg.metrics().prompt_tokens_prefilled == prompt_positions);
     }
   }
 }
@@ -431,6 +418,35 @@ TEST_CASE("CUDA paged engine: sleep frees the device memory, device-to-device we
   p.max_tokens = rlflow::kernels::cuda::model::layers::max_attention_keys;
   REQUIRE_THROWS_WITH(lp.add_request("long", {3, 4}, p), Catch::Contains("attention kernel"));
   REQUIRE_FALSE(lp.has_unfinished());
+}
+
+TEST_CASE("CUDA paged engine: an abortable generation stops after a sampling step and frees every block", "[model][paged][cuda]") {
+  if (!have_gpu()) {
+    WARN("no CUDA device: skipped");
+    return;
+  }
+  GPTConfig const cfg = gpt2_config();
+  auto const w = fixtures::perturbed_weights(cfg, 71, 0.3f);
+  GpuPaged pe(cfg);
+  pe.load_weights(w);
+  int const B = 6, P = 5;
+  std::vector<std::int32_t> ids(std::size_t(B) * P);
+  for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = 3 + std::int32_t(i % 31);
+  std::vector<std::int32_t> const mask(ids.size(), 1);
+  std::vector<std::uint64_t> seeds{1, 2, 3, 4, 5, 6};
+  SamplingParams sp = sampled(20);
+  sp.eos_id = -1;
+  std::atomic<bool> stop{true};
+  rlflow::engine::GenerateControl ctl;
+  ctl.abort = &stop;
+  auto const r = pe.generate(Tensor::from(ids, Shape{B, P}), Tensor::from(mask, Shape{B, P}), sp, seeds, ctl);
+  REQUIRE(r.unfinished.size() == std::size_t(B));  // every row stopped after its first token
+  for (int g : r.unfinished_generated) REQUIRE(g == 1);
+  REQUIRE_FALSE(pe.has_unfinished());
+  REQUIRE(pe.pool().num_used() == 0);
+  // the first token is the one a full run gives
+  auto const full = pe.generate(Tensor::from(ids, Shape{B, P}), Tensor::from(mask, Shape{B, P}), sp, seeds);
+  for (int b = 0; b < B; ++b) REQUIRE(r.responses.at<std::int32_t>(b, 0) == full.responses.at<std::int32_t>(b, 0));
 }
 
 }  // namespace test_paged_cuda

@@ -20,6 +20,7 @@
 #include <rlflow/engine/rollout_engine.hpp>
 
 #include "fixtures.hpp"
+#include "paged_groups.hpp"  // Group, random_groups, params_of, prompts_of
 
 namespace test_paged_engine {
 
@@ -36,6 +37,11 @@ using rlflow::model::Arch;
 using rlflow::model::GPTConfig;
 
 namespace {
+
+using paged_groups::Group;
+using paged_groups::params_of;
+using paged_groups::prompts_of;
+using paged_groups::random_groups;
 
 GPTConfig model_of(Arch arch) {
   GPTConfig c;
@@ -60,23 +66,6 @@ GPTConfig model_of(Arch arch) {
   return c;
 }
 
-struct Group {
-  std::vector<std::int32_t> prompt;
-  std::vector<std::uint64_t> seeds;
-};
-
-// 'G' groups of n samples, prompts of random lengths in [lo, hi], tokens >= 3 (0..2 special)
-std::vector<Group> random_groups(int G, int n, int V, unsigned seed, int lo = 1, int hi = 30) {
-  std::mt19937 g(seed);
-  std::vector<Group> out(static_cast<std::size_t>(G));
-  for (auto& gr : out) {
-    int const len = lo + int(g() % unsigned(hi - lo + 1));
-    for (int t = 0; t < len; ++t) gr.prompt.push_back(3 + std::int32_t(g() % unsigned(V - 3)));
-    for (int k = 0; k < n; ++k) gr.seeds.push_back(std::uint64_t(g()) * 2654435761ull + 17);
-  }
-  return out;
-}
-
 struct Sample {
   std::vector<std::int32_t> tokens;
   std::vector<float> logprobs;
@@ -95,17 +84,6 @@ std::vector<Sample> static_group(RolloutEngine& ro, Group const& gr, SamplingPar
       out[std::size_t(k)].logprobs.push_back(r.log_probs.at<float>(k, j));
     }
   return out;
-}
-
-std::vector<RequestParams> params_of(std::vector<Group> const& gs, SamplingParams const& sp) {
-  std::vector<RequestParams> ps;
-  for (auto const& g : gs) ps.push_back(RequestParams::from_static(sp, g.seeds));
-  return ps;
-}
-std::vector<std::vector<std::int32_t>> prompts_of(std::vector<Group> const& gs) {
-  std::vector<std::vector<std::int32_t>> p;
-  for (auto const& g : gs) p.push_back(g.prompt);
-  return p;
 }
 
 void require_same(RequestOutput const& a, RequestOutput const& b) {

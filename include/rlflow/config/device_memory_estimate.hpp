@@ -23,7 +23,7 @@ struct DeviceMemoryEstimate {
   std::int64_t actor_state = 0;     //!< actor training engine: params, grads, AdamW m and v, decay mask
   std::int64_t ref_state = 0;       //!< reference training engine (the CUDA engine keeps the same four buffers)
   std::int64_t rollout_weights = 0; //!< rollout engine's copy of the weights
-  std::int64_t kv_cache = 0;        //!< the paged rollout's block pool (paged_pool_bytes)
+  std::int64_t kv_cache = 0;        //!< the paged rollout's block pool (see estimate_device_memory)
   std::int64_t rollout_activations = 0;  //!< one engine step's activations (max_num_batched_tokens rows), logits, indices
   std::int64_t train_activations = 0;    //!< kept activations + head + backward scratch (actor and reference)
   std::int64_t rows_per_worker = 0;      //!< Bw
@@ -35,8 +35,8 @@ struct DeviceMemoryEstimate {
   std::string breakdown() const {
     auto g = [](std::int64_t b) { return msg(static_cast<double>(b) / gib); };
     return msg("actor + reference engines ", g(actor_state + ref_state), " GiB, rollout weights ", g(rollout_weights),
-               " GiB, KV cache ", g(kv_cache), " GiB (block pool; ", rows_per_worker, " rows x ", slots,
-               " slots per step), rollout activations ", g(rollout_activations), " GiB, training activations ",
+               " GiB, KV cache ", g(kv_cache), " GiB (", rows_per_worker, " rows x ", slots,
+               " slots), rollout activations ", g(rollout_activations), " GiB, training activations ",
                g(train_activations), " GiB");
   }
 };
@@ -76,28 +76,31 @@ inline std::int64_t train_activation_floats(model::GPTConfig const& m, std::int6
 }  // namespace detail
 
 //! The bytes of the paged rollout engine's block pool for 'cfg' and the policy model 'm', as the
-//! engines size it (engine::PagedCore::init_pool): actor_rollout_ref.rollout.kv_cache_bytes, or
-//! by default what max_num_seqs sequences of m.max_seq_len positions need, at most 'cap' (the
-//! engine's default budget: a quarter of the available host memory on the CPU, what
-//! gpu_memory_utilization leaves on a device); whole blocks of block_size positions.
+//! engines size it (engine::PagedCore::init_pool, roles::paged_engine_config):
+//! actor_rollout_ref.rollout.kv_cache_bytes, or by default what max_num_seqs sequences of prompt +
+//! response positions (at most m.max_seq_len) need, at most 'cap' (the engine's default budget: a
+//! quarter of the available host memory on the CPU, what gpu_memory_utilization leaves on a
+//! device); whole blocks of block_size positions.
 inline std::int64_t paged_pool_bytes(TrainerConfig const& cfg, model::GPTConfig const& m,
                                      std::int64_t cap = std::numeric_limits<std::int64_t>::max()) {
   auto const& rc = cfg.actor_rollout_ref.rollout;
   std::int64_t const bs = std::max<std::int64_t>(1, rc.block_size);
   std::int64_t const block = std::int64_t(m.n_layer) * 2 * m.kv_heads() * bs * m.head_dim() * std::int64_t(sizeof(float));
+  std::int64_t const len = std::min<std::int64_t>(cfg.data.max_prompt_length + cfg.data.max_response_length, m.max_seq_len);
   std::int64_t bytes = rc.kv_cache_bytes;
-  if (bytes <= 0) bytes = std::min(((m.max_seq_len + bs - 1) / bs + 1) * std::max<std::int64_t>(1, rc.max_num_seqs) * block, std::max<std::int64_t>(cap, 0));
+  if (bytes <= 0) bytes = std::min(((len + bs - 1) / bs + 1) * std::max<std::int64_t>(1, rc.max_num_seqs) * block, std::max<std::int64_t>(cap, 0));
   return bytes / block * block;
 }
 
 //! The peak device bytes of one worker (one device) of the colocated CUDA trainer for 'cfg' (as
-//! prepared by the Trainer) and the policy model 'm', with the block pool at most 'kv_cap' bytes
-//! (paged_pool_bytes). Conservative: the training engines keep their activation buffers across
-//! the rollout, so the rollout's pool and the training buffers are counted together even when
-//! rollout.free_cache_engine frees the pool during training.
+//! prepared by the Trainer) and the policy model 'm'. The block pool: with 'kv_cap' >= 0 (a
+//! device's default budget), the pool the rollout commits there (paged_pool_bytes); without it
+//! (the planner, the host check), the blocks the worker's rows can hold at once, at most the pool
+//! (the host pool's untouched pages are never mapped). Conservative: the training engines keep
+//! their activation buffers across the rollout, so the rollout's pool and the training buffers are
+//! counted together even when rollout.free_cache_engine frees the pool during training.
 //! The critic (when there is one) runs on the CPU engine and takes no device memory.
-inline DeviceMemoryEstimate estimate_device_memory(TrainerConfig const& cfg, model::GPTConfig const& m,
-                                                   std::int64_t kv_cap = std::numeric_limits<std::int64_t>::max()) {
+inline DeviceMemoryEstimate estimate_device_memory(TrainerConfig const& cfg, model::GPTConfig const& m, std::int64_t kv_cap = -1) {
   DeviceMemoryEstimate e;
   std::int64_t const workers = std::max<std::int64_t>(1, cfg.trainer.nnodes * cfg.trainer.n_gpus_per_node);
   std::int64_t const n = cfg.actor_rollout_ref.rollout.n;
@@ -111,7 +114,13 @@ inline DeviceMemoryEstimate estimate_device_memory(TrainerConfig const& cfg, mod
   e.actor_state = 4 * P * f + P;  // params, grads, m, v (float) + decay mask (byte)
   e.ref_state = e.actor_state;
   e.rollout_weights = P * f;
-  e.kv_cache = paged_pool_bytes(cfg, m, kv_cap);
+  if (kv_cap >= 0) {
+    e.kv_cache = paged_pool_bytes(cfg, m, kv_cap);
+  } else {  // each row's blocks at full length (a group shares its prompt's: an upper bound)
+    std::int64_t const bs = std::max<std::int64_t>(1, cfg.actor_rollout_ref.rollout.block_size);
+    std::int64_t const block = std::int64_t(m.n_layer) * 2 * m.kv_heads() * bs * m.head_dim() * f;
+    e.kv_cache = std::min(paged_pool_bytes(cfg, m), rows * ((S + bs - 1) / bs + 1) * block);
+  }
   // one step of the paged engine: Nt tokens (at most max_num_batched_tokens, at most every
   // position of the worker's rows) through x, ln (Nt C) and the layer scratch (qkv, atty, fc,
   // SwiGLU's output); the sampling rows' (at most max_num_seqs, at most rows) residual, norm and
@@ -180,14 +189,14 @@ inline std::int64_t host_memory_available() {
 
 //! Throws config_error (before the weights are read) when the CPU trainer's workers of this
 //! process (n_gpus_per_node of them, each with the per-worker footprint of
-//! estimate_device_memory: actor and reference engines, the rollout's weights, block pool (at
-//! most a quarter of 'available', the CPU engine's default budget) and activations) need more
-//! than 'available' bytes of host memory, naming the numbers and the fix.
+//! estimate_device_memory: actor and reference engines, the rollout's weights, the blocks its rows
+//! can hold and activations) need more than 'available' bytes of host memory, naming the numbers
+//! and the fix.
 //! The CPU engines allocate gradients and AdamW moments on first use, so the reference counts its
 //! weights and decay mask only. 'available' < 0 (unknown) skips the check.
 inline void check_host_memory(TrainerConfig const& cfg, model::GPTConfig const& m, std::int64_t available, std::string const& what) {
   if (available < 0) return;
-  DeviceMemoryEstimate e = estimate_device_memory(cfg, m, available / 4);
+  DeviceMemoryEstimate e = estimate_device_memory(cfg, m);
   e.ref_state = model::ParamLayout(m).count() * std::int64_t(sizeof(float) + 1);
   std::int64_t const workers = std::max<std::int64_t>(1, cfg.trainer.n_gpus_per_node);
   std::int64_t const need = workers * e.total();

@@ -42,7 +42,11 @@ namespace rlflow::engine {
 //! The engine's scheduling and cache keys (verl: actor_rollout_ref.rollout.*, vLLM's EngineArgs).
 struct PagedEngineConfig {
   int block_size = 16;             //!< positions per KV block
-  std::size_t kv_cache_bytes = 0;  //!< the block pool's budget; 0: a quarter of the available memory, at most what max_num_seqs full-length sequences need
+  std::size_t kv_cache_bytes = 0;  //!< the block pool's budget; 0: derived (the engine's share of memory, at most what max_num_seqs sequences of planned_seq_len positions need)
+  //! The positions a sequence is planned to hold when the default budget is derived (0: the
+  //! model's max_seq_len); the trainer passes prompt + response length (verl's max_model_len rule).
+  //! It sizes the pool only: a longer request (up to max_seq_len) still runs.
+  int planned_seq_len = 0;
   int max_num_seqs = 256;          //!< sequences (samples) running at once
   int max_num_batched_tokens = 8192;  //!< tokens (prefill chunks plus decodes) in one step
   bool enable_chunked_prefill = true;  //!< split a prefill across steps; off: a sequence prefills in one step
@@ -61,6 +65,7 @@ struct PagedEngineConfig {
     if (block_size < 1 || block_size > 1024) bad("block_size", block_size, "use 1..1024 positions per block (16 is usual)");
     if (max_num_seqs < 1) bad("max_num_seqs", max_num_seqs, "run at least one sequence");
     if (max_num_batched_tokens < 1) bad("max_num_batched_tokens", max_num_batched_tokens, "schedule at least one token per step");
+    if (planned_seq_len < 0) bad("planned_seq_len", planned_seq_len, "use the positions a sequence holds, or 0 for the model's max_seq_len");
   }
 };
 
@@ -409,9 +414,11 @@ class PagedCore {
     metrics_.num_blocks = nb;
     metrics_.block_bytes = s.bytes_per_block();
   }
-  //! Bytes max_num_seqs full-length sequences need (the budget's upper bound by default).
+  //! Bytes max_num_seqs sequences of planned_seq_len positions (max_seq_len at most) need: the
+  //! default budget's upper bound.
   std::size_t full_budget_bytes(BlockPool::Shape const& s) const {
-    std::size_t const per_seq = std::size_t((cfg_.max_seq_len + pc_.block_size - 1) / pc_.block_size) + 1;
+    int const len = pc_.planned_seq_len > 0 ? std::min(pc_.planned_seq_len, cfg_.max_seq_len) : cfg_.max_seq_len;
+    std::size_t const per_seq = std::size_t((len + pc_.block_size - 1) / pc_.block_size) + 1;
     return per_seq * std::size_t(pc_.max_num_seqs) * s.bytes_per_block();
   }
   BlockPool& mutable_pool() { return *pool_; }

@@ -313,8 +313,8 @@ class BasicActorRolloutRef {
         actor_(make_training(setup_.policy_model,
                              optimizer_config(setup_.cfg.actor_rollout_ref.actor.optim, setup_.cfg.actor_rollout_ref.actor.grad_clip,
                                               total_optimizer_steps))),
-        rollout_(detail::make_rollout<E>(setup_, model::TPRank{ctx.rank % RolloutTP, RolloutTP})),
-        ref_(make_training(setup_.policy_model, engine::OptimizerConfig{})) {
+        ref_(make_training(setup_.policy_model, engine::OptimizerConfig{})),
+        rollout_(detail::make_rollout<E>(setup_, model::TPRank{ctx.rank % RolloutTP, RolloutTP})) {
     if (setup_.threads_per_worker < 0)
       throw config_error(msg("rlflow::roles::ActorRolloutRef: threads_per_worker = ", setup_.threads_per_worker,
                              " must be >= 0 (0: from the machine); set TrainerOptions::threads_per_worker"));
@@ -727,8 +727,8 @@ class BasicActorRolloutRef {
   WorkerContext dp_ctx_;                //!< this worker seen from its DP group (train_tp_ > 1)
   std::vector<float> full_;             //!< gathered full weights (training TP != rollout TP)
   typename E::training actor_;
-  typename E::rollout rollout_;
   typename E::training ref_;
+  typename E::rollout rollout_;  // after the training engines: a device rollout sizes its pool from what they leave
   comm::MeshCommunicators mesh_;  //!< the rollout mesh's TP and DP groups (RolloutTP > 1)
   std::shared_ptr<agent::ToolSet const> agent_tools_;  //!< agent rollouts' tools, loaded on first use
   std::unique_ptr<agent::ToolPool> tool_pool_;         //!< agent rollouts' tool threads (agent.num_workers), made on first use

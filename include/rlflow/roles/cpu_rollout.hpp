@@ -4,6 +4,7 @@
 // reference (RoleSetup::static_rollout).
 // verl: the rollout worker's inference engine (vLLMRollout).
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -20,9 +21,10 @@
 namespace rlflow::roles {
 
 //! The paged engines' keys from actor_rollout_ref.rollout.* (vLLM's EngineArgs as verl passes
-//! them; the CUDA engine also takes gpu_memory_utilization, checked here); a bad value is a
-//! config_error naming the key.
-inline engine::PagedEngineConfig paged_engine_config(RolloutConfig const& rc) {
+//! them; the CUDA engine also takes gpu_memory_utilization, checked here) and the sequences' planned
+//! length from data.*; a bad value is a config_error naming the key.
+inline engine::PagedEngineConfig paged_engine_config(TrainerConfig const& cfg) {
+  RolloutConfig const& rc = cfg.actor_rollout_ref.rollout;
   auto bad = [](char const* key, std::int64_t v, char const* fix) {
     throw config_error(msg("actor_rollout_ref.rollout.", key, "=", v, " is invalid; ", fix));
   };
@@ -41,6 +43,8 @@ inline engine::PagedEngineConfig paged_engine_config(RolloutConfig const& rc) {
   pc.enable_chunked_prefill = rc.enable_chunked_prefill;
   pc.enable_prefix_caching = rc.enable_prefix_caching;
   pc.kv_cache_bytes = static_cast<std::size_t>(rc.kv_cache_bytes);
+  // the default pool plans for the trainer's sequences: prompt + response (verl's max_model_len)
+  pc.planned_seq_len = static_cast<int>(std::min<std::int64_t>(cfg.data.max_prompt_length + cfg.data.max_response_length, 1 << 30));
   return pc;
 }
 
@@ -55,7 +59,7 @@ class CpuRollout {
  public:
   CpuRollout(model::GPTConfig const& model, model::TPRank tp, TrainerConfig const& cfg, bool use_static) {
     if (use_static) st_ = std::make_unique<engine::RolloutEngine>(model, tp);
-    else pg_ = std::make_unique<engine::PagedEngine>(model, paged_engine_config(cfg.actor_rollout_ref.rollout), tp);
+    else pg_ = std::make_unique<engine::PagedEngine>(model, paged_engine_config(cfg), tp);
   }
 
   model::GPTConfig const& config() const { return pg_ ? pg_->config() : st_->config(); }

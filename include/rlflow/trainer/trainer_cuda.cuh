@@ -70,7 +70,7 @@ struct engines<::rlflow::cuda::tag> {
   //! gpu_memory_utilization) on the worker's device (no tensor-parallel shard on the GPU yet: TP<1> only).
   static rollout make_rollout(RoleSetup const& s, model::TPRank) {
     auto const& rc = s.cfg.actor_rollout_ref.rollout;
-    return rollout(s.policy_model, paged_engine_config(rc), rc.gpu_memory_utilization);
+    return rollout(s.policy_model, paged_engine_config(s.cfg), rc.gpu_memory_utilization);
   }
   //! Sets the training engine's weights from a full flat host copy (weights from model.path).
   static void set_weights(training& t, std::vector<float> const& w) { t.load_weights(w); }

@@ -47,43 +47,29 @@ class PagedEngine : public engine::PagedCore<PagedEngine> {
   static constexpr char const* who = "rlflow::engine::cuda::PagedEngine";
 
   PagedEngine(model::GPTConfig const& cfg, PagedEngineConfig const& pc = {}, double gpu_memory_utilization = 0.5)
-      : Core(cfg, pc), lay_(cfg_) {
+      : Core(cfg, pc), lay_(cfg_), weights_(lay_.size(), who) {
     if (!(gpu_memory_utilization > 0.0 && gpu_memory_utilization <= 1.0))
       throw config_error(msg(who, ": gpu_memory_utilization = ", gpu_memory_utilization,
                              " must be in (0, 1] (the fraction of device memory for weights and KV cache; verl's default 0.5)"));
     RLFLOW_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-    RLFLOW_CUDA_CHECK(cublasCreate(&blas_));
-    RLFLOW_CUDA_CHECK(cublasSetStream(blas_, stream_));
-    std::vector<float> init(lay_.size());
-    model::init_params(cfg_, init);
-    load_weights(init);
-    BlockPool::Shape const s{cfg_.n_layer, cfg_.kv_heads(), cfg_.head_dim(), pc_.block_size};
-    std::size_t const need = full_budget_bytes(s);
-    std::size_t budget = need;
-    if (pc_.kv_cache_bytes == 0) {
-      std::size_t free_b = 0, total_b = 0;
-      RLFLOW_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
-      double const allowed = gpu_memory_utilization * double(total_b), in_use = double(total_b - free_b);
-      budget = allowed > in_use ? std::min(need, std::size_t(allowed - in_use)) : 0;
-      if (budget < s.bytes_per_block())
-        throw config_error(msg(who, ": gpu_memory_utilization = ", gpu_memory_utilization, " allows ", allowed / ::rlflow::gib,
-                               " GiB of the device's ", double(total_b) / ::rlflow::gib, " GiB and ", in_use / ::rlflow::gib,
-                               " GiB are in use already, which leaves no KV block of ", s.bytes_per_block(),
-                               " bytes; raise actor_rollout_ref.rollout.gpu_memory_utilization or set kv_cache_bytes"));
+    try {
+      RLFLOW_CUDA_CHECK(cublasCreate(&blas_));
+      RLFLOW_CUDA_CHECK(cublasSetStream(blas_, stream_));
+      init_device(gpu_memory_utilization);
+    } catch (...) {  // no destructor runs for a constructor that throws
+      release_handles();
+      throw;
     }
-    init_pool(s, budget);
   }
   ~PagedEngine() {
     abort_all();
-    if (stream_) cudaStreamSynchronize(stream_);
-    if (blas_) cublasDestroy(blas_);
-    if (stream_) cudaStreamDestroy(stream_);
+    release_handles();
   }
 
   model::ParamLayout const& layout() const { return lay_; }
   cudaStream_t stream() const { return stream_; }
   //! The device copy of the flat weights (ParamLayout order).
-  float const* device_weights() const { return weights_.get<float>(); }
+  float const* device_weights() const { return weights_.get(); }
   //! The engine itself: the trainer's roles read its metrics through it, as through CpuRollout.
   PagedEngine* paged() { return this; }
   PagedEngine const* paged() const { return this; }
@@ -91,34 +77,18 @@ class PagedEngine : public engine::PagedCore<PagedEngine> {
   //! Copies a host flat parameter buffer (ParamLayout order) to the device weights and drops the
   //! prefix cache (its keys and values are the old weights'). verl: update_weights.
   void load_weights(std::span<float const> flat) {
-    if (flat.size() != lay_.size())
-      throw shape_error(msg(who, "::load_weights: ", flat.size(), " floats for a model of ", lay_.size(),
-                            " parameters; the trainer and the rollout must share one GPTConfig"));
-    float* w = weights_.ensure<float>(lay_.size());
-    RLFLOW_CUDA_CHECK(cudaMemcpyAsync(w, flat.data(), flat.size_bytes(), cudaMemcpyHostToDevice, stream_));
-    RLFLOW_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    weights_.load(flat, stream_);
     if (pool_) mutable_pool().reset_cache();
   }
   //! Copies 'count' device floats (ParamLayout order, e.g. the colocated actor's parameters on the
-  //! same device) into the weights, after 'producer' (the stream that wrote them) is idle. verl:
-  //! update_weights with the naive checkpoint engine (same device, no host round trip).
+  //! same device) into the weights, after 'producer' (the stream that wrote them) is idle, and drops
+  //! the prefix cache. verl: update_weights with the naive checkpoint engine.
   void load_weights_device(float const* src, std::size_t count, cudaStream_t producer) {
-    if (count != lay_.size())
-      throw shape_error(msg(who, "::load_weights_device: ", count, " floats for a model of ", lay_.size(),
-                            " parameters; the trainer and the rollout must share one GPTConfig"));
-    RLFLOW_CUDA_CHECK(cudaStreamSynchronize(producer));
-    float* w = weights_.ensure<float>(lay_.size());
-    RLFLOW_CUDA_CHECK(cudaMemcpyAsync(w, src, count * sizeof(float), cudaMemcpyDeviceToDevice, stream_));
-    RLFLOW_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    weights_.load_device(src, count, producer, stream_);
     mutable_pool().reset_cache();
   }
   //! Copies the device weights back to the host (tests, checkpoints).
-  std::vector<float> weights() const {
-    std::vector<float> out(lay_.size());
-    RLFLOW_CUDA_CHECK(cudaMemcpyAsync(out.data(), weights_.get<float>(), out.size() * sizeof(float), cudaMemcpyDeviceToHost, stream_));
-    RLFLOW_CUDA_CHECK(cudaStreamSynchronize(stream_));
-    return out;
-  }
+  std::vector<float> weights() const { return weights_.to_host(stream_); }
 
   //! Frees the block pool's storage, the activations and the RoPE tables (cudaFree: the memory
   //! goes back to the driver); needs an idle engine; the weights stay. The next step() takes them
@@ -166,6 +136,35 @@ class PagedEngine : public engine::PagedCore<PagedEngine> {
                                       cudaMemcpyDeviceToDevice, stream_));
   }
   void sample_draws() { draw_host(); }
+
+  // the weights from the model's seed and the block pool's size (the constructor's work after the handles)
+  void init_device(double gpu_memory_utilization) {
+    std::vector<float> init(lay_.size());
+    model::init_params(cfg_, init);
+    load_weights(init);
+    BlockPool::Shape const s{cfg_.n_layer, cfg_.kv_heads(), cfg_.head_dim(), pc_.block_size};
+    std::size_t const need = full_budget_bytes(s);
+    std::size_t budget = need;
+    if (pc_.kv_cache_bytes == 0) {
+      std::size_t free_b = 0, total_b = 0;
+      RLFLOW_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+      double const allowed = gpu_memory_utilization * double(total_b), in_use = double(total_b - free_b);
+      budget = allowed > in_use ? std::min(need, std::size_t(allowed - in_use)) : 0;
+      if (budget < s.bytes_per_block())
+        throw config_error(msg(who, ": gpu_memory_utilization = ", gpu_memory_utilization, " allows ", allowed / ::rlflow::gib,
+                               " GiB of the device's ", double(total_b) / ::rlflow::gib, " GiB and ", in_use / ::rlflow::gib,
+                               " GiB are in use already, which leaves no KV block of ", s.bytes_per_block(),
+                               " bytes; raise actor_rollout_ref.rollout.gpu_memory_utilization or set kv_cache_bytes"));
+    }
+    init_pool(s, budget);
+  }
+  void release_handles() noexcept {
+    if (stream_) cudaStreamSynchronize(stream_);
+    if (blas_) cublasDestroy(blas_);
+    if (stream_) cudaStreamDestroy(stream_);
+    blas_ = nullptr;
+    stream_ = nullptr;
+  }
 
   float* kv_storage() { return kv_.ensure<float>(std::size_t(pool().num_blocks()) * pool().shape().floats_per_block()); }
 
@@ -236,7 +235,8 @@ class PagedEngine : public engine::PagedCore<PagedEngine> {
       K::paged_attention_kernel<<<unsigned(N * NH), K::block, std::size_t(max_keys) * sizeof(float), st>>>(
           atty, qkv, kv, d_pos, d_seq, d_tbl, d_toff, l, bs, fpb, L);
     };
-    detail::rollout_layers(cfg_, lay_, weights_.get<float>(), blas_, st, d_tok, d_pos, N, buf, rope_, store, attend);
+    detail::rollout_layers(cfg_, lay_, weights_.get(), blas_, st, d_tok, d_pos, N, buf, rope_, store, attend);
+    RLFLOW_CUDA_CHECK(cudaGetLastError());
     if (nr == 0) {
       RLFLOW_CUDA_CHECK(cudaStreamSynchronize(st));
       return nullptr;
@@ -244,7 +244,8 @@ class PagedEngine : public engine::PagedCore<PagedEngine> {
     // the sampling rows' final residuals, the final norm and the LM head
     K::gather_rows_kernel<<<unsigned(nr), 128, 0, st>>>(buf.ln, buf.x, d_last, C);
     float* lg = logits_.ensure<float>(std::size_t(nr) * V);
-    detail::rollout_head(cfg_, lay_, weights_.get<float>(), blas_, st, lg, lnf_.ensure<float>(std::size_t(nr) * C), buf.ln, nr, V);
+    detail::rollout_head(cfg_, lay_, weights_.get(), blas_, st, lg, lnf_.ensure<float>(std::size_t(nr) * C), buf.ln, nr, V);
+    RLFLOW_CUDA_CHECK(cudaGetLastError());
     host_logits_.resize(std::size_t(nr) * V);
     RLFLOW_CUDA_CHECK(cudaMemcpyAsync(host_logits_.data(), lg, host_logits_.size() * sizeof(float), cudaMemcpyDeviceToHost, st));
     RLFLOW_CUDA_CHECK(cudaStreamSynchronize(st));
@@ -254,7 +255,8 @@ class PagedEngine : public engine::PagedCore<PagedEngine> {
   model::ParamLayout lay_;
   cudaStream_t stream_ = nullptr;
   cublasHandle_t blas_ = nullptr;
-  device_buffer weights_, kv_, x_, ln_, qkv_, atty_, fch_, act_, lnf_, logits_, ints_;
+  detail::DeviceWeights weights_;
+  device_buffer kv_, x_, ln_, qkv_, atty_, fch_, act_, lnf_, logits_, ints_;
   kernels::cuda::model::layers::rope_device_tables rope_;  //!< the Llama family's RoPE tables (rope_rows_ positions)
   int rope_rows_ = 0;
   bool sleeping_ = false;

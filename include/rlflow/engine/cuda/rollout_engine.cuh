@@ -59,36 +59,18 @@ class RolloutEngine {
   model::ParamLayout const& layout() const { return lay_; }
   cudaStream_t stream() const { return stream_; }
   //! The device copy of the flat weights (ParamLayout order).
-  float const* device_weights() const { return weights_.get<float>(); }
+  float const* device_weights() const { return weights_.get(); }
 
   //! Copies a host flat parameter buffer (ParamLayout order) to the device weights.
-  void load_weights(std::span<float const> flat) {
-    if (flat.size() != lay_.size())
-      throw shape_error(msg("rlflow::engine::cuda::RolloutEngine::load_weights: ", flat.size(), " floats for a model of ",
-                            lay_.size(), " parameters; the trainer and the rollout must share one GPTConfig"));
-    float* w = weights_.ensure<float>(lay_.size());
-    RLFLOW_CUDA_CHECK(cudaMemcpyAsync(w, flat.data(), flat.size_bytes(), cudaMemcpyHostToDevice, stream_));
-    RLFLOW_CUDA_CHECK(cudaStreamSynchronize(stream_));
-  }
+  void load_weights(std::span<float const> flat) { weights_.load(flat, stream_); }
   //! Copies 'count' device floats (ParamLayout order, e.g. the colocated actor's parameters on the
   //! same device) into the weights, after 'producer' (the stream that wrote them) is idle. verl:
   //! update_weights with the naive checkpoint engine (same device, no host round trip).
   void load_weights_device(float const* src, std::size_t count, cudaStream_t producer) {
-    if (count != lay_.size())
-      throw shape_error(msg("rlflow::engine::cuda::RolloutEngine::load_weights_device: ", count, " floats for a model of ",
-                            lay_.size(), " parameters; the trainer and the rollout must share one GPTConfig"));
-    RLFLOW_CUDA_CHECK(cudaStreamSynchronize(producer));
-    float* w = weights_.ensure<float>(lay_.size());
-    RLFLOW_CUDA_CHECK(cudaMemcpyAsync(w, src, count * sizeof(float), cudaMemcpyDeviceToDevice, stream_));
-    RLFLOW_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    weights_.load_device(src, count, producer, stream_);
   }
   //! Copies the device weights back to the host (tests, checkpoints).
-  std::vector<float> weights() const {
-    std::vector<float> out(lay_.size());
-    RLFLOW_CUDA_CHECK(cudaMemcpyAsync(out.data(), weights_.get<float>(), out.size() * sizeof(float), cudaMemcpyDeviceToHost, stream_));
-    RLFLOW_CUDA_CHECK(cudaStreamSynchronize(stream_));
-    return out;
-  }
+  std::vector<float> weights() const { return weights_.to_host(stream_); }
 
   //! Frees the KV cache, the activations and the sampler's scratch (cudaFree: the memory goes back
   //! to the driver); the weights stay.
@@ -250,7 +232,7 @@ class RolloutEngine {
     float* kv = kv_.get<float>();
     std::uint8_t const* dvalid = valid_.get<std::uint8_t>();
     std::size_t const layer_stride = 2 * std::size_t(book_.B) * NKV * std::size_t(S) * hs;
-    float const* W = weights_.get<float>();
+    float const* W = weights_.get();
     cudaStream_t const st = stream_;
     // layer l's keys (B, NKV, S, hs), then its values
     auto store = [&](int l, float const* qkv, K::QKVLayout const& L) {
@@ -273,7 +255,8 @@ class RolloutEngine {
   model::ParamLayout lay_;
   cudaStream_t stream_ = nullptr;
   cublasHandle_t blas_ = nullptr;
-  kernels::cuda::model::layers::device_buffer weights_, kv_, x_, ln_, qkv_, atty_, fch_, act_, lnf_, logits_, ints_, valid_;
+  detail::DeviceWeights weights_{lay_.size(), who};
+  kernels::cuda::model::layers::device_buffer kv_, x_, ln_, qkv_, atty_, fch_, act_, lnf_, logits_, ints_, valid_;
   kernels::cuda::model::layers::rope_device_tables rope_;  //!< the Llama family's RoPE tables (S positions)
   kernels::cuda::model::Sampler sampler_;
   static constexpr char const* who = "rlflow::engine::cuda::RolloutEngine";

@@ -3,7 +3,8 @@
 // + LM head over a flat batch of token rows, shared by cuda::RolloutEngine (a KV slab per row)
 // and a paged engine (KV blocks, model/cuda/gpt_layers.cuh's paged kernels): only where keys and
 // values are kept differs, so each engine passes a store and an attend function over its cache.
-// Every launch goes on one stream; nothing here synchronises it.
+// Every launch goes on one stream; nothing here synchronises it. Also DeviceWeights, the engines'
+// device copy of the weights.
 // Letters: N token rows, M head rows, C, NH, NKV, hs, F, L as in model/cuda/gpt_layers.cuh.
 //
 // vLLM counterpart: the model's forward (vllm/model_executor/models/llama.py, gpt2.py) with the
@@ -16,11 +17,53 @@
 #include <cuda_runtime.h>
 #include <cstddef>
 #include <cstdint>
+#include <span>
+#include <vector>
 
+#include <rlflow/core/error.hpp>  // shape_error, msg
 #include <rlflow/model/gpt.hpp>              // GPTConfig, ParamLayout
 #include <rlflow/model/cuda/gpt_layers.cuh>  // kernels, gemm wrappers, rope_device_tables, QKVLayout
 
 namespace rlflow::engine::cuda::detail {
+
+//! A rollout engine's device copy of the flat weights (ParamLayout order, 'count' floats), loaded
+//! from the host or device to device from the colocated actor, read back for tests and
+//! checkpoints; 'who' names the engine in errors. verl: update_weights.
+class DeviceWeights {
+ public:
+  DeviceWeights(std::size_t count, char const* who) : n_(count), who_(who) {}
+  float const* get() const { return buf_.get<float>(); }
+  //! Copies a host flat buffer; 'st' is idle on return.
+  void load(std::span<float const> flat, cudaStream_t st) {
+    check(flat.size(), "load_weights");
+    RLFLOW_CUDA_CHECK(cudaMemcpyAsync(buf_.ensure<float>(n_), flat.data(), flat.size_bytes(), cudaMemcpyHostToDevice, st));
+    RLFLOW_CUDA_CHECK(cudaStreamSynchronize(st));
+  }
+  //! Copies 'count' device floats after 'producer' (the stream that wrote them) is idle; 'st' is
+  //! idle on return. The naive checkpoint engine: same device, no host round trip.
+  void load_device(float const* src, std::size_t count, cudaStream_t producer, cudaStream_t st) {
+    check(count, "load_weights_device");
+    RLFLOW_CUDA_CHECK(cudaStreamSynchronize(producer));
+    RLFLOW_CUDA_CHECK(cudaMemcpyAsync(buf_.ensure<float>(n_), src, count * sizeof(float), cudaMemcpyDeviceToDevice, st));
+    RLFLOW_CUDA_CHECK(cudaStreamSynchronize(st));
+  }
+  std::vector<float> to_host(cudaStream_t st) const {
+    std::vector<float> out(n_);
+    RLFLOW_CUDA_CHECK(cudaMemcpyAsync(out.data(), buf_.get<float>(), n_ * sizeof(float), cudaMemcpyDeviceToHost, st));
+    RLFLOW_CUDA_CHECK(cudaStreamSynchronize(st));
+    return out;
+  }
+
+ private:
+  void check(std::size_t count, char const* what) const {
+    if (count != n_)
+      throw shape_error(msg(who_, "::", what, ": ", count, " floats for a model of ", n_,
+                            " parameters; the trainer and the rollout must share one GPTConfig"));
+  }
+  kernels::cuda::model::layers::device_buffer buf_;
+  std::size_t n_;
+  char const* who_;
+};
 
 //! Device work buffers of one forward of N token rows: x (N, C) the residual stream, ln (N, C),
 //! qkv (N, (NH + 2 NKV) hs), atty (N, NH hs), fch (N, F, or 2F for SwiGLU's gate|up), act (N, F;
