@@ -192,7 +192,6 @@ class PagedCore {
   //! An exception thrown from it propagates out of step() (see step()).
   using LogitsObserver = std::function<void(std::string_view request_id, int sample, int index, std::span<float const> logits)>;
 
-
   PagedCore(PagedCore const&) = delete;
   PagedCore& operator=(PagedCore const&) = delete;
 

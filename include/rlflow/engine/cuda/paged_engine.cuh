@@ -36,7 +36,7 @@ namespace rlflow::engine::cuda {
 //! weights, the block pool and the activations on the device. The pool holds
 //! PagedEngineConfig::kv_cache_bytes, or by default what gpu_memory_utilization of the device
 //! leaves after the memory already in use (vLLM's rule: this engine's weights, a colocated
-//! actor), at most what max_num_seqs full-length sequences need; it is allocated on the first step
+//! actor), at most what max_num_seqs sequences of planned_seq_len positions need; it is allocated on the first step
 //! and freed by sleep(). Not thread-safe: one thread drives it, on the device it was built on.
 //! verl: vLLMRollout (generate_sequences, sleep / wake_up, update_weights).
 class PagedEngine : public engine::PagedCore<PagedEngine> {
