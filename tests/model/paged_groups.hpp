@@ -1,8 +1,12 @@
 // tests/model/paged_groups.hpp: the GRPO-shaped requests the paged-engine tests send (CPU and
-// CUDA): groups of n samples of one random prompt, their RequestParams and prompts.
+// CUDA): groups of n samples of one random prompt, their RequestParams and prompts, and the
+// one-prefill-per-group check both engines pass.
 #pragma once
+#include <catch2/catch.hpp>
+
 #include <cstdint>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include <rlflow/engine/paged_core.hpp>  // RequestParams
@@ -37,6 +41,27 @@ inline std::vector<std::vector<std::int32_t>> prompts_of(std::vector<Group> cons
   std::vector<std::vector<std::int32_t>> p;
   for (auto const& g : gs) p.push_back(g.prompt);
   return p;
+}
+
+//! Runs group 'g' (n samples of its prompt, P positions) to completion on the idle engine 'pe'
+//! (block size bs) with 'sp' (no stop token, so every sample runs sp.max_new_tokens = R tokens)
+//! and checks the laws of a shared prompt: P prompt positions computed (not n P), n R tokens, at
+//! most ceil(P / bs) + n ceil(R / bs) + n blocks held at once, no preemption, every block back in
+//! the pool. Returns the request's output.
+template <class Engine>
+rlflow::engine::RequestOutput run_group_once(Engine& pe, Group const& g, int bs, rlflow::engine::SamplingParams sp) {
+  sp.eos_id = -1;
+  int const n = int(g.seeds.size()), P = int(g.prompt.size()), R = sp.max_new_tokens;
+  auto out = pe.generate(prompts_of({g}), params_of({g}, sp));
+  auto const m = pe.metrics();
+  REQUIRE(m.prompt_tokens_prefilled == std::uint64_t(P));
+  REQUIRE(m.generation_tokens == std::uint64_t(n) * R);
+  auto cdiv = [](int a, int b) { return (a + b - 1) / b; };
+  REQUIRE(m.peak_blocks_used <= cdiv(P, bs) + n * cdiv(R, bs) + n);
+  REQUIRE(m.preemptions == 0);
+  REQUIRE(pe.pool().num_used() == 0);
+  for (auto const& s : out[0].samples) REQUIRE(int(s.tokens.size()) == R);
+  return std::move(out[0]);
 }
 
 }  // namespace paged_groups

@@ -332,16 +332,7 @@ TEST_CASE("CUDA paged engine prefills a group's prompt once and never leaks a bl
       pc.block_size = bs;
       GpuPaged pe(cfg, pc);
       pe.load_weights(w);
-      SamplingParams sp = sampled(R);
-      sp.eos_id = -1;  // every sample runs R tokens
-      auto const out = pe.generate(prompts_of(gs), params_of(gs, sp));
-      auto const m = pe.metrics();
-      REQUIRE(m.prompt_tokens_prefilled == std::uint64_t(P));
-      REQUIRE(m.generation_tokens == std::uint64_t(n) * R);
-      auto cdiv = [](int a, int b) { return (a + b - 1) / b; };
-      REQUIRE(m.peak_blocks_used <= cdiv(P, bs) + n * cdiv(R, bs) + n);
-      REQUIRE(pe.pool().num_used() == 0);
-      for (auto const& s : out[0].samples) REQUIRE(int(s.tokens.size()) == R);
+      paged_groups::run_group_once(pe, gs[0], bs, sampled(R));
     }
   // aborts and an exception from sampling hand every block back; the engine stays usable
   auto const gs = random_groups(4, 3, cfg.vocab_size, 43);
