@@ -5,12 +5,14 @@
 #include <catch2/catch.hpp>
 
 #include <cstdint>
+#include <algorithm>
 #include <random>
 #include <utility>
 #include <vector>
 
 #include <rlflow/engine/paged_core.hpp>  // RequestParams
 #include <rlflow/engine/sampling.hpp>    // SamplingParams
+#include <rlflow/model/gpt.hpp>          // GPTConfig
 
 namespace paged_groups {
 
@@ -41,6 +43,34 @@ inline std::vector<std::vector<std::int32_t>> prompts_of(std::vector<Group> cons
   std::vector<std::vector<std::int32_t>> p;
   for (auto const& g : gs) p.push_back(g.prompt);
   return p;
+}
+
+//! A fresh 'Engine' (a paged engine) of config 'cfg', 'pc' and weights 'w' runs the groups to
+//! completion, in order or reversed (the outputs come back in group order either way); checks
+//! that no block stays held, no sequence is left running or waiting and no step went over
+//! max_num_batched_tokens; 'm' (optional) gets the engine's metrics.
+template <class Engine>
+std::vector<rlflow::engine::RequestOutput> run_groups(rlflow::model::GPTConfig const& cfg, rlflow::engine::PagedEngineConfig const& pc,
+                                                      std::vector<float> const& w, std::vector<Group> const& gs,
+                                                      rlflow::engine::SamplingParams const& sp, bool reversed,
+                                                      rlflow::engine::PagedMetrics* m = nullptr) {
+  Engine pe(cfg, pc);
+  pe.load_weights(w);
+  auto prompts = prompts_of(gs);
+  auto params = params_of(gs, sp);
+  if (reversed) {
+    std::reverse(prompts.begin(), prompts.end());
+    std::reverse(params.begin(), params.end());
+  }
+  auto outs = pe.generate(prompts, params);
+  if (reversed) std::reverse(outs.begin(), outs.end());
+  REQUIRE(pe.pool().num_used() == 0);
+  auto const met = pe.metrics();
+  REQUIRE(met.max_step_tokens <= std::uint64_t(pc.max_num_batched_tokens));
+  REQUIRE(met.running == 0);
+  REQUIRE(met.waiting == 0);
+  if (m) *m = met;
+  return outs;
 }
 
 //! Runs group 'g' (n samples of its prompt, P positions) to completion on the idle engine 'pe'

@@ -222,21 +222,7 @@ TEST_CASE("CUDA paged engine's outputs do not depend on the schedule", "[model][
     SamplingParams const sp = sampled(24);
     auto const gs = random_groups(7, 3, cfg.vocab_size, 21, 1, 36);
     auto run = [&](PagedEngineConfig pc, bool reversed, PagedMetrics* m = nullptr) {
-      GpuPaged pe(cfg, pc);
-      pe.load_weights(w);
-      auto prompts = prompts_of(gs);
-      auto params = params_of(gs, sp);
-      if (reversed) {
-        std::reverse(prompts.begin(), prompts.end());
-        std::reverse(params.begin(), params.end());
-      }
-      auto outs = pe.generate(prompts, params);
-      if (reversed) std::reverse(outs.begin(), outs.end());
-      REQUIRE(pe.pool().num_used() == 0);
-      auto const met = pe.metrics();
-      REQUIRE(met.max_step_tokens <= std::uint64_t(pc.max_num_batched_tokens));
-      if (m) *m = met;
-      return outs;
+      return paged_groups::run_groups<GpuPaged>(cfg, pc, w, gs, sp, reversed, m);
     };
     auto const ref = run(PagedEngineConfig{}, false);
     auto check = [&](std::vector<RequestOutput> const& o) {
