@@ -1,7 +1,8 @@
 // tests/model/test_paged_cuda.cu <-> include/rlflow/engine/cuda/paged_engine.cuh,
 // include/rlflow/engine/cuda/rollout_layers.cuh, the paged kernels of model/cuda/gpt_layers.cuh:
 // the CUDA paged engine against the CPU paged engine (GPT-2 and every tiny Llama-family variant:
-// tokens, log-probs and every sampled row's logits), against the static CUDA engine on a
+// tokens, log-probs and every sampled row's logits; requests with their own filters, sampled on
+// the device), against the static CUDA engine on a
 // left-padded batch, its invariance under the schedule (max_num_seqs, block_size, chunk size,
 // arrival order, caching, forced preemption), chunked against one-shot prefill logits, one
 // prefill per group, the pool's bookkeeping (no leak after runs, aborts and an exception), sleep /
@@ -155,6 +156,54 @@ TEST_CASE("CUDA paged engine gives the CPU paged engine's tokens and logits, GPT
     fixtures::for_each_tiny_llama(101, 7, [&](GPTConfig const& cfg, std::vector<float> const& w) {
       check_against_cpu(cfg, w, greedy, 13 + unsigned(cfg.vocab_size));
     });
+  }
+}
+
+TEST_CASE("CUDA paged engine samples each request with its own filters, as the CPU engine does", "[model][paged][cuda]") {
+  if (!have_gpu()) {
+    WARN("no CUDA device: skipped");
+    return;
+  }
+  // one step's draws mix greedy, temperature, top-k, top-p, min-p and a vocabulary limit; the
+  // device samples them from its own logits rows (no observer) and from the rows it copies to an
+  // observer: both give the CPU engine's tokens
+  GPTConfig const cfg = gpt2_config();
+  auto const w = fixtures::perturbed_weights(cfg, 5, 0.5f);
+  auto const gs = random_groups(12, 3, cfg.vocab_size, 29);
+  std::mt19937 g(31);
+  std::vector<RequestParams> ps;
+  for (std::size_t i = 0; i < gs.size(); ++i) {
+    RequestParams p = RequestParams::from_static(sampled(16, i % 6 == 0), gs[i].seeds);
+    p.temperature = i % 6 == 0 ? 0.0f : 0.4f + 0.2f * float(i % 5);
+    p.top_k = i % 3 == 1 ? 1 + int(g() % 30u) : 0;
+    p.top_p = i % 4 == 2 ? 0.3f + 0.1f * float(g() % 6u) : 1.0f;
+    p.min_p = i % 5 == 3 || i % 5 == 4 ? 0.02f + 0.1f * float(g() % 4u) : 0.0f;
+    p.vocab_limit = i % 2 == 1 ? 25 + int(g() % 10u) : 0;
+    ps.push_back(p);
+  }
+  PagedEngineConfig pc;
+  pc.block_size = 4;
+  CpuPaged cpu(cfg, pc);
+  cpu.load_weights(w);
+  auto const want = cpu.generate(prompts_of(gs), ps);
+  for (bool observe : {false, true}) {
+    INFO((observe ? "with" : "without") << " a logits observer");
+    GpuPaged gpu(cfg, pc);
+    gpu.load_weights(w);
+    LogitsLog seen;
+    if (observe) record_logits(gpu, seen);
+    auto const got = gpu.generate(prompts_of(gs), ps);
+    REQUIRE(got.size() == want.size());
+    for (std::size_t i = 0; i < gs.size(); ++i) {
+      INFO("request " << i << ": T " << ps[i].temperature << " top_k " << ps[i].top_k << " top_p " << ps[i].top_p << " min_p "
+                      << ps[i].min_p << " vocab_limit " << ps[i].vocab_limit);
+      require_same(got[i], want[i]);
+      if (ps[i].vocab_limit > 0)
+        for (auto const& smp : got[i].samples)
+          for (std::int32_t t : smp.tokens) REQUIRE(t < ps[i].vocab_limit);
+    }
+    REQUIRE(seen.empty() != observe);
+    REQUIRE(gpu.pool().num_used() == 0);
   }
 }
 

@@ -4,7 +4,8 @@
 // Qwen3; GQA, q/k norm, biases, RoPE scalings, tied and untied heads): prefill and decode logits,
 // KV-cache decode against the CPU training engine's full forward, tokens and log-probs of greedy
 // and sampled generation, EOS stop, vocab_limit, sleep / wake; and the CUB sampler against
-// engine::sample_token on identical logits (exactly the same tokens).
+// engine::sample_token (after engine::min_p_filter) on identical logits (exactly the same tokens),
+// with one set of filters per batch and with per-draw filters, rows and vocabularies.
 #include <catch2/catch.hpp>
 
 #include <cuda_runtime.h>
@@ -12,6 +13,7 @@
 #include <random>
 #include <vector>
 
+#include <rlflow/config/device_memory_estimate.hpp>  // sampler_sort_keys
 #include <rlflow/engine/rollout_engine.hpp>
 #include <rlflow/engine/sampling.hpp>
 #include <rlflow/engine/training_engine.hpp>
@@ -230,6 +232,79 @@ TEST_CASE("CUDA sampler draws the CPU sampler's tokens on identical logits", "[m
     }
     cudaFree(d_lg);
   }
+  cudaStreamDestroy(st);
+}
+
+TEST_CASE("CUDA sampler's per-draw filters draw the CPU's min-p filter and sampler tokens, in any chunking", "[model][rollout][cuda]") {
+  if (!have_gpu()) {
+    WARN("no GPU: CUDA sampler test skipped");
+    return;
+  }
+  // rows of stride ld; several draws per row (a group's first tokens), each with its own
+  // vocabulary limit, temperature (0: greedy), top-k, top-p, min-p, seed and counter; sorted in one
+  // chunk, in chunks of a few draws, and one draw at a time (a limit below every vocabulary)
+  std::mt19937 g(11);
+  cudaStream_t st;
+  REQUIRE(cudaStreamCreate(&st) == cudaSuccess);
+  int const rows = 7, ld = 500, n = 40;
+  std::vector<float> lg(std::size_t(rows) * ld);
+  std::normal_distribution<float> nd(0.0f, 2.5f);
+  for (auto& x : lg) x = nd(g);
+  for (int r = 0; r < rows; ++r) lg[std::size_t(r) * ld + 3] = lg[std::size_t(r) * ld + 9];  // a tie
+  float* d_lg = nullptr;
+  REQUIRE(cudaMalloc(&d_lg, lg.size() * sizeof(float)) == cudaSuccess);
+  REQUIRE(cudaMemcpy(d_lg, lg.data(), lg.size() * sizeof(float), cudaMemcpyHostToDevice) == cudaSuccess);
+  std::vector<rlflow::kernels::cuda::model::DrawSpec> specs(n);
+  for (int i = 0; i < n; ++i) {
+    auto& s = specs[std::size_t(i)];
+    s.row = int(g() % unsigned(rows));
+    s.seed = (std::uint64_t(g()) << 32) | g();
+    s.counter = g() % 1000u;
+    s.temperature = i % 7 == 0 ? 0.0f : 0.3f + 0.25f * float(g() % 6u);
+    s.top_k = i % 3 == 0 ? 1 + int(g() % 60u) : 0;
+    s.top_p = i % 4 == 1 ? 0.2f + 0.15f * float(g() % 6u) : 1.0f;
+    s.min_p = i % 5 >= 3 ? (i % 10 == 9 ? 1.0f : 0.01f + 0.05f * float(g() % 5u)) : 0.0f;
+    s.vocab = i % 2 == 0 ? ld : 2 + int(g() % unsigned(ld - 2));
+  }
+  for (std::int64_t cap : {std::int64_t{1} << 24, std::int64_t{1200}, std::int64_t{1}}) {
+    rlflow::kernels::cuda::model::Sampler sampler(cap);
+    std::vector<std::int32_t> tok(n);
+    std::vector<float> lp(n);
+    sampler.sample_draws(d_lg, ld, specs.data(), n, tok.data(), lp.data(), st);
+    std::vector<std::int32_t> idx(ld);
+    std::vector<double> w(ld);
+    std::vector<float> filt(ld);
+    for (int i = 0; i < n; ++i) {
+      auto const& s = specs[std::size_t(i)];
+      float const* row = lg.data() + std::size_t(s.row) * ld;
+      rlflow::engine::SamplingParams cp;
+      cp.temperature = s.temperature;
+      cp.top_k = s.top_k;
+      cp.top_p = s.top_p;
+      float const* src = s.min_p > 0.0f && s.temperature > 0.0f
+                             ? rlflow::engine::min_p_filter(row, s.vocab, s.temperature, s.min_p, filt.data())
+                             : row;
+      std::int32_t const want = rlflow::engine::sample_token(src, s.vocab, cp, s.seed, s.counter, idx.data(), w.data());
+      INFO("sort limit " << cap << " draw " << i << ": row " << s.row << " vocab " << s.vocab << " T " << s.temperature << " top_k "
+                         << s.top_k << " top_p " << s.top_p << " min_p " << s.min_p);
+      REQUIRE(tok[std::size_t(i)] == want);
+      float const inv_t = s.temperature > 0.0f ? 1.0f / s.temperature : 1.0f;
+      require_close(lp[std::size_t(i)], rlflow::model::layers::logprob_forward_row(row, s.vocab, want, inv_t).log_prob);
+    }
+  }
+  // the trainer's device memory estimate counts the sampler's default chunk
+  STATIC_REQUIRE(rlflow::kernels::cuda::model::Sampler::default_max_sort_keys == rlflow::detail::sampler_sort_keys);
+  // a bad spec is refused before any launch, naming the draw
+  rlflow::kernels::cuda::model::Sampler sampler;
+  std::vector<std::int32_t> tok(n);
+  std::vector<float> lp(n);
+  auto bad = specs;
+  bad[5].vocab = ld + 1;
+  REQUIRE_THROWS_WITH(sampler.sample_draws(d_lg, ld, bad.data(), n, tok.data(), lp.data(), st), Catch::Contains("draw 5"));
+  bad = specs;
+  bad[8].min_p = 1.5f;
+  REQUIRE_THROWS_WITH(sampler.sample_draws(d_lg, ld, bad.data(), n, tok.data(), lp.data(), st), Catch::Contains("min_p = 1.5"));
+  cudaFree(d_lg);
   cudaStreamDestroy(st);
 }
 

@@ -42,6 +42,18 @@ struct DeviceMemoryEstimate {
 };
 
 namespace detail {
+//! The most candidate keys the CUDA sampler sorts at once (model/cuda/sampling.cuh's
+//! Sampler::default_max_sort_keys; a CUDA test checks the two agree).
+inline constexpr std::int64_t sampler_sort_keys = std::int64_t{1} << 24;
+
+//! Device bytes of the CUDA sampler's scratch for 'draws' draws of 'V' ids: per draw its spec,
+//! token, log-prob and segment offsets; with a top-k or top-p filter the sort keys (in, out and
+//! CUB's alternate buffer, 8 bytes each) of at most sampler_sort_keys ids (or one draw's V).
+inline std::int64_t sampler_bytes(std::int64_t draws, std::int64_t V, bool filtered) {
+  std::int64_t const keys = filtered ? std::min(draws * V, std::max(sampler_sort_keys, V)) : 0;
+  return draws * 64 + 3 * 8 * keys;
+}
+
 //! Floats per token row of the CUDA engines' per-layer work buffers beyond the residual stream's
 //! two (N, C) buffers: q|k|v, the attention output, the MLP's first product (GPT-2's fc, the Llama
 //! family's gate|up) and the Llama family's SwiGLU output (GPT-2's GELU runs in place).
@@ -124,14 +136,18 @@ inline DeviceMemoryEstimate estimate_device_memory(TrainerConfig const& cfg, mod
   // one step of the paged engine: Nt tokens (at most max_num_batched_tokens, at most every
   // position of the worker's rows) through x, ln (Nt C) and the layer scratch (qkv, atty, fc,
   // SwiGLU's output); the sampling rows' (at most max_num_seqs, at most rows) residual, norm and
-  // logits; RoPE tables (S hd); the step's indices (tokens, positions, sequences, block tables).
+  // logits; RoPE tables (S hd); the step's indices (tokens, positions, sequences, block tables);
+  // the sampler's scratch.
   auto const& rc = cfg.actor_rollout_ref.rollout;
   std::int64_t const Nt = std::min(std::max<std::int64_t>(1, rc.max_num_batched_tokens), rows * S);
   std::int64_t const nr = std::min(std::max<std::int64_t>(1, rc.max_num_seqs), rows);
   std::int64_t const rope = m.llama_family() ? S * m.head_dim() : 0;
   std::int64_t const blocks_per_row = (S + std::max<std::int64_t>(1, rc.block_size) - 1) / std::max<std::int64_t>(1, rc.block_size);
+  // the sampler's scratch for the step's draws (a group's n first tokens count as n of max_num_seqs)
+  auto const filters = [V](std::int64_t top_k, double top_p) { return (top_k > 0 && top_k < V) || top_p < 1.0; };
+  bool const filtered = filters(rc.top_k, rc.top_p) || filters(rc.val_kwargs.top_k, rc.val_kwargs.top_p);
   e.rollout_activations = (Nt * (2 * C + detail::layer_scratch_width(m)) + nr * (C + V) + rope) * f +
-                          (3 * Nt + nr * (2 + blocks_per_row)) * 4;
+                          (3 * Nt + nr * (2 + blocks_per_row)) * 4 + detail::sampler_bytes(nr, V, filtered);
   // actor: its buffers only grow, so the forward's at the larger of the log-prob and the PPO
   // micro-batch plus the backward's own at the PPO micro-batch; reference: its log-prob
   // micro-batch; both with the checkpointed layout when it is on.

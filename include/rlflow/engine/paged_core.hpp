@@ -173,10 +173,11 @@ inline std::size_t available_memory_bytes() {
 //! The scheduler and request bookkeeping of a paged rollout engine 'Derived', which supplies:
 //!   static constexpr char const* who;                 its name in messages
 //!   float* forward(std::vector<Work> const&, std::vector<Seq*> const& rows);
-//!       computes every scheduled position (keys and values into their blocks) and returns host
-//!       logits (rows.size(), vocab_end() - vocab_begin()) of the sampling rows
+//!       computes every scheduled position (keys and values into their blocks) and returns the
+//!       logits (rows.size(), vocab_end() - vocab_begin()) of the sampling rows: on the host
+//!       while observing(), else wherever sample_draws() reads them (PagedCore only offsets them)
 //!   void copy_block(int from, int to);                a block's keys and values (copy on write)
-//!   void sample_draws();                              fills draws_ (draw_host(), or collectively)
+//!   void sample_draws();                              fills draws_ (draw_host(), collectively, or on a device)
 //!   void check_ready(char const* where) const;        throws when the engine cannot run yet
 //!   void check_abortable() const;                     throws when generate() cannot stop early
 //!   void check_positions(std::string const& id, int total) const;
@@ -401,6 +402,8 @@ class PagedCore {
     pc_.validate();
   }
   ~PagedCore() { abort_all(); }
+  //! Whether a logits observer is set (it reads the rows forward() returns on the host).
+  bool observing() const { return bool(observer_); }
 
   //! Makes the block pool: pc.kv_cache_bytes, or 'default_bytes' when that is 0.
   void init_pool(BlockPool::Shape s, std::size_t default_bytes) {
@@ -710,13 +713,8 @@ class PagedCore {
     w.resize(std::size_t(Vs));
     float const* src = d.row;
     if (p.min_p > 0.0f && p.temperature > 0.0f) {  // min-p: drop ids with p < min_p * p_max
-      filt.assign(d.row, d.row + Vs);
-      float m = -INFINITY;
-      for (int v = 0; v < Vs; ++v) m = std::max(m, filt[std::size_t(v)]);
-      double const cut = double(m) + double(p.temperature) * std::log(double(p.min_p));
-      for (int v = 0; v < Vs; ++v)
-        if (double(filt[std::size_t(v)]) < cut) filt[std::size_t(v)] = -INFINITY;
-      src = filt.data();
+      filt.resize(std::size_t(Vs));
+      src = min_p_filter(d.row, Vs, p.temperature, p.min_p, filt.data());
     }
     std::uint64_t const counter = p.first_token + std::uint64_t(d.s->generated());
     d.tok = sample_token(src, Vs, p.sampling(), p.seed_of(d.s->k), counter, idx.data(), w.data());

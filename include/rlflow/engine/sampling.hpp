@@ -1,7 +1,8 @@
 // rlflow/engine/sampling.hpp: next-token sampling for the rollout engine. Defines SamplingParams
 // and sample_token: greedy (temperature 0), temperature, top-k and top-p (nucleus) sampling whose
 // randomness is philox(seed, counter), so a sequence's tokens depend only on its own seed and step,
-// never on the batch it sits in. Does not compute log-probs (layers::logprob_forward_row does).
+// never on the batch it sits in; min_p_filter, vLLM's min-p cut before it. Does not compute
+// log-probs (layers::logprob_forward_row does).
 // verl: the rollout's SamplingParams (vLLM's temperature / top_k / top_p / max_tokens).
 #pragma once
 #include <algorithm>  // std::sort, std::partial_sort
@@ -106,6 +107,18 @@ inline std::int32_t sample_token(float const* logits, int V, SamplingParams cons
   }
   for (int i = 0; i < kept; ++i) w[i] = std::exp(double(logits[idx[i]]) * inv_t - m);
   return detail::draw_candidates(idx, w, kept, filtered ? sp.top_p : 1.0f, u);
+}
+
+//! vLLM's min-p filter: copies logits (V) to 'out' with every id whose logit is below
+//! max + temperature * log(min_p) (probability under softmax(logits / temperature) below min_p
+//! times the most likely id's) set to -inf, and returns out; sample_token then draws from it.
+//! Needs temperature > 0 and 0 < min_p <= 1. The CUDA sampler applies the same cut.
+inline float const* min_p_filter(float const* logits, int V, float temperature, float min_p, float* out) {
+  float m = -INFINITY;
+  for (int v = 0; v < V; ++v) m = std::max(m, logits[v]);
+  double const cut = double(m) + double(temperature) * std::log(double(min_p));
+  for (int v = 0; v < V; ++v) out[v] = double(logits[v]) < cut ? -INFINITY : logits[v];
+  return out;
 }
 
 }  // namespace rlflow::engine

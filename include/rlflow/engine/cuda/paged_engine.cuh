@@ -4,9 +4,11 @@
 // and caching, chunked prefill, preemption) over a block pool in device memory sized from
 // gpu_memory_utilization, the decoder stack of engine/cuda/rollout_layers.cuh writing keys and
 // values into their blocks (paged_kv_store_kernel) and attending through the block tables
-// (paged_attention_kernel), the LM head on the sampling rows only; their logits come to the host,
-// where PagedCore samples them as the CPU engine does (sample_token: the same draws for the same
-// logits). Weights from a host flat buffer or device-to-device from the colocated actor; sleep /
+// (paged_attention_kernel), the LM head on the sampling rows only, and each request's draws
+// sampled on the device from those rows (model/cuda/sampling.cuh: each draw with its request's
+// filters, seed and counter; the same tokens as the CPU engine's sample_token for the same
+// logits), so only tokens and log-probs come to the host (the logits too while a logits observer
+// is set). Weights from a host flat buffer or device-to-device from the colocated actor; sleep /
 // wake free and take back the pool and the activations (cudaFree). TP 1 and the replicated head.
 // vLLM: LLMEngine with the GPU model runner and PagedAttention; nano-vllm: model_runner.py.
 #pragma once
@@ -27,6 +29,7 @@
 #include <rlflow/engine/cuda/rollout_layers.cuh>  // the decoder stack and the LM head on the device
 #include <rlflow/engine/paged_core.hpp>        // PagedCore, PagedEngineConfig, RequestParams, ...
 #include <rlflow/model/cuda/gpt_layers.cuh>    // paged kernels, device_buffer, RLFLOW_CUDA_CHECK
+#include <rlflow/model/cuda/sampling.cuh>      // Sampler, DrawSpec
 #include <rlflow/model/gpt.hpp>                // GPTConfig, ParamLayout, init_params
 
 namespace rlflow::engine::cuda {
@@ -97,6 +100,7 @@ class PagedEngine : public engine::PagedCore<PagedEngine> {
     if (has_unfinished()) throw value_error(msg(who, "::sleep: ", num_unfinished(), " requests are in flight; abort or finish them first"));
     RLFLOW_CUDA_CHECK(cudaStreamSynchronize(stream_));
     for (auto* b : buffers()) b->release();
+    sampler_.release();
     rope_.release();
     rope_rows_ = 0;
     mutable_pool().reset_cache();  // the cached blocks' keys and values are gone
@@ -106,9 +110,10 @@ class PagedEngine : public engine::PagedCore<PagedEngine> {
   bool is_sleeping() const { return sleeping_; }
   //! Whether the block pool's storage is allocated (from the first step until sleep()).
   bool has_kv_storage() const { return kv_.bytes() > 0; }
-  //! Device bytes held by the block pool, the activations and the RoPE tables (weights excluded).
+  //! Device bytes held by the block pool, the activations, the sampler's scratch and the RoPE
+  //! tables (weights excluded).
   std::size_t memory_bytes() const {
-    std::size_t n = rope_.bytes();
+    std::size_t n = rope_.bytes() + sampler_.memory_bytes();
     for (auto* b : const_cast<PagedEngine*>(this)->buffers()) n += b->bytes();
     return n;
   }
@@ -135,7 +140,25 @@ class PagedEngine : public engine::PagedCore<PagedEngine> {
     RLFLOW_CUDA_CHECK(cudaMemcpyAsync(kv + std::size_t(to) * n, kv + std::size_t(from) * n, n * sizeof(float),
                                       cudaMemcpyDeviceToDevice, stream_));
   }
-  void sample_draws() { draw_host(); }
+  // every draw of the step on the device: row i of the step's logits is rows_[i]'s
+  void sample_draws() {
+    int const n = int(draws_.size()), V = cfg_.vocab_size;
+    specs_.resize(std::size_t(n));
+    for (int i = 0; i < n; ++i) {
+      Draw const& d = draws_[std::size_t(i)];
+      RequestParams const& p = d.s->req->p;
+      specs_[std::size_t(i)] = kernels::cuda::model::DrawSpec{(d.row - rows_base_) / V, p.seed_of(d.s->k),
+                                                              p.first_token + std::uint64_t(d.s->generated()), p.temperature,
+                                                              p.top_p, p.min_p, p.top_k, p.vocab_limit > 0 ? p.vocab_limit : V};
+    }
+    draw_tok_.resize(std::size_t(n));
+    draw_lp_.resize(std::size_t(n));
+    sampler_.sample_draws(logits_.get<float>(), V, specs_.data(), n, draw_tok_.data(), draw_lp_.data(), stream_);
+    for (int i = 0; i < n; ++i) {
+      draws_[std::size_t(i)].tok = draw_tok_[std::size_t(i)];
+      draws_[std::size_t(i)].logprob = draw_lp_[std::size_t(i)];
+    }
+  }
 
   // the weights from the model's seed and the block pool's size (the constructor's work after the handles)
   void init_device(double gpu_memory_utilization) {
@@ -172,8 +195,13 @@ class PagedEngine : public engine::PagedCore<PagedEngine> {
   // tokens, their positions, sequences and the block tables go to the device in one copy; the
   // decoder stack stores each layer's keys and values into the blocks and attends through the
   // tables; the final norm and the LM head run on the sampling rows (each a work item's last
-  // position). Returns their host logits (rows.size(), V), or null when no row samples.
+  // position). Returns their logits (rows.size(), V), or null when no row samples: the device
+  // rows, which PagedCore only passes back to sample_draws(), or a host copy while a logits
+  // observer reads them.
   float* forward(std::vector<Work> const& work, std::vector<Seq*> const& rows) {
+    // every step ends synchronised, but one that threw may have left kernels queued, and growing
+    // a buffer below frees its old memory
+    RLFLOW_CUDA_CHECK(cudaStreamSynchronize(stream_));
     namespace K = kernels::cuda::model::layers;
     int const C = cfg_.n_embd, V = cfg_.vocab_size;
     std::size_t N = 0, T = 0;
@@ -210,7 +238,6 @@ class PagedEngine : public engine::PagedCore<PagedEngine> {
       rope_rows_ = std::min(cfg_.max_seq_len, std::max(max_keys, 2 * rope_rows_));
       rope_.ensure(cfg_, rope_rows_, stream_);
     }
-    // earlier steps synchronised the stream, so growing a buffer cannot free memory in use
     std::int32_t* d = ints_.ensure<std::int32_t>(host_ints_.size());
     RLFLOW_CUDA_CHECK(cudaMemcpyAsync(d, host_ints_.data(), host_ints_.size() * sizeof(std::int32_t), cudaMemcpyHostToDevice, stream_));
     std::int32_t const* d_tok = d;
@@ -246,9 +273,14 @@ class PagedEngine : public engine::PagedCore<PagedEngine> {
     float* lg = logits_.ensure<float>(std::size_t(nr) * V);
     detail::rollout_head(cfg_, lay_, weights_.get(), blas_, st, lg, lnf_.ensure<float>(std::size_t(nr) * C), buf.ln, nr, V);
     RLFLOW_CUDA_CHECK(cudaGetLastError());
+    if (!observing()) {  // sample_draws() reads them on the device, after the head on the same stream
+      rows_base_ = lg;
+      return lg;
+    }
     host_logits_.resize(std::size_t(nr) * V);
     RLFLOW_CUDA_CHECK(cudaMemcpyAsync(host_logits_.data(), lg, host_logits_.size() * sizeof(float), cudaMemcpyDeviceToHost, st));
     RLFLOW_CUDA_CHECK(cudaStreamSynchronize(st));
+    rows_base_ = host_logits_.data();
     return host_logits_.data();
   }
 
@@ -257,11 +289,16 @@ class PagedEngine : public engine::PagedCore<PagedEngine> {
   cublasHandle_t blas_ = nullptr;
   detail::DeviceWeights weights_;
   device_buffer kv_, x_, ln_, qkv_, atty_, fch_, act_, lnf_, logits_, ints_;
+  kernels::cuda::model::Sampler sampler_;
   kernels::cuda::model::layers::rope_device_tables rope_;  //!< the Llama family's RoPE tables (rope_rows_ positions)
   int rope_rows_ = 0;
   bool sleeping_ = false;
   std::vector<std::int32_t> host_ints_;
   std::vector<float> host_logits_;
+  float const* rows_base_ = nullptr;  //!< what forward() returned: the draws' rows are offsets from it
+  std::vector<kernels::cuda::model::DrawSpec> specs_;
+  std::vector<std::int32_t> draw_tok_;
+  std::vector<float> draw_lp_;
 };
 
 }  // namespace rlflow::engine::cuda
