@@ -156,8 +156,9 @@ TEST_CASE("estimate_device_memory: closed-form parts, sums and monotonicity", "[
     std::int64_t const lp = std::min<std::int64_t>(rows, *c.actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu);
     REQUIRE(e.train_activations >= 4LL * m.n_layer * lp * m.n_head * S * S);
     REQUIRE(e.rollout_activations >= 4LL * rows * m.vocab_size);
-    // a top-k or top-p filter (training or validation) adds the sampler's sort keys: in, out and
-    // CUB's alternate buffer for the step's draws, at most 2^24 keys at once
+    // a top-k or top-p filter (training or validation) adds the sampler's sort keys (in, out and
+    // CUB's alternate buffer for the step's draws, at most 2^24 keys at once), the draws' segment
+    // offsets and CUB's alignment
     for (int which = 0; which < 3; ++which) {
       TrainerConfig f = c;
       auto& r = f.actor_rollout_ref.rollout;
@@ -169,7 +170,7 @@ TEST_CASE("estimate_device_memory: closed-form parts, sums and monotonicity", "[
       if (which == 2) r.val_kwargs.top_k = m.vocab_size / 2;
       std::int64_t const draws = std::min<std::int64_t>(rows, r.max_num_seqs);
       REQUIRE(estimate_device_memory(f, m).rollout_activations - plain ==
-              24 * std::min<std::int64_t>(draws * m.vocab_size, std::int64_t{1} << 24));
+              24 * std::min<std::int64_t>(draws * m.vocab_size, std::int64_t{1} << 24) + 8 * draws + 1024);
       r.top_k = m.vocab_size;  // keeps every id: no filter
       r.top_p = 1.0;
       r.val_kwargs.top_k = 0;

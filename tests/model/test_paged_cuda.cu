@@ -177,7 +177,8 @@ TEST_CASE("CUDA paged engine samples each request with its own filters, as the C
     p.temperature = i % 6 == 0 ? 0.0f : 0.4f + 0.2f * float(i % 5);
     p.top_k = i % 3 == 1 ? 1 + int(g() % 30u) : 0;
     p.top_p = i % 4 == 2 ? 0.3f + 0.1f * float(g() % 6u) : 1.0f;
-    p.min_p = i % 5 == 3 || i % 5 == 4 ? 0.02f + 0.1f * float(g() % 4u) : 0.0f;
+    p.min_p = i % 5 == 3 || i % 5 == 4 || i == 10 ? 0.02f + 0.1f * float(g() % 4u) : 0.0f;  // 10: with top-p
+    if (i == 9) p.min_p = 1.0f;  // the most likely ids only
     p.vocab_limit = i % 2 == 1 ? 25 + int(g() % 10u) : 0;
     ps.push_back(p);
   }

@@ -246,7 +246,7 @@ TEST_CASE("CUDA sampler's per-draw filters draw the CPU's min-p filter and sampl
   std::mt19937 g(11);
   cudaStream_t st;
   REQUIRE(cudaStreamCreate(&st) == cudaSuccess);
-  int const rows = 7, ld = 500, n = 40;
+  int const rows = 7, ld = 500, n = 41;
   std::vector<float> lg(std::size_t(rows) * ld);
   std::normal_distribution<float> nd(0.0f, 2.5f);
   for (auto& x : lg) x = nd(g);
@@ -260,7 +260,7 @@ TEST_CASE("CUDA sampler's per-draw filters draw the CPU's min-p filter and sampl
     s.row = int(g() % unsigned(rows));
     s.seed = (std::uint64_t(g()) << 32) | g();
     s.counter = g() % 1000u;
-    s.temperature = i % 7 == 0 ? 0.0f : 0.3f + 0.25f * float(g() % 6u);
+    s.temperature = i % 7 == 0 || i == n - 1 ? 0.0f : 0.3f + 0.25f * float(g() % 6u);  // the last chunk: greedy, no sort
     s.top_k = i % 3 == 0 ? 1 + int(g() % 60u) : 0;
     s.top_p = i % 4 == 1 ? 0.2f + 0.15f * float(g() % 6u) : 1.0f;
     s.min_p = i % 5 >= 3 ? (i % 10 == 9 ? 1.0f : 0.01f + 0.05f * float(g() % 5u)) : 0.0f;
@@ -270,7 +270,7 @@ TEST_CASE("CUDA sampler's per-draw filters draw the CPU's min-p filter and sampl
     rlflow::kernels::cuda::model::Sampler sampler(cap);
     std::vector<std::int32_t> tok(n);
     std::vector<float> lp(n);
-    sampler.sample_draws(d_lg, ld, specs.data(), n, tok.data(), lp.data(), st);
+    sampler.sample_draws(d_lg, rows, ld, specs.data(), n, tok.data(), lp.data(), st);
     std::vector<std::int32_t> idx(ld);
     std::vector<double> w(ld);
     std::vector<float> filt(ld);
@@ -300,10 +300,13 @@ TEST_CASE("CUDA sampler's per-draw filters draw the CPU's min-p filter and sampl
   std::vector<float> lp(n);
   auto bad = specs;
   bad[5].vocab = ld + 1;
-  REQUIRE_THROWS_WITH(sampler.sample_draws(d_lg, ld, bad.data(), n, tok.data(), lp.data(), st), Catch::Contains("draw 5"));
+  REQUIRE_THROWS_WITH(sampler.sample_draws(d_lg, rows, ld, bad.data(), n, tok.data(), lp.data(), st), Catch::Contains("draw 5"));
   bad = specs;
   bad[8].min_p = 1.5f;
-  REQUIRE_THROWS_WITH(sampler.sample_draws(d_lg, ld, bad.data(), n, tok.data(), lp.data(), st), Catch::Contains("min_p = 1.5"));
+  REQUIRE_THROWS_WITH(sampler.sample_draws(d_lg, rows, ld, bad.data(), n, tok.data(), lp.data(), st), Catch::Contains("min_p = 1.5"));
+  bad = specs;
+  bad[12].row = rows;
+  REQUIRE_THROWS_WITH(sampler.sample_draws(d_lg, rows, ld, bad.data(), n, tok.data(), lp.data(), st), Catch::Contains("draw 12"));
   cudaFree(d_lg);
   cudaStreamDestroy(st);
 }

@@ -46,12 +46,14 @@ namespace detail {
 //! Sampler::default_max_sort_keys; a CUDA test checks the two agree).
 inline constexpr std::int64_t sampler_sort_keys = std::int64_t{1} << 24;
 
-//! Device bytes of the CUDA sampler's scratch for 'draws' draws of 'V' ids: per draw its spec,
-//! token, log-prob and segment offsets; with a top-k or top-p filter the sort keys (in, out and
-//! CUB's alternate buffer, 8 bytes each) of at most sampler_sort_keys ids (or one draw's V).
+//! Device bytes of the CUDA sampler's scratch for 'draws' draws of 'V' ids: per draw its spec
+//! (56 bytes), token and log-prob; with a top-k or top-p filter also its segment offsets (8
+//! bytes), the sort keys (in, out and CUB's alternate buffer, 8 bytes each) of at most
+//! sampler_sort_keys ids (or one draw's V) and 1 KiB for CUB's alignment.
 inline std::int64_t sampler_bytes(std::int64_t draws, std::int64_t V, bool filtered) {
-  std::int64_t const keys = filtered ? std::min(draws * V, std::max(sampler_sort_keys, V)) : 0;
-  return draws * 64 + 3 * 8 * keys;
+  if (!filtered) return draws * 64;
+  std::int64_t const keys = std::min(draws * V, std::max(sampler_sort_keys, V));
+  return draws * 72 + 3 * 8 * keys + 1024;
 }
 
 //! Floats per token row of the CUDA engines' per-layer work buffers beyond the residual stream's

@@ -54,23 +54,15 @@ class PagedEngine : public engine::PagedCore<PagedEngine> {
     if (!(gpu_memory_utilization > 0.0 && gpu_memory_utilization <= 1.0))
       throw config_error(msg(who, ": gpu_memory_utilization = ", gpu_memory_utilization,
                              " must be in (0, 1] (the fraction of device memory for weights and KV cache; verl's default 0.5)"));
-    RLFLOW_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-    try {
-      RLFLOW_CUDA_CHECK(cublasCreate(&blas_));
-      RLFLOW_CUDA_CHECK(cublasSetStream(blas_, stream_));
-      init_device(gpu_memory_utilization);
-    } catch (...) {  // no destructor runs for a constructor that throws
-      release_handles();
-      throw;
-    }
+    init_device(gpu_memory_utilization);
   }
   ~PagedEngine() {
     abort_all();
-    release_handles();
+    cudaStreamSynchronize(es_.stream);  // before the buffers go
   }
 
   model::ParamLayout const& layout() const { return lay_; }
-  cudaStream_t stream() const { return stream_; }
+  cudaStream_t stream() const { return es_.stream; }
   //! The device copy of the flat weights (ParamLayout order).
   float const* device_weights() const { return weights_.get(); }
   //! The engine itself: the trainer's roles read its metrics through it, as through CpuRollout.
@@ -80,25 +72,25 @@ class PagedEngine : public engine::PagedCore<PagedEngine> {
   //! Copies a host flat parameter buffer (ParamLayout order) to the device weights and drops the
   //! prefix cache (its keys and values are the old weights'). verl: update_weights.
   void load_weights(std::span<float const> flat) {
-    weights_.load(flat, stream_);
+    weights_.load(flat, es_.stream);
     if (pool_) mutable_pool().reset_cache();
   }
   //! Copies 'count' device floats (ParamLayout order, e.g. the colocated actor's parameters on the
   //! same device) into the weights, after 'producer' (the stream that wrote them) is idle, and drops
   //! the prefix cache. verl: update_weights with the naive checkpoint engine.
   void load_weights_device(float const* src, std::size_t count, cudaStream_t producer) {
-    weights_.load_device(src, count, producer, stream_);
+    weights_.load_device(src, count, producer, es_.stream);
     mutable_pool().reset_cache();
   }
   //! Copies the device weights back to the host (tests, checkpoints).
-  std::vector<float> weights() const { return weights_.to_host(stream_); }
+  std::vector<float> weights() const { return weights_.to_host(es_.stream); }
 
   //! Frees the block pool's storage, the activations and the RoPE tables (cudaFree: the memory
   //! goes back to the driver); needs an idle engine; the weights stay. The next step() takes them
   //! again. verl: sleep / wake_up.
   void sleep() {
     if (has_unfinished()) throw value_error(msg(who, "::sleep: ", num_unfinished(), " requests are in flight; abort or finish them first"));
-    RLFLOW_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    RLFLOW_CUDA_CHECK(cudaStreamSynchronize(es_.stream));
     for (auto* b : buffers()) b->release();
     sampler_.release();
     rope_.release();
@@ -138,7 +130,7 @@ class PagedEngine : public engine::PagedCore<PagedEngine> {
     float* kv = kv_storage();
     std::size_t const n = pool().shape().floats_per_block();
     RLFLOW_CUDA_CHECK(cudaMemcpyAsync(kv + std::size_t(to) * n, kv + std::size_t(from) * n, n * sizeof(float),
-                                      cudaMemcpyDeviceToDevice, stream_));
+                                      cudaMemcpyDeviceToDevice, es_.stream));
   }
   // every draw of the step on the device: row i of the step's logits is rows_[i]'s
   void sample_draws() {
@@ -153,7 +145,7 @@ class PagedEngine : public engine::PagedCore<PagedEngine> {
     }
     draw_tok_.resize(std::size_t(n));
     draw_lp_.resize(std::size_t(n));
-    sampler_.sample_draws(logits_.get<float>(), V, specs_.data(), n, draw_tok_.data(), draw_lp_.data(), stream_);
+    sampler_.sample_draws(logits_.get<float>(), rows_, V, specs_.data(), n, draw_tok_.data(), draw_lp_.data(), es_.stream);
     for (int i = 0; i < n; ++i) {
       draws_[std::size_t(i)].tok = draw_tok_[std::size_t(i)];
       draws_[std::size_t(i)].logprob = draw_lp_[std::size_t(i)];
@@ -181,13 +173,6 @@ class PagedEngine : public engine::PagedCore<PagedEngine> {
     }
     init_pool(s, budget);
   }
-  void release_handles() noexcept {
-    if (stream_) cudaStreamSynchronize(stream_);
-    if (blas_) cublasDestroy(blas_);
-    if (stream_) cudaStreamDestroy(stream_);
-    blas_ = nullptr;
-    stream_ = nullptr;
-  }
 
   float* kv_storage() { return kv_.ensure<float>(std::size_t(pool().num_blocks()) * pool().shape().floats_per_block()); }
 
@@ -201,7 +186,7 @@ class PagedEngine : public engine::PagedCore<PagedEngine> {
   float* forward(std::vector<Work> const& work, std::vector<Seq*> const& rows) {
     // every step ends synchronised, but one that threw may have left kernels queued, and growing
     // a buffer below frees its old memory
-    RLFLOW_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    RLFLOW_CUDA_CHECK(cudaStreamSynchronize(es_.stream));
     namespace K = kernels::cuda::model::layers;
     int const C = cfg_.n_embd, V = cfg_.vocab_size;
     std::size_t N = 0, T = 0;
@@ -236,10 +221,10 @@ class PagedEngine : public engine::PagedCore<PagedEngine> {
     float* kv = kv_storage();
     if (cfg_.llama_family() && max_keys > rope_rows_) {  // positions stay below max_keys; the tables grow geometrically
       rope_rows_ = std::min(cfg_.max_seq_len, std::max(max_keys, 2 * rope_rows_));
-      rope_.ensure(cfg_, rope_rows_, stream_);
+      rope_.ensure(cfg_, rope_rows_, es_.stream);
     }
     std::int32_t* d = ints_.ensure<std::int32_t>(host_ints_.size());
-    RLFLOW_CUDA_CHECK(cudaMemcpyAsync(d, host_ints_.data(), host_ints_.size() * sizeof(std::int32_t), cudaMemcpyHostToDevice, stream_));
+    RLFLOW_CUDA_CHECK(cudaMemcpyAsync(d, host_ints_.data(), host_ints_.size() * sizeof(std::int32_t), cudaMemcpyHostToDevice, es_.stream));
     std::int32_t const* d_tok = d;
     std::int32_t const* d_pos = d + N;
     std::int32_t const* d_seq = d + 2 * N;
@@ -254,7 +239,7 @@ class PagedEngine : public engine::PagedCore<PagedEngine> {
     int const bs = pc_.block_size;
     std::size_t const fpb = pool().shape().floats_per_block();
     int const NH = cfg_.n_head, NKV = cfg_.kv_heads();
-    cudaStream_t const st = stream_;
+    cudaStream_t const st = es_.stream;
     auto store = [&](int l, float const* qkv, K::QKVLayout const& L) {
       K::paged_kv_store_kernel<<<unsigned(N * NKV), 64, 0, st>>>(kv, qkv, d_pos, d_seq, d_tbl, d_toff, l, bs, fpb, L);
     };
@@ -262,7 +247,7 @@ class PagedEngine : public engine::PagedCore<PagedEngine> {
       K::paged_attention_kernel<<<unsigned(N * NH), K::block, std::size_t(max_keys) * sizeof(float), st>>>(
           atty, qkv, kv, d_pos, d_seq, d_tbl, d_toff, l, bs, fpb, L);
     };
-    detail::rollout_layers(cfg_, lay_, weights_.get(), blas_, st, d_tok, d_pos, N, buf, rope_, store, attend);
+    detail::rollout_layers(cfg_, lay_, weights_.get(), es_.blas, st, d_tok, d_pos, N, buf, rope_, store, attend);
     RLFLOW_CUDA_CHECK(cudaGetLastError());
     if (nr == 0) {
       RLFLOW_CUDA_CHECK(cudaStreamSynchronize(st));
@@ -271,8 +256,9 @@ class PagedEngine : public engine::PagedCore<PagedEngine> {
     // the sampling rows' final residuals, the final norm and the LM head
     K::gather_rows_kernel<<<unsigned(nr), 128, 0, st>>>(buf.ln, buf.x, d_last, C);
     float* lg = logits_.ensure<float>(std::size_t(nr) * V);
-    detail::rollout_head(cfg_, lay_, weights_.get(), blas_, st, lg, lnf_.ensure<float>(std::size_t(nr) * C), buf.ln, nr, V);
+    detail::rollout_head(cfg_, lay_, weights_.get(), es_.blas, st, lg, lnf_.ensure<float>(std::size_t(nr) * C), buf.ln, nr, V);
     RLFLOW_CUDA_CHECK(cudaGetLastError());
+    rows_ = nr;
     if (!observing()) {  // sample_draws() reads them on the device, after the head on the same stream
       rows_base_ = lg;
       return lg;
@@ -285,8 +271,7 @@ class PagedEngine : public engine::PagedCore<PagedEngine> {
   }
 
   model::ParamLayout lay_;
-  cudaStream_t stream_ = nullptr;
-  cublasHandle_t blas_ = nullptr;
+  detail::EngineStream es_;
   detail::DeviceWeights weights_;
   device_buffer kv_, x_, ln_, qkv_, atty_, fch_, act_, lnf_, logits_, ints_;
   kernels::cuda::model::Sampler sampler_;
@@ -296,6 +281,7 @@ class PagedEngine : public engine::PagedCore<PagedEngine> {
   std::vector<std::int32_t> host_ints_;
   std::vector<float> host_logits_;
   float const* rows_base_ = nullptr;  //!< what forward() returned: the draws' rows are offsets from it
+  int rows_ = 0;                       //!< and how many rows it holds
   std::vector<kernels::cuda::model::DrawSpec> specs_;
   std::vector<std::int32_t> draw_tok_;
   std::vector<float> draw_lp_;

@@ -40,42 +40,35 @@ namespace rlflow::engine::cuda {
 class RolloutEngine {
  public:
   explicit RolloutEngine(model::GPTConfig const& cfg) : cfg_(cfg), lay_(cfg), head_v_(cfg.vocab_size) {
-    RLFLOW_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-    RLFLOW_CUDA_CHECK(cublasCreate(&blas_));
-    RLFLOW_CUDA_CHECK(cublasSetStream(blas_, stream_));
     std::vector<float> init(lay_.size());
     model::init_params(cfg_, init);
     load_weights(init);
   }
   RolloutEngine(RolloutEngine const&) = delete;
   RolloutEngine& operator=(RolloutEngine const&) = delete;
-  ~RolloutEngine() {
-    if (stream_) cudaStreamSynchronize(stream_);
-    if (blas_) cublasDestroy(blas_);
-    if (stream_) cudaStreamDestroy(stream_);
-  }
+  ~RolloutEngine() { cudaStreamSynchronize(es_.stream); }  // before the buffers go
 
   model::GPTConfig const& config() const { return cfg_; }
   model::ParamLayout const& layout() const { return lay_; }
-  cudaStream_t stream() const { return stream_; }
+  cudaStream_t stream() const { return es_.stream; }
   //! The device copy of the flat weights (ParamLayout order).
   float const* device_weights() const { return weights_.get(); }
 
   //! Copies a host flat parameter buffer (ParamLayout order) to the device weights.
-  void load_weights(std::span<float const> flat) { weights_.load(flat, stream_); }
+  void load_weights(std::span<float const> flat) { weights_.load(flat, es_.stream); }
   //! Copies 'count' device floats (ParamLayout order, e.g. the colocated actor's parameters on the
   //! same device) into the weights, after 'producer' (the stream that wrote them) is idle. verl:
   //! update_weights with the naive checkpoint engine (same device, no host round trip).
   void load_weights_device(float const* src, std::size_t count, cudaStream_t producer) {
-    weights_.load_device(src, count, producer, stream_);
+    weights_.load_device(src, count, producer, es_.stream);
   }
   //! Copies the device weights back to the host (tests, checkpoints).
-  std::vector<float> weights() const { return weights_.to_host(stream_); }
+  std::vector<float> weights() const { return weights_.to_host(es_.stream); }
 
   //! Frees the KV cache, the activations and the sampler's scratch (cudaFree: the memory goes back
   //! to the driver); the weights stay.
   void sleep() {
-    RLFLOW_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    RLFLOW_CUDA_CHECK(cudaStreamSynchronize(es_.stream));
     for (auto* b : buffers()) b->release();
     sampler_.release();
     rope_.release();
@@ -121,7 +114,7 @@ class RolloutEngine {
       row_lp.resize(std::size_t(n));
       for (int i = 0; i < n; ++i) row_seeds[std::size_t(i)] = seeds[std::size_t(active[std::size_t(i)])];
       sampler_.sample(logits_.get<float>(), n, Vs, sp.temperature, sp.top_k, sp.top_p, row_seeds.data(),
-                      std::uint64_t(j), next.data(), row_lp.data(), stream_);
+                      std::uint64_t(j), next.data(), row_lp.data(), es_.stream);
       for (int i = 0; i < n; ++i) {
         std::size_t const at = std::size_t(active[std::size_t(i)]) * R + j;
         resp[at] = next[std::size_t(i)];
@@ -161,8 +154,8 @@ class RolloutEngine {
   std::span<float const> host_logits() {
     std::size_t const n = book_.active.size() * std::size_t(head_v_);
     host_logits_.resize(n);
-    RLFLOW_CUDA_CHECK(cudaMemcpyAsync(host_logits_.data(), logits_.get<float>(), n * sizeof(float), cudaMemcpyDeviceToHost, stream_));
-    RLFLOW_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    RLFLOW_CUDA_CHECK(cudaMemcpyAsync(host_logits_.data(), logits_.get<float>(), n * sizeof(float), cudaMemcpyDeviceToHost, es_.stream));
+    RLFLOW_CUDA_CHECK(cudaStreamSynchronize(es_.stream));
     return {host_logits_.data(), n};
   }
 
@@ -178,9 +171,9 @@ class RolloutEngine {
     int const B = book_.B, S = book_.S;
     std::size_t const hs = std::size_t(cfg_.head_dim());
     kv_.ensure<float>(std::size_t(cfg_.n_layer) * 2 * B * std::size_t(cfg_.kv_heads()) * S * hs);
-    if (cfg_.llama_family()) rope_.ensure(cfg_, S, stream_);  // positions stay below S
+    if (cfg_.llama_family()) rope_.ensure(cfg_, S, es_.stream);  // positions stay below S
     std::uint8_t* dv = valid_.ensure<std::uint8_t>(std::size_t(B) * S);
-    RLFLOW_CUDA_CHECK(cudaMemcpyAsync(dv, book_.seq_valid.data(), book_.seq_valid.size(), cudaMemcpyHostToDevice, stream_));
+    RLFLOW_CUDA_CHECK(cudaMemcpyAsync(dv, book_.seq_valid.data(), book_.seq_valid.size(), cudaMemcpyHostToDevice, es_.stream));
     run(0, P);
     book_.filled = P;
   }
@@ -190,7 +183,7 @@ class RolloutEngine {
     // refresh the device copy of the flags (B * S bytes; the stream orders it before the kernels,
     // and a pageable-source copy has read the host bytes when it returns)
     RLFLOW_CUDA_CHECK(cudaMemcpyAsync(valid_.get<std::uint8_t>(), book_.seq_valid.data(), book_.seq_valid.size(),
-                                      cudaMemcpyHostToDevice, stream_));
+                                      cudaMemcpyHostToDevice, es_.stream));
     if (use_cache_) {
       run(book_.filled - 1, 1);
     } else {
@@ -219,7 +212,7 @@ class RolloutEngine {
     book_.gather(s0, n, tok, pos);
     // the previous call synchronised the stream, so growing a buffer cannot free memory in use
     std::int32_t* d_ints = ints_.ensure<std::int32_t>(host_ints_.size());
-    RLFLOW_CUDA_CHECK(cudaMemcpyAsync(d_ints, host_ints_.data(), host_ints_.size() * sizeof(std::int32_t), cudaMemcpyHostToDevice, stream_));
+    RLFLOW_CUDA_CHECK(cudaMemcpyAsync(d_ints, host_ints_.data(), host_ints_.size() * sizeof(std::int32_t), cudaMemcpyHostToDevice, es_.stream));
     std::int32_t const* d_tok = d_ints;
     std::int32_t const* d_pos = d_ints + N;
     std::int32_t const* d_rows = d_ints + 2 * N;
@@ -233,7 +226,7 @@ class RolloutEngine {
     std::uint8_t const* dvalid = valid_.get<std::uint8_t>();
     std::size_t const layer_stride = 2 * std::size_t(book_.B) * NKV * std::size_t(S) * hs;
     float const* W = weights_.get();
-    cudaStream_t const st = stream_;
+    cudaStream_t const st = es_.stream;
     // layer l's keys (B, NKV, S, hs), then its values
     auto store = [&](int l, float const* qkv, K::QKVLayout const& L) {
       float* kc = kv + std::size_t(l) * layer_stride;
@@ -244,17 +237,16 @@ class RolloutEngine {
       K::kv_attention_kernel<<<unsigned(N * NH), K::block, std::size_t(S) * sizeof(float), st>>>(atty, qkv, kc, kc + layer_stride / 2,
                                                                                                   dvalid, d_rows, n, s0, S, L);
     };
-    detail::rollout_layers(cfg_, lay_, W, blas_, st, d_tok, d_pos, N, buf, rope_, store, attend);
+    detail::rollout_layers(cfg_, lay_, W, es_.blas, st, d_tok, d_pos, N, buf, rope_, store, attend);
     // the final norm and the LM head (tied: wte) on the last slot of each running row only
     K::gather_last_kernel<<<unsigned(nr), 128, 0, st>>>(buf.ln, buf.x, n, C);
-    detail::rollout_head(cfg_, lay_, W, blas_, st, lg, last, buf.ln, nr, head_v_);
+    detail::rollout_head(cfg_, lay_, W, es_.blas, st, lg, last, buf.ln, nr, head_v_);
     RLFLOW_CUDA_CHECK(cudaGetLastError());
   }
 
   model::GPTConfig cfg_;
   model::ParamLayout lay_;
-  cudaStream_t stream_ = nullptr;
-  cublasHandle_t blas_ = nullptr;
+  detail::EngineStream es_;
   detail::DeviceWeights weights_{lay_.size(), who};
   kernels::cuda::model::layers::device_buffer kv_, x_, ln_, qkv_, atty_, fch_, act_, lnf_, logits_, ints_, valid_;
   kernels::cuda::model::layers::rope_device_tables rope_;  //!< the Llama family's RoPE tables (S positions)

@@ -4,7 +4,7 @@
 // and a paged engine (KV blocks, model/cuda/gpt_layers.cuh's paged kernels): only where keys and
 // values are kept differs, so each engine passes a store and an attend function over its cache.
 // Every launch goes on one stream; nothing here synchronises it. Also DeviceWeights, the engines'
-// device copy of the weights.
+// device copy of the weights, and EngineStream, their stream and cuBLAS handle.
 // Letters: N token rows, M head rows, C, NH, NKV, hs, F, L as in model/cuda/gpt_layers.cuh.
 //
 // vLLM counterpart: the model's forward (vllm/model_executor/models/llama.py, gpt2.py) with the
@@ -25,6 +25,33 @@
 #include <rlflow/model/cuda/gpt_layers.cuh>  // kernels, gemm wrappers, rope_device_tables, QKVLayout
 
 namespace rlflow::engine::cuda::detail {
+
+//! An engine's non-blocking stream and the cuBLAS handle bound to it; released (after the stream's
+//! work) by its destructor, so also when the engine's constructor throws later.
+struct EngineStream {
+  cudaStream_t stream = nullptr;
+  cublasHandle_t blas = nullptr;
+  EngineStream() {
+    RLFLOW_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    try {
+      RLFLOW_CUDA_CHECK(cublasCreate(&blas));
+      RLFLOW_CUDA_CHECK(cublasSetStream(blas, stream));
+    } catch (...) {  // no destructor runs for a constructor that throws
+      release();
+      throw;
+    }
+  }
+  EngineStream(EngineStream const&) = delete;
+  EngineStream& operator=(EngineStream const&) = delete;
+  ~EngineStream() { release(); }
+  void release() noexcept {
+    if (stream) cudaStreamSynchronize(stream);
+    if (blas) cublasDestroy(blas);
+    if (stream) cudaStreamDestroy(stream);
+    blas = nullptr;
+    stream = nullptr;
+  }
+};
 
 //! A rollout engine's device copy of the flat weights (ParamLayout order, 'count' floats), loaded
 //! from the host or device to device from the colocated actor, read back for tests and

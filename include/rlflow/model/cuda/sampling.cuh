@@ -19,7 +19,7 @@
 #include <cub/block/block_scan.cuh>                    // cub::BlockScan
 #include <cub/device/device_segmented_radix_sort.cuh>  // cub::DeviceSegmentedRadixSort
 #include <cuda/functional>                             // ::cuda::maximum, ::cuda::minimum
-#include <algorithm>                                   // std::max
+#include <algorithm>                                   // std::max, std::clamp
 #include <climits>                                     // INT_MAX
 #include <cmath>                                       // INFINITY
 #include <cstdint>
@@ -242,22 +242,24 @@ class Sampler {
   //! chunks): with the CUB scratch about 3 x 8 bytes each, 384 MiB.
   static constexpr std::int64_t default_max_sort_keys = std::int64_t{1} << 24;
   //! 'max_sort_keys': the most keys one chunk sorts (a draw wider than that is sorted alone).
-  explicit Sampler(std::int64_t max_sort_keys = default_max_sort_keys) : max_sort_keys_(std::max<std::int64_t>(1, max_sort_keys)) {}
+  explicit Sampler(std::int64_t max_sort_keys = default_max_sort_keys)
+      : max_sort_keys_(std::clamp<std::int64_t>(max_sort_keys, 1, INT_MAX)) {}
 
-  //! Samples draws [0, n) (host specs) from the device logits (rows of stride ld floats). Writes
-  //! host tokens (n) and log-probs (n) and synchronises the stream. Checks every spec first.
-  void sample_draws(float const* d_logits, std::int64_t ld, DrawSpec const* specs, int n, std::int32_t* tokens,
-                    float* log_probs, cudaStream_t stream) {
+  //! Samples draws [0, n) (host specs) from the device logits ('rows' rows of stride ld floats).
+  //! Writes host tokens (n) and log-probs (n) and synchronises the stream. Checks every spec first.
+  void sample_draws(float const* d_logits, std::int64_t rows, std::int64_t ld, DrawSpec const* specs, int n,
+                    std::int32_t* tokens, float* log_probs, cudaStream_t stream) {
     if (n < 1) return;
     namespace sd = sampling_detail;
     for (int i = 0; i < n; ++i) {
       DrawSpec const& s = specs[i];
       if (!(s.temperature >= 0.0f && s.temperature < INFINITY) || s.top_k < 0 || !(s.top_p > 0.0f && s.top_p <= 1.0f) ||
-          !(s.min_p >= 0.0f && s.min_p <= 1.0f) || s.vocab < 1 || s.vocab > ld || s.row < 0 || ld > std::int64_t(INT_MAX))
+          !(s.min_p >= 0.0f && s.min_p <= 1.0f) || s.vocab < 1 || s.vocab > ld || s.row < 0 || s.row >= rows ||
+          ld > std::int64_t(INT_MAX))
         throw value_error(msg("rlflow::kernels::cuda::model::Sampler: draw ", i, " has temperature = ", s.temperature,
                               ", top_k = ", s.top_k, ", top_p = ", s.top_p, ", min_p = ", s.min_p, ", vocab = ", s.vocab,
-                              ", row = ", s.row, " (row stride ", ld, "); use a finite temperature >= 0, top_k >= 0, 0 < top_p <= 1, "
-                              "0 <= min_p <= 1, 1 <= vocab <= the row stride <= INT_MAX, row >= 0"));
+                              ", row = ", s.row, " (", rows, " rows of stride ", ld, "); use a finite temperature >= 0, top_k >= 0, "
+                              "0 < top_p <= 1, 0 <= min_p <= 1, 1 <= vocab <= the row stride <= INT_MAX, 0 <= row < rows"));
     }
     // chunks [first[c], first[c + 1]) of at most max_sort_keys_ filtered keys (at least one draw);
     // key offsets are relative to the chunk, segments' begin / end offsets are listed per chunk
@@ -340,7 +342,7 @@ class Sampler {
     specs_.resize(std::size_t(std::max(n, 0)));
     for (int i = 0; i < n; ++i)
       specs_[std::size_t(i)] = DrawSpec{i, seeds[i], counter, temperature, top_p, 0.0f, top_k, V};
-    sample_draws(d_logits, V, specs_.data(), n, tokens, log_probs, stream);
+    sample_draws(d_logits, n, V, specs_.data(), n, tokens, log_probs, stream);
   }
 
   //! Frees all scratch (the rollout's sleep()).
