@@ -158,6 +158,13 @@ TEST_CASE("cuda trainer: configurations are rejected before any work", "[reject]
   auto const dir = fresh_dir("reject");
   int const n = gpu_count();
   TrainerConfig c = small(dir);
+  {  // the static engine is the CPU trainer's reference only
+    TrainerOptions o = quiet();
+    o.static_rollout = true;
+    REQUIRE_THROWS_WITH(CudaGRPO(c, task.make_dataset(64, 3), task.charset(), o),
+                        Catch::Contains("static_rollout") && Catch::Contains("paged engine only"));
+    REQUIRE_FALSE(fs::exists(dir));
+  }
   if (n == 0) {
     REQUIRE_THROWS_AS(CudaGRPO(c, task.make_dataset(64, 3), task.charset(), quiet()), config_error);
     REQUIRE_THROWS_WITH(CudaGRPO(c, task.make_dataset(64, 3), task.charset(), quiet()),

@@ -92,7 +92,8 @@ struct TrainerOptions {
   std::string init_weights;
   //! CPU: generate with the static KV-cache engine instead of the paged one: the reference the
   //! tests compare the paged engine with. Without it every rollout, at any TP and with either LM
-  //! head (actor_rollout_ref.model.lm_head), runs on the paged engine (roles::CpuRollout).
+  //! head (actor_rollout_ref.model.lm_head), runs on the paged engine (roles::CpuRollout). The
+  //! CUDA trainer refuses it (it generates with the paged engine only).
   bool static_rollout = false;
 };
 
@@ -238,6 +239,11 @@ class Trainer {
                "rlflow_report still work with trainer.logger=file");
 #endif
     }
+    if (on_cuda && opts_.static_rollout)
+      throw config_error("rlflow::Trainer<..., Backend<cuda::tag>>: TrainerOptions::static_rollout = true selects the static "
+                         "KV-cache engine, the CPU trainer's reference for its paged engine; the CUDA trainer generates with "
+                         "the paged engine only (engine::cuda::PagedEngine); leave static_rollout false, or train with "
+                         "Backend<cpu::tag>");
     if (cfg_.trainer.val_only && !val_)
       throw config_error(msg("rlflow::Trainer: trainer.val_only=true runs the validation only, but there is no validation "
                              "set; set data.val_files (read by the Trainer(cfg) constructor) or trainer.val_only=false"));
