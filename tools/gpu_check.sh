@@ -10,11 +10,12 @@
 #   (target >= 70%), decode tokens/s with and without the KV cache, forward FLOP/s against cuBLAS
 #   sgemm of the same shapes (target >= 50%), the GRPO-shaped rollout (64 prompts x 8 samples,
 #   BM_GenerateGroups) through the paged against the static CUDA engine: tokens/s (target >= 2x)
-#   and peak KV bytes (target <= 40%), the demos' score before / after and seconds per step, and
+#   and peak KV bytes (target <= 40%), llama.cpp's batched-bench on both engines (S_PP / S_TG
+#   tokens/s per PP, TG, B), the demos' score before / after and seconds per step, and
 #   nvidia-smi's device name.
 # It exits non-zero when any test fails or any stage cannot run. The raw outputs stay in
-# <build>/gpu_check/ (ctest.log, bench_kernels.csv, bench_engine.csv, demo/metrics.jsonl,
-# demo_qwen2/metrics.jsonl, device.txt).
+# <build>/gpu_check/ (ctest.log, bench_kernels.csv, bench_engine.csv, bench_batched.csv,
+# demo/metrics.jsonl, demo_qwen2/metrics.jsonl, device.txt).
 #
 # usage: tools/gpu_check.sh [--build DIR] [--steps N] [--jobs N] [--no-build] [--test-timeout S] [--diagnose]
 #        --no-build      use DIR as it is (built elsewhere, e.g. unpacked by tools/gpu_bundle.sh)
@@ -71,6 +72,9 @@ speedup() {  # speedup A B -> "xA/B" with one decimal, or "n/a"
 human() {  # human X UNIT -> 1.23e+09 UNIT, or n/a
   awk -v x="$1" -v u="$2" 'BEGIN { if (x == "") print "n/a"; else printf "%.3g %s", x, u }'
 }
+num() {  # num X -> 1.23e+09, or n/a
+  awk -v x="$1" 'BEGIN { if (x == "") print "n/a"; else printf "%.3g", x }'
+}
 
 # report DIR: prints the table from DIR's outputs; returns 0 only when everything passed.
 report() {
@@ -108,6 +112,21 @@ report() {
   kp=$(csv_value "$dir/bench_engine.csv" '^BM_GenerateGroups/engine:paged' 'kv_peak_bytes')
   ks=$(csv_value "$dir/bench_engine.csv" '^BM_GenerateGroups/engine:static' 'kv_peak_bytes')
   [[ -n "$gp" && -n "$gs" && -n "$kp" && -n "$ks" ]] || status=1
+  # batched-bench: every configuration the static engine ran, with the paged engine's figures
+  local cfgs c bsp bst bpp bpt
+  local -a batched=()
+  cfgs=$(sed -nE 's|^"BM_BatchedBench/engine:static/(PP:[0-9]+/TG:[0-9]+/B:[0-9]+)/.*|\1|p' "$dir/bench_batched.csv" 2>/dev/null)
+  [[ -n "$cfgs" ]] || status=1
+  for c in $cfgs; do
+    bsp=$(csv_value "$dir/bench_batched.csv" "^BM_BatchedBench/engine:static/$c/" 'S_PP')
+    bst=$(csv_value "$dir/bench_batched.csv" "^BM_BatchedBench/engine:static/$c/" 'S_TG')
+    bpp=$(csv_value "$dir/bench_batched.csv" "^BM_BatchedBench/engine:paged/$c/" 'S_PP')
+    bpt=$(csv_value "$dir/bench_batched.csv" "^BM_BatchedBench/engine:paged/$c/" 'S_TG')
+    [[ -n "$bsp" && -n "$bst" && -n "$bpp" && -n "$bpt" ]] || status=1
+    batched+=("$(printf '%-44s %s' "batched-bench ${c//\// } S_PP / S_TG" \
+      "static $(num "$bsp") / $(num "$bst"), paged $(num "$bpp") / $(num "$bpt") tok/s")")
+  done
+  ((${#batched[@]})) || batched+=("$(printf '%-44s %s' "batched-bench S_PP / S_TG" "n/a")")
   local scores first last steps sps
   scores=$(json_series "$dir/demo/metrics.jsonl" "critic/score/mean")
   first=$(head -n1 <<<"$scores"); last=$(tail -n1 <<<"$scores")
@@ -132,6 +151,7 @@ report() {
   printf '%-44s %s\n' "forward FLOP/s / cuBLAS sgemm FLOP/s" "$(human "$fwd" FLOP/s) / $(human "$gemm" FLOP/s) = $(ratio "$fwd" "$gemm") (target >= 50%)"
   printf '%-44s %s\n' "generate groups tokens/s, paged / static" "$(human "$gp" tok/s) / $(human "$gs" tok/s) = $(speedup "$gp" "$gs") (target >= 2x)"
   printf '%-44s %s\n' "peak KV bytes, paged / static" "$(human "$kp" B) / $(human "$ks" B) = $(ratio "$kp" "$ks") (target <= 40%)"
+  printf '%s\n' "${batched[@]}"
   printf '%-44s %s\n' "demo critic/score/mean first -> last step" "${first:-n/a} -> ${last:-n/a} ($steps steps)"
   printf '%-44s %s\n' "demo seconds per step (mean)" "${sps:-n/a}"
   printf '%-44s %s\n' "demo, arch=qwen2: score first -> last step" "${qfirst:-n/a} -> ${qlast:-n/a} ($qsteps steps)"
@@ -195,6 +215,8 @@ for f in 'BM_Decode' 'BM_Forward|BM_Sgemm' 'BM_GenerateGroups/engine:static' 'BM
   timeout 180 "$BUILD/benchmarks/engine_cuda/bench_engine_cuda" --benchmark_format=csv --benchmark_min_time=0.5 \
     --benchmark_filter="$f" >>"$OUT/bench_engine.csv" 2>>"$OUT/bench_engine.err"
 done
+timeout 180 "$BUILD/benchmarks/engine_cuda/bench_engine_cuda" --benchmark_format=csv --benchmark_filter='BM_BatchedBench' \
+  >"$OUT/bench_batched.csv" 2>"$OUT/bench_batched.err"
 
 echo "== demo: 00_grpo_reverse_cuda for $STEPS steps"
 timeout 300 "$BUILD/examples/00_grpo_reverse_cuda" trainer.total_training_steps="$STEPS" trainer.default_local_dir="$OUT/demo" \

@@ -8,7 +8,8 @@
 //     paged engine preemptions and prefilled prompt tokens.
 //   BM_BatchedBench/engine:{static,paged}/PP:../TG:../B:..: llama.cpp's batched-bench: B sequences of
 //     PP prompt tokens then TG generated ones; S_PP (prompt tokens/s: the prefill and first token)
-//     and S_TG (generated tokens/s after it), no EOS.
+//     and S_TG (generated tokens/s after it), no EOS (engine/paged_workload.hpp's batched_bench,
+//     which the GPU benchmark runs on the CUDA engines too).
 // The workload and the model (Llama-shaped, two layers, zeroed attention and MLP outputs, so the
 // next token follows a per-token EOS hazard: heavy-tailed lengths) are in engine/paged_workload.hpp,
 // shared with the GPU twin BM_GenerateGroups of engine_cuda/bench_engine_cuda.cu.
@@ -16,15 +17,11 @@
 // Run: OPENBLAS_NUM_THREADS=1 ./build/benchmarks/engine/bench_paged --benchmark_filter=GenerateGroups
 #include <benchmark/benchmark.h>
 
-#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <functional>
-#include <memory>
 #include <random>
-#include <span>
 #include <string>
 #include <vector>
 
@@ -87,73 +84,11 @@ void BM_GenerateGroupsPaged(benchmark::State& state) {
   state.SetLabel(workload_label(wl) + ", block 16, max_num_seqs 256, max_num_batched_tokens 8192, pool 40% of static");
 }
 
-// batched-bench: args PP, TG, B
-template <bool Paged>
-void BM_BatchedBench(benchmark::State& state) {
-  int const PP = int(state.range(0)), TG = int(state.range(1)), B = int(state.range(2));
-  GPTConfig const c = model_cfg(PP + TG);
-  auto const w = model_weights(c);
-  std::mt19937 g(3);
-  std::vector<std::vector<std::int32_t>> prompts(static_cast<std::size_t>(B), std::vector<std::int32_t>(static_cast<std::size_t>(PP)));
-  for (auto& p : prompts)
-    for (auto& t : p) t = 1 + std::int32_t(g() % unsigned(kV - 1));
-  std::vector<std::uint64_t> seeds(static_cast<std::size_t>(B));
-  for (auto& s : seeds) s = g();
-  auto sp = [&](int R) {
-    auto s = sampling(R);
-    s.eos_id = -1;  // every sequence runs TG tokens
-    return s;
-  };
-  std::function<void(int)> run;
-  std::unique_ptr<rlflow::engine::RolloutEngine> ro;
-  std::unique_ptr<rlflow::engine::PagedEngine> pe;
-  if constexpr (Paged) {
-    rlflow::engine::PagedEngineConfig pc;
-    pc.max_num_seqs = std::max(B, 1);
-    pe = std::make_unique<rlflow::engine::PagedEngine>(c, pc);
-    pe->load_weights(w);
-    run = [&](int R) {
-      std::vector<rlflow::engine::RequestParams> ps;
-      for (int b = 0; b < B; ++b) ps.push_back(rlflow::engine::RequestParams::from_static(sp(R), std::span(&seeds[std::size_t(b)], 1)));
-      benchmark::DoNotOptimize(pe->generate(prompts, ps).data());
-    };
-  } else {
-    ro = std::make_unique<rlflow::engine::RolloutEngine>(c);
-    ro->load_weights(w);
-    std::vector<std::int32_t> ids, mask(std::size_t(B) * PP, 1);
-    for (auto const& p : prompts) ids.insert(ids.end(), p.begin(), p.end());
-    Tensor const ti = Tensor::from(ids, Shape{B, PP}), tm = Tensor::from(mask, Shape{B, PP});
-    run = [&, ti, tm](int R) {
-      auto r = ro->generate(ti, tm, sp(R), seeds);
-      benchmark::DoNotOptimize(r.generated);
-    };
-  }
-  double t_pp = 0, t_all = 0;
-  for (auto _ : state) {
-    auto const t0 = std::chrono::steady_clock::now();
-    run(1);
-    auto const t1 = std::chrono::steady_clock::now();
-    run(TG);
-    auto const t2 = std::chrono::steady_clock::now();
-    t_pp += std::chrono::duration<double>(t1 - t0).count();
-    t_all += std::chrono::duration<double>(t2 - t1).count();
-  }
-  double const it = double(state.iterations());
-  state.counters["S_PP"] = double(B) * PP * it / t_pp;
-  state.counters["S_TG"] = double(B) * (TG - 1) * it / std::max(t_all - t_pp, 1e-9);
-}
-
-void batched_args(benchmark::internal::Benchmark* b) {
-  b->ArgNames({"PP", "TG", "B"});
-  for (int pp : {128, 256})
-    for (int bb : {1, 8, 32}) b->Args({pp, 128, bb});
-}
-
 }  // namespace
 
 BENCHMARK(BM_GenerateGroupsStatic)->Name("BM_GenerateGroups/engine:static")->Unit(benchmark::kSecond)->UseRealTime()->Iterations(1);
 BENCHMARK(BM_GenerateGroupsPaged)->Name("BM_GenerateGroups/engine:paged")->Unit(benchmark::kSecond)->UseRealTime()->Iterations(1);
-BENCHMARK_TEMPLATE(BM_BatchedBench, false)->Name("BM_BatchedBench/engine:static")->Apply(batched_args)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(1);
-BENCHMARK_TEMPLATE(BM_BatchedBench, true)->Name("BM_BatchedBench/engine:paged")->Apply(batched_args)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(1);
+BENCHMARK_TEMPLATE2(batched_bench, rlflow::engine::RolloutEngine, false)->Name("BM_BatchedBench/engine:static")->Apply(batched_args)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(1);
+BENCHMARK_TEMPLATE2(batched_bench, rlflow::engine::PagedEngine, true)->Name("BM_BatchedBench/engine:paged")->Apply(batched_args)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(1);
 
 BENCHMARK_MAIN();

@@ -8,17 +8,23 @@
 // products and attention run, their sum is 0), so the residual stream is the token's embedding
 // and the next token depends on the current one only: token s continues as s with probability
 // 1 - h_s or ends (EOS = 0) with h_s, the hazards log-uniform in [1/600, 1/8] - a mixture of
-// geometric lengths, heavy-tailed; each group's prompt ends in its own state.
+// geometric lengths, heavy-tailed; each group's prompt ends in its own state. Also batched_bench,
+// llama.cpp's batched-bench over any static or paged engine.
 // Header-only and free of CUDA, so that g++ and nvcc translation units both include it.
 #pragma once
 
+#include <benchmark/benchmark.h>
+
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -161,6 +167,71 @@ inline std::vector<rlflow::engine::RequestParams> request_params(Workload const&
   std::vector<rlflow::engine::RequestParams> ps;
   for (auto const& s : gs.seeds) ps.push_back(rlflow::engine::RequestParams::from_static(sampling(wl.R), s));
   return ps;
+}
+
+//! llama.cpp's batched-bench on one engine: B sequences of PP random prompt tokens, then TG
+//! tokens each (no EOS). Counters: S_PP, prompt tokens/s of a generate of one token (the prefill
+//! and the first token); S_TG, tokens/s of the other TG - 1 tokens of a generate of TG tokens
+//! past that time. 'Engine' is a static engine (one (B, PP) batch) or, with Paged, a paged one
+//! (B requests, prefix caching off so both generates prefill). One untimed warm-up generate
+//! first (buffers and pools allocated). Args: PP, TG, B (batched_args).
+template <class Engine, bool Paged>
+void batched_bench(benchmark::State& state) {
+  int const PP = int(state.range(0)), TG = int(state.range(1)), B = int(state.range(2));
+  rlflow::model::GPTConfig const c = model_cfg(PP + TG);
+  std::mt19937 g(3);
+  std::vector<std::vector<std::int32_t>> prompts(static_cast<std::size_t>(B), std::vector<std::int32_t>(static_cast<std::size_t>(PP)));
+  for (auto& p : prompts)
+    for (auto& t : p) t = 1 + std::int32_t(g() % unsigned(kV - 1));
+  std::vector<std::uint64_t> seeds(static_cast<std::size_t>(B));
+  for (auto& s : seeds) s = g();
+  auto sp = [](int R) {
+    auto s = sampling(R);
+    s.eos_id = -1;  // every sequence runs R tokens
+    return s;
+  };
+  std::unique_ptr<Engine> e;
+  if constexpr (Paged) {
+    rlflow::engine::PagedEngineConfig pc;
+    pc.max_num_seqs = std::max(B, 1);
+    pc.enable_prefix_caching = false;
+    e = std::make_unique<Engine>(c, pc);
+  } else {
+    e = std::make_unique<Engine>(c);
+  }
+  e->load_weights(model_weights(c));
+  std::vector<std::int32_t> ids, mask(std::size_t(B) * std::size_t(PP), 1);
+  for (auto const& p : prompts) ids.insert(ids.end(), p.begin(), p.end());
+  rlflow::Tensor const ti = rlflow::Tensor::from(ids, rlflow::Shape{B, PP}), tm = rlflow::Tensor::from(mask, rlflow::Shape{B, PP});
+  auto run = [&](int R) {  // seconds of one generate of R tokens per sequence
+    std::vector<rlflow::engine::RequestParams> ps;
+    if constexpr (Paged)
+      for (int b = 0; b < B; ++b) ps.push_back(rlflow::engine::RequestParams::from_static(sp(R), std::span(&seeds[std::size_t(b)], 1)));
+    auto const t0 = std::chrono::steady_clock::now();
+    if constexpr (Paged) {
+      benchmark::DoNotOptimize(e->generate(prompts, ps).data());
+    } else {
+      auto r = e->generate(ti, tm, sp(R), seeds);
+      benchmark::DoNotOptimize(r.generated);
+    }
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
+  run(1);
+  double t_pp = 0, t_all = 0;
+  for (auto _ : state) {
+    t_pp += run(1);
+    t_all += run(TG);
+  }
+  double const it = double(state.iterations());
+  state.counters["S_PP"] = double(B) * PP * it / t_pp;
+  state.counters["S_TG"] = double(B) * (TG - 1) * it / std::max(t_all - t_pp, 1e-9);
+}
+
+//! batched_bench's configurations: PP 128 and 256, TG 128, B 1, 8 and 32.
+inline void batched_args(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"PP", "TG", "B"});
+  for (int pp : {128, 256})
+    for (int bb : {1, 8, 32}) b->Args({pp, 128, bb});
 }
 
 }  // namespace rlflow_bench::paged

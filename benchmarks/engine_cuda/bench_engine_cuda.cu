@@ -16,6 +16,9 @@
 // kv_pool_bytes, preemptions and prompt_tokens (prefilled). gpu_check.sh reports paged / static
 // tokens/s (target >= 2x) and peak KV bytes (target <= 40%); it runs each engine apart (Google
 // Benchmark's CSV writer needs the same counters in every row) and the labels hold no comma.
+// BM_BatchedBench/engine:static|paged/PP:../TG:../B:..: llama.cpp's batched-bench on the two CUDA
+// engines (engine/paged_workload.hpp's batched_bench, the CPU benchmark's own): S_PP and S_TG
+// tokens/s; gpu_check.sh keeps them in bench_batched.csv and prints them.
 // Needs a GPU; without one every benchmark reports 'no CUDA device'.
 #include <benchmark/benchmark.h>
 #include <cublas_v2.h>
@@ -198,6 +201,13 @@ void BM_GenerateGroupsPaged(benchmark::State& st) {
   st.SetLabel(W::workload_label(wl) + "; block 16; max_num_seqs 256; max_num_batched_tokens 8192; pool 40% of static");
 }
 
+// llama.cpp's batched-bench on the CUDA engines (engine/paged_workload.hpp's batched_bench)
+template <class Engine, bool Paged>
+void BM_BatchedBench(benchmark::State& st) {
+  if (no_gpu(st)) return;
+  W::batched_bench<Engine, Paged>(st);
+}
+
 }  // namespace
 
 BENCHMARK(BM_Decode)->ArgName("kv")->Arg(1)->Arg(0)->Unit(benchmark::kMillisecond)->UseRealTime();
@@ -205,4 +215,6 @@ BENCHMARK(BM_Forward)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Sgemm)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_GenerateGroupsStatic)->Name("BM_GenerateGroups/engine:static")->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(kGroupsIterations);
 BENCHMARK(BM_GenerateGroupsPaged)->Name("BM_GenerateGroups/engine:paged")->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(kGroupsIterations);
+BENCHMARK_TEMPLATE2(BM_BatchedBench, E::cuda::RolloutEngine, false)->Name("BM_BatchedBench/engine:static")->Apply(W::batched_args)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(1);
+BENCHMARK_TEMPLATE2(BM_BatchedBench, E::cuda::PagedEngine, true)->Name("BM_BatchedBench/engine:paged")->Apply(W::batched_args)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(1);
 BENCHMARK_MAIN();

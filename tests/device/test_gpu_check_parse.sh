@@ -37,6 +37,14 @@ name,iterations,real_time,cpu_time,time_unit,bytes_per_second,items_per_second,l
 name,iterations,real_time,cpu_time,time_unit,bytes_per_second,items_per_second,label,error_occurred,error_message,"kv_peak_bytes","kv_pool_bytes","preemptions","prompt_tokens","tokens","tokens/s"
 "BM_GenerateGroups/engine:paged/iterations:3/real_time",3,100,90,ms,,,"G=64 n=8 P=256 R<=512; block 16; max_num_seqs 256; max_num_batched_tokens 8192; pool 40% of static",,,1.47456e+07,8.05306e+07,0,16384,52705,527050
 CSV
+# llama.cpp's batched-bench, both engines in one run (the same counters)
+cat >"$good/bench_batched.csv" <<'CSV'
+name,iterations,real_time,cpu_time,time_unit,bytes_per_second,items_per_second,label,error_occurred,error_message,"S_PP","S_TG"
+"BM_BatchedBench/engine:static/PP:128/TG:128/B:1/iterations:1/real_time",1,24.3,12.1,ms,,,,,,68892.9,6160.63
+"BM_BatchedBench/engine:static/PP:128/TG:128/B:32/iterations:1/real_time",1,847,433,ms,,,,,,43646.5,1269.4
+"BM_BatchedBench/engine:paged/PP:128/TG:128/B:1/iterations:1/real_time",1,16.5,16.5,ms,,,,,,38318.1,12933.3
+"BM_BatchedBench/engine:paged/PP:128/TG:128/B:32/iterations:1/real_time",1,127,123,ms,,,,,,37152.6,141412
+CSV
 for s in 1 2 3; do
   echo "{\"step\": $s, \"critic/score/mean\": 0.$((s * 2)), \"timing_s/step\": 0.$((s + 1))}" >>"$good/demo/metrics.jsonl"
   echo "{\"step\": $s, \"critic/score/mean\": 0.$((s + 1)), \"timing_s/step\": 0.5}" >>"$good/demo_qwen2/metrics.jsonl"
@@ -50,6 +58,8 @@ expect "decode" "$out" "1.64e\+05 tok/s / 2.05e\+04 tok/s \(x8.0\)"
 expect "flops" "$out" "= 62.5% \(target >= 50%\)"
 expect "groups tokens/s" "$out" "generate groups tokens/s, paged / static +5.27e\+05 tok/s / 1.32e\+05 tok/s = x4.0 \(target >= 2x\)"
 expect "groups peak KV" "$out" "peak KV bytes, paged / static +1.47e\+07 B / 2.01e\+08 B = 7.3% \(target <= 40%\)"
+expect "batched B 1" "$out" "batched-bench PP:128 TG:128 B:1 S_PP / S_TG +static 6.89e\+04 / 6.16e\+03, paged 3.83e\+04 / 1.29e\+04 tok/s"
+expect "batched B 32" "$out" "batched-bench PP:128 TG:128 B:32 S_PP / S_TG +static 4.36e\+04 / 1.27e\+03, paged 3.72e\+04 / 1.41e\+05 tok/s"
 expect "demo score" "$out" "first -> last step +0.2 -> 0.6 \(3 steps\)"
 expect "seconds per step" "$out" "per step \(mean\) +0.300"
 expect "qwen2 demo" "$out" "arch=qwen2: score first -> last step +0.2 -> 0.4 \(3 steps\)"
@@ -110,6 +120,20 @@ out=$("$script" --parse "$pagederr"); rc=$?
 expect "paged error: tokens/s" "$out" "generate groups tokens/s, paged / static +n/a / 1.32e\+05 tok/s = n/a"
 expect "paged error: peak KV" "$out" "peak KV bytes, paged / static +n/a / 2.01e\+08 B = n/a"
 expect "paged error: overall" "$out" "overall +FAIL"
+
+# the batched-bench run missing, or its paged rows (an error row has no counters): exit 1, n/a
+nobatched="$tmp/nobatched"
+cp -r "$good" "$nobatched"
+rm "$nobatched/bench_batched.csv"
+out=$("$script" --parse "$nobatched"); rc=$?
+[[ $rc != 0 ]] || { echo "FAIL: a missing batched-bench run exits 0"; bad=1; }
+expect "no batched: n/a" "$out" "batched-bench S_PP / S_TG +n/a"
+expect "no batched: groups kept" "$out" "generate groups tokens/s, paged / static +5.27e\+05 tok/s"
+grep -v 'engine:paged' "$good/bench_batched.csv" >"$nobatched/bench_batched.csv"
+echo '"BM_BatchedBench/engine:paged/PP:128/TG:128/B:1/iterations:1/real_time",,,,,,,,true,"no CUDA device"' >>"$nobatched/bench_batched.csv"
+out=$("$script" --parse "$nobatched"); rc=$?
+[[ $rc != 0 ]] || { echo "FAIL: batched-bench without paged rows exits 0"; bad=1; }
+expect "paged batched n/a" "$out" "batched-bench PP:128 TG:128 B:1 S_PP / S_TG +static 6.89e\+04 / 6.16e\+03, paged n/a / n/a tok/s"
 
 # an empty directory: nothing passes
 mkdir -p "$tmp/empty"
