@@ -132,7 +132,7 @@ class PagedEngine : public engine::PagedCore<PagedEngine> {
     RLFLOW_CUDA_CHECK(cudaMemcpyAsync(kv + std::size_t(to) * n, kv + std::size_t(from) * n, n * sizeof(float),
                                       cudaMemcpyDeviceToDevice, es_.stream));
   }
-  // every draw of the step on the device: row i of the step's logits is rows_[i]'s
+  // every draw of the step on the device: a draw reads row (d.row - rows_base_) / V of the step's logits
   void sample_draws() {
     int const n = int(draws_.size()), V = cfg_.vocab_size;
     specs_.resize(std::size_t(n));
