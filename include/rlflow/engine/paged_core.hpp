@@ -481,7 +481,7 @@ class PagedCore {
     if (!p.seeds.empty() && int(p.seeds.size()) != p.n)
       throw shape_error(msg(Derived::who, "::add_request: request '", id, "': ", p.seeds.size(), " seeds for n = ", p.n,
                             " samples; pass one per sample or none (then sample k uses seed + k)"));
-    int const Vs = p.vocab_limit > 0 ? p.vocab_limit : V;
+    int const Vs = sampled_vocab(p);
     for (auto t : p.stop_token_ids)
       if (t < 0 || t >= Vs)
         throw value_error(msg(Derived::who, "::add_request: request '", id, "': stop token ", t, " is outside the sampled vocabulary [0, ", Vs, ")"));
@@ -702,10 +702,14 @@ class PagedCore {
     std::int32_t tok = 0;
     float logprob = 0;
   };
+  // the ids a request samples and scores: [0, vocab_limit), or the whole vocabulary
+  int sampled_vocab(RequestParams const& p) const { return p.vocab_limit > 0 ? p.vocab_limit : cfg_.vocab_size; }
+  // the philox counter of a draw's token: the request's first_token plus the sample's tokens so far
+  static std::uint64_t draw_counter(Draw const& d) { return d.s->req->p.first_token + std::uint64_t(d.s->generated()); }
   // samples d.s's next token from d.row (thread-safe: reads the engine and the sequence, writes d)
   void draw(Draw& d) const {
     RequestParams const& p = d.s->req->p;
-    int const Vs = p.vocab_limit > 0 ? p.vocab_limit : cfg_.vocab_size;
+    int const Vs = sampled_vocab(p);
     thread_local std::vector<std::int32_t> idx;
     thread_local std::vector<double> w;
     thread_local std::vector<float> filt;
@@ -716,8 +720,7 @@ class PagedCore {
       filt.resize(std::size_t(Vs));
       src = min_p_filter(d.row, Vs, p.temperature, p.min_p, filt.data());
     }
-    std::uint64_t const counter = p.first_token + std::uint64_t(d.s->generated());
-    d.tok = sample_token(src, Vs, p.sampling(), p.seed_of(d.s->k), counter, idx.data(), w.data());
+    d.tok = sample_token(src, Vs, p.sampling(), p.seed_of(d.s->k), draw_counter(d), idx.data(), w.data());
     float const inv_t = p.temperature > 0.0f ? 1.0f / p.temperature : 1.0f;
     d.logprob = model::layers::logprob_forward_row(d.row, Vs, d.tok, inv_t).log_prob;
   }

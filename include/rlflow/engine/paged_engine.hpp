@@ -237,7 +237,7 @@ class PagedEngine : public PagedCore<PagedEngine> {
       q.sp = &vp_sp_[i];
       q.min_p = p.min_p;
       q.seed = p.seed_of(d.s->k);
-      q.counter = p.first_token + std::uint64_t(d.s->generated());
+      q.counter = draw_counter(d);
     }
     vp_.sample(*comm_, shard_.shard().rank, shard_.shard().size, v0, v1, cfg_.vocab_size, vp_draws_);
     for (std::size_t i = 0; i < draws_.size(); ++i) {

@@ -139,9 +139,8 @@ class PagedEngine : public engine::PagedCore<PagedEngine> {
     for (int i = 0; i < n; ++i) {
       Draw const& d = draws_[std::size_t(i)];
       RequestParams const& p = d.s->req->p;
-      specs_[std::size_t(i)] = kernels::cuda::model::DrawSpec{(d.row - rows_base_) / V, p.seed_of(d.s->k),
-                                                              p.first_token + std::uint64_t(d.s->generated()), p.temperature,
-                                                              p.top_p, p.min_p, p.top_k, p.vocab_limit > 0 ? p.vocab_limit : V};
+      specs_[std::size_t(i)] = kernels::cuda::model::DrawSpec{(d.row - rows_base_) / V, p.seed_of(d.s->k), draw_counter(d),
+                                                              p.temperature, p.top_p, p.min_p, p.top_k, sampled_vocab(p)};
     }
     draw_tok_.resize(std::size_t(n));
     draw_lp_.resize(std::size_t(n));
