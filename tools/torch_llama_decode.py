@@ -5,8 +5,9 @@ tokens, 32 new tokens), float32, the same threads.
 
 PyTorch side: tests/model/llama_reference.py's KV-cache greedy decode (eager, written from
 transformers' modeling code) on a random folder of that shape, loaded in float32; medians of --reps.
-rlflow side: bench_llama's BM_RolloutDecode/arch:qwen2 (KV cache, sampling at temperature 1) run
-as a subprocess right after. Prints tokens/s of both and the ratio.
+rlflow side: bench_llama's BM_RolloutDecode/arch:qwen2 (KV cache, sampling at temperature 1) and
+its /stable:off twin (BLAS products only) run as a subprocess right after. Prints tokens/s of each
+and the ratios.
 
   OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 /usr/bin/python3 tools/torch_llama_decode.py \\
       --bench build/benchmarks/engine/bench_llama
@@ -50,10 +51,13 @@ def main():
     out = subprocess.run([a.bench, "--benchmark_filter=^BM_RolloutDecode/arch:qwen2", f"--benchmark_repetitions={a.reps}",
                           "--benchmark_report_aggregates_only=true", "--benchmark_format=json"],
                          capture_output=True, text=True, check=True)
-    med = [x for x in json.loads(out.stdout)["benchmarks"] if x.get("aggregate_name") == "median"][0]
-    rlflow_tps = med["tokens/s"]
+    med = {x["run_name"]: x["tokens/s"] for x in json.loads(out.stdout)["benchmarks"] if x.get("aggregate_name") == "median"}
+    rlflow_tps = med["BM_RolloutDecode/arch:qwen2"]
     print(f"threads {torch.get_num_threads()}: pytorch {torch_tps:.1f} tokens/s, rlflow {rlflow_tps:.1f} tokens/s, "
           f"rlflow/pytorch {rlflow_tps / torch_tps:.2f}")
+    blas_tps = med.get("BM_RolloutDecode/arch:qwen2/stable:off")
+    if blas_tps:
+        print(f"rlflow with BLAS products only (stable:off) {blas_tps:.1f} tokens/s, rlflow/pytorch {blas_tps / torch_tps:.2f}")
 
 
 if __name__ == "__main__":

@@ -5,6 +5,10 @@
 //     down), in the same run; counter FLOP/s (matmuls only).
 //   BM_RolloutDecode/arch:qwen2: tokens/s of generate (B = 8 prompts of 32 tokens, 32 new tokens,
 //     KV cache) on the same two layers with a small vocabulary (the trunk's cost).
+//   BM_RolloutDecode/arch:qwen2/stable:off: the same with BLAS products only (the batch-invariant
+//     kernels switched off).
+//   BM_StableProduct/layout:0|1/M:m/impl:1|0: one decode product (0: gate|up, nt; 1: down, nn) by
+//     the batch-invariant kernel (impl:1) and by sgemm (impl:0).
 //   BM_LMHead/arch:qwen2: the LM head and sampling at V = 151,936 (one decode step's head for
 //     B = 8 rows: the (8, 896) x (896, 151936) product and a top-k 50 draw), tokens/s.
 // Run: ./build/benchmarks/engine/bench_llama (one thread: OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1)
@@ -19,6 +23,7 @@
 #include <rlflow/engine/sampling.hpp>
 #include <rlflow/model/gpt.hpp>
 #include <rlflow/model/published_models.hpp>
+#include <rlflow/model/stable_products.hpp>
 
 using rlflow::DType;
 using rlflow::Shape;
@@ -78,7 +83,12 @@ void BM_SgemmSameShapes(benchmark::State& state) {
 }
 BENCHMARK(BM_SgemmSameShapes)->Name("BM_SgemmSameShapes/arch:qwen2")->Unit(benchmark::kMillisecond)->UseRealTime();
 
+//! BM_RolloutDecode/arch:qwen2[/stable:off]: the decode with the batch-invariant products
+//! (model/stable_products.hpp, where the CPU has them) or BLAS only.
+template <bool Stable>
 void BM_RolloutDecode(benchmark::State& state) {
+  bool const was = rlflow::model::stable::available();
+  rlflow::model::stable::set_enabled(Stable);
   int const B = 8, P = 32, R = 32;
   GPTConfig const c = qwen2_half_b(64, P + R);
   rlflow::engine::RolloutEngine ro(c);
@@ -95,9 +105,42 @@ void BM_RolloutDecode(benchmark::State& state) {
     benchmark::DoNotOptimize(r.log_probs.data<float>());
   }
   state.counters["tokens/s"] = benchmark::Counter(double(B) * R, benchmark::Counter::kIsIterationInvariantRate);
-  state.SetLabel("B=8 P=32 R=32, Qwen2.5-0.5B layers x2, KV cache");
+  state.SetLabel(rlflow::model::stable::available() ? "B=8 P=32 R=32, Qwen2.5-0.5B layers x2, KV cache"
+                                                    : "B=8 P=32 R=32, Qwen2.5-0.5B layers x2, KV cache; BLAS products");
+  rlflow::model::stable::set_enabled(was);
 }
-BENCHMARK(BM_RolloutDecode)->Name("BM_RolloutDecode/arch:qwen2")->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_RolloutDecode<true>)->Name("BM_RolloutDecode/arch:qwen2")->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_RolloutDecode<false>)->Name("BM_RolloutDecode/arch:qwen2/stable:off")->Unit(benchmark::kMillisecond)->UseRealTime();
+
+//! BM_StableProduct/layout:nt|nn/M:m/impl:stable|sgemm: one product of a decode step at
+//! Qwen2.5-0.5B's shapes (nt: gate|up, (M, 896) x (896, 9728); nn: down, (M, 4864) x (4864, 896)),
+//! the batch-invariant kernel against OpenBLAS sgemm of the same product; counter GB/s of weights.
+void BM_StableProduct(benchmark::State& state) {
+  bool const nt = state.range(0) == 0, stable = state.range(2) != 0;
+  int const M = int(state.range(1)), K = nt ? 896 : 4864, N = nt ? 9728 : 896;
+  if (stable && !rlflow::model::stable::available()) {
+    state.SkipWithError("no AVX-512F on this CPU: the stable products run their plain reference");
+    return;
+  }
+  std::mt19937 g(4);
+  std::normal_distribution<float> nd(0.0f, 0.02f);
+  std::vector<float> x(std::size_t(M) * K), w(std::size_t(N) * K), out(std::size_t(M) * N);
+  for (auto& v : x) v = nd(g) * 50.0f;
+  for (auto& v : w) v = nd(g);
+  for (auto _ : state) {
+    if (stable && nt) rlflow::model::stable::nt(out.data(), x.data(), w.data(), nullptr, M, K, N);
+    else if (stable) rlflow::model::stable::nn(out.data(), x.data(), w.data(), nullptr, M, K, N);
+    else if (nt) rlflow::model::layers::linear_nt_forward(out.data(), x.data(), w.data(), nullptr, M, K, N);
+    else rlflow::model::layers::linear_nn_forward(out.data(), x.data(), w.data(), nullptr, M, K, N);
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.counters["GB/s"] = benchmark::Counter(double(N) * K * sizeof(float) / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_StableProduct)
+    ->ArgNames({"layout", "M", "impl"})
+    ->ArgsProduct({{0, 1}, {1, 8, 32}, {1, 0}})
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
 
 void BM_LMHead(benchmark::State& state) {
   int const B = 8, C = 896, V = 151936;
@@ -112,7 +155,7 @@ void BM_LMHead(benchmark::State& state) {
   std::vector<std::int32_t> idx(V);
   std::vector<double> wk(V);
   for (auto _ : state) {
-    rlflow::model::layers::linear_nt_forward(logits.data(), h.data(), w.data(), nullptr, B, C, V);
+    rlflow::engine::detail::products_nt(false, logits.data(), h.data(), w.data(), nullptr, B, C, V);  // as the engines
     for (int b = 0; b < B; ++b)
       benchmark::DoNotOptimize(rlflow::engine::sample_token(logits.data() + std::size_t(b) * V, V, sp, std::uint64_t(b) + 1, step,
                                                             idx.data(), wk.data()));

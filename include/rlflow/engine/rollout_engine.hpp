@@ -574,7 +574,7 @@ class RolloutEngine {
     for (int i = 0; i < nr; ++i) std::memcpy(ln + std::size_t(i) * C, x + (std::size_t(i) * n + n - 1) * C, sizeof(float) * C);
     detail::rollout_norm(cfg_, weights, last, ln, lay.lnf_w, lay.lnf_b, nr);
     int const Vl = vocab_end() - vocab_begin();  // vocabulary-parallel: this rank's rows of wte (the ones it holds)
-    model::layers::linear_nt_forward(logits_.ensure(std::size_t(nr) * Vl), last, at(lay.lm_head), nullptr, nr, C, Vl);
+    detail::products_nt(false, logits_.ensure(std::size_t(nr) * Vl), last, at(lay.lm_head), nullptr, nr, C, Vl);
   }
   // at(off), or null for a tensor the model lacks (model::ParamLayout::none)
   float const* opt(std::size_t off) const { return off == model::ParamLayout::none ? nullptr : at(off); }
