@@ -51,7 +51,8 @@ def main():
     out = subprocess.run([a.bench, "--benchmark_filter=^BM_RolloutDecode/arch:qwen2", f"--benchmark_repetitions={a.reps}",
                           "--benchmark_report_aggregates_only=true", "--benchmark_format=json"],
                          capture_output=True, text=True, check=True)
-    med = {x["run_name"]: x["tokens/s"] for x in json.loads(out.stdout)["benchmarks"] if x.get("aggregate_name") == "median"}
+    med = {x["run_name"].removesuffix("/real_time"): x["tokens/s"]
+           for x in json.loads(out.stdout)["benchmarks"] if x.get("aggregate_name") == "median"}
     rlflow_tps = med["BM_RolloutDecode/arch:qwen2"]
     print(f"threads {torch.get_num_threads()}: pytorch {torch_tps:.1f} tokens/s, rlflow {rlflow_tps:.1f} tokens/s, "
           f"rlflow/pytorch {rlflow_tps / torch_tps:.2f}")

@@ -7,6 +7,8 @@
 //     KV cache) on the same two layers with a small vocabulary (the trunk's cost).
 //   BM_RolloutDecode/arch:qwen2/stable:off: the same with BLAS products only (the batch-invariant
 //     kernels switched off).
+//   BM_InvariantDecode/arch:qwen2[/stable:off]: the same workload through the paged engine with
+//     batch_invariant on, with the batch-invariant products or one BLAS call per row.
 //   BM_StableProduct/layout:0|1/M:m/impl:1|0: one decode product (0: gate|up, nt; 1: down, nn) by
 //     the batch-invariant kernel (impl:1) and by sgemm (impl:0).
 //   BM_LMHead/arch:qwen2: the LM head and sampling at V = 151,936 (one decode step's head for
@@ -19,6 +21,7 @@
 #include <random>
 #include <vector>
 
+#include <rlflow/engine/paged_engine.hpp>
 #include <rlflow/engine/rollout_engine.hpp>
 #include <rlflow/engine/sampling.hpp>
 #include <rlflow/model/gpt.hpp>
@@ -111,6 +114,38 @@ void BM_RolloutDecode(benchmark::State& state) {
 }
 BENCHMARK(BM_RolloutDecode<true>)->Name("BM_RolloutDecode/arch:qwen2")->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_RolloutDecode<false>)->Name("BM_RolloutDecode/arch:qwen2/stable:off")->Unit(benchmark::kMillisecond)->UseRealTime();
+
+//! BM_InvariantDecode/arch:qwen2[/stable:off]: BM_RolloutDecode's workload through the paged engine
+//! with batch_invariant on (the agent loop's mode: each row's bits independent of the batch), with
+//! the batch-invariant products or with one BLAS call per row.
+template <bool Stable>
+void BM_InvariantDecode(benchmark::State& state) {
+  bool const was = rlflow::model::stable::available();
+  rlflow::model::stable::set_enabled(Stable);
+  int const B = 8, P = 32, R = 32;
+  GPTConfig const c = qwen2_half_b(64, P + R);
+  std::vector<float> w(rlflow::model::param_count(c));
+  rlflow::model::init_params(c, w);
+  rlflow::engine::PagedEngineConfig pc;
+  pc.batch_invariant = true;
+  pc.enable_prefix_caching = false;
+  rlflow::engine::PagedEngine e(c, pc);
+  e.load_weights(w);
+  std::mt19937 g(1);
+  std::vector<std::vector<std::int32_t>> prompts(B, std::vector<std::int32_t>(P));
+  std::vector<rlflow::engine::RequestParams> params(B);
+  for (int b = 0; b < B; ++b) {
+    for (auto& x : prompts[std::size_t(b)]) x = std::int32_t(g() % 64u);
+    params[std::size_t(b)].max_tokens = R;
+    params[std::size_t(b)].seed = std::uint64_t(b) + 1;
+  }
+  for (auto _ : state) benchmark::DoNotOptimize(e.generate(prompts, params).data());
+  state.counters["tokens/s"] = benchmark::Counter(double(B) * R, benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(rlflow::model::stable::available() ? "paged, batch_invariant, B=8 P=32 R=32" : "paged, batch_invariant, B=8 P=32 R=32; BLAS per row");
+  rlflow::model::stable::set_enabled(was);
+}
+BENCHMARK(BM_InvariantDecode<true>)->Name("BM_InvariantDecode/arch:qwen2")->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_InvariantDecode<false>)->Name("BM_InvariantDecode/arch:qwen2/stable:off")->Unit(benchmark::kMillisecond)->UseRealTime();
 
 //! BM_StableProduct/layout:nt|nn/M:m/impl:stable|sgemm: one product of a decode step at
 //! Qwen2.5-0.5B's shapes (nt: gate|up, (M, 896) x (896, 9728); nn: down, (M, 4864) x (4864, 896)),

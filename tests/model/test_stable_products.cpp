@@ -148,19 +148,22 @@ TEST_CASE("the paged engine decodes the same tokens with the kernels on and off"
     WARN("no AVX-512F here: the engines use BLAS either way");
     return;
   }
-  rlflow::model::GPTConfig c;  // a Qwen2 whose widths run full 16-lane steps and a tail
+  // a Qwen2 whose widths run full 16-lane steps and a tail, with MLP weights large enough
+  // (stable::decode_min_weights) that decode steps use the kernels without batch_invariant too
+  rlflow::model::GPTConfig c;
   c.arch = rlflow::model::Arch::qwen2;
   c.vocab_size = 101;
   c.max_seq_len = 64;
   c.n_layer = 2;
-  c.n_head = 6;
+  c.n_head = 4;
   c.n_kv_head = 2;
-  c.n_embd = 72;
-  c.intermediate_size = 200;
+  c.n_embd = 136;  // head_dim 34
+  c.intermediate_size = 1000;
   c.qkv_bias = true;
   c.tie_word_embeddings = true;
   c.seed = 9;
   c.validate();
+  REQUIRE(std::int64_t{c.n_embd} * c.intermediate_size >= st::decode_min_weights);
   auto const w = fixtures::perturbed_weights(c, 4, 0.2f);
   auto const groups = paged_groups::random_groups(7, 3, c.vocab_size, 21, 2, 20);
   rlflow::engine::SamplingParams sp;

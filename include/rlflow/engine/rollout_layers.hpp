@@ -30,22 +30,26 @@ struct RolloutLayerBuffers {
   float* part;
 };
 
-//! Whether a product of M rows runs the batch-invariant kernels (model/stable_products.hpp): always
-//! when one_row (the same bits as one row at a time, at the cost of one pass over the weights),
-//! and at decode-sized M, where they beat BLAS (which packs the whole weight matrix per call).
-inline bool stable_rows(bool one_row, int M) { return model::stable::available() && (one_row || M <= model::stable::decode_rows); }
+//! Whether a product of M rows against K x N weights runs the batch-invariant kernels
+//! (model/stable_products.hpp): for weights larger than a core's cache, which they read once for
+//! all rows where BLAS packs them per call, when one_row (each row on its own) or at decode-sized M.
+//! Smaller weights stay in cache, where BLAS (one call per row when one_row) is as fast or faster.
+inline bool stable_rows(bool one_row, int M, int K, int N) {
+  return model::stable::available() && std::int64_t{K} * N >= model::stable::decode_min_weights &&
+         (one_row || M <= model::stable::decode_rows);
+}
 
 //! out (M, Nout) = inp (M, K) w^T (+ b). one_row: a row's bits must not depend on the rows beside
 //! it (batch invariance): the stable kernels where the CPU has them, else one BLAS call per row
 //! (BLAS rounds a row differently with the number of rows beside it).
 inline void products_nt(bool one_row, float* out, float const* inp, float const* w, float const* b, int M, int K, int Nout) {
-  if (stable_rows(one_row, M)) return model::stable::nt(out, inp, w, b, M, K, Nout);
+  if (stable_rows(one_row, M, K, Nout)) return model::stable::nt(out, inp, w, b, M, K, Nout);
   if (!one_row) return model::layers::linear_nt_forward(out, inp, w, b, M, K, Nout);
   for (int m = 0; m < M; ++m) model::layers::linear_nt_forward(out + std::size_t(m) * Nout, inp + std::size_t(m) * K, w, b, 1, K, Nout);
 }
 //! out (M, Nout) (+)= inp (M, K) w (+ b), as products_nt.
 inline void products_nn(bool one_row, float* out, float const* inp, float const* w, float const* b, int M, int K, int Nout, bool acc) {
-  if (stable_rows(one_row, M)) return model::stable::nn(out, inp, w, b, M, K, Nout, acc);
+  if (stable_rows(one_row, M, K, Nout)) return model::stable::nn(out, inp, w, b, M, K, Nout, acc);
   if (!one_row) return model::layers::linear_nn_forward(out, inp, w, b, M, K, Nout, acc);
   for (int m = 0; m < M; ++m)
     model::layers::linear_nn_forward(out + std::size_t(m) * Nout, inp + std::size_t(m) * K, w, b, 1, K, Nout, acc);

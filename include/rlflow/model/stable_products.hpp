@@ -30,6 +30,7 @@
 #include <cmath>  // std::fma
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>  // std::getenv
 #include <vector>
 
 #include <rlflow/model/layers.hpp>  // RLFLOW_MODEL_OMP_FOR_IF, team_threads, gemm_split_flops
@@ -236,12 +237,14 @@ inline float* nn_scratch(std::size_t n) {
 }  // namespace detail
 #endif
 
-//! Whether the kernels run here (an AVX-512F CPU under GCC or Clang on x86-64) and are switched on.
+//! Whether the kernels run here (an AVX-512F CPU under GCC or Clang on x86-64) and are switched on
+//! (RLFLOW_STABLE_PRODUCTS=0 in the environment switches them off from the start).
 inline bool available() {
 #if RLFLOW_STABLE_PRODUCTS_AVX512
   int f = detail::enabled_flag().load(std::memory_order_relaxed);
   if (f < 0) {
-    f = __builtin_cpu_supports("avx512f") ? 1 : 0;
+    char const* env = std::getenv("RLFLOW_STABLE_PRODUCTS");  // "0": BLAS only (side-by-side runs)
+    f = __builtin_cpu_supports("avx512f") && !(env && env[0] == '0' && env[1] == '\0') ? 1 : 0;
     detail::enabled_flag().store(f, std::memory_order_relaxed);
   }
   return f == 1;
@@ -265,6 +268,9 @@ inline bool set_enabled(bool on) {
 //! BM_StableProduct); the rollout engines use them up to here, and for every M in batch-invariant
 //! mode.
 inline constexpr int decode_rows = 32;
+//! The weights (K N floats, 512 KiB) from which they do: smaller weights stay in cache, where
+//! BLAS's packing costs little.
+inline constexpr std::int64_t decode_min_weights = std::int64_t{1} << 17;
 
 //! The weight rows (nt) or columns (nn) of one thread's block when a product is split across the
 //! team: fixed, so the split never depends on the team size (the bits never do either way).
