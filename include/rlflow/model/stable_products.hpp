@@ -288,25 +288,36 @@ inline int split_blocks(int M, int K, int N) {
 //! M / 4) and nn's scratch stays row_block x N floats.
 inline constexpr int row_block = 64;
 
+namespace detail {
+//! Calls f(r0, rows, n0, n1) for every block of up to row_block rows and, split across the team
+//! (split_blocks), every block of output columns [n0, n1).
+template <class F>
+void over_blocks(int M, int K, int N, F&& f) {
+  for (int r0 = 0; r0 < M; r0 += row_block) {
+    int const rows = std::min(row_block, M - r0);
+    int const blocks = split_blocks(rows, K, N);
+    RLFLOW_MODEL_OMP_FOR_IF(blocks > 1)
+    for (int blk = 0; blk < blocks; ++blk) {
+      int const n0 = blocks == 1 ? 0 : blk * split_block, n1 = blocks == 1 ? N : std::min(N, n0 + split_block);
+      f(r0, rows, n0, n1);
+    }
+  }
+}
+}  // namespace detail
+
 //! out (M, N) = prior + inp (M, K) W^T in the nt order; W (N, K). Without available() it runs
 //! reference_nt (the same bits, slowly).
 inline void nt(float* out, float const* inp, float const* w, float const* b, int M, int K, int N, bool accumulate = false) {
 #if RLFLOW_STABLE_PRODUCTS_AVX512
   if (M <= 0 || N <= 0) return;
   if (!available()) return reference_nt(out, inp, w, b, M, K, N, accumulate);
-  for (int r0 = 0; r0 < M; r0 += row_block) {
-    int const rows = std::min(row_block, M - r0);
+  detail::over_blocks(M, K, N, [&](int r0, int rows, int n0, int n1) {
     float const* x = inp + std::size_t(r0) * K;
     float* o = out + std::size_t(r0) * N;
-    int const blocks = split_blocks(rows, K, N);
-    RLFLOW_MODEL_OMP_FOR_IF(blocks > 1)
-    for (int blk = 0; blk < blocks; ++blk) {
-      int const n0 = blocks == 1 ? 0 : blk * split_block, n1 = blocks == 1 ? N : std::min(N, n0 + split_block);
-      if (rows == 1) detail::nt_rows<1>(o, x, w, b, rows, K, N, accumulate, n0, n1);
-      else if (rows == 2) detail::nt_rows<2>(o, x, w, b, rows, K, N, accumulate, n0, n1);
-      else detail::nt_rows<4>(o, x, w, b, rows, K, N, accumulate, n0, n1);
-    }
-  }
+    if (rows == 1) detail::nt_rows<1>(o, x, w, b, rows, K, N, accumulate, n0, n1);
+    else if (rows == 2) detail::nt_rows<2>(o, x, w, b, rows, K, N, accumulate, n0, n1);
+    else detail::nt_rows<4>(o, x, w, b, rows, K, N, accumulate, n0, n1);
+  });
 #else
   reference_nt(out, inp, w, b, M, K, N, accumulate);
 #endif
@@ -318,25 +329,19 @@ inline void nn(float* out, float const* inp, float const* w, float const* b, int
   if (M <= 0 || N <= 0) return;
   if (!available()) return reference_nn(out, inp, w, b, M, K, N, accumulate);
   float* const s = detail::nn_scratch(std::size_t(std::min(M, row_block)) * N);
-  for (int r0 = 0; r0 < M; r0 += row_block) {
-    int const rows = std::min(row_block, M - r0);
+  detail::over_blocks(M, K, N, [&](int r0, int rows, int n0, int n1) {
     float const* x = inp + std::size_t(r0) * K;
     float* o = out + std::size_t(r0) * N;
     int const kb = rows <= 8 ? 8 : rows <= 16 ? 16 : 64;  // weight rows per block: the sums of more rows want fewer passes
-    int const blocks = split_blocks(rows, K, N);
-    RLFLOW_MODEL_OMP_FOR_IF(blocks > 1)
-    for (int blk = 0; blk < blocks; ++blk) {
-      int const n0 = blocks == 1 ? 0 : blk * split_block, n1 = blocks == 1 ? N : std::min(N, n0 + split_block);
-      if (rows == 1) detail::nn_cols<1>(s, x, w, rows, K, N, n0, n1, kb);
-      else if (rows == 2) detail::nn_cols<2>(s, x, w, rows, K, N, n0, n1, kb);
-      else detail::nn_cols<4>(s, x, w, rows, K, N, n0, n1, kb);
-      for (int m = 0; m < rows; ++m)
-        for (int n = n0; n < n1; ++n) {
-          float* on = o + std::size_t(m) * N + n;
-          *on = detail::prior(on, b, n, accumulate) + (K > 0 ? s[std::size_t(m) * N + n] : 0.0f);
-        }
-    }
-  }
+    if (rows == 1) detail::nn_cols<1>(s, x, w, rows, K, N, n0, n1, kb);
+    else if (rows == 2) detail::nn_cols<2>(s, x, w, rows, K, N, n0, n1, kb);
+    else detail::nn_cols<4>(s, x, w, rows, K, N, n0, n1, kb);
+    for (int m = 0; m < rows; ++m)
+      for (int n = n0; n < n1; ++n) {
+        float* on = o + std::size_t(m) * N + n;
+        *on = detail::prior(on, b, n, accumulate) + (K > 0 ? s[std::size_t(m) * N + n] : 0.0f);
+      }
+  });
 #else
   reference_nn(out, inp, w, b, M, K, N, accumulate);
 #endif
