@@ -51,10 +51,10 @@ struct PagedEngineConfig {
   int max_num_batched_tokens = 8192;  //!< tokens (prefill chunks plus decodes) in one step
   bool enable_chunked_prefill = true;  //!< split a prefill across steps; off: a sequence prefills in one step
   bool enable_prefix_caching = true;   //!< reuse cached full blocks of an equal token prefix across requests
-  //! Every matrix product one row at a time, so a position's numbers (keys, values, logits,
-  //! log-probs) never depend on what is batched with it: a request's output is the same bits under
-  //! any schedule, cache state or preemption, at the cost of the products' batching (BLAS rounds a
-  //! row differently with the number of rows). Agent rollouts turn it on (their batches follow the
+  //! Every matrix product sums each row on its own (model/stable_products.hpp, or one BLAS call
+  //! per row), so a position's numbers (keys, values, logits, log-probs) never depend on what is
+  //! batched with it: a request's output is the same bits under any schedule, cache state or
+  //! preemption (BLAS rounds a row differently with the number of rows). Agent rollouts turn it on (their batches follow the
   //! tools' timing). vLLM: VLLM_BATCH_INVARIANT; SGLang: enable_deterministic_inference.
   bool batch_invariant = false;
 

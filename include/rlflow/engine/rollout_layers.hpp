@@ -88,8 +88,8 @@ void rollout_embed(model::GPTConfig const& cfg, model::ShardLayout const& shard,
 //! the Llama family, q/k norm and RoPE at the rows' positions, so a cached key keeps its rotation)
 //! store(l, qkv, ql) writes the rows' keys and values into the cache, then attend(l, atty, qkv, ql)
 //! fills atty from it. Tensor parallel: this rank's heads and MLP columns; the two row-parallel
-//! products are summed over the TP group (comm) and x stays replicated. one_row: every product one
-//! row at a time (products_nt), so a row's numbers do not depend on the rows batched with it.
+//! products are summed over the TP group (comm) and x stays replicated. one_row: every product sums
+//! each row on its own (products_nt), so a row's numbers do not depend on the rows batched with it.
 template <class Weights, class Store, class Attend>
 void rollout_layers(model::GPTConfig const& cfg, model::ShardLayout const& shard, comm::Communicator* comm, Weights const& at,
                     std::int32_t const* pos, std::size_t N, RolloutLayerBuffers const& buf, float const* rope_cos,
