@@ -133,7 +133,7 @@ SANITIZE_CI_TARGETS := test_foundation test_data_proto test_dispatch test_kernel
   test_hf test_tools test_agent test_engines fuzz_all
 SANITIZE_CI_PREFIXES := test_foundation test_data_proto test_dispatch test_kernels test_config test_hardening \
   test_bpe test_hf_tokenizer test_chat_template test_data_files test_gsm8k_prep test_hf_gpt2 test_tools agent \
-  test_agent_concurrent test_lora $(addprefix fuzz_,$(FUZZ_TARGETS))
+  test_agent_concurrent test_lora stable $(addprefix fuzz_,$(FUZZ_TARGETS))
 empty :=
 space := $(empty) $(empty)
 SANITIZE_CI_TESTS := ^($(subst $(space),|,$(patsubst fuzz_%,fuzz[.]%,$(SANITIZE_CI_PREFIXES))))([.]|$$)
