@@ -19,6 +19,7 @@
 #include <cblas.h>
 #include <cstdint>
 #include <random>
+#include <string>
 #include <vector>
 
 #include <rlflow/engine/paged_engine.hpp>
@@ -86,13 +87,29 @@ void BM_SgemmSameShapes(benchmark::State& state) {
 }
 BENCHMARK(BM_SgemmSameShapes)->Name("BM_SgemmSameShapes/arch:qwen2")->Unit(benchmark::kMillisecond)->UseRealTime();
 
+//! The decode benchmarks' batch: B prompts of P tokens, R new tokens each.
+constexpr int dec_B = 8, dec_P = 32, dec_R = 32;
+
+//! Switches the batch-invariant products (model/stable_products.hpp) on or off for one benchmark
+//! and back to what they were after it.
+struct StableProducts {
+  bool const was = rlflow::model::stable::available();
+  explicit StableProducts(bool on) { rlflow::model::stable::set_enabled(on); }
+  ~StableProducts() { rlflow::model::stable::set_enabled(was); }
+  StableProducts(StableProducts const&) = delete;
+  StableProducts& operator=(StableProducts const&) = delete;
+  //! 'label', marked when the products are BLAS only.
+  static std::string label(std::string label) {
+    return rlflow::model::stable::available() ? label : label + "; BLAS products";
+  }
+};
+
 //! BM_RolloutDecode/arch:qwen2[/stable:off]: the decode with the batch-invariant products
-//! (model/stable_products.hpp, where the CPU has them) or BLAS only.
+//! (where the CPU has them) or BLAS only.
 template <bool Stable>
 void BM_RolloutDecode(benchmark::State& state) {
-  bool const was = rlflow::model::stable::available();
-  rlflow::model::stable::set_enabled(Stable);
-  int const B = 8, P = 32, R = 32;
+  StableProducts const sw(Stable);
+  int const B = dec_B, P = dec_P, R = dec_R;
   GPTConfig const c = qwen2_half_b(64, P + R);
   rlflow::engine::RolloutEngine ro(c);
   std::mt19937 g(1);
@@ -108,9 +125,7 @@ void BM_RolloutDecode(benchmark::State& state) {
     benchmark::DoNotOptimize(r.log_probs.data<float>());
   }
   state.counters["tokens/s"] = benchmark::Counter(double(B) * R, benchmark::Counter::kIsIterationInvariantRate);
-  state.SetLabel(rlflow::model::stable::available() ? "B=8 P=32 R=32, Qwen2.5-0.5B layers x2, KV cache"
-                                                    : "B=8 P=32 R=32, Qwen2.5-0.5B layers x2, KV cache; BLAS products");
-  rlflow::model::stable::set_enabled(was);
+  state.SetLabel(StableProducts::label("B=8 P=32 R=32, Qwen2.5-0.5B layers x2, KV cache"));
 }
 BENCHMARK(BM_RolloutDecode<true>)->Name("BM_RolloutDecode/arch:qwen2")->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_RolloutDecode<false>)->Name("BM_RolloutDecode/arch:qwen2/stable:off")->Unit(benchmark::kMillisecond)->UseRealTime();
@@ -120,9 +135,8 @@ BENCHMARK(BM_RolloutDecode<false>)->Name("BM_RolloutDecode/arch:qwen2/stable:off
 //! the batch-invariant products or with one BLAS call per row.
 template <bool Stable>
 void BM_InvariantDecode(benchmark::State& state) {
-  bool const was = rlflow::model::stable::available();
-  rlflow::model::stable::set_enabled(Stable);
-  int const B = 8, P = 32, R = 32;
+  StableProducts const sw(Stable);
+  int const B = dec_B, P = dec_P, R = dec_R;
   GPTConfig const c = qwen2_half_b(64, P + R);
   std::vector<float> w(rlflow::model::param_count(c));
   rlflow::model::init_params(c, w);
@@ -141,8 +155,7 @@ void BM_InvariantDecode(benchmark::State& state) {
   }
   for (auto _ : state) benchmark::DoNotOptimize(e.generate(prompts, params).data());
   state.counters["tokens/s"] = benchmark::Counter(double(B) * R, benchmark::Counter::kIsIterationInvariantRate);
-  state.SetLabel(rlflow::model::stable::available() ? "paged, batch_invariant, B=8 P=32 R=32" : "paged, batch_invariant, B=8 P=32 R=32; BLAS per row");
-  rlflow::model::stable::set_enabled(was);
+  state.SetLabel(StableProducts::label("paged, batch_invariant, B=8 P=32 R=32"));
 }
 BENCHMARK(BM_InvariantDecode<true>)->Name("BM_InvariantDecode/arch:qwen2")->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_InvariantDecode<false>)->Name("BM_InvariantDecode/arch:qwen2/stable:off")->Unit(benchmark::kMillisecond)->UseRealTime();
